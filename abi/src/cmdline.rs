@@ -1,0 +1,277 @@
+//! The kernel command line: `key=value` words separated by spaces.
+//!
+//! xtask writes these words (QEMU `-append`, or the GRUB menu entry), the
+//! kernel parses them with [`Options::parse`]. Bad input never stops a boot:
+//! an unknown key or a malformed value is reported through the `warn`
+//! callback and the default is kept.
+
+use crate::syscall::Mechanism;
+
+/// Every key the kernel understands, for the "valid keys" warning.
+pub const KEYS: &[&str] = &[
+    KEY_MODE, KEY_PROG, KEY_TEST, KEY_CRASH, KEY_CLOCK, KEY_ACCEL, KEY_ENTRY, KEY_BATCHES,
+    KEY_BATCH_SIZE,
+];
+pub const KEY_MODE: &str = "mode";
+pub const KEY_PROG: &str = "prog";
+pub const KEY_TEST: &str = "test";
+pub const KEY_CRASH: &str = "crash";
+pub const KEY_CLOCK: &str = "clock";
+pub const KEY_ACCEL: &str = "accel";
+pub const KEY_ENTRY: &str = "entry";
+pub const KEY_BATCHES: &str = "batches";
+pub const KEY_BATCH_SIZE: &str = "batch_size";
+
+/// What the boot is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Run the user program named by `prog` (the benchmark driver by default).
+    Run,
+    /// Run the in-kernel tests, then the user test programs.
+    Test,
+}
+
+/// A deliberate kernel fault, to show that each exception is reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Crash {
+    /// Unbounded recursion into the guard page: the double-fault task reports it.
+    Overflow,
+    /// `int3`.
+    Breakpoint,
+    /// `ud2`.
+    InvalidOpcode,
+    /// `div` by zero.
+    DivideError,
+    /// A write to an unmapped page.
+    PageFault,
+    /// A Rust panic.
+    Panic,
+}
+
+impl Crash {
+    pub const ALL: [(Crash, &'static str); 6] = [
+        (Crash::Overflow, "overflow"),
+        (Crash::Breakpoint, "bp"),
+        (Crash::InvalidOpcode, "ud"),
+        (Crash::DivideError, "de"),
+        (Crash::PageFault, "pf"),
+        (Crash::Panic, "panic"),
+    ];
+    pub fn key(self) -> &'static str {
+        Self::ALL.iter().find(|(c, _)| *c == self).map(|(_, k)| *k).unwrap_or("?")
+    }
+}
+
+/// Which clock the timed regions read; the kernel cannot tell icount from
+/// real cycles, so the host says which one QEMU was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// RDTSC: cycles on real hardware and real KVM.
+    Tsc,
+    /// QEMU `-icount shift=0,sleep=off`: one tick per guest instruction.
+    Icount,
+}
+
+impl Clock {
+    pub fn key(self) -> &'static str {
+        match self {
+            Clock::Tsc => "tsc",
+            Clock::Icount => "icount",
+        }
+    }
+}
+
+/// The parsed command line. Strings borrow from the command line itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options<'a> {
+    pub mode: Mode,
+    /// The user program to run (a Multiboot module's name).
+    pub prog: &'a str,
+    /// Only run tests whose name contains this.
+    pub test: Option<&'a str>,
+    pub crash: Option<Crash>,
+    pub clock: Clock,
+    /// The accelerator as the host reported it (`tcg`, `kvm`); `hw` when nobody said.
+    pub accel: &'a str,
+    /// Bit `m as u32` set for each mechanism to use.
+    pub entry: u32,
+    pub batches: u32,
+    pub batch_size: u32,
+}
+
+pub const DEFAULT_PROG: &str = "bench";
+pub const DEFAULT_BATCHES: u32 = 64;
+pub const DEFAULT_BATCH_SIZE: u32 = 4096;
+/// Upper bound on `batches`: the kernel keeps every per-batch sample.
+pub const MAX_BATCHES: u32 = 1024;
+
+impl Default for Options<'_> {
+    fn default() -> Self {
+        Options {
+            mode: Mode::Run,
+            prog: DEFAULT_PROG,
+            test: None,
+            crash: None,
+            clock: Clock::Tsc,
+            accel: "hw",
+            entry: u32::MAX,
+            batches: DEFAULT_BATCHES,
+            batch_size: DEFAULT_BATCH_SIZE,
+        }
+    }
+}
+
+/// A problem with one word of the command line. The boot goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Warning<'a> {
+    /// A key not in [`KEYS`].
+    UnknownKey(&'a str),
+    /// A known key with a value it cannot take; `expected` says what it takes.
+    BadValue {
+        key: &'a str,
+        value: &'a str,
+        expected: &'static str,
+    },
+}
+
+impl<'a> Options<'a> {
+    /// Parses `cmdline`. Words without `=` are treated as keys with an empty value.
+    pub fn parse(cmdline: &'a str, warn: &mut dyn FnMut(Warning<'a>)) -> Options<'a> {
+        let mut o = Options::default();
+        for word in cmdline.split_ascii_whitespace() {
+            let (key, value) = word.split_once('=').unwrap_or((word, ""));
+            let mut bad = |expected| {
+                warn(Warning::BadValue {
+                    key,
+                    value,
+                    expected,
+                })
+            };
+            match key {
+                KEY_MODE => match value {
+                    "run" => o.mode = Mode::Run,
+                    "test" => o.mode = Mode::Test,
+                    _ => bad("run or test"),
+                },
+                KEY_PROG if is_name(value) => o.prog = value,
+                KEY_PROG => bad("a program name (letters, digits, _ and -)"),
+                KEY_TEST if !value.is_empty() => o.test = Some(value),
+                KEY_TEST => bad("a test name or part of one"),
+                KEY_CRASH => match Crash::ALL.iter().find(|(_, k)| *k == value) {
+                    Some((c, _)) => o.crash = Some(*c),
+                    None => bad("overflow, bp, ud, de, pf or panic"),
+                },
+                KEY_CLOCK => match value {
+                    "tsc" => o.clock = Clock::Tsc,
+                    "icount" => o.clock = Clock::Icount,
+                    _ => bad("tsc or icount"),
+                },
+                KEY_ACCEL if is_name(value) => o.accel = value,
+                KEY_ACCEL => bad("tcg, kvm or hw"),
+                KEY_ENTRY => match parse_mechanisms(value) {
+                    Some(bits) => o.entry = bits,
+                    None => bad("a comma list of int80, sysenter, callgate, syscall"),
+                },
+                KEY_BATCHES => match value.parse::<u32>() {
+                    Ok(n) if (1..=MAX_BATCHES).contains(&n) => o.batches = n,
+                    _ => bad("a whole number from 1 to 1024"),
+                },
+                KEY_BATCH_SIZE => match value.parse::<u32>() {
+                    Ok(n) if n >= 1 => o.batch_size = n,
+                    _ => bad("a whole number of at least 1"),
+                },
+                _ => warn(Warning::UnknownKey(key)),
+            }
+        }
+        o
+    }
+
+    pub fn uses(&self, m: Mechanism) -> bool {
+        self.entry & (1 << m as u32) != 0
+    }
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn parse_mechanisms(s: &str) -> Option<u32> {
+    let mut bits = 0;
+    for part in s.split(',') {
+        bits |= 1 << Mechanism::from_key(part)? as u32;
+    }
+    Some(bits)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    fn parse(s: &str) -> (Options<'_>, Vec<Warning<'_>>) {
+        let mut w = Vec::new();
+        let o = Options::parse(s, &mut |x| w.push(x));
+        (o, w)
+    }
+
+    #[test]
+    fn empty_gives_defaults() {
+        let (o, w) = parse("");
+        assert_eq!(o, Options::default());
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn every_key() {
+        let (o, w) = parse(
+            "mode=test prog=utest test=sysenter crash=overflow clock=icount accel=tcg \
+             entry=int80,callgate batches=8 batch_size=16",
+        );
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(o.mode, Mode::Test);
+        assert_eq!(o.prog, "utest");
+        assert_eq!(o.test, Some("sysenter"));
+        assert_eq!(o.crash, Some(Crash::Overflow));
+        assert_eq!(o.clock, Clock::Icount);
+        assert_eq!(o.accel, "tcg");
+        assert!(o.uses(Mechanism::Int80) && o.uses(Mechanism::CallGate));
+        assert!(!o.uses(Mechanism::Sysenter) && !o.uses(Mechanism::Syscall));
+        assert_eq!((o.batches, o.batch_size), (8, 16));
+    }
+
+    #[test]
+    fn unknown_key_warns_and_goes_on() {
+        let (o, w) = parse("colour=blue batches=2");
+        assert_eq!(w, [Warning::UnknownKey("colour")]);
+        assert_eq!(o.batches, 2);
+    }
+
+    #[test]
+    fn bad_values_keep_defaults() {
+        let (o, w) = parse("batches=0 batch_size=x clock=sundial entry=int80,nope mode= prog=a/b");
+        assert_eq!(w.len(), 6, "{w:?}");
+        assert!(matches!(w[0], Warning::BadValue { key: "batches", value: "0", .. }));
+        assert_eq!(o, Options::default());
+        let (_, w) = parse("batches=1025");
+        assert_eq!(w.len(), 1);
+    }
+
+    #[test]
+    fn word_without_equals_is_a_key() {
+        let (_, w) = parse("quiet");
+        assert_eq!(w, [Warning::UnknownKey("quiet")]);
+        let (_, w) = parse("mode");
+        assert!(matches!(w[0], Warning::BadValue { key: "mode", value: "", .. }));
+    }
+
+    #[test]
+    fn grub_style_extra_spaces() {
+        let (o, w) = parse("  mode=test   prog=x  ");
+        assert!(w.is_empty());
+        assert_eq!((o.mode, o.prog), (Mode::Test, "x"));
+    }
+}

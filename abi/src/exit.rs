@@ -1,0 +1,85 @@
+//! Exit codes written to QEMU's `isa-debug-exit` device (port [`PORT`]).
+//!
+//! QEMU exits with status `value * 2 + 1`, so 0 cannot be produced by the
+//! guest: a 0 status means QEMU stopped for another reason (under `-no-reboot`,
+//! a triple fault resets the machine and QEMU exits with 0).
+
+/// I/O port of the isa-debug-exit device (`-device isa-debug-exit,iobase=0xf4,iosize=0x04`).
+pub const PORT: u16 = 0xf4;
+
+/// Everything the kernel was asked to do succeeded.
+pub const SUCCESS: u32 = 0x10;
+/// A test or benchmark failed, or a fatal condition other than a fault.
+pub const FAILURE: u32 = 0x11;
+/// A Rust panic in the kernel.
+pub const PANIC: u32 = 0x12;
+/// A CPU exception in the kernel: `EXCEPTION_BASE + vector` (vectors 0..32).
+pub const EXCEPTION_BASE: u32 = 0x20;
+
+/// The host exit status QEMU produces for a debug-exit value.
+pub const fn qemu_status(value: u32) -> i32 {
+    (value * 2 + 1) as i32
+}
+
+/// What a QEMU exit status means, for xtask's messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    Failure,
+    Panic,
+    /// A kernel-mode CPU exception with this vector.
+    Exception(u8),
+    /// Status 0: the guest reset (a triple fault under `-no-reboot`) or powered off.
+    ResetOrTripleFault,
+    /// Any other status (QEMU itself failed, or an unknown code).
+    Other(i32),
+}
+
+pub fn outcome(status: i32) -> Outcome {
+    if status == 0 {
+        return Outcome::ResetOrTripleFault;
+    }
+    if status < 0 || status % 2 == 0 {
+        return Outcome::Other(status);
+    }
+    let v = (status as u32 - 1) / 2;
+    match v {
+        SUCCESS => Outcome::Success,
+        FAILURE => Outcome::Failure,
+        PANIC => Outcome::Panic,
+        v if (EXCEPTION_BASE..EXCEPTION_BASE + 32).contains(&v) => {
+            Outcome::Exception((v - EXCEPTION_BASE) as u8)
+        }
+        _ => Outcome::Other(status),
+    }
+}
+
+/// Short mnemonic of an exception vector (Intel SDM Vol. 3A, Table 6-1).
+pub fn vector_name(v: u8) -> &'static str {
+    const NAMES: [&str; 32] = [
+        "#DE", "#DB", "NMI", "#BP", "#OF", "#BR", "#UD", "#NM", "#DF", "CSO", "#TS", "#NP", "#SS",
+        "#GP", "#PF", "#15", "#MF", "#AC", "#MC", "#XM", "#VE", "#CP", "#22", "#23", "#24", "#25",
+        "#26", "#27", "#HV", "#VC", "#SX", "#31",
+    ];
+    NAMES.get(v as usize).copied().unwrap_or("#??")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_round_trip() {
+        assert_eq!(outcome(qemu_status(SUCCESS)), Outcome::Success);
+        assert_eq!(outcome(33), Outcome::Success);
+        assert_eq!(outcome(qemu_status(FAILURE)), Outcome::Failure);
+        assert_eq!(outcome(qemu_status(PANIC)), Outcome::Panic);
+        assert_eq!(
+            outcome(qemu_status(EXCEPTION_BASE + 8)),
+            Outcome::Exception(8)
+        );
+        assert_eq!(outcome(0), Outcome::ResetOrTripleFault);
+        assert_eq!(outcome(1), Outcome::Other(1));
+        assert_eq!(outcome(2), Outcome::Other(2));
+    }
+}

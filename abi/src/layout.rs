@@ -1,0 +1,44 @@
+//! Memory layout and segment selectors that both sides of the user/kernel
+//! boundary depend on.
+//!
+//! The kernel is identity-mapped in the low [`KERNEL_MAP_END`] bytes,
+//! supervisor-only. User programs live in `[USER_BASE, USER_TOP)`, far above
+//! the kernel and any Multiboot module GRUB places after it.
+
+/// End of the kernel's identity map; physical frames the kernel hands out
+/// come from below it so the kernel can reach them at their own address.
+pub const KERNEL_MAP_END: u32 = 32 << 20;
+/// Lowest user address (user programs are linked here).
+pub const USER_BASE: u32 = 0x4000_0000;
+/// One past the highest user address.
+pub const USER_TOP: u32 = 0xC000_0000;
+/// Initial user ESP; the stack grows down from here.
+pub const USER_STACK_TOP: u32 = 0xB000_0000;
+/// Size of the user stack; the page below it is a guard page, never mapped.
+pub const USER_STACK_SIZE: u32 = 64 << 10;
+pub const PAGE_SIZE: u32 = 4096;
+
+/// GDT selectors. The kernel builds its GDT through typed wrappers and checks
+/// at boot that each descriptor lands on the selector named here.
+pub mod selector {
+    /// Ring-0 code. Also IA32_SYSENTER_CS: SYSENTER derives SS = CS+8 and
+    /// SYSEXIT derives the user CS = CS+16 and SS = CS+24 (Intel SDM Vol. 2B,
+    /// SYSENTER/SYSEXIT), which fixes the order of the next three entries.
+    pub const KERNEL_CODE: u16 = 0x08;
+    pub const KERNEL_DATA: u16 = 0x10;
+    /// Ring-3 code and data (RPL 3).
+    pub const USER_CODE: u16 = 0x18 | 3;
+    pub const USER_DATA: u16 = 0x20 | 3;
+    /// The TSS that gives ESP0 for ring 3 → ring 0 transitions.
+    pub const TSS: u16 = 0x28;
+    /// The double-fault TSS, entered through a task gate.
+    pub const DOUBLE_FAULT_TSS: u16 = 0x30;
+    /// The DPL-3 call gate to the full system-call entry.
+    pub const CALL_GATE: u16 = 0x38 | 3;
+    /// The DPL-3 call gate to the floor entry (lcall → lret, no work).
+    pub const CALL_GATE_FLOOR: u16 = 0x40 | 3;
+}
+
+/// The int 0x80 vector (full entry) and the floor vector (int → iret, no work).
+pub const VECTOR_SYSCALL: u8 = 0x80;
+pub const VECTOR_SYSCALL_FLOOR: u8 = 0x81;

@@ -1,0 +1,14 @@
+//! The testbed's ABI: every number that crosses a boundary (user ↔ kernel,
+//! kernel ↔ host) is defined here once and nowhere else.
+//!
+//! `no_std`, no allocation: the kernel, the ring-3 programs and the host tool
+//! all link it.
+#![no_std]
+
+pub mod cmdline;
+pub mod exit;
+pub mod layout;
+pub mod report;
+pub mod syscall;
+
+pub use syscall::{errno, nr, Mechanism};

@@ -1,0 +1,121 @@
+//! Machine-readable report records.
+//!
+//! The kernel prints a human table for people and, for machines, one record
+//! per line:
+//!
+//! ```text
+//! @@tb1 <kind> key=value key=value ...
+//! ```
+//!
+//! `@@tb` is [`MARKER`], `1` is [`SCHEMA`]. Values are escaped with
+//! [`Escaped`] (`%XX` for space, `%`, `=` and control bytes), so a record
+//! always splits on spaces and on the first `=` of each word. A record that
+//! carries many numbers (samples) lists them comma-separated in one value.
+//! A record line may follow other text on the same line (a serial console
+//! can interleave); the parser looks for the marker anywhere in the line.
+
+use core::fmt;
+
+/// Starts every record.
+pub const MARKER: &str = "@@tb";
+/// Bumped whenever a record's meaning changes.
+pub const SCHEMA: u32 = 1;
+
+/// Record kinds. Each names the keys it carries.
+pub mod kind {
+    /// `loader protocol cmdline mem_kib modules rev`.
+    pub const BOOT: &str = "boot";
+    /// `vendor brand family model stepping signature hypervisor tsc sep sse2
+    /// invariant_tsc syscall perfmon`.
+    pub const CPU: &str = "cpu";
+    /// A warning about the command line: `text`.
+    pub const WARN: &str = "warn";
+    /// One entry mechanism: `name status` (`ok` or `unavailable`) and `reason`.
+    pub const MECH: &str = "mech";
+    /// One in-kernel or user test: `name result` (`pass`/`fail`) and `detail`.
+    pub const TEST: &str = "test";
+    /// The test summary: `passed failed`.
+    pub const TESTS: &str = "tests";
+    /// A CPU exception: `vector name mode error eip cs eflags eax ebx ecx edx
+    /// esi edi ebp esp cr2`.
+    pub const EXCEPTION: &str = "exception";
+    /// A user task ended: `prog pid how` (`exit` or `fault`) `code`.
+    pub const TASK: &str = "task";
+    /// A mechanism's check from a user program: `name result detail`.
+    pub const CHECK: &str = "check";
+    /// The last record of a boot: `status` (`success`, `failure`).
+    pub const END: &str = "end";
+}
+
+/// Displays a string with `%XX` escapes for bytes that would break a record.
+pub struct Escaped<'a>(pub &'a str);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("%00");
+        }
+        for &b in self.0.as_bytes() {
+            if needs_escape(b) {
+                write!(f, "%{b:02X}")?;
+            } else {
+                // Plain printable ASCII; multi-byte UTF-8 passes through whole.
+                f.write_str(core::str::from_utf8(core::slice::from_ref(&b)).unwrap_or("?"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn needs_escape(b: u8) -> bool {
+    b <= b' ' || b == b'%' || b == b'=' || b >= 0x7f
+}
+
+/// Undoes [`Escaped`], feeding bytes to `push`. `%00` alone is the empty
+/// string. Returns `Err(())` for a malformed escape.
+pub fn unescape(s: &str, push: &mut dyn FnMut(u8)) -> Result<(), ()> {
+    if s == "%00" {
+        return Ok(());
+    }
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s.get(i + 1..i + 3).ok_or(())?;
+            push(u8::from_str_radix(hex, 16).map_err(|_| ())?);
+            i += 3;
+        } else {
+            push(b[i]);
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::{format, string::String, vec::Vec};
+
+    fn round_trip(s: &str) -> String {
+        let e = format!("{}", Escaped(s));
+        assert!(!e.contains(' ') && !e.contains('='), "{e}");
+        let mut v = Vec::new();
+        unescape(&e, &mut |b| v.push(b)).unwrap();
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn escapes_round_trip() {
+        for s in ["", "plain", "QEMU Virtual CPU version 2.5+", "a=b c%d\te", "  "] {
+            assert_eq!(round_trip(s), s);
+        }
+    }
+
+    #[test]
+    fn bad_escape_is_an_error() {
+        assert!(unescape("abc%4", &mut |_| ()).is_err());
+        assert!(unescape("%zz", &mut |_| ()).is_err());
+    }
+}

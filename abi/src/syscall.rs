@@ -1,0 +1,170 @@
+//! System-call numbers, errno values, file descriptors and the entry mechanisms.
+//!
+//! One ABI for every mechanism: the number in EAX, arguments in EBX, ECX, EDX,
+//! ESI, EDI, EBP, the result in EAX (a negative errno on failure). How each
+//! mechanism carries the registers it consumes is documented on [`Mechanism`].
+
+/// System-call numbers. Dense from 0 so the dispatcher indexes a table.
+pub mod nr {
+    /// Does nothing and returns 0: the round trip itself.
+    pub const NULL: u32 = 0;
+    /// `exit(status)`: ends the calling task.
+    pub const EXIT: u32 = 1;
+    /// `write(fd, buf, len)` → bytes written.
+    pub const WRITE: u32 = 2;
+    /// `read(fd, buf, len)` → bytes read.
+    pub const READ: u32 = 3;
+    /// `getpid()` → the task id.
+    pub const GETPID: u32 = 4;
+    /// `geteuid()` → the effective user id from the task's credential.
+    pub const GETEUID: u32 = 5;
+    /// `yield()`: give up the CPU (returns at once while there is one task).
+    pub const YIELD: u32 = 6;
+    /// `cpuinfo(buf, len)`: copies a [`crate::syscall::CpuInfo`] to user memory.
+    pub const CPUINFO: u32 = 7;
+    /// One past the last number: anything `>= COUNT` returns `-ENOSYS`.
+    pub const COUNT: u32 = 8;
+
+    /// The name of a call, for reports.
+    pub fn name(n: u32) -> &'static str {
+        match n {
+            NULL => "null",
+            EXIT => "exit",
+            WRITE => "write",
+            READ => "read",
+            GETPID => "getpid",
+            GETEUID => "geteuid",
+            YIELD => "yield",
+            CPUINFO => "cpuinfo",
+            _ => "unknown",
+        }
+    }
+}
+
+/// Error numbers, returned negated in EAX. Values follow Linux i386.
+pub mod errno {
+    pub const EPERM: i32 = 1;
+    pub const EBADF: i32 = 9;
+    pub const EAGAIN: i32 = 11;
+    pub const EFAULT: i32 = 14;
+    pub const EINVAL: i32 = 22;
+    pub const EDEADLK: i32 = 35;
+    pub const ENOSYS: i32 = 38;
+
+    pub fn name(e: i32) -> &'static str {
+        match e {
+            EPERM => "EPERM",
+            EBADF => "EBADF",
+            EAGAIN => "EAGAIN",
+            EFAULT => "EFAULT",
+            EINVAL => "EINVAL",
+            EDEADLK => "EDEADLK",
+            ENOSYS => "ENOSYS",
+            _ => "E?",
+        }
+    }
+}
+
+/// File descriptors every task starts with.
+pub mod fd {
+    /// Reads return 0 (end of file).
+    pub const STDIN: u32 = 0;
+    /// The console (serial + VGA).
+    pub const STDOUT: u32 = 1;
+    pub const STDERR: u32 = 2;
+    /// Swallows writes, reads return 0: the cheapest real `write`.
+    pub const NULL: u32 = 3;
+    /// A kernel ring buffer of [`RING_SIZE`] bytes: writes append, reads consume.
+    pub const RING: u32 = 4;
+    pub const RING_SIZE: usize = 4096;
+}
+
+/// The user credential every task starts with (reported by `geteuid`).
+pub const DEFAULT_EUID: u32 = 1000;
+
+/// The ways ring 3 can enter ring 0. Each has a *full* entry (into the
+/// dispatcher) and a *floor* entry (the cheapest legal round trip).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Mechanism {
+    /// `int $0x80` through a DPL-3 interrupt gate; returns with `iret`.
+    /// All seven registers carry the ABI as is.
+    Int80 = 0,
+    /// `sysenter`/`sysexit`. SYSENTER saves nothing and SYSEXIT takes the
+    /// return ESP from ECX and EIP from EDX, so the user stub pushes EBP
+    /// (arg 6), EDX (arg 3), ECX (arg 2) and its return address, copies ESP
+    /// into EBP and executes `sysenter`; the kernel reads those four words at
+    /// `[EBP]` and returns to the address with ESP just above it. The stub
+    /// then pops ECX, EDX, EBP, so every ABI register is preserved.
+    Sysenter = 1,
+    /// `lcall` through a DPL-3 call gate; returns with `lret`. All seven
+    /// registers carry the ABI as is.
+    CallGate = 2,
+    /// AMD `syscall`/`sysret` in legacy mode. SYSCALL puts the return EIP in
+    /// ECX and does not switch stacks, so the stub pushes ECX (arg 2) and the
+    /// kernel reads it at `[ESP]`; the stub pops it back afterwards.
+    Syscall = 3,
+}
+
+impl Mechanism {
+    pub const ALL: [Mechanism; 4] = [
+        Mechanism::Int80,
+        Mechanism::Sysenter,
+        Mechanism::CallGate,
+        Mechanism::Syscall,
+    ];
+
+    /// Short name used on the command line, in records and in xtask flags.
+    pub fn key(self) -> &'static str {
+        match self {
+            Mechanism::Int80 => "int80",
+            Mechanism::Sysenter => "sysenter",
+            Mechanism::CallGate => "callgate",
+            Mechanism::Syscall => "syscall",
+        }
+    }
+
+    /// Name for human tables.
+    pub fn title(self) -> &'static str {
+        match self {
+            Mechanism::Int80 => "int 0x80",
+            Mechanism::Sysenter => "sysenter",
+            Mechanism::CallGate => "call gate",
+            Mechanism::Syscall => "syscall",
+        }
+    }
+
+    pub fn from_key(s: &str) -> Option<Mechanism> {
+        Self::ALL.into_iter().find(|m| m.key() == s)
+    }
+
+    pub fn from_u32(v: u32) -> Option<Mechanism> {
+        Self::ALL.get(v as usize).copied()
+    }
+}
+
+/// What `cpuinfo` copies out: which mechanisms the kernel set up on this CPU.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub struct CpuInfo {
+    /// Bit `m as u32` set when mechanism `m` is usable.
+    pub mechanisms: u32,
+    /// CPUID signature (EAX of leaf 1), 0 without CPUID.
+    pub signature: u32,
+}
+
+impl CpuInfo {
+    pub fn has(&self, m: Mechanism) -> bool {
+        self.mechanisms & (1 << m as u32) != 0
+    }
+}
+
+/// Returns `Err(errno)` for a negative result, `Ok(value)` otherwise.
+pub fn decode(ret: u32) -> Result<u32, i32> {
+    let v = ret as i32;
+    if (-4095..0).contains(&v) {
+        Err(-v)
+    } else {
+        Ok(ret)
+    }
+}

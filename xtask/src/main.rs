@@ -1,0 +1,2 @@
+mod ministat;
+fn main() {}
