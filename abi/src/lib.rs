@@ -5,6 +5,7 @@
 //! all link it.
 #![no_std]
 
+pub mod cases;
 pub mod cmdline;
 pub mod exit;
 pub mod layout;

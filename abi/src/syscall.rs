@@ -22,8 +22,17 @@ pub mod nr {
     pub const YIELD: u32 = 6;
     /// `cpuinfo(buf, len)`: copies a [`crate::syscall::CpuInfo`] to user memory.
     pub const CPUINFO: u32 = 7;
+    /// `entry_floor(mechanism, on)`: point an MSR-based mechanism (sysenter,
+    /// syscall) at its floor entry (`on` = 1) or back at the full one. The
+    /// floor does no work, so the call that turns it off must come through
+    /// another mechanism. Int 0x80 and the call gate have a floor of their
+    /// own (`layout::VECTOR_SYSCALL_FLOOR`, `selector::CALL_GATE_FLOOR`).
+    pub const ENTRY_FLOOR: u32 = 8;
+    /// `argsum(a1..a6)` → `a1 + 2·a2 + 3·a3 + 4·a4 + 5·a5 + 6·a6` (wrapping):
+    /// proves that all six arguments arrive, whichever mechanism carried them.
+    pub const ARGSUM: u32 = 9;
     /// One past the last number: anything `>= COUNT` returns `-ENOSYS`.
-    pub const COUNT: u32 = 8;
+    pub const COUNT: u32 = 10;
 
     /// The name of a call, for reports.
     pub fn name(n: u32) -> &'static str {
@@ -36,6 +45,8 @@ pub mod nr {
             GETEUID => "geteuid",
             YIELD => "yield",
             CPUINFO => "cpuinfo",
+            ENTRY_FLOOR => "entry_floor",
+            ARGSUM => "argsum",
             _ => "unknown",
         }
     }
@@ -157,6 +168,13 @@ impl CpuInfo {
     pub fn has(&self, m: Mechanism) -> bool {
         self.mechanisms & (1 << m as u32) != 0
     }
+}
+
+/// What `argsum` returns for these arguments.
+pub fn argsum(a: [u32; 6]) -> u32 {
+    a.iter()
+        .enumerate()
+        .fold(0u32, |s, (i, &v)| s.wrapping_add(v.wrapping_mul(i as u32 + 1)))
 }
 
 /// Returns `Err(errno)` for a negative result, `Ok(value)` otherwise.

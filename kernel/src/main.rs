@@ -1,2 +1,208 @@
+//! The i386 testbed kernel.
+//!
+//! `kmain` is the boot sequence, one step per line; each step's module says
+//! what it sets up and why.
 #![no_std]
 #![no_main]
+
+mod arch;
+mod boot;
+mod console;
+mod entry;
+mod sync;
+mod syscall;
+mod task;
+mod testing;
+
+use abi::cmdline::{Crash, Mode, Options, Warning, KEYS};
+use abi::exit;
+use abi::report::kind;
+use abi::Mechanism;
+
+use arch::{cpu, exceptions, frames, gdt, idt, paging, pic, power};
+use boot::info::{BootInfo, PhysMem};
+use console::Hex;
+use sync::cell::BootCell;
+
+/// Physical memory before and after paging: the kernel's identity map.
+struct Identity;
+
+impl PhysMem<'static> for Identity {
+    fn bytes(&self, addr: u32, len: u32) -> Option<&'static [u8]> {
+        let end = addr.checked_add(len)?;
+        if addr < abi::layout::PAGE_SIZE || end > abi::layout::KERNEL_MAP_END {
+            return None;
+        }
+        // SAFETY: inside the identity-mapped low memory the loader handed us.
+        Some(unsafe { core::slice::from_raw_parts(addr as *const u8, len as usize) })
+    }
+}
+
+static USABLE: BootCell<u32> = BootCell::new(0);
+
+/// Bit set of the mechanisms set up on this CPU.
+pub fn usable_mechanisms() -> u32 {
+    // SAFETY: written once during boot.
+    unsafe { *USABLE.get_mut() }
+}
+
+unsafe extern "C" {
+    static __kernel_start: u8;
+    static __kernel_end: u8;
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn kmain(magic: u32, info: u32) -> ! {
+    console::init();
+    kprintln!("i386 testbed kernel {}", env!("TESTBED_REV"));
+
+    // SAFETY: for the Multiboot 2 magic, EBX points at the loader's structure.
+    let bi = match unsafe { BootInfo::parse(magic, info, &Identity) } {
+        Ok(bi) => bi,
+        Err(e) => {
+            kprintln!("boot: cannot read the loader's information: {e:?}");
+            power::exit(exit::FAILURE);
+        }
+    };
+    let opts = Options::parse(bi.cmdline, &mut warn);
+    record!(kind::BOOT, "loader" => bi.loader, "protocol" => bi.protocol.key(),
+        "cmdline" => bi.cmdline, "mem_kib" => bi.memory_kib(),
+        "modules" => bi.modules().len(), "rev" => env!("TESTBED_REV"));
+
+    let f = &cpu::detect();
+    report_cpu(f);
+
+    pic::init_masked();
+    let stacks = boot::entry::stacks();
+    let (gate, gate_floor) = entry::callgate::targets();
+    gdt::init(
+        stacks.kernel_top,
+        gdt::DoubleFaultTask {
+            eip: exceptions::double_fault_entry(),
+            esp: stacks.df_top,
+            cr3: paging::directory_address(),
+        },
+        gate,
+        gate_floor,
+    );
+    exceptions::install();
+    let usable = entry::init(f, stacks.kernel_top);
+    // SAFETY: boot, single CPU.
+    unsafe { *USABLE.get_mut() = usable };
+    idt::load();
+    paging::init(&stacks);
+    frames::init(&bi, (&raw const __kernel_start as u32, &raw const __kernel_end as u32));
+    for m in Mechanism::ALL {
+        match entry::unavailable_reason(m, f) {
+            None => record!(kind::MECH, "name" => m.key(), "status" => "ok", "reason" => ""),
+            Some(why) => {
+                kprintln!("{}: unavailable: {}", m.title(), why);
+                record!(kind::MECH, "name" => m.key(), "status" => "unavailable", "reason" => why)
+            }
+        }
+    }
+
+    if let Some(c) = opts.crash {
+        crash(c);
+    }
+    let ok = match opts.mode {
+        Mode::Test => testing::run_all(&bi, &opts),
+        Mode::Run => run_program(&bi, &opts),
+    };
+    record!(kind::END, "status" => if ok { "success" } else { "failure" });
+    power::exit(if ok { exit::SUCCESS } else { exit::FAILURE })
+}
+
+fn warn(w: Warning) {
+    match w {
+        Warning::UnknownKey(k) => {
+            kprint!("cmdline: unknown key '{k}' ignored; valid keys:");
+            for key in KEYS {
+                kprint!(" {key}");
+            }
+            kprintln!();
+            record!(kind::WARN, "text" => "unknown key", "key" => k);
+        }
+        Warning::BadValue { key, value, expected } => {
+            kprintln!("cmdline: {key}={value} is not valid ({key} takes {expected}); using the default");
+            record!(kind::WARN, "text" => "bad value", "key" => key, "value" => value);
+        }
+    }
+}
+
+fn report_cpu(f: &cpu::Features) {
+    kprintln!(
+        "cpu: {} \"{}\" family {} model {} stepping {}, hypervisor {}",
+        f.vendor_str(),
+        f.brand_str(),
+        f.family,
+        f.model,
+        f.stepping,
+        f.hypervisor_str()
+    );
+    record!(kind::CPU, "vendor" => f.vendor_str(), "brand" => f.brand_str(),
+        "family" => f.family, "model" => f.model, "stepping" => f.stepping,
+        "signature" => Hex(f.signature), "hypervisor" => f.hypervisor_str(),
+        "tsc" => f.tsc, "sep" => f.sep, "sse2" => f.sse2, "rdtscp" => f.rdtscp,
+        "invariant_tsc" => f.invariant_tsc, "syscall" => f.syscall,
+        "perfmon" => f.perfmon_version, "counters" => f.perfmon_counters);
+}
+
+/// Runs the program `prog` names; true when it exits with status 0.
+fn run_program(bi: &BootInfo<'static>, opts: &Options) -> bool {
+    let Some(m) = bi.module(opts.prog) else {
+        kprint!("no program '{}' among the boot modules:", opts.prog);
+        for m in bi.modules() {
+            kprint!(" {}", m.name);
+        }
+        kprintln!();
+        return false;
+    };
+    match task::run(m, 0) {
+        Ok(task::End::Exit(0)) => true,
+        Ok(_) => false,
+        Err(e) => {
+            kprintln!("cannot load '{}': {e:?}", m.name);
+            false
+        }
+    }
+}
+
+/// A deliberate kernel fault (`crash=`): each must produce its report.
+fn crash(c: Crash) -> ! {
+    kprintln!("crash: deliberate {} in the kernel", c.key());
+    match c {
+        Crash::Overflow => {
+            #[allow(unconditional_recursion)]
+            fn recurse(n: u32) -> u32 {
+                let pad = core::hint::black_box([n; 64]);
+                recurse(pad[1] + 1) + pad[0]
+            }
+            kprintln!("{}", recurse(0));
+        }
+        // SAFETY (the asm arms): each raises its exception on purpose; the
+        // kernel-mode exception path reports it and exits.
+        Crash::Breakpoint => unsafe { core::arch::asm!("int3") },
+        Crash::InvalidOpcode => unsafe { core::arch::asm!("ud2") },
+        Crash::DivideError => unsafe {
+            core::arch::asm!("xorl %ecx, %ecx", "divl %ecx", out("eax") _, out("edx") _, out("ecx") _, options(att_syntax))
+        },
+        Crash::PageFault => {
+            let unmapped = abi::layout::USER_TOP as *mut u32;
+            // SAFETY: not safe at all: the page is unmapped, which is the point.
+            unsafe { unmapped.write_volatile(0xdead) };
+        }
+        Crash::Panic => panic!("deliberate panic (crash=panic)"),
+    }
+    kprintln!("crash: {} did not fault", c.key());
+    power::exit(exit::FAILURE)
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    let (file, line) = info.location().map(|l| (l.file(), l.line())).unwrap_or(("?", 0));
+    kprintln!("kernel panic at {file}:{line}: {}", info.message());
+    record!(kind::EXCEPTION, "vector" => 255u32, "name" => "panic", "mode" => "kernel",
+        "file" => file, "line" => line);
+    power::exit(exit::PANIC)
+}

@@ -1,1 +1,100 @@
+//! The ring-3 side: start-up, a panic handler, and one system-call stub per
+//! mechanism, full and floor.
+//!
+//! Each stub is an assembly routine with the C calling convention:
+//! `tb_sys_<mechanism>(nr, a1, a2, a3, a4, a5, a6) -> u32`. It loads the
+//! ABI registers (EAX = nr, EBX, ECX, EDX, ESI, EDI, EBP = a1..a6), runs the
+//! mechanism's instruction sequence, and returns EAX. The sequences are the
+//! point: read `SEQ_*` below to see what each mechanism costs the user side.
 #![no_std]
+
+pub mod sys;
+
+use core::fmt::{self, Write};
+
+pub use abi;
+
+core::arch::global_asm!(
+    r#"
+    .pushsection .text.start, "ax"
+    .global _start
+    /* The kernel enters with EAX = the program's argument and ESP at the
+       top of a fresh stack. main(arg) -> exit status. */
+_start:
+    pushl %eax
+    call main
+    pushl %eax
+    call {exit}
+    ud2
+    .popsection
+    "#,
+    exit = sym exit_from_start,
+    options(att_syntax)
+);
+
+extern "C" fn exit_from_start(code: i32) -> ! {
+    sys::exit(code)
+}
+
+/// Formats to the console (fd 1) through int 0x80.
+pub struct Console;
+
+impl Write for Console {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        sys::write(abi::syscall::fd::STDOUT, s.as_bytes());
+        Ok(())
+    }
+}
+
+#[macro_export]
+macro_rules! println {
+    ($($arg:tt)*) => {{
+        use core::fmt::Write as _;
+        let _ = writeln!($crate::Console, $($arg)*);
+    }};
+}
+
+/// One record line (see `abi::report`), from ring 3.
+#[macro_export]
+macro_rules! record {
+    ($kind:expr $(, $k:literal => $v:expr)* $(,)?) => {{
+        use core::fmt::Write as _;
+        let mut buf = $crate::Line::new();
+        let _ = write!(buf, "{}{} {}", $crate::abi::report::MARKER, $crate::abi::report::SCHEMA, $kind);
+        $( let _ = write!(buf, " {}={}", $k, $v); )*
+        let _ = writeln!(buf);
+        buf.flush();
+    }};
+}
+
+/// A line buffer, so a record reaches the console in one `write`.
+pub struct Line {
+    buf: [u8; 512],
+    len: usize,
+}
+
+impl Line {
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Line {
+        Line { buf: [0; 512], len: 0 }
+    }
+    pub fn flush(&mut self) {
+        sys::write(abi::syscall::fd::STDOUT, &self.buf[..self.len]);
+        self.len = 0;
+    }
+}
+
+impl Write for Line {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    println!("user panic: {}", info.message());
+    sys::exit(101)
+}

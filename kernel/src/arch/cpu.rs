@@ -1,0 +1,200 @@
+//! What this CPU is and what it can do, from CPUID (Intel SDM Vol. 2A, CPUID;
+//! AMD APM Vol. 3, Appendix E), read once at boot into [`Features`].
+
+use core::arch::asm;
+
+use raw_cpuid::{CpuId, CpuIdResult};
+
+use crate::sync::cell::BootCell;
+
+/// EFLAGS.ID (bit 21): software can flip it only when CPUID exists (SDM Vol. 1 §20.1).
+const EFLAGS_ID: u32 = 1 << 21;
+/// The Pentium Pro reports SEP but has no working SYSENTER: it needs family 6,
+/// model 3, stepping 3 or later (SDM Vol. 2B, SYSENTER, "Operation" note).
+const SEP_MIN_SIGNATURE: u32 = 0x633;
+/// CPUID leaf 0x4000_0000: hypervisor vendor signature.
+const LEAF_HYPERVISOR: u32 = 0x4000_0000;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Features {
+    pub has_cpuid: bool,
+    /// "GenuineIntel", "AuthenticAMD", ... (12 bytes).
+    pub vendor: [u8; 12],
+    /// The brand string (48 bytes), empty where leaf 0x8000_0004 is missing.
+    pub brand: [u8; 48],
+    /// Leaf 1 EAX: stepping, model, family and their extensions.
+    pub signature: u32,
+    pub family: u32,
+    pub model: u32,
+    pub stepping: u32,
+    pub tsc: bool,
+    /// SYSENTER/SYSEXIT usable: the SEP bit and the Pentium Pro rule.
+    pub sep: bool,
+    pub sse2: bool,
+    pub rdtscp: bool,
+    pub invariant_tsc: bool,
+    /// SYSCALL/SYSRET bit in leaf 0x8000_0001 (usable in 32-bit mode on AMD only).
+    pub syscall: bool,
+    /// Leaf 1 ECX bit 31: running under a hypervisor.
+    pub hypervisor: bool,
+    /// Leaf 0x4000_0000's signature, e.g. "TCGTCGTCGTCG" or "KVMKVMKVM".
+    pub hypervisor_sig: [u8; 12],
+    /// Architectural performance monitoring version (leaf 0xA), 0 = none.
+    pub perfmon_version: u8,
+    pub perfmon_counters: u8,
+}
+
+static FEATURES: BootCell<Option<Features>> = BootCell::new(None);
+
+/// True when EFLAGS.ID can be toggled: the CPU has CPUID (not an early 486).
+fn cpuid_present() -> bool {
+    let (before, after): (u32, u32);
+    // SAFETY: flips EFLAGS.ID and reads it back; restores EFLAGS afterwards.
+    unsafe {
+        asm!(
+            "pushfl",
+            "popl {a}",
+            "movl {a}, {b}",
+            "xorl ${id}, {a}",
+            "pushl {a}",
+            "popfl",
+            "pushfl",
+            "popl {a}",
+            "pushl {b}",
+            "popfl",
+            a = out(reg) after,
+            b = out(reg) before,
+            id = const EFLAGS_ID,
+            options(att_syntax)
+        );
+    }
+    (before ^ after) & EFLAGS_ID != 0
+}
+
+/// `cpuid` for raw-cpuid's reader (its own `CpuId::new` is gated on SSE).
+fn cpuid(leaf: u32, sub: u32) -> CpuIdResult {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: only called after cpuid_present(); EBX is saved because LLVM
+    // may use it on i686.
+    unsafe {
+        asm!(
+            "movl %ebx, {b}",
+            "cpuid",
+            "xchgl %ebx, {b}",
+            b = out(reg) b,
+            inout("eax") leaf => a,
+            inout("ecx") sub => c,
+            out("edx") d,
+            options(att_syntax, nomem, nostack, preserves_flags)
+        );
+    }
+    CpuIdResult { eax: a, ebx: b, ecx: c, edx: d }
+}
+
+fn copy_into(dst: &mut [u8], src: &[u8]) {
+    let n = dst.len().min(src.len());
+    dst[..n].copy_from_slice(&src[..n]);
+}
+
+pub fn detect() -> Features {
+    let mut f = Features {
+        has_cpuid: cpuid_present(),
+        vendor: *b"no CPUID    ",
+        brand: [0; 48],
+        signature: 0,
+        family: 4,
+        model: 0,
+        stepping: 0,
+        tsc: false,
+        sep: false,
+        sse2: false,
+        rdtscp: false,
+        invariant_tsc: false,
+        syscall: false,
+        hypervisor: false,
+        hypervisor_sig: [0; 12],
+        perfmon_version: 0,
+        perfmon_counters: 0,
+    };
+    if f.has_cpuid {
+        let id = CpuId::with_cpuid_fn(cpuid);
+        if let Some(v) = id.get_vendor_info() {
+            copy_into(&mut f.vendor, v.as_str().as_bytes());
+        }
+        if let Some(b) = id.get_processor_brand_string() {
+            copy_into(&mut f.brand, b.as_str().trim().as_bytes());
+        }
+        if let Some(fi) = id.get_feature_info() {
+            f.signature = cpuid(1, 0).eax;
+            f.family = fi.family_id() as u32;
+            f.model = fi.model_id() as u32;
+            f.stepping = fi.stepping_id() as u32;
+            f.tsc = fi.has_tsc();
+            let pentium_pro_sep = f.family == 6 && (f.signature & 0xfff) < SEP_MIN_SIGNATURE;
+            f.sep = fi.has_sysenter_sysexit() && !pentium_pro_sep;
+            f.sse2 = fi.has_sse2();
+            f.hypervisor = fi.has_hypervisor();
+        }
+        if let Some(e) = id.get_extended_processor_and_feature_identifiers() {
+            f.syscall = e.has_syscall_sysret();
+            f.rdtscp = e.has_rdtscp();
+        }
+        if let Some(apm) = id.get_advanced_power_mgmt_info() {
+            f.invariant_tsc = apm.has_invariant_tsc();
+        }
+        if let Some(pm) = id.get_performance_monitoring_info() {
+            f.perfmon_version = pm.version_id();
+            f.perfmon_counters = pm.number_of_counters();
+        }
+        if f.hypervisor {
+            let h = cpuid(LEAF_HYPERVISOR, 0);
+            copy_into(&mut f.hypervisor_sig[0..4], &h.ebx.to_le_bytes());
+            copy_into(&mut f.hypervisor_sig[4..8], &h.ecx.to_le_bytes());
+            copy_into(&mut f.hypervisor_sig[8..12], &h.edx.to_le_bytes());
+        }
+    }
+    // SAFETY: boot, single CPU: nothing else holds the cell.
+    unsafe { *FEATURES.get_mut() = Some(f) };
+    f
+}
+
+/// The features detected at boot.
+pub fn features() -> &'static Features {
+    // SAFETY: written once in detect() before any reader runs.
+    unsafe { FEATURES.get_mut() }
+        .as_ref()
+        .expect("cpu::detect runs first")
+}
+
+/// A fixed byte field as text, up to its first NUL, trimmed.
+pub fn text(b: &[u8]) -> &str {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    core::str::from_utf8(&b[..end]).unwrap_or("?").trim()
+}
+
+impl Features {
+    pub fn vendor_str(&self) -> &str {
+        text(&self.vendor)
+    }
+    pub fn brand_str(&self) -> &str {
+        text(&self.brand)
+    }
+    pub fn hypervisor_str(&self) -> &str {
+        if self.hypervisor {
+            text(&self.hypervisor_sig)
+        } else {
+            "none"
+        }
+    }
+    pub fn is_amd(&self) -> bool {
+        &self.vendor == b"AuthenticAMD"
+    }
+}
+
+/// CR2: the linear address of the last page fault.
+pub fn cr2() -> u32 {
+    let v: u32;
+    // SAFETY: reading CR2 has no side effect.
+    unsafe { asm!("movl %cr2, {}", out(reg) v, options(att_syntax, nomem, nostack)) };
+    v
+}

@@ -1,0 +1,350 @@
+//! The 32 CPU exceptions: one stub per vector, one common path, one Rust
+//! handler that decides what the fault means.
+//!
+//! - From ring 3: the user task is ended with a report (vector, EIP, error
+//!   code, CR2) and the kernel goes on (`task::end_current`).
+//! - From ring 0 at a listed instruction (the exception table): resume at
+//!   its fixup; this is how an entry stub's read of user memory fails softly.
+//! - A debug trap at the first instruction of the sysenter or call-gate
+//!   entry (the user had TF set; neither instruction clears it): resume at
+//!   the entry's "traced" variant, which keeps the user's TF.
+//! - Anything else from ring 0 is a kernel bug: report and exit with
+//!   `EXCEPTION_BASE + vector`.
+//! - #DF comes through a task gate (see `double_fault_task`), so a kernel
+//!   stack overflow is reported on a fresh stack instead of triple-faulting.
+
+use core::arch::global_asm;
+
+use abi::exit::{vector_name, EXCEPTION_BASE};
+use abi::layout::selector;
+use abi::report::kind;
+
+use super::idt::{self, vector, Gate, GateKind};
+use super::{cpu, gdt, power};
+use crate::console::Hex;
+use crate::{entry, kprintln, record, task};
+
+/// EFLAGS.TF, the single-step flag (SDM Vol. 3A §17.3.1.4).
+pub const EFLAGS_TF: u32 = 1 << 8;
+
+/// The stack after the common stub: what the CPU pushed, the vector and
+/// error code the stub pushed, the data segments and PUSHAL.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct TrapFrame {
+    pub edi: u32,
+    pub esi: u32,
+    pub ebp: u32,
+    pub esp_at_pushal: u32,
+    pub ebx: u32,
+    pub edx: u32,
+    pub ecx: u32,
+    pub eax: u32,
+    pub gs: u32,
+    pub fs: u32,
+    pub es: u32,
+    pub ds: u32,
+    pub vector: u32,
+    pub error: u32,
+    pub eip: u32,
+    pub cs: u32,
+    pub eflags: u32,
+    /// Present only when the exception came from ring 3.
+    pub user_esp: u32,
+    pub user_ss: u32,
+}
+
+impl TrapFrame {
+    pub fn from_user(&self) -> bool {
+        self.cs & 3 == 3
+    }
+
+    /// The interrupted ESP: pushed by the CPU on a ring change, otherwise
+    /// just above the frame the CPU pushed.
+    pub fn esp(&self) -> u32 {
+        if self.from_user() {
+            self.user_esp
+        } else {
+            &self.user_esp as *const u32 as u32
+        }
+    }
+}
+
+// The stubs. Vectors where the CPU pushes an error code (8, 10-14, 17, 21,
+// 29, 30) push only the vector; the others push a 0 first so every frame
+// has the same shape.
+global_asm!(
+    r#"
+    .pushsection .text.exceptions, "ax"
+    .macro exc_noerr n
+    .global exc_stub_\n
+exc_stub_\n:
+    pushl $0
+    pushl $\n
+    jmp exc_common
+    .endm
+    .macro exc_err n
+    .global exc_stub_\n
+exc_stub_\n:
+    pushl $\n
+    jmp exc_common
+    .endm
+
+    exc_noerr 0
+    exc_noerr 1
+    exc_noerr 2
+    exc_noerr 3
+    exc_noerr 4
+    exc_noerr 5
+    exc_noerr 6
+    exc_noerr 7
+    exc_err 8
+    exc_noerr 9
+    exc_err 10
+    exc_err 11
+    exc_err 12
+    exc_err 13
+    exc_err 14
+    exc_noerr 15
+    exc_noerr 16
+    exc_err 17
+    exc_noerr 18
+    exc_noerr 19
+    exc_noerr 20
+    exc_err 21
+    exc_noerr 22
+    exc_noerr 23
+    exc_noerr 24
+    exc_noerr 25
+    exc_noerr 26
+    exc_noerr 27
+    exc_noerr 28
+    exc_err 29
+    exc_err 30
+    exc_noerr 31
+
+    .global exc_stub_table
+exc_common:
+    /* Save the interrupted context's data segments and registers. */
+    pushl %ds
+    pushl %es
+    pushl %fs
+    pushl %gs
+    pushal
+    /* Kernel data segments; DF clear for Rust (the gate cleared TF and IF). */
+    movl ${kdata}, %eax
+    movl %eax, %ds
+    movl %eax, %es
+    cld
+    movl %esp, %ecx
+    call {handler}
+    /* Handled: resume whatever was interrupted, perhaps at a new EIP. */
+    popal
+    popl %gs
+    popl %fs
+    popl %es
+    popl %ds
+    addl $8, %esp
+    iret
+
+    /* The double-fault task starts here on its own stack with the error
+       code (always 0) pushed; the faulting context is in the main TSS. */
+    .pushsection .rodata
+exc_stub_table:
+    .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+    .long exc_stub_\n
+    .endr
+    .popsection
+
+    .global double_fault_task
+double_fault_task:
+    call {df}
+1:  cli
+    hlt
+    jmp 1b
+    .popsection
+    "#,
+    kdata = const selector::KERNEL_DATA,
+    handler = sym exception_handler,
+    df = sym double_fault,
+    options(att_syntax)
+);
+
+unsafe extern "C" {
+    static double_fault_task: u8;
+    static exc_stub_table: [u32; 32];
+}
+
+/// Addresses of the 32 stubs, by vector.
+fn stubs() -> [u32; 32] {
+    // SAFETY: a read-only table the assembler filled with the stubs' addresses.
+    unsafe { exc_stub_table }
+}
+
+/// The entry point of the double-fault task, for its TSS.
+pub fn double_fault_entry() -> u32 {
+    &raw const double_fault_task as u32
+}
+
+/// Installs the 32 exception gates. #BP is reachable from ring 3 (`int3`);
+/// the others only by the CPU itself. #DF is a task gate.
+pub fn install() {
+    for (v, &stub) in stubs().iter().enumerate() {
+        let ring = if v as u8 == vector::BREAKPOINT { 3 } else { 0 };
+        idt::set(v as u8, Gate::new(stub, GateKind::Interrupt, ring));
+    }
+    idt::set(vector::DOUBLE_FAULT, Gate::task(selector::DOUBLE_FAULT_TSS));
+}
+
+/// An entry in the exception table: a faulting instruction and where to go.
+#[repr(C)]
+struct ExEntry {
+    insn: u32,
+    fixup: u32,
+}
+
+unsafe extern "C" {
+    static __extable_start: ExEntry;
+    static __extable_end: ExEntry;
+}
+
+fn fixup_for(eip: u32) -> Option<u32> {
+    let start = &raw const __extable_start;
+    let end = &raw const __extable_end;
+    let n = (end as usize - start as usize) / core::mem::size_of::<ExEntry>();
+    // SAFETY: the linker script brackets the table with these symbols.
+    let table = unsafe { core::slice::from_raw_parts(start, n) };
+    table.iter().find(|e| e.insn == eip).map(|e| e.fixup)
+}
+
+extern "fastcall" fn exception_handler(f: &mut TrapFrame) {
+    let v = f.vector as u8;
+    if f.from_user() {
+        report(f, "user");
+        task::end_current(task::End::Fault {
+            vector: v,
+            eip: f.eip,
+        });
+    }
+    if v == vector::DEBUG {
+        if let Some(traced) = entry::traced_entry(f.eip) {
+            // The single-step trap came at an entry's first instruction: the
+            // user had TF set. Stop stepping the kernel and go on through the
+            // entry variant that gives the user back its TF on return.
+            f.eflags &= !EFLAGS_TF;
+            f.eip = traced;
+            return;
+        }
+    }
+    if v == vector::PAGE_FAULT || v == vector::GENERAL_PROTECTION {
+        if let Some(fixup) = fixup_for(f.eip) {
+            f.eip = fixup;
+            return;
+        }
+    }
+    report(f, "kernel");
+    kprintln!("kernel: unexpected {} in ring 0, stopping", vector_name(v));
+    power::exit(EXCEPTION_BASE + v as u32);
+}
+
+fn report(f: &TrapFrame, mode: &str) {
+    let v = f.vector as u8;
+    let cr2 = cpu::cr2();
+    kprintln!(
+        "{} {} (vector {}) in {} mode, error code {:#x}",
+        vector_name(v),
+        name(v),
+        v,
+        mode,
+        f.error
+    );
+    kprintln!(
+        "  EIP {:#010x}  CS {:#06x}  EFLAGS {:#010x}  ESP {:#010x}  CR2 {:#010x}",
+        f.eip,
+        f.cs,
+        f.eflags,
+        f.esp(),
+        cr2
+    );
+    kprintln!(
+        "  EAX {:#010x}  EBX {:#010x}  ECX {:#010x}  EDX {:#010x}",
+        f.eax,
+        f.ebx,
+        f.ecx,
+        f.edx
+    );
+    kprintln!(
+        "  ESI {:#010x}  EDI {:#010x}  EBP {:#010x}  DS {:#06x} ES {:#06x}",
+        f.esi,
+        f.edi,
+        f.ebp,
+        f.ds,
+        f.es
+    );
+    record!(kind::EXCEPTION,
+        "vector" => v, "name" => vector_name(v), "mode" => mode, "error" => Hex(f.error),
+        "eip" => Hex(f.eip), "cs" => Hex(f.cs), "eflags" => Hex(f.eflags),
+        "eax" => Hex(f.eax), "ebx" => Hex(f.ebx), "ecx" => Hex(f.ecx), "edx" => Hex(f.edx),
+        "esi" => Hex(f.esi), "edi" => Hex(f.edi), "ebp" => Hex(f.ebp), "esp" => Hex(f.esp()),
+        "cr2" => Hex(cr2));
+}
+
+fn name(v: u8) -> &'static str {
+    match v {
+        0 => "divide error",
+        1 => "debug",
+        2 => "NMI",
+        3 => "breakpoint",
+        4 => "overflow",
+        5 => "bound range exceeded",
+        6 => "invalid opcode",
+        7 => "device not available",
+        8 => "double fault",
+        10 => "invalid TSS",
+        11 => "segment not present",
+        12 => "stack-segment fault",
+        13 => "general protection",
+        14 => "page fault",
+        16 => "x87 floating-point error",
+        17 => "alignment check",
+        18 => "machine check",
+        19 => "SIMD floating-point",
+        _ => "reserved",
+    }
+}
+
+/// Runs as the double-fault task. The faulting context was saved in the main
+/// TSS by the task switch; report it and stop.
+extern "C" fn double_fault() -> ! {
+    let t = gdt::main_tss();
+    let cr2 = cpu::cr2();
+    kprintln!("#DF double fault (vector 8), taken through the task gate on its own stack");
+    kprintln!(
+        "  EIP {:#010x}  CS {:#06x}  EFLAGS {:#010x}  ESP {:#010x}  CR2 {:#010x}",
+        t.eip,
+        t.cs,
+        t.eflags,
+        t.esp,
+        cr2
+    );
+    kprintln!(
+        "  EAX {:#010x}  EBX {:#010x}  ECX {:#010x}  EDX {:#010x}",
+        t.eax,
+        t.ebx,
+        t.ecx,
+        t.edx
+    );
+    kprintln!("  ESI {:#010x}  EDI {:#010x}  EBP {:#010x}", t.esi, t.edi, t.ebp);
+    let stacks = crate::boot::entry::stacks();
+    let guard = [stacks.boot_guard, stacks.kernel_guard, stacks.df_guard];
+    if guard.iter().any(|&g| (g..g + abi::layout::PAGE_SIZE).contains(&cr2)) {
+        kprintln!("  CR2 is in a stack guard page: kernel stack overflow");
+    }
+    record!(kind::EXCEPTION,
+        "vector" => 8u8, "name" => "#DF", "mode" => "kernel", "error" => Hex(0),
+        "eip" => Hex(t.eip), "cs" => Hex(t.cs), "eflags" => Hex(t.eflags),
+        "eax" => Hex(t.eax), "ebx" => Hex(t.ebx), "ecx" => Hex(t.ecx), "edx" => Hex(t.edx),
+        "esi" => Hex(t.esi), "edi" => Hex(t.edi), "ebp" => Hex(t.ebp), "esp" => Hex(t.esp),
+        "cr2" => Hex(cr2));
+    power::exit(EXCEPTION_BASE + vector::DOUBLE_FAULT as u32);
+}

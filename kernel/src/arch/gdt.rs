@@ -1,0 +1,262 @@
+//! The GDT and the TSSs (Intel SDM Vol. 3A §3.4.5, §7.2).
+//!
+//! Descriptors are built by typed constructors and added in order; each add
+//! returns the selector, and boot checks it against the one `abi` names, so a
+//! selector is never computed by hand in two places.
+
+use core::arch::asm;
+use core::mem::size_of;
+
+use abi::layout::selector;
+
+use crate::sync::cell::BootCell;
+
+/// A 32-bit task-state segment (SDM Vol. 3A §7.2.1, Figure 7-2).
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+pub struct Tss {
+    pub link: u32,
+    pub esp0: u32,
+    pub ss0: u32,
+    pub esp1: u32,
+    pub ss1: u32,
+    pub esp2: u32,
+    pub ss2: u32,
+    pub cr3: u32,
+    pub eip: u32,
+    pub eflags: u32,
+    pub eax: u32,
+    pub ecx: u32,
+    pub edx: u32,
+    pub ebx: u32,
+    pub esp: u32,
+    pub ebp: u32,
+    pub esi: u32,
+    pub edi: u32,
+    pub es: u32,
+    pub cs: u32,
+    pub ss: u32,
+    pub ds: u32,
+    pub fs: u32,
+    pub gs: u32,
+    pub ldt: u32,
+    pub trap: u16,
+    /// Offset of the I/O permission bitmap. Set past the TSS limit: no
+    /// bitmap, so ring 3 (IOPL 0) gets #GP on every in/out.
+    pub iomap_base: u16,
+}
+
+/// A segment or gate descriptor (8 bytes).
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct Descriptor(u64);
+
+/// Access-byte bits (SDM Vol. 3A §3.4.5, Figure 3-8).
+const PRESENT: u64 = 1 << 47;
+const CODE_OR_DATA: u64 = 1 << 44;
+const EXECUTABLE: u64 = 1 << 43;
+const RW: u64 = 1 << 41;
+/// Flags nibble: 4 KiB granularity, 32-bit default size.
+const G_AND_DB: u64 = 0b1100 << 52;
+/// System-descriptor types (SDM Vol. 3A Table 3-2).
+const TYPE_TSS_AVAILABLE: u64 = 0x9 << 40;
+const TYPE_CALL_GATE: u64 = 0xC << 40;
+
+const fn dpl(ring: u8) -> u64 {
+    (ring as u64 & 3) << 45
+}
+
+impl Descriptor {
+    const NULL: Descriptor = Descriptor(0);
+
+    /// Base 0, limit 4 GiB: the flat model.
+    const fn flat(kind: u64, ring: u8) -> Descriptor {
+        let limit = 0xF_FFFF;
+        Descriptor(
+            (limit & 0xFFFF)
+                | ((limit >> 16) << 48)
+                | G_AND_DB
+                | PRESENT
+                | CODE_OR_DATA
+                | dpl(ring)
+                | kind,
+        )
+    }
+
+    pub const fn code(ring: u8) -> Descriptor {
+        Self::flat(EXECUTABLE | RW, ring)
+    }
+
+    pub const fn data(ring: u8) -> Descriptor {
+        Self::flat(RW, ring)
+    }
+
+    /// An available 32-bit TSS. Takes `&'static` because the CPU keeps the
+    /// address for as long as the descriptor can be loaded.
+    pub fn tss(tss: &'static Tss) -> Descriptor {
+        let base = tss as *const Tss as u64;
+        let limit = size_of::<Tss>() as u64 - 1;
+        Descriptor(
+            (limit & 0xFFFF)
+                | ((base & 0xFF_FFFF) << 16)
+                | TYPE_TSS_AVAILABLE
+                | PRESENT
+                | ((base >> 24) << 56),
+        )
+    }
+
+    /// A 32-bit call gate of privilege `ring` to `target` in `code_selector`,
+    /// copying no parameters (SDM Vol. 3A §5.8.3, Figure 5-8).
+    pub fn call_gate(code_selector: u16, target: u32, ring: u8) -> Descriptor {
+        let t = target as u64;
+        Descriptor(
+            (t & 0xFFFF)
+                | ((code_selector as u64) << 16)
+                | TYPE_CALL_GATE
+                | dpl(ring)
+                | PRESENT
+                | ((t >> 16) << 48),
+        )
+    }
+}
+
+const ENTRIES: usize = 9;
+
+/// The table and how many descriptors it holds.
+pub struct Gdt {
+    table: [Descriptor; ENTRIES],
+    len: usize,
+}
+
+impl Gdt {
+    const fn new() -> Gdt {
+        Gdt {
+            table: [Descriptor::NULL; ENTRIES],
+            len: 1,
+        }
+    }
+
+    /// Appends `d` and returns its selector with requested privilege `rpl`.
+    fn add(&mut self, d: Descriptor, rpl: u16) -> u16 {
+        let index = self.len;
+        self.table[index] = d;
+        self.len += 1;
+        (index as u16) << 3 | rpl
+    }
+
+    /// `lgdt`. Takes `&'static self`: the CPU reads the table after this returns.
+    fn load(&'static self) {
+        #[repr(C, packed)]
+        struct Pointer {
+            limit: u16,
+            base: u32,
+        }
+        let p = Pointer {
+            limit: (self.len * 8 - 1) as u16,
+            base: self.table.as_ptr() as u32,
+        };
+        // SAFETY: the table is 'static and its first entries are the flat
+        // segments the CPU already uses; the reloads below make the new
+        // descriptors live (SDM Vol. 3A §3.4.3).
+        unsafe {
+            asm!(
+                "lgdt ({p})",
+                "ljmp ${kcode}, $2f",
+                "2:",
+                "movw ${kdata}, {t:x}",
+                "movw {t:x}, %ds",
+                "movw {t:x}, %es",
+                "movw {t:x}, %ss",
+                "movw {t:x}, %fs",
+                "movw {t:x}, %gs",
+                p = in(reg) &p,
+                t = out(reg) _,
+                kcode = const selector::KERNEL_CODE,
+                kdata = const selector::KERNEL_DATA,
+                options(att_syntax)
+            );
+        }
+    }
+}
+
+// GDT and TSSs: statics, since the CPU keeps their addresses for good.
+static GDT: BootCell<Gdt> = BootCell::new(Gdt::new());
+static TSS: BootCell<Tss> = BootCell::new(Tss {
+    link: 0, esp0: 0, ss0: 0, esp1: 0, ss1: 0, esp2: 0, ss2: 0, cr3: 0, eip: 0, eflags: 0,
+    eax: 0, ecx: 0, edx: 0, ebx: 0, esp: 0, ebp: 0, esi: 0, edi: 0,
+    es: 0, cs: 0, ss: 0, ds: 0, fs: 0, gs: 0, ldt: 0, trap: 0, iomap_base: 0,
+});
+static DF_TSS: BootCell<Tss> = BootCell::new(Tss {
+    link: 0, esp0: 0, ss0: 0, esp1: 0, ss1: 0, esp2: 0, ss2: 0, cr3: 0, eip: 0, eflags: 0,
+    eax: 0, ecx: 0, edx: 0, ebx: 0, esp: 0, ebp: 0, esi: 0, edi: 0,
+    es: 0, cs: 0, ss: 0, ds: 0, fs: 0, gs: 0, ldt: 0, trap: 0, iomap_base: 0,
+});
+
+fn expect(got: u16, want: u16, what: &str) {
+    assert!(got == want, "GDT: {what} at {got:#x}, abi says {want:#x}");
+}
+
+/// Where each piece of the double-fault task starts.
+pub struct DoubleFaultTask {
+    pub eip: u32,
+    pub esp: u32,
+    pub cr3: u32,
+}
+
+/// Builds and loads the GDT, the main TSS (ESP0 = `kernel_stack_top`) and
+/// the double-fault TSS, then loads TR.
+pub fn init(kernel_stack_top: u32, df: DoubleFaultTask, gate: u32, gate_floor: u32) {
+    // SAFETY: boot, single CPU; nothing else references these statics yet.
+    let (gdt, tss, df_tss) = unsafe { (GDT.get_mut(), TSS.get_mut(), DF_TSS.get_mut()) };
+    let no_iomap = size_of::<Tss>() as u16;
+    tss.esp0 = kernel_stack_top;
+    tss.ss0 = selector::KERNEL_DATA as u32;
+    tss.iomap_base = no_iomap;
+    tss.cr3 = df.cr3;
+    // The double-fault task starts fresh each time: its own stack, kernel
+    // segments, interrupts off (SDM Vol. 3A §6.15, Interrupt 8).
+    *df_tss = Tss {
+        esp0: df.esp,
+        ss0: selector::KERNEL_DATA as u32,
+        cr3: df.cr3,
+        eip: df.eip,
+        eflags: 0x2,
+        esp: df.esp,
+        cs: selector::KERNEL_CODE as u32,
+        ss: selector::KERNEL_DATA as u32,
+        ds: selector::KERNEL_DATA as u32,
+        es: selector::KERNEL_DATA as u32,
+        fs: selector::KERNEL_DATA as u32,
+        gs: selector::KERNEL_DATA as u32,
+        iomap_base: no_iomap,
+        ..Tss::default()
+    };
+    // SAFETY: the TSS statics live forever.
+    let (tss_ref, df_ref): (&'static Tss, &'static Tss) =
+        unsafe { (&*TSS.as_ptr(), &*DF_TSS.as_ptr()) };
+    expect(gdt.add(Descriptor::code(0), 0), selector::KERNEL_CODE, "kernel code");
+    expect(gdt.add(Descriptor::data(0), 0), selector::KERNEL_DATA, "kernel data");
+    expect(gdt.add(Descriptor::code(3), 3), selector::USER_CODE, "user code");
+    expect(gdt.add(Descriptor::data(3), 3), selector::USER_DATA, "user data");
+    expect(gdt.add(Descriptor::tss(tss_ref), 0), selector::TSS, "TSS");
+    expect(gdt.add(Descriptor::tss(df_ref), 0), selector::DOUBLE_FAULT_TSS, "double-fault TSS");
+    let kcode = selector::KERNEL_CODE;
+    expect(gdt.add(Descriptor::call_gate(kcode, gate, 3), 3), selector::CALL_GATE, "call gate");
+    expect(
+        gdt.add(Descriptor::call_gate(kcode, gate_floor, 3), 3),
+        selector::CALL_GATE_FLOOR,
+        "floor call gate",
+    );
+    // SAFETY: GDT is a static; only its address escapes to the CPU.
+    let gdt: &'static Gdt = unsafe { &*GDT.as_ptr() };
+    gdt.load();
+    // SAFETY: the TSS descriptor was just loaded and is available (not busy).
+    unsafe { asm!("ltr %ax", in("ax") selector::TSS, options(att_syntax, nostack)) };
+}
+
+/// The main TSS. After a double fault the CPU has saved the faulting
+/// context's registers here (SDM Vol. 3A §7.3, step 8).
+pub fn main_tss() -> &'static Tss {
+    // SAFETY: read-only view of a static the CPU writes only on task switches.
+    unsafe { &*TSS.as_ptr() }
+}

@@ -1,0 +1,92 @@
+//! The IDT (Intel SDM Vol. 3A §6.10–6.11): 256 gates, filled by vector.
+
+use core::arch::asm;
+
+use abi::layout::selector;
+
+use crate::sync::cell::BootCell;
+
+/// Exception vectors (SDM Vol. 3A Table 6-1), named where the kernel uses them.
+pub mod vector {
+    pub const DIVIDE_ERROR: u8 = 0;
+    pub const DEBUG: u8 = 1;
+    pub const BREAKPOINT: u8 = 3;
+    pub const INVALID_OPCODE: u8 = 6;
+    pub const DOUBLE_FAULT: u8 = 8;
+    pub const GENERAL_PROTECTION: u8 = 13;
+    pub const PAGE_FAULT: u8 = 14;
+    /// Vectors 0..32 are the CPU's.
+    pub const EXCEPTIONS: u8 = 32;
+}
+
+/// Gate kinds (SDM Vol. 3A Figure 6-2).
+#[derive(Clone, Copy)]
+pub enum GateKind {
+    /// Clears IF on entry.
+    Interrupt,
+    /// Leaves IF alone.
+    Trap,
+}
+
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct Gate(u64);
+
+const PRESENT: u64 = 1 << 47;
+const TYPE_INTERRUPT32: u64 = 0xE << 40;
+const TYPE_TRAP32: u64 = 0xF << 40;
+const TYPE_TASK: u64 = 0x5 << 40;
+
+impl Gate {
+    const MISSING: Gate = Gate(0);
+
+    /// A gate to `handler` in the kernel code segment, callable by `int n`
+    /// from privilege `ring` and above.
+    pub fn new(handler: u32, kind: GateKind, ring: u8) -> Gate {
+        let h = handler as u64;
+        let ty = match kind {
+            GateKind::Interrupt => TYPE_INTERRUPT32,
+            GateKind::Trap => TYPE_TRAP32,
+        };
+        Gate(
+            (h & 0xFFFF)
+                | ((selector::KERNEL_CODE as u64) << 16)
+                | ty
+                | ((ring as u64 & 3) << 45)
+                | PRESENT
+                | ((h >> 16) << 48),
+        )
+    }
+
+    /// A task gate: delivery switches to the task whose TSS `tss_selector` names.
+    pub fn task(tss_selector: u16) -> Gate {
+        Gate(((tss_selector as u64) << 16) | TYPE_TASK | PRESENT)
+    }
+}
+
+#[repr(C, align(8))]
+pub struct Idt([Gate; 256]);
+
+static IDT: BootCell<Idt> = BootCell::new(Idt([Gate::MISSING; 256]));
+
+/// Sets the gate for `vector`. Only during boot, before `load`.
+pub fn set(vector: u8, gate: Gate) {
+    // SAFETY: boot, single CPU; the CPU reads the table only on delivery,
+    // and nothing is delivered while a gate is being written (IF=0).
+    unsafe { IDT.get_mut().0[vector as usize] = gate };
+}
+
+/// `lidt`.
+pub fn load() {
+    #[repr(C, packed)]
+    struct Pointer {
+        limit: u16,
+        base: u32,
+    }
+    let p = Pointer {
+        limit: (256 * 8 - 1) as u16,
+        base: IDT.as_ptr() as u32,
+    };
+    // SAFETY: the IDT is a static and every present gate points at a handler.
+    unsafe { asm!("lidt ({})", in(reg) &p, options(att_syntax, nostack)) };
+}

@@ -1,0 +1,13 @@
+//! The CPU: port I/O, MSRs, CPUID, descriptor tables, exceptions, paging,
+//! physical frames, the PIC, and leaving the machine.
+
+pub mod cpu;
+pub mod exceptions;
+pub mod frames;
+pub mod gdt;
+pub mod idt;
+pub mod msr;
+pub mod paging;
+pub mod pic;
+pub mod port;
+pub mod power;

@@ -1,0 +1,92 @@
+//! The console: COM1 (the report channel) mirrored to the VGA text screen.
+//!
+//! `kprintln!` writes human text; `record!` writes one machine record
+//! (`@@tb1 kind key=value ...`, see `abi::report`).
+
+pub mod serial;
+pub mod vga;
+
+use core::fmt::{self, Write};
+
+struct Console;
+
+impl Write for Console {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        serial::write_str(s);
+        vga::write_str(s);
+        Ok(())
+    }
+}
+
+pub fn init() {
+    serial::init();
+    vga::init();
+}
+
+#[doc(hidden)]
+pub fn _print(args: fmt::Arguments) {
+    // One CPU, and the console is never used from an interrupt that can
+    // interrupt it (interrupts are off in the kernel), so no lock is needed;
+    // the cell documents the single-owner assumption.
+    let _ = Console.write_fmt(args);
+}
+
+/// Raw bytes from a user buffer (already validated by the caller).
+pub fn write_bytes(b: &[u8]) {
+    for chunk in b.utf8_chunks() {
+        let _ = Console.write_str(chunk.valid());
+        if !chunk.invalid().is_empty() {
+            let _ = Console.write_str("?");
+        }
+    }
+}
+
+#[macro_export]
+macro_rules! kprint {
+    ($($arg:tt)*) => { $crate::console::_print(format_args!($($arg)*)) };
+}
+
+#[macro_export]
+macro_rules! kprintln {
+    () => { $crate::kprint!("\n") };
+    ($($arg:tt)*) => { $crate::console::_print(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `record!(kind::CPU, "vendor" => v, "family" => f)`: one report line.
+/// String values are escaped with `abi::report::Escaped` by [`Val`].
+#[macro_export]
+macro_rules! record {
+    ($kind:expr $(, $k:literal => $v:expr)* $(,)?) => {{
+        $crate::kprint!("{}{} {}", abi::report::MARKER, abi::report::SCHEMA, $kind);
+        $( $crate::kprint!(" {}={}", $k, $crate::console::Val(&$v)); )*
+        $crate::kprint!("\n");
+    }};
+}
+
+/// A record value: strings are escaped, numbers printed as they are.
+pub struct Val<'a, T: ?Sized>(pub &'a T);
+
+impl fmt::Display for Val<'_, &str> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        abi::report::Escaped(self.0).fmt(f)
+    }
+}
+
+macro_rules! plain_val {
+    ($($t:ty),*) => {$(
+        impl fmt::Display for Val<'_, $t> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { self.0.fmt(f) }
+        }
+    )*};
+}
+plain_val!(u8, u16, u32, u64, i32, i64, usize, bool);
+
+/// A value printed as `0x` hex.
+#[derive(Clone, Copy)]
+pub struct Hex(pub u32);
+
+impl fmt::Display for Val<'_, Hex> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0 .0)
+    }
+}

@@ -1,0 +1,60 @@
+//! `int $0x80`: the classic entry, through a DPL-3 interrupt gate.
+//!
+//! What the CPU has done when `int80_full` runs (SDM Vol. 3A §6.12.1): it
+//! checked the gate's DPL (3) against CPL, loaded SS:ESP from TSS.SS0:ESP0,
+//! pushed the user's SS, ESP, EFLAGS, CS, EIP, and cleared TF, NT, RF and
+//! (interrupt gate) IF. DF and AC are still the user's. DS and ES too.
+
+use core::arch::global_asm;
+
+use abi::layout::{selector, VECTOR_SYSCALL, VECTOR_SYSCALL_FLOOR};
+
+use crate::arch::idt::{self, Gate, GateKind};
+use crate::syscall::dispatch;
+
+global_asm!(
+    r#"
+    .pushsection .text.entry, "ax"
+    .global int80_floor, int80_full
+
+    /* Floor: the hardware's round trip and nothing else. */
+int80_floor:
+    iret
+
+int80_full:
+    /* The user's data segments: restored on the way out, whatever they were. */
+    pushl %ds
+    pushl %es
+    /* The user's general registers: the Regs block the dispatcher reads. */
+    pushal
+    /* Kernel data segments before any memory access through DS or ES. */
+    movl ${kdata}, %ecx
+    movl %ecx, %ds
+    movl %ecx, %es
+    /* Known EFLAGS: DF, AC, NT, TF clear (IF is already clear). */
+    pushl $2
+    popfl
+    /* dispatch(&mut Regs), fastcall: the pointer travels in ECX. */
+    movl %esp, %ecx
+    call {dispatch}
+    /* Back out: EAX now holds the result; IRET restores the user's EFLAGS
+       (IF included) and SS:ESP, CS:EIP. */
+    popal
+    popl %es
+    popl %ds
+    iret
+    .popsection
+    "#,
+    kdata = const selector::KERNEL_DATA,
+    dispatch = sym dispatch,
+    options(att_syntax)
+);
+
+pub fn init() {
+    let full = super::addr!(int80_full);
+    let floor = super::addr!(int80_floor);
+    // DPL 3 so `int` from ring 3 may use them; interrupt gates so IF is
+    // clear in the kernel.
+    idt::set(VECTOR_SYSCALL, Gate::new(full, GateKind::Interrupt, 3));
+    idt::set(VECTOR_SYSCALL_FLOOR, Gate::new(floor, GateKind::Interrupt, 3));
+}

@@ -1,0 +1,107 @@
+//! System-call entry: one file per mechanism, each with a *floor* entry (the
+//! cheapest legal round trip, no work) and a *full* entry into the one
+//! dispatcher (`syscall::dispatch`).
+//!
+//! Every full entry builds the same [`Regs`] block with PUSHAL, so the
+//! dispatcher reads the number and arguments in one place whichever way the
+//! user came in, and writes the result into the saved EAX.
+//!
+//! Hygiene on every full path: EFLAGS is reset to a known value with
+//! `pushl $2; popfl`, which clears DF (Rust assumes it clear), AC and NT (a
+//! stale NT would make a later IRET attempt a task return), and TF; the
+//! user's segment registers DS and ES are saved and restored (FS and GS the
+//! kernel never touches); the syscall number is checked by the dispatcher.
+
+pub mod callgate;
+pub mod int80;
+pub mod syscall_amd;
+pub mod sysenter;
+
+use abi::Mechanism;
+
+use crate::arch::cpu::Features;
+
+/// The general registers as PUSHAL leaves them (SDM Vol. 2B, PUSHA/PUSHAD).
+/// EAX holds the number on entry and the result on return.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct Regs {
+    pub edi: u32,
+    pub esi: u32,
+    pub ebp: u32,
+    pub esp_at_pushal: u32,
+    pub ebx: u32,
+    pub edx: u32,
+    pub ecx: u32,
+    pub eax: u32,
+}
+
+/// EFLAGS bits a SYSEXIT or SYSRET cannot give back (it leaves the kernel's
+/// flags in place): TF, DF, NT, AC and ID. A user whose saved flags have any
+/// of them set returns through IRET instead, which restores all of EFLAGS.
+pub const EFLAGS_NOT_RESTORED_BY_FAST_RETURN: u32 =
+    (1 << 8) | (1 << 10) | (1 << 14) | (1 << 18) | (1 << 21);
+/// EFLAGS.IF.
+pub const EFLAGS_IF: u32 = 1 << 9;
+
+/// Why a mechanism is not usable on this CPU.
+pub fn unavailable_reason(m: Mechanism, f: &Features) -> Option<&'static str> {
+    match m {
+        Mechanism::Int80 | Mechanism::CallGate => None,
+        Mechanism::Sysenter if !f.has_cpuid => Some("no CPUID, so no SEP bit"),
+        Mechanism::Sysenter if !f.sep => Some(
+            "CPUID has no usable SEP (absent, or a Pentium Pro below signature 0x633)",
+        ),
+        Mechanism::Sysenter => None,
+        Mechanism::Syscall if !f.is_amd() => {
+            Some("not an AMD CPU: Intel CPUs raise #UD for SYSCALL outside 64-bit mode")
+        }
+        Mechanism::Syscall if !f.syscall => Some("CPUID 0x80000001 has no SYSCALL bit"),
+        Mechanism::Syscall => None,
+    }
+}
+
+/// Sets up every available mechanism; returns the bit set of usable ones.
+pub fn init(f: &Features, kernel_stack_top: u32) -> u32 {
+    int80::init();
+    let mut usable = 1 << Mechanism::Int80 as u32 | 1 << Mechanism::CallGate as u32;
+    if unavailable_reason(Mechanism::Sysenter, f).is_none() {
+        sysenter::init(kernel_stack_top);
+        usable |= 1 << Mechanism::Sysenter as u32;
+    }
+    if unavailable_reason(Mechanism::Syscall, f).is_none() {
+        syscall_amd::init();
+        usable |= 1 << Mechanism::Syscall as u32;
+    }
+    usable
+}
+
+/// Points `m` at its floor or its full entry. Int 0x80 and the call gate
+/// have a vector and a gate for each, so only the MSR-based ones change.
+pub fn select_floor(m: Mechanism, floor: bool) {
+    match m {
+        Mechanism::Sysenter => sysenter::select(floor),
+        Mechanism::Syscall => syscall_amd::select(floor),
+        Mechanism::Int80 | Mechanism::CallGate => {}
+    }
+}
+
+/// For a debug trap taken at `eip`: if `eip` is the first instruction of an
+/// entry that does not clear TF, the variant to resume at instead.
+pub fn traced_entry(eip: u32) -> Option<u32> {
+    [sysenter::traced(), callgate::traced(), syscall_amd::traced()]
+        .into_iter()
+        .find(|&(entry, _)| entry == eip)
+        .map(|(_, traced)| traced)
+}
+
+/// `sym` addresses of entry stubs, as u32.
+macro_rules! addr {
+    ($s:ident) => {{
+        unsafe extern "C" {
+            static $s: u8;
+        }
+        &raw const $s as u32
+    }};
+}
+pub(crate) use addr;

@@ -1,0 +1,60 @@
+//! Checks on user pointers: a system call touches user memory only after
+//! these say the whole range is user space, mapped, and (for writes)
+//! writable. Any failure is `-EFAULT`, never a kernel fault.
+//!
+//! Covered: a pointer into the kernel, an unmapped one, a range that wraps
+//! past 4 GiB, a length that overflows, a buffer partly unmapped. One CPU,
+//! no preemption in ring 0: nothing can unmap a page between check and use.
+
+use abi::layout::{PAGE_SIZE, USER_BASE, USER_TOP};
+use abi::syscall::errno::EFAULT;
+
+use crate::arch::paging::{self, PRESENT, USER, WRITABLE};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// Checks `[ptr, ptr+len)`; `Err(EFAULT)` unless every page qualifies.
+pub fn check(ptr: u32, len: u32, access: Access) -> Result<(), i32> {
+    if len == 0 {
+        return Ok(());
+    }
+    let end = ptr.checked_add(len).ok_or(EFAULT)?;
+    if ptr < USER_BASE || end > USER_TOP {
+        return Err(EFAULT);
+    }
+    let need = PRESENT | USER | if access == Access::Write { WRITABLE } else { 0 };
+    let mut page = ptr & !(PAGE_SIZE - 1);
+    while page < end {
+        match paging::flags(page) {
+            Some(f) if f & need == need => {}
+            _ => return Err(EFAULT),
+        }
+        page += PAGE_SIZE;
+    }
+    Ok(())
+}
+
+/// The user bytes `[ptr, ptr+len)` once checked readable.
+pub fn user_slice(ptr: u32, len: u32, access: Access) -> Result<&'static [u8], i32> {
+    check(ptr, len, access)?;
+    if len == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: checked mapped and user-accessible just above; it stays so
+    // until the call returns (no other context runs meanwhile).
+    Ok(unsafe { core::slice::from_raw_parts(ptr as *const u8, len as usize) })
+}
+
+/// The user bytes `[ptr, ptr+len)` once checked writable.
+pub fn user_slice_mut(ptr: u32, len: u32) -> Result<&'static mut [u8], i32> {
+    check(ptr, len, Access::Write)?;
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    // SAFETY: as in user_slice, and writable.
+    Ok(unsafe { core::slice::from_raw_parts_mut(ptr as *mut u8, len as usize) })
+}

@@ -1,0 +1,57 @@
+//! Loading a user program: a static i386 ELF executable (xmas-elf parses it).
+//!
+//! Each PT_LOAD segment is mapped user-accessible, writable only if its
+//! flags say so, and must lie entirely in `[USER_BASE, USER_TOP)`.
+
+use abi::layout::{PAGE_SIZE, USER_BASE, USER_TOP};
+use xmas_elf::program::Type;
+use xmas_elf::ElfFile;
+
+use super::LoadError;
+use crate::arch::paging;
+
+/// Maps the program's segments; returns its entry point.
+pub fn load(image: &[u8]) -> Result<u32, LoadError> {
+    let elf = ElfFile::new(image).map_err(LoadError::Elf)?;
+    if elf.header.pt1.class() != xmas_elf::header::Class::ThirtyTwo
+        || elf.header.pt2.machine().as_machine() != xmas_elf::header::Machine::X86
+    {
+        return Err(LoadError::Elf("not an i386 ELF"));
+    }
+    for ph in elf.program_iter() {
+        if ph.get_type() != Ok(Type::Load) || ph.mem_size() == 0 {
+            continue;
+        }
+        let (va, memsz) = (ph.virtual_addr(), ph.mem_size());
+        let (off, filesz) = (ph.offset(), ph.file_size());
+        let end = va.checked_add(memsz).ok_or(LoadError::Elf("segment wraps"))?;
+        if va < USER_BASE as u64 || end > USER_TOP as u64 || filesz > memsz {
+            return Err(LoadError::Elf("segment outside user space"));
+        }
+        let file = image
+            .get(off as usize..(off + filesz) as usize)
+            .ok_or(LoadError::Elf("segment outside the file"))?;
+        let writable = ph.flags().is_write();
+        let mut page = (va as u32) & !(PAGE_SIZE - 1);
+        while (page as u64) < end {
+            let frame = paging::map_user(page, writable).map_err(|_| LoadError::OutOfMemory)?;
+            // Copy the part of the file that falls in this page, through the
+            // frame's identity mapping (so read-only pages need no write access).
+            let page_end = page as u64 + PAGE_SIZE as u64;
+            let from = (va).max(page as u64);
+            let to = (va + filesz).min(page_end);
+            if from < to {
+                let src = &file[(from - va) as usize..(to - va) as usize];
+                let dst = frame + (from - page as u64) as u32;
+                // SAFETY: `dst..dst+len` lies inside the freshly mapped frame.
+                unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
+            }
+            page += PAGE_SIZE;
+        }
+    }
+    let entry = elf.header.pt2.entry_point() as u32;
+    if !(USER_BASE..USER_TOP).contains(&entry) {
+        return Err(LoadError::Elf("entry point outside user space"));
+    }
+    Ok(entry)
+}

@@ -1,0 +1,121 @@
+//! The user test program: every syscall through every available mechanism,
+//! results and preserved registers checked. Prints a `check` record per
+//! check; exits with the number of failures.
+#![no_std]
+#![no_main]
+
+use userland::abi::layout::{USER_STACK_TOP, USER_TOP};
+use userland::abi::report::kind;
+use userland::abi::syscall::{argsum, errno, fd, nr, DEFAULT_EUID};
+use userland::abi::Mechanism;
+use userland::{println, record, sys};
+
+struct Checks {
+    failed: i32,
+    mech: &'static str,
+}
+
+impl Checks {
+    fn check(&mut self, what: &str, ok: bool, got: u32) {
+        if !ok {
+            self.failed += 1;
+            println!("utest: FAIL {}: {} (got {:#x})", self.mech, what, got);
+        }
+        record!(kind::CHECK, "mech" => self.mech, "name" => Name(what),
+            "result" => if ok { "pass" } else { "fail" }, "got" => got);
+    }
+}
+
+/// A check name, escaped for a record (spaces become %20).
+struct Name<'a>(&'a str);
+
+impl core::fmt::Display for Name<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        userland::abi::report::Escaped(self.0).fmt(f)
+    }
+}
+
+fn neg(e: i32) -> u32 {
+    (-e) as u32
+}
+
+static READ_ONLY: [u8; 8] = *b"readonly";
+
+#[unsafe(no_mangle)]
+extern "C" fn main(_arg: u32) -> i32 {
+    let info = sys::cpuinfo();
+    let pid = sys::call(Mechanism::Int80, nr::GETPID, [0; 6]);
+    let mut failed = 0;
+    for m in Mechanism::ALL {
+        let mut c = Checks { failed: 0, mech: m.key() };
+        if !info.has(m) {
+            record!(kind::CHECK, "mech" => m.key(), "name" => "available", "result" => "skip", "got" => 0);
+            continue;
+        }
+        let call = |n: u32, a: [u32; 6]| sys::call(m, n, a);
+        c.check("null returns 0", call(nr::NULL, [0; 6]) == 0, call(nr::NULL, [0; 6]));
+        let p = call(nr::GETPID, [0; 6]);
+        c.check("getpid matches int 0x80", p == pid && p > 0, p);
+        let e = call(nr::GETEUID, [0; 6]);
+        c.check("geteuid is the task's credential", e == DEFAULT_EUID, e);
+        let y = call(nr::YIELD, [0; 6]);
+        c.check("yield returns 0", y == 0, y);
+        let args = [0x0101_0101, 0x0202_0202, 0x0303_0303, 0x0404_0404, 0x0505_0505, 0x0606_0606];
+        let s = call(nr::ARGSUM, args);
+        c.check("all six arguments arrive", s == argsum(args), s);
+
+        let msg = b"utest: console write\n";
+        let w = call(nr::WRITE, [fd::STDOUT, msg.as_ptr() as u32, msg.len() as u32, 0, 0, 0]);
+        c.check("write to the console", w == msg.len() as u32, w);
+        let w = call(nr::WRITE, [fd::NULL, msg.as_ptr() as u32, 1, 0, 0, 0]);
+        c.check("1-byte write to the null device", w == 1, w);
+        let w = call(nr::WRITE, [fd::RING, b"abc".as_ptr() as u32, 3, 0, 0, 0]);
+        let mut back = [0u8; 8];
+        let r = call(nr::READ, [fd::RING, back.as_mut_ptr() as u32, 8, 0, 0, 0]);
+        c.check("ring buffer write then read", w == 3 && r == 3 && &back[..3] == b"abc", r);
+        let w = call(nr::WRITE, [99, msg.as_ptr() as u32, 1, 0, 0, 0]);
+        c.check("bad fd gives EBADF", w == neg(errno::EBADF), w);
+
+        for n in [nr::COUNT, nr::COUNT + 1, 0x8000_0000, u32::MAX] {
+            let r = call(n, [0; 6]);
+            c.check("unknown number gives ENOSYS", r == neg(errno::ENOSYS), r);
+        }
+        let efault = neg(errno::EFAULT);
+        let bad: [(&str, u32, u32); 6] = [
+            ("pointer into the kernel gives EFAULT", 0x0010_0000, 4),
+            ("unmapped pointer gives EFAULT", 0x7000_0000, 4),
+            ("range wrapping past 4 GiB gives EFAULT", 0xffff_fff0, 0x20),
+            ("overflowing length gives EFAULT", msg.as_ptr() as u32, u32::MAX),
+            ("partly unmapped buffer gives EFAULT", USER_STACK_TOP - 2, 4),
+            ("pointer above user space gives EFAULT", USER_TOP, 4),
+        ];
+        for (what, p, len) in bad {
+            let r = call(nr::WRITE, [fd::NULL, p, len, 0, 0, 0]);
+            c.check(what, r == efault, r);
+        }
+        let r = call(nr::READ, [fd::RING, READ_ONLY.as_ptr() as u32, 1, 0, 0, 0]);
+        c.check("read into read-only memory gives EFAULT", r == efault, r);
+        let r = call(nr::WRITE, [fd::NULL, 0x0010_0000, 0, 0, 0, 0]);
+        c.check("zero length is not checked", r == 0, r);
+
+        let regs = sys::registers_after(m);
+        let want = [0, 0, 0, 0x5555_5555, 0x4444_4444, 0x6666_6666];
+        let [gs, fs, es, edi, esi, ebp, _esp, ebx, edx, ecx, eax] = regs;
+        c.check("EAX holds the result", eax == 0, eax);
+        c.check("EBX preserved", ebx == 0x1111_1111, ebx);
+        c.check("ECX preserved", ecx == 0x2222_2222, ecx);
+        c.check("EDX preserved", edx == 0x3333_3333, edx);
+        c.check("ESI preserved", esi == want[4], esi);
+        c.check("EDI preserved", edi == want[3], edi);
+        c.check("EBP preserved", ebp == want[5], ebp);
+        c.check("ES, FS, GS preserved (null)", es == 0 && fs == 0 && gs == 0, es | fs | gs);
+
+        let f = sys::floor(m, 8);
+        c.check("floor round trips return", f == 0, f);
+        let p = call(nr::GETPID, [0; 6]);
+        c.check("full entry works again after the floor", p == pid, p);
+        failed += c.failed;
+    }
+    println!("utest: {} failures", failed);
+    failed
+}

@@ -1,0 +1,215 @@
+//! System-call stubs, one per mechanism (see `abi::Mechanism` for how each
+//! carries the registers it consumes).
+
+use abi::layout::selector::{CALL_GATE, CALL_GATE_FLOOR};
+use abi::syscall::{fd, nr, CpuInfo};
+use abi::Mechanism;
+
+/// The instruction sequence of each full entry, with EAX and EBX..EBP
+/// loaded. Each leaves the result in EAX and every other register as it was.
+macro_rules! seq_int80 { () => { "int $0x80\n" } }
+macro_rules! seq_callgate { () => { concat!("lcall $", stringify!(0x3b), ", $0\n") } }
+/// sysenter: save ECX (arg 2) and EDX (arg 3), which SYSEXIT will overwrite,
+/// and EBP (arg 6); point EBP at the saved EBP and push the return address,
+/// so the kernel finds arg 6 at [EBP] and the return EIP at [EBP-4].
+macro_rules! seq_sysenter {
+    () => {
+        "pushl %ecx
+        pushl %edx
+        pushl %ebp
+        movl %esp, %ebp
+        pushl $1f
+        sysenter
+1:      popl %ebp
+        popl %edx
+        popl %ecx
+"
+    };
+}
+/// AMD syscall: SYSCALL overwrites ECX with the return EIP, so arg 2 travels
+/// on the stack, where the kernel reads it at [ESP].
+macro_rules! seq_syscall { () => { "pushl %ecx\n syscall\n popl %ecx\n" } }
+
+/// `tb_sys_NAME(nr, a1..a6) -> u32`, cdecl.
+macro_rules! stub {
+    ($name:literal, $seq:expr) => {
+        core::arch::global_asm!(
+            concat!(
+                ".pushsection .text.", $name, ", \"ax\"\n",
+                ".global ", $name, "\n",
+                $name, ":\n",
+                "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
+                "movl 20(%esp), %eax\n movl 24(%esp), %ebx\n movl 28(%esp), %ecx\n",
+                "movl 32(%esp), %edx\n movl 36(%esp), %esi\n movl 40(%esp), %edi\n",
+                "movl 44(%esp), %ebp\n",
+                $seq,
+                "popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n",
+                ".popsection\n"
+            ),
+            options(att_syntax)
+        );
+    };
+}
+
+stub!("tb_sys_int80", seq_int80!());
+stub!("tb_sys_callgate", seq_callgate!());
+stub!("tb_sys_sysenter", seq_sysenter!());
+stub!("tb_sys_syscall", seq_syscall!());
+
+/// `tb_regs_NAME(out: *mut [u32; 11])`: a NULL call with every register set
+/// to a known value and ES, FS, GS null; stores what came back as
+/// `[gs, fs, es, edi, esi, ebp, esp, ebx, edx, ecx, eax]`.
+macro_rules! regs_stub {
+    ($name:literal, $seq:expr) => {
+        core::arch::global_asm!(
+            concat!(
+                ".pushsection .text.", $name, ", \"ax\"\n",
+                ".global ", $name, "\n",
+                $name, ":\n",
+                "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
+                "xorl %eax, %eax\n movw %ax, %es\n movw %ax, %fs\n movw %ax, %gs\n",
+                "movl $0x11111111, %ebx\n movl $0x22222222, %ecx\n movl $0x33333333, %edx\n",
+                "movl $0x44444444, %esi\n movl $0x55555555, %edi\n movl $0x66666666, %ebp\n",
+                "movl $0, %eax\n",
+                $seq,
+                "pushal\n",
+                "xorl %eax, %eax\n",
+                "movw %es, %ax\n pushl %eax\n movw %fs, %ax\n pushl %eax\n movw %gs, %ax\n pushl %eax\n",
+                "pushl %ds\n popl %es\n",
+                "movl %es, %eax\n movw %ax, %fs\n movw %ax, %gs\n",
+                "movl 64(%esp), %edi\n movl %esp, %esi\n movl $11, %ecx\n cld\n rep movsl\n",
+                "addl $44, %esp\n",
+                "popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n",
+                ".popsection\n"
+            ),
+            options(att_syntax)
+        );
+    };
+}
+
+regs_stub!("tb_regs_int80", seq_int80!());
+regs_stub!("tb_regs_callgate", seq_callgate!());
+regs_stub!("tb_regs_sysenter", seq_sysenter!());
+regs_stub!("tb_regs_syscall", seq_syscall!());
+
+/// Floor round trips: `tb_floor_NAME(count)` runs `count` floor entries.
+/// The sysenter and syscall floors must first be selected with
+/// `entry_floor(m, 1)` (they share the MSR with the full entry).
+macro_rules! floor_stub {
+    ($name:literal, $seq:expr) => {
+        core::arch::global_asm!(
+            concat!(
+                ".pushsection .text.", $name, ", \"ax\"\n",
+                ".global ", $name, "\n",
+                $name, ":\n",
+                "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
+                "movl 20(%esp), %edi\n",
+                "testl %edi, %edi\n jz 3f\n",
+                "2:\n",
+                $seq,
+                "decl %edi\n jnz 2b\n",
+                "3:\n",
+                "popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n",
+                ".popsection\n"
+            ),
+            options(att_syntax)
+        );
+    };
+}
+
+floor_stub!("tb_floor_int80", "int $0x81\n");
+floor_stub!("tb_floor_callgate", concat!("lcall $", stringify!(0x43), ", $0\n"));
+// SYSEXIT returns to EDX with ESP = ECX: hand over both.
+floor_stub!("tb_floor_sysenter", "movl %esp, %ecx\n movl $1f, %edx\n sysenter\n1:\n");
+floor_stub!("tb_floor_syscall", "syscall\n");
+
+unsafe extern "C" {
+    fn tb_sys_int80(nr: u32, a1: u32, a2: u32, a3: u32, a4: u32, a5: u32, a6: u32) -> u32;
+    fn tb_sys_callgate(nr: u32, a1: u32, a2: u32, a3: u32, a4: u32, a5: u32, a6: u32) -> u32;
+    fn tb_sys_sysenter(nr: u32, a1: u32, a2: u32, a3: u32, a4: u32, a5: u32, a6: u32) -> u32;
+    fn tb_sys_syscall(nr: u32, a1: u32, a2: u32, a3: u32, a4: u32, a5: u32, a6: u32) -> u32;
+    fn tb_regs_int80(out: *mut [u32; 11]);
+    fn tb_regs_callgate(out: *mut [u32; 11]);
+    fn tb_regs_sysenter(out: *mut [u32; 11]);
+    fn tb_regs_syscall(out: *mut [u32; 11]);
+    fn tb_floor_int80(count: u32);
+    fn tb_floor_callgate(count: u32);
+    fn tb_floor_sysenter(count: u32);
+    fn tb_floor_syscall(count: u32);
+}
+
+// The call-gate selectors are spelled in the sequences above (the assembler
+// needs literals); these checks keep them equal to abi's.
+const _: () = assert!(CALL_GATE == 0x3b && CALL_GATE_FLOOR == 0x43);
+
+/// A system call through `m`. Calling a mechanism the kernel did not set up
+/// faults (#UD or #GP) and ends the task: check [`cpuinfo`] first.
+pub fn call(m: Mechanism, nr: u32, a: [u32; 6]) -> u32 {
+    let f = match m {
+        Mechanism::Int80 => tb_sys_int80,
+        Mechanism::CallGate => tb_sys_callgate,
+        Mechanism::Sysenter => tb_sys_sysenter,
+        Mechanism::Syscall => tb_sys_syscall,
+    };
+    // SAFETY: the stub preserves every callee-saved register and the stack.
+    unsafe { f(nr, a[0], a[1], a[2], a[3], a[4], a[5]) }
+}
+
+/// A NULL call through `m` with known register values: what came back, as
+/// `[gs, fs, es, edi, esi, ebp, esp, ebx, edx, ecx, eax]`.
+pub fn registers_after(m: Mechanism) -> [u32; 11] {
+    let f = match m {
+        Mechanism::Int80 => tb_regs_int80,
+        Mechanism::CallGate => tb_regs_callgate,
+        Mechanism::Sysenter => tb_regs_sysenter,
+        Mechanism::Syscall => tb_regs_syscall,
+    };
+    let mut out = [0; 11];
+    // SAFETY: the routine writes exactly 11 words to `out`.
+    unsafe { f(&mut out) };
+    out
+}
+
+/// `count` floor round trips through `m` (selecting and deselecting the
+/// floor entry where the mechanism needs it).
+pub fn floor(m: Mechanism, count: u32) -> u32 {
+    let needs_select = matches!(m, Mechanism::Sysenter | Mechanism::Syscall);
+    if needs_select {
+        let r = call(Mechanism::Int80, nr::ENTRY_FLOOR, [m as u32, 1, 0, 0, 0, 0]);
+        if r != 0 {
+            return r;
+        }
+    }
+    // SAFETY: the floor entries return with the stack as it was.
+    unsafe {
+        match m {
+            Mechanism::Int80 => tb_floor_int80(count),
+            Mechanism::CallGate => tb_floor_callgate(count),
+            Mechanism::Sysenter => tb_floor_sysenter(count),
+            Mechanism::Syscall => tb_floor_syscall(count),
+        }
+    }
+    if needs_select {
+        call(Mechanism::Int80, nr::ENTRY_FLOOR, [m as u32, 0, 0, 0, 0, 0])
+    } else {
+        0
+    }
+}
+
+pub fn write(fd: u32, b: &[u8]) -> u32 {
+    call(Mechanism::Int80, nr::WRITE, [fd, b.as_ptr() as u32, b.len() as u32, 0, 0, 0])
+}
+
+pub fn exit(code: i32) -> ! {
+    call(Mechanism::Int80, nr::EXIT, [code as u32, 0, 0, 0, 0, 0]);
+    unreachable!("exit returned")
+}
+
+pub fn cpuinfo() -> CpuInfo {
+    let mut info = CpuInfo::default();
+    let p = &mut info as *mut CpuInfo as u32;
+    call(Mechanism::Int80, nr::CPUINFO, [p, core::mem::size_of::<CpuInfo>() as u32, 0, 0, 0, 0]);
+    info
+}
+
+pub const STDOUT: u32 = fd::STDOUT;
