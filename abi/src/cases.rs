@@ -25,10 +25,22 @@ pub const FAULT_CASES: &[(&str, Expect)] = &[
     ("ud2 (#UD)", Expect::Fault(6)),
     ("divide by zero (#DE)", Expect::Fault(0)),
     ("int3 (#BP)", Expect::Fault(3)),
-    ("user stack overflow into the guard page (#PF)", Expect::Fault(14)),
+    (
+        "user stack overflow into the guard page (#PF)",
+        Expect::Fault(14),
+    ),
     ("sysenter with EBP in the kernel", Expect::BadStack),
     ("sysenter with EBP unmapped", Expect::BadStack),
-    ("TF set before sysenter (#DB after the return)", Expect::Fault(1)),
-    ("TF set before int 0x80 (#DB after the return)", Expect::Fault(1)),
-    ("TF set before the call gate (#DB after the return)", Expect::Fault(1)),
+    (
+        "TF set before sysenter (#DB after the return)",
+        Expect::Fault(1),
+    ),
+    (
+        "TF set before int 0x80 (#DB after the return)",
+        Expect::Fault(1),
+    ),
+    (
+        "TF set before the call gate (#DB after the return)",
+        Expect::Fault(1),
+    ),
 ];

@@ -9,7 +9,14 @@ use crate::syscall::Mechanism;
 
 /// Every key the kernel understands, for the "valid keys" warning.
 pub const KEYS: &[&str] = &[
-    KEY_MODE, KEY_PROG, KEY_TEST, KEY_CRASH, KEY_CLOCK, KEY_ACCEL, KEY_ENTRY, KEY_BATCHES,
+    KEY_MODE,
+    KEY_PROG,
+    KEY_TEST,
+    KEY_CRASH,
+    KEY_CLOCK,
+    KEY_ACCEL,
+    KEY_ENTRY,
+    KEY_BATCHES,
     KEY_BATCH_SIZE,
 ];
 pub const KEY_MODE: &str = "mode";
@@ -46,19 +53,27 @@ pub enum Crash {
     PageFault,
     /// A Rust panic.
     Panic,
+    /// An empty IDT, then `int3`: no handler, no double-fault handler, so
+    /// the CPU shuts down (QEMU, under `-no-reboot`, exits with status 0).
+    TripleFault,
 }
 
 impl Crash {
-    pub const ALL: [(Crash, &'static str); 6] = [
+    pub const ALL: [(Crash, &'static str); 7] = [
         (Crash::Overflow, "overflow"),
         (Crash::Breakpoint, "bp"),
         (Crash::InvalidOpcode, "ud"),
         (Crash::DivideError, "de"),
         (Crash::PageFault, "pf"),
         (Crash::Panic, "panic"),
+        (Crash::TripleFault, "triple"),
     ];
     pub fn key(self) -> &'static str {
-        Self::ALL.iter().find(|(c, _)| *c == self).map(|(_, k)| *k).unwrap_or("?")
+        Self::ALL
+            .iter()
+            .find(|(c, _)| *c == self)
+            .map(|(_, k)| *k)
+            .unwrap_or("?")
     }
 }
 
@@ -159,7 +174,7 @@ impl<'a> Options<'a> {
                 KEY_TEST => bad("a test name or part of one"),
                 KEY_CRASH => match Crash::ALL.iter().find(|(_, k)| *k == value) {
                     Some((c, _)) => o.crash = Some(*c),
-                    None => bad("overflow, bp, ud, de, pf or panic"),
+                    None => bad("overflow, bp, ud, de, pf, panic or triple"),
                 },
                 KEY_CLOCK => match value {
                     "tsc" => o.clock = Clock::Tsc,
@@ -193,8 +208,7 @@ impl<'a> Options<'a> {
 
 fn is_name(s: &str) -> bool {
     !s.is_empty()
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
@@ -254,7 +268,14 @@ mod tests {
     fn bad_values_keep_defaults() {
         let (o, w) = parse("batches=0 batch_size=x clock=sundial entry=int80,nope mode= prog=a/b");
         assert_eq!(w.len(), 6, "{w:?}");
-        assert!(matches!(w[0], Warning::BadValue { key: "batches", value: "0", .. }));
+        assert!(matches!(
+            w[0],
+            Warning::BadValue {
+                key: "batches",
+                value: "0",
+                ..
+            }
+        ));
         assert_eq!(o, Options::default());
         let (_, w) = parse("batches=1025");
         assert_eq!(w.len(), 1);
@@ -265,7 +286,14 @@ mod tests {
         let (_, w) = parse("quiet");
         assert_eq!(w, [Warning::UnknownKey("quiet")]);
         let (_, w) = parse("mode");
-        assert!(matches!(w[0], Warning::BadValue { key: "mode", value: "", .. }));
+        assert!(matches!(
+            w[0],
+            Warning::BadValue {
+                key: "mode",
+                value: "",
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -71,9 +71,13 @@ fn needs_escape(b: u8) -> bool {
     b <= b' ' || b == b'%' || b == b'=' || b >= 0x7f
 }
 
+/// A `%` not followed by two hex digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BadEscape;
+
 /// Undoes [`Escaped`], feeding bytes to `push`. `%00` alone is the empty
-/// string. Returns `Err(())` for a malformed escape.
-pub fn unescape(s: &str, push: &mut dyn FnMut(u8)) -> Result<(), ()> {
+/// string.
+pub fn unescape(s: &str, push: &mut dyn FnMut(u8)) -> Result<(), BadEscape> {
     if s == "%00" {
         return Ok(());
     }
@@ -81,8 +85,8 @@ pub fn unescape(s: &str, push: &mut dyn FnMut(u8)) -> Result<(), ()> {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' {
-            let hex = s.get(i + 1..i + 3).ok_or(())?;
-            push(u8::from_str_radix(hex, 16).map_err(|_| ())?);
+            let hex = s.get(i + 1..i + 3).ok_or(BadEscape)?;
+            push(u8::from_str_radix(hex, 16).map_err(|_| BadEscape)?);
             i += 3;
         } else {
             push(b[i]);
@@ -108,7 +112,13 @@ mod tests {
 
     #[test]
     fn escapes_round_trip() {
-        for s in ["", "plain", "QEMU Virtual CPU version 2.5+", "a=b c%d\te", "  "] {
+        for s in [
+            "",
+            "plain",
+            "QEMU Virtual CPU version 2.5+",
+            "a=b c%d\te",
+            "  ",
+        ] {
             assert_eq!(round_trip(s), s);
         }
     }

@@ -172,9 +172,9 @@ impl CpuInfo {
 
 /// What `argsum` returns for these arguments.
 pub fn argsum(a: [u32; 6]) -> u32 {
-    a.iter()
-        .enumerate()
-        .fold(0u32, |s, (i, &v)| s.wrapping_add(v.wrapping_mul(i as u32 + 1)))
+    a.iter().enumerate().fold(0u32, |s, (i, &v)| {
+        s.wrapping_add(v.wrapping_mul(i as u32 + 1))
+    })
 }
 
 /// Returns `Err(errno)` for a negative result, `Ok(value)` otherwise.

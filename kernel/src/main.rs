@@ -91,7 +91,13 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     unsafe { *USABLE.get_mut() = usable };
     idt::load();
     paging::init(&stacks);
-    frames::init(&bi, (&raw const __kernel_start as u32, &raw const __kernel_end as u32));
+    frames::init(
+        &bi,
+        (
+            &raw const __kernel_start as u32,
+            &raw const __kernel_end as u32,
+        ),
+    );
     for m in Mechanism::ALL {
         match entry::unavailable_reason(m, f) {
             None => record!(kind::MECH, "name" => m.key(), "status" => "ok", "reason" => ""),
@@ -123,8 +129,14 @@ fn warn(w: Warning) {
             kprintln!();
             record!(kind::WARN, "text" => "unknown key", "key" => k);
         }
-        Warning::BadValue { key, value, expected } => {
-            kprintln!("cmdline: {key}={value} is not valid ({key} takes {expected}); using the default");
+        Warning::BadValue {
+            key,
+            value,
+            expected,
+        } => {
+            kprintln!(
+                "cmdline: {key}={value} is not valid ({key} takes {expected}); using the default"
+            );
             record!(kind::WARN, "text" => "bad value", "key" => key, "value" => value);
         }
     }
@@ -193,6 +205,12 @@ fn crash(c: Crash) -> ! {
             unsafe { unmapped.write_volatile(0xdead) };
         }
         Crash::Panic => panic!("deliberate panic (crash=panic)"),
+        Crash::TripleFault => {
+            let empty: [u16; 3] = [0; 3];
+            // SAFETY: not safe: with a zero-limit IDT every vector, #DF
+            // included, faults, and the CPU shuts down. That is the point.
+            unsafe { core::arch::asm!("lidt ({})", "int3", in(reg) &empty, options(att_syntax)) };
+        }
     }
     kprintln!("crash: {} did not fault", c.key());
     power::exit(exit::FAILURE)
@@ -200,7 +218,10 @@ fn crash(c: Crash) -> ! {
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
-    let (file, line) = info.location().map(|l| (l.file(), l.line())).unwrap_or(("?", 0));
+    let (file, line) = info
+        .location()
+        .map(|l| (l.file(), l.line()))
+        .unwrap_or(("?", 0));
     kprintln!("kernel panic at {file}:{line}: {}", info.message());
     record!(kind::EXCEPTION, "vector" => 255u32, "name" => "panic", "mode" => "kernel",
         "file" => file, "line" => line);

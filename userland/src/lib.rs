@@ -76,7 +76,10 @@ pub struct Line {
 impl Line {
     #[allow(clippy::new_without_default)]
     pub fn new() -> Line {
-        Line { buf: [0; 512], len: 0 }
+        Line {
+            buf: [0; 512],
+            len: 0,
+        }
     }
     pub fn flush(&mut self) {
         sys::write(abi::syscall::fd::STDOUT, &self.buf[..self.len]);

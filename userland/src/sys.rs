@@ -7,8 +7,16 @@ use abi::Mechanism;
 
 /// The instruction sequence of each full entry, with EAX and EBX..EBP
 /// loaded. Each leaves the result in EAX and every other register as it was.
-macro_rules! seq_int80 { () => { "int $0x80\n" } }
-macro_rules! seq_callgate { () => { concat!("lcall $", stringify!(0x3b), ", $0\n") } }
+macro_rules! seq_int80 {
+    () => {
+        "int $0x80\n"
+    };
+}
+macro_rules! seq_callgate {
+    () => {
+        concat!("lcall $", stringify!(0x3b), ", $0\n")
+    };
+}
 /// sysenter: save ECX (arg 2) and EDX (arg 3), which SYSEXIT will overwrite,
 /// and EBP (arg 6); point EBP at the saved EBP and push the return address,
 /// so the kernel finds arg 6 at [EBP] and the return EIP at [EBP-4].
@@ -28,16 +36,25 @@ macro_rules! seq_sysenter {
 }
 /// AMD syscall: SYSCALL overwrites ECX with the return EIP, so arg 2 travels
 /// on the stack, where the kernel reads it at [ESP].
-macro_rules! seq_syscall { () => { "pushl %ecx\n syscall\n popl %ecx\n" } }
+macro_rules! seq_syscall {
+    () => {
+        "pushl %ecx\n syscall\n popl %ecx\n"
+    };
+}
 
 /// `tb_sys_NAME(nr, a1..a6) -> u32`, cdecl.
 macro_rules! stub {
     ($name:literal, $seq:expr) => {
         core::arch::global_asm!(
             concat!(
-                ".pushsection .text.", $name, ", \"ax\"\n",
-                ".global ", $name, "\n",
-                $name, ":\n",
+                ".pushsection .text.",
+                $name,
+                ", \"ax\"\n",
+                ".global ",
+                $name,
+                "\n",
+                $name,
+                ":\n",
                 "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
                 "movl 20(%esp), %eax\n movl 24(%esp), %ebx\n movl 28(%esp), %ecx\n",
                 "movl 32(%esp), %edx\n movl 36(%esp), %esi\n movl 40(%esp), %edi\n",
@@ -99,9 +116,14 @@ macro_rules! floor_stub {
     ($name:literal, $seq:expr) => {
         core::arch::global_asm!(
             concat!(
-                ".pushsection .text.", $name, ", \"ax\"\n",
-                ".global ", $name, "\n",
-                $name, ":\n",
+                ".pushsection .text.",
+                $name,
+                ", \"ax\"\n",
+                ".global ",
+                $name,
+                "\n",
+                $name,
+                ":\n",
                 "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
                 "movl 20(%esp), %edi\n",
                 "testl %edi, %edi\n jz 3f\n",
@@ -118,9 +140,15 @@ macro_rules! floor_stub {
 }
 
 floor_stub!("tb_floor_int80", "int $0x81\n");
-floor_stub!("tb_floor_callgate", concat!("lcall $", stringify!(0x43), ", $0\n"));
+floor_stub!(
+    "tb_floor_callgate",
+    concat!("lcall $", stringify!(0x43), ", $0\n")
+);
 // SYSEXIT returns to EDX with ESP = ECX: hand over both.
-floor_stub!("tb_floor_sysenter", "movl %esp, %ecx\n movl $1f, %edx\n sysenter\n1:\n");
+floor_stub!(
+    "tb_floor_sysenter",
+    "movl %esp, %ecx\n movl $1f, %edx\n sysenter\n1:\n"
+);
 floor_stub!("tb_floor_syscall", "syscall\n");
 
 unsafe extern "C" {
@@ -197,7 +225,11 @@ pub fn floor(m: Mechanism, count: u32) -> u32 {
 }
 
 pub fn write(fd: u32, b: &[u8]) -> u32 {
-    call(Mechanism::Int80, nr::WRITE, [fd, b.as_ptr() as u32, b.len() as u32, 0, 0, 0])
+    call(
+        Mechanism::Int80,
+        nr::WRITE,
+        [fd, b.as_ptr() as u32, b.len() as u32, 0, 0, 0],
+    )
 }
 
 pub fn exit(code: i32) -> ! {
@@ -208,7 +240,11 @@ pub fn exit(code: i32) -> ! {
 pub fn cpuinfo() -> CpuInfo {
     let mut info = CpuInfo::default();
     let p = &mut info as *mut CpuInfo as u32;
-    call(Mechanism::Int80, nr::CPUINFO, [p, core::mem::size_of::<CpuInfo>() as u32, 0, 0, 0, 0]);
+    call(
+        Mechanism::Int80,
+        nr::CPUINFO,
+        [p, core::mem::size_of::<CpuInfo>() as u32, 0, 0, 0, 0],
+    );
     info
 }
 

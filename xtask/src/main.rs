@@ -1,11 +1,28 @@
-//! `cargo xtask`: the testbed's host tool.
+//! `cargo xtask`: the testbed's host tool. One place for the build-std
+//! flags, the QEMU command lines and the reading of the kernel's reports.
 
+mod iso;
+mod kbuild;
 mod ministat;
+mod preflight;
+mod qemu;
+mod report;
+mod selftest;
 
-use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use qemu::{Accel, AccelChoice, Boot};
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "Build, boot and measure the i386 testbed")]
+#[command(
+    name = "cargo xtask",
+    about = "Build, boot and measure the i386 testbed",
+    after_help = "Start with `cargo xtask run`; `cargo xtask test` runs every test."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -13,14 +30,253 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Build the kernel and the user programs.
+    Build,
+    /// Build, boot in QEMU, and show what the kernel reports.
+    Run(RunArgs),
+    /// Host unit tests, then the kernel's own tests booted in QEMU.
+    Test(selftest::TestArgs),
+    /// Build a GRUB hybrid image (CD or USB stick) for real hardware.
+    Iso(IsoArgs),
+    /// Install what the testbed needs (rust-src, QEMU, GRUB tools).
+    Setup,
     /// FreeBSD ministat on files of numbers.
     Ministat(ministat::Args),
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ClockArg {
+    /// QEMU -icount: one tick per guest instruction (TCG only; exact, deterministic).
+    Icount,
+    /// RDTSC: real cycles under KVM and on real hardware.
+    Tsc,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    Run,
+    Test,
+}
+
+/// How to boot: shared by `run` and the tests.
+#[derive(Args, Clone, Debug)]
+pub struct BootArgs {
+    /// Accelerator: auto picks KVM only when /dev/kvm opens and the host CPU has vmx or svm.
+    #[arg(long, value_enum, default_value = "auto")]
+    accel: AccelChoice,
+    /// QEMU CPU model (default: qemu32 under TCG, host under KVM). AMD models
+    /// (athlon, phenom, ...) boot with qemu-system-x86_64 so SYSCALL is visible.
+    #[arg(long)]
+    cpu: Option<String>,
+    /// Number of CPUs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    smp: u32,
+    /// Extra kernel command-line words (key=value), appended last.
+    #[arg(long, default_value = "")]
+    append: String,
+    /// Boot through GRUB (a Multiboot 2 image) instead of QEMU's -kernel.
+    #[arg(long)]
+    grub: bool,
+    /// Seconds before a hung guest is killed.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    timeout: u64,
+    /// Clock for timed regions (default: icount under TCG, tsc under KVM).
+    #[arg(long, value_enum)]
+    clock: Option<ClockArg>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    boot: BootArgs,
+    /// What the kernel does: run a user program, or its tests.
+    #[arg(long, value_enum, default_value = "run")]
+    mode: ModeArg,
+    /// The user program to run.
+    #[arg(long, default_value = abi::cmdline::DEFAULT_PROG)]
+    prog: String,
+    /// Show the machine records too, not only the human text.
+    #[arg(long)]
+    records: bool,
+}
+
+#[derive(Args)]
+struct IsoArgs {
+    /// Where to write the image.
+    #[arg(long, short, default_value = "target/testbed.iso")]
+    output: PathBuf,
+    /// Seconds the GRUB menu waits.
+    #[arg(long, default_value_t = 5)]
+    menu_timeout: u32,
+}
+
 fn main() {
     let cli = Cli::parse();
-    let code = match cli.cmd {
-        Cmd::Ministat(a) => ministat::main(a),
+    let result = match cli.cmd {
+        Cmd::Build => kbuild::build(false).map(|a| {
+            println!("kernel: {}", a.kernel.display());
+            for (p, _) in &a.programs {
+                println!("program: {}", p.display());
+            }
+            0
+        }),
+        Cmd::Run(a) => run(a),
+        Cmd::Test(a) => selftest::run(a),
+        Cmd::Iso(a) => make_iso(a),
+        Cmd::Setup => setup(),
+        Cmd::Ministat(a) => Ok(ministat::main(a)),
     };
-    std::process::exit(code);
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn setup() -> Result<i32> {
+    preflight::ensure_rust_src(&kbuild::root())?;
+    preflight::ensure_tools()?;
+    println!("setup: rust-src, QEMU and the GRUB tools are present");
+    Ok(0)
+}
+
+/// A boot assembled from the flags: the accelerator decided, the clock
+/// chosen, the command line written.
+pub struct Prepared {
+    pub boot: Boot,
+    pub clock: ClockArg,
+}
+
+pub fn prepare(
+    a: &BootArgs,
+    art: &kbuild::Artifacts,
+    words: &str,
+    iso_dir: &std::path::Path,
+) -> Result<Prepared> {
+    let (accel, notice) = qemu::detect_accel(a.accel);
+    if let Some(n) = notice {
+        eprintln!("{n}");
+    }
+    let clock = a.clock.unwrap_or(match accel {
+        Accel::Tcg => ClockArg::Icount,
+        Accel::Kvm => ClockArg::Tsc,
+    });
+    if clock == ClockArg::Icount && accel == Accel::Kvm {
+        bail!("--clock icount needs TCG (QEMU's -icount); use --clock tsc or --accel tcg");
+    }
+    let clock_key = match clock {
+        ClockArg::Icount => "icount",
+        ClockArg::Tsc => "tsc",
+    };
+    let cmdline = format!(
+        "{words} clock={clock_key} accel={} {}",
+        accel.key(),
+        a.append
+    )
+    .trim()
+    .to_string();
+    let mut boot = Boot {
+        kernel: art.kernel.clone(),
+        modules: art.programs.clone(),
+        cmdline: cmdline.clone(),
+        cdrom: None,
+        cpu: a.cpu.clone(),
+        smp: a.smp,
+        accel,
+        icount: clock == ClockArg::Icount,
+        memory_mib: 128,
+        timeout: Duration::from_secs(a.timeout),
+        extra: vec![],
+    };
+    if a.grub {
+        std::fs::create_dir_all(iso_dir)?;
+        let entry = iso::Entry {
+            title: "i386 testbed".into(),
+            cmdline,
+            multiboot2: true,
+        };
+        let out = iso_dir.join("run.iso");
+        boot.cdrom = Some(iso::build(art, &[entry], 0, &out)?);
+    }
+    Ok(Prepared { boot, clock })
+}
+
+fn qemu_version(binary: &str) -> String {
+    std::process::Command::new(binary)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+fn run(a: RunArgs) -> Result<i32> {
+    preflight::ensure_tools()?;
+    let art = kbuild::build(true)?;
+    let mode = match a.mode {
+        ModeArg::Run => "mode=run",
+        ModeArg::Test => "mode=test",
+    };
+    let words = format!("{mode} prog={}", a.prog);
+    let p = prepare(&a.boot, &art, &words, &kbuild::root().join("target/xtask"))?;
+    println!(
+        "i386 testbed  QEMU {} {}  clock={}  cpu={}{}",
+        qemu_version(p.boot.binary()),
+        p.boot.accel.key().to_uppercase(),
+        match p.clock {
+            ClockArg::Icount => "icount (1 tick = 1 guest instruction)",
+            ClockArg::Tsc => "tsc",
+        },
+        p.boot.cpu_model(),
+        if a.boot.grub {
+            "  via GRUB (Multiboot 2)"
+        } else {
+            ""
+        }
+    );
+    let show_records = a.records;
+    let log = qemu::run(&p.boot, &mut |line| {
+        if show_records || !line.contains(abi::report::MARKER) {
+            println!("{line}");
+        }
+    })
+    .context("booting QEMU")?;
+    if let Err(e) = report::parse_log(&log.serial) {
+        eprintln!("warning: the serial log has a malformed record: {e}");
+    }
+    if log.succeeded() {
+        eprintln!("run: finished in {:.2} s", log.wall.as_secs_f64());
+        Ok(0)
+    } else {
+        eprintln!("run failed: {}", log.explain(20));
+        Ok(1)
+    }
+}
+
+fn make_iso(a: IsoArgs) -> Result<i32> {
+    preflight::ensure_tools()?;
+    let art = kbuild::build(true)?;
+    let out = if a.output.is_absolute() {
+        a.output
+    } else {
+        std::env::current_dir()?.join(a.output)
+    };
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let iso = iso::build(&art, &iso::default_entries(), a.menu_timeout, &out)?;
+    println!("image: {}", iso.display());
+    println!(
+        "boot it in QEMU:  qemu-system-i386 -cdrom {} -serial stdio",
+        iso.display()
+    );
+    println!("or write it to a USB stick (all data on it is lost):  dd if={} of=/dev/sdX bs=4M conv=fsync", iso.display());
+    Ok(0)
 }

@@ -88,7 +88,12 @@ fn cpuid(leaf: u32, sub: u32) -> CpuIdResult {
             options(att_syntax, nomem, nostack, preserves_flags)
         );
     }
-    CpuIdResult { eax: a, ebx: b, ecx: c, edx: d }
+    CpuIdResult {
+        eax: a,
+        ebx: b,
+        ecx: c,
+        edx: d,
+    }
 }
 
 fn copy_into(dst: &mut [u8], src: &[u8]) {

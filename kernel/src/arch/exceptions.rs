@@ -220,6 +220,11 @@ fn fixup_for(eip: u32) -> Option<u32> {
 extern "fastcall" fn exception_handler(f: &mut TrapFrame) {
     let v = f.vector as u8;
     if f.from_user() {
+        crate::kprintln!(
+            "task {} (pid {}):",
+            task::current().name,
+            task::current().pid
+        );
         report(f, "user");
         task::end_current(task::End::Fault {
             vector: v,
@@ -334,10 +339,18 @@ extern "C" fn double_fault() -> ! {
         t.ecx,
         t.edx
     );
-    kprintln!("  ESI {:#010x}  EDI {:#010x}  EBP {:#010x}", t.esi, t.edi, t.ebp);
+    kprintln!(
+        "  ESI {:#010x}  EDI {:#010x}  EBP {:#010x}",
+        t.esi,
+        t.edi,
+        t.ebp
+    );
     let stacks = crate::boot::entry::stacks();
     let guard = [stacks.boot_guard, stacks.kernel_guard, stacks.df_guard];
-    if guard.iter().any(|&g| (g..g + abi::layout::PAGE_SIZE).contains(&cr2)) {
+    if guard
+        .iter()
+        .any(|&g| (g..g + abi::layout::PAGE_SIZE).contains(&cr2))
+    {
         kprintln!("  CR2 is in a stack guard page: kernel stack overflow");
     }
     record!(kind::EXCEPTION,

@@ -182,14 +182,62 @@ impl Gdt {
 // GDT and TSSs: statics, since the CPU keeps their addresses for good.
 static GDT: BootCell<Gdt> = BootCell::new(Gdt::new());
 static TSS: BootCell<Tss> = BootCell::new(Tss {
-    link: 0, esp0: 0, ss0: 0, esp1: 0, ss1: 0, esp2: 0, ss2: 0, cr3: 0, eip: 0, eflags: 0,
-    eax: 0, ecx: 0, edx: 0, ebx: 0, esp: 0, ebp: 0, esi: 0, edi: 0,
-    es: 0, cs: 0, ss: 0, ds: 0, fs: 0, gs: 0, ldt: 0, trap: 0, iomap_base: 0,
+    link: 0,
+    esp0: 0,
+    ss0: 0,
+    esp1: 0,
+    ss1: 0,
+    esp2: 0,
+    ss2: 0,
+    cr3: 0,
+    eip: 0,
+    eflags: 0,
+    eax: 0,
+    ecx: 0,
+    edx: 0,
+    ebx: 0,
+    esp: 0,
+    ebp: 0,
+    esi: 0,
+    edi: 0,
+    es: 0,
+    cs: 0,
+    ss: 0,
+    ds: 0,
+    fs: 0,
+    gs: 0,
+    ldt: 0,
+    trap: 0,
+    iomap_base: 0,
 });
 static DF_TSS: BootCell<Tss> = BootCell::new(Tss {
-    link: 0, esp0: 0, ss0: 0, esp1: 0, ss1: 0, esp2: 0, ss2: 0, cr3: 0, eip: 0, eflags: 0,
-    eax: 0, ecx: 0, edx: 0, ebx: 0, esp: 0, ebp: 0, esi: 0, edi: 0,
-    es: 0, cs: 0, ss: 0, ds: 0, fs: 0, gs: 0, ldt: 0, trap: 0, iomap_base: 0,
+    link: 0,
+    esp0: 0,
+    ss0: 0,
+    esp1: 0,
+    ss1: 0,
+    esp2: 0,
+    ss2: 0,
+    cr3: 0,
+    eip: 0,
+    eflags: 0,
+    eax: 0,
+    ecx: 0,
+    edx: 0,
+    ebx: 0,
+    esp: 0,
+    ebp: 0,
+    esi: 0,
+    edi: 0,
+    es: 0,
+    cs: 0,
+    ss: 0,
+    ds: 0,
+    fs: 0,
+    gs: 0,
+    ldt: 0,
+    trap: 0,
+    iomap_base: 0,
 });
 
 fn expect(got: u16, want: u16, what: &str) {
@@ -234,14 +282,38 @@ pub fn init(kernel_stack_top: u32, df: DoubleFaultTask, gate: u32, gate_floor: u
     // SAFETY: the TSS statics live forever.
     let (tss_ref, df_ref): (&'static Tss, &'static Tss) =
         unsafe { (&*TSS.as_ptr(), &*DF_TSS.as_ptr()) };
-    expect(gdt.add(Descriptor::code(0), 0), selector::KERNEL_CODE, "kernel code");
-    expect(gdt.add(Descriptor::data(0), 0), selector::KERNEL_DATA, "kernel data");
-    expect(gdt.add(Descriptor::code(3), 3), selector::USER_CODE, "user code");
-    expect(gdt.add(Descriptor::data(3), 3), selector::USER_DATA, "user data");
+    expect(
+        gdt.add(Descriptor::code(0), 0),
+        selector::KERNEL_CODE,
+        "kernel code",
+    );
+    expect(
+        gdt.add(Descriptor::data(0), 0),
+        selector::KERNEL_DATA,
+        "kernel data",
+    );
+    expect(
+        gdt.add(Descriptor::code(3), 3),
+        selector::USER_CODE,
+        "user code",
+    );
+    expect(
+        gdt.add(Descriptor::data(3), 3),
+        selector::USER_DATA,
+        "user data",
+    );
     expect(gdt.add(Descriptor::tss(tss_ref), 0), selector::TSS, "TSS");
-    expect(gdt.add(Descriptor::tss(df_ref), 0), selector::DOUBLE_FAULT_TSS, "double-fault TSS");
+    expect(
+        gdt.add(Descriptor::tss(df_ref), 0),
+        selector::DOUBLE_FAULT_TSS,
+        "double-fault TSS",
+    );
     let kcode = selector::KERNEL_CODE;
-    expect(gdt.add(Descriptor::call_gate(kcode, gate, 3), 3), selector::CALL_GATE, "call gate");
+    expect(
+        gdt.add(Descriptor::call_gate(kcode, gate, 3), 3),
+        selector::CALL_GATE,
+        "call gate",
+    );
     expect(
         gdt.add(Descriptor::call_gate(kcode, gate_floor, 3), 3),
         selector::CALL_GATE_FLOOR,

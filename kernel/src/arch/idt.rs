@@ -8,24 +8,19 @@ use crate::sync::cell::BootCell;
 
 /// Exception vectors (SDM Vol. 3A Table 6-1), named where the kernel uses them.
 pub mod vector {
-    pub const DIVIDE_ERROR: u8 = 0;
     pub const DEBUG: u8 = 1;
     pub const BREAKPOINT: u8 = 3;
-    pub const INVALID_OPCODE: u8 = 6;
     pub const DOUBLE_FAULT: u8 = 8;
     pub const GENERAL_PROTECTION: u8 = 13;
     pub const PAGE_FAULT: u8 = 14;
-    /// Vectors 0..32 are the CPU's.
-    pub const EXCEPTIONS: u8 = 32;
 }
 
-/// Gate kinds (SDM Vol. 3A Figure 6-2).
+/// Gate kinds (SDM Vol. 3A Figure 6-2). Only interrupt gates so far: the
+/// kernel runs with IF clear, so every entry must clear it.
 #[derive(Clone, Copy)]
 pub enum GateKind {
     /// Clears IF on entry.
     Interrupt,
-    /// Leaves IF alone.
-    Trap,
 }
 
 #[derive(Clone, Copy)]
@@ -34,7 +29,6 @@ pub struct Gate(u64);
 
 const PRESENT: u64 = 1 << 47;
 const TYPE_INTERRUPT32: u64 = 0xE << 40;
-const TYPE_TRAP32: u64 = 0xF << 40;
 const TYPE_TASK: u64 = 0x5 << 40;
 
 impl Gate {
@@ -46,7 +40,6 @@ impl Gate {
         let h = handler as u64;
         let ty = match kind {
             GateKind::Interrupt => TYPE_INTERRUPT32,
-            GateKind::Trap => TYPE_TRAP32,
         };
         Gate(
             (h & 0xFFFF)

@@ -55,7 +55,10 @@ pub fn init(stacks: &Stacks) {
         dir[t] = table as *const Table as u32 | PRESENT | WRITABLE;
     }
     for unmapped in [0, stacks.boot_guard, stacks.kernel_guard, stacks.df_guard] {
-        let (t, i) = ((unmapped >> 22) as usize, ((unmapped >> 12) & 1023) as usize);
+        let (t, i) = (
+            (unmapped >> 22) as usize,
+            ((unmapped >> 12) & 1023) as usize,
+        );
         tables[t].0[i] = 0;
     }
     // SAFETY: the directory identity-maps the running code, its stack and

@@ -101,7 +101,6 @@ _start:
 
 unsafe extern "C" {
     static boot_stack_guard: u8;
-    static boot_stack_top: u8;
     static kernel_stack_guard: u8;
     static kernel_stack_top: u8;
     static df_stack_guard: u8;
@@ -111,7 +110,6 @@ unsafe extern "C" {
 /// Addresses of the stacks and their guard pages, from the linker.
 pub struct Stacks {
     pub boot_guard: u32,
-    pub boot_top: u32,
     pub kernel_guard: u32,
     pub kernel_top: u32,
     pub df_guard: u32,
@@ -122,7 +120,6 @@ pub fn stacks() -> Stacks {
     // Only the symbols' addresses are taken, never their contents.
     Stacks {
         boot_guard: &raw const boot_stack_guard as u32,
-        boot_top: &raw const boot_stack_top as u32,
         kernel_guard: &raw const kernel_stack_guard as u32,
         kernel_top: &raw const kernel_stack_top as u32,
         df_guard: &raw const df_stack_guard as u32,

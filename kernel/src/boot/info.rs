@@ -147,8 +147,11 @@ impl<'a> BootInfo<'a> {
     ) -> Result<Self, BootInfoError> {
         match magic {
             MB1_MAGIC => Self::from_multiboot1(info, mem),
-            // SAFETY: the caller guarantees the structure for this magic.
-            MB2_MAGIC => unsafe { Self::from_multiboot2(info, mem) },
+            // SAFETY: the caller guarantees the structure for this magic,
+            // at its own (identity-mapped) address.
+            MB2_MAGIC => unsafe {
+                Self::from_multiboot2(info as usize as *const BootInformationHeader, info, mem)
+            },
             other => Err(BootInfoError::BadMagic(other)),
         }
     }
@@ -183,7 +186,11 @@ impl<'a> BootInfo<'a> {
             for i in 0..count.min(MAX_MODULES as u32) {
                 let m = mem.bytes(addr + i * 16, 16).ok_or(bad("module list"))?;
                 let w = |off: usize| u32::from_le_bytes(m[off..off + 4].try_into().unwrap());
-                let cmd = if w(8) != 0 { mem.c_str(w(8)).unwrap_or("") } else { "" };
+                let cmd = if w(8) != 0 {
+                    mem.c_str(w(8)).unwrap_or("")
+                } else {
+                    ""
+                };
                 if w(8) != 0 {
                     bi.keep(w(8), cmd.len() as u32 + 1);
                 }
@@ -214,18 +221,20 @@ impl<'a> BootInfo<'a> {
     }
 
     /// Multiboot 2 boot information (Multiboot2 spec §3.6), through the
-    /// `multiboot2` crate.
+    /// `multiboot2` crate. `ptr` is where the structure is readable, `info`
+    /// its physical address (the same in the kernel; not in host tests).
     ///
     /// # Safety
-    /// `info` must point to a valid structure that lives for `'a`.
+    /// `ptr` must point to a valid structure that lives for `'a`, which
+    /// `mem` shows at `info`.
     pub unsafe fn from_multiboot2(
+        ptr: *const BootInformationHeader,
         info: u32,
         mem: &impl PhysMem<'a>,
     ) -> Result<Self, BootInfoError> {
         let bad = BootInfoError::Malformed;
-        // SAFETY: the caller guarantees a valid, live structure at `info`.
-        let mbi = unsafe { BootInformation::load(info as usize as *const BootInformationHeader) }
-            .map_err(|_| bad("multiboot2 structure"))?;
+        // SAFETY: the caller guarantees a valid, live structure at `ptr`.
+        let mbi = unsafe { BootInformation::load(ptr) }.map_err(|_| bad("multiboot2 structure"))?;
         let total = mbi.total_size() as u32;
         // Re-borrow the strings through `mem` so they live for 'a, not for
         // the `BootInformation` value.
@@ -234,13 +243,14 @@ impl<'a> BootInfo<'a> {
         bi.info_end = info + total;
         bi.keep(info, total);
         let restr = |s: &str| -> &'a str {
-            let off = s.as_ptr() as usize - info as usize;
+            let off = s.as_ptr() as usize - ptr as usize;
             mem.bytes(info + off as u32, s.len() as u32)
                 .and_then(|b| core::str::from_utf8(b).ok())
                 .unwrap_or("")
         };
         if let Some(c) = mbi.command_line_tag() {
-            bi.cmdline = Self::strip_image_name(restr(c.cmdline().map_err(|_| bad("command line"))?));
+            bi.cmdline =
+                Self::strip_image_name(restr(c.cmdline().map_err(|_| bad("command line"))?));
         }
         if let Some(l) = mbi.boot_loader_name_tag() {
             bi.loader = restr(l.name().map_err(|_| bad("loader name"))?);
@@ -251,7 +261,7 @@ impl<'a> BootInfo<'a> {
         }
         if let Some(map) = mbi.memory_map_tag() {
             for a in map.memory_areas() {
-                if MemoryAreaType::from(a.typ()) == MemoryAreaType::Available {
+                if a.typ() == MemoryAreaType::Available {
                     bi.push_region(a.start_address(), a.size());
                 }
             }
@@ -293,6 +303,9 @@ impl<'a> BootInfo<'a> {
 
     /// Total usable RAM in KiB.
     pub fn memory_kib(&self) -> u64 {
-        self.regions().iter().map(|r| (r.end - r.start) / 1024).sum()
+        self.regions()
+            .iter()
+            .map(|r| (r.end - r.start) / 1024)
+            .sum()
     }
 }

@@ -56,5 +56,8 @@ pub fn init() {
     // DPL 3 so `int` from ring 3 may use them; interrupt gates so IF is
     // clear in the kernel.
     idt::set(VECTOR_SYSCALL, Gate::new(full, GateKind::Interrupt, 3));
-    idt::set(VECTOR_SYSCALL_FLOOR, Gate::new(floor, GateKind::Interrupt, 3));
+    idt::set(
+        VECTOR_SYSCALL_FLOOR,
+        Gate::new(floor, GateKind::Interrupt, 3),
+    );
 }

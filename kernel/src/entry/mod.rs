@@ -49,9 +49,9 @@ pub fn unavailable_reason(m: Mechanism, f: &Features) -> Option<&'static str> {
     match m {
         Mechanism::Int80 | Mechanism::CallGate => None,
         Mechanism::Sysenter if !f.has_cpuid => Some("no CPUID, so no SEP bit"),
-        Mechanism::Sysenter if !f.sep => Some(
-            "CPUID has no usable SEP (absent, or a Pentium Pro below signature 0x633)",
-        ),
+        Mechanism::Sysenter if !f.sep => {
+            Some("CPUID has no usable SEP (absent, or a Pentium Pro below signature 0x633)")
+        }
         Mechanism::Sysenter => None,
         Mechanism::Syscall if !f.is_amd() => {
             Some("not an AMD CPU: Intel CPUs raise #UD for SYSCALL outside 64-bit mode")
@@ -89,10 +89,14 @@ pub fn select_floor(m: Mechanism, floor: bool) {
 /// For a debug trap taken at `eip`: if `eip` is the first instruction of an
 /// entry that does not clear TF, the variant to resume at instead.
 pub fn traced_entry(eip: u32) -> Option<u32> {
-    [sysenter::traced(), callgate::traced(), syscall_amd::traced()]
-        .into_iter()
-        .find(|&(entry, _)| entry == eip)
-        .map(|(_, traced)| traced)
+    [
+        sysenter::traced(),
+        callgate::traced(),
+        syscall_amd::traced(),
+    ]
+    .into_iter()
+    .find(|&(entry, _)| entry == eip)
+    .map(|(_, traced)| traced)
 }
 
 /// `sym` addresses of entry stubs, as u32.

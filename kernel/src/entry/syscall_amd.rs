@@ -125,7 +125,9 @@ syscall_bad_stack:
 );
 
 extern "C" fn bad_stack() -> ! {
-    task::end_current(task::End::BadStack { mechanism: "syscall" })
+    task::end_current(task::End::BadStack {
+        mechanism: "syscall",
+    })
 }
 
 /// SYSRET's CS base: user code is STAR[63:48] | 3, user data that + 8.
@@ -139,7 +141,11 @@ pub fn init() {
 }
 
 pub fn select(floor: bool) {
-    let target = if floor { addr!(syscall_floor) } else { addr!(syscall_full) };
+    let target = if floor {
+        addr!(syscall_floor)
+    } else {
+        addr!(syscall_full)
+    };
     let star = (SYSRET_CS_BASE << 48) | ((selector::KERNEL_CODE as u64) << 32) | target as u64;
     // SAFETY: STAR exists (init ran on this CPU); CS values are ours.
     unsafe { wrmsr(STAR, star) };

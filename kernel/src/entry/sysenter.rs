@@ -137,7 +137,9 @@ sysenter_bad_stack:
 const IRET_SLOTS_ABOVE: u32 = 8;
 
 extern "C" fn bad_stack() -> ! {
-    task::end_current(task::End::BadStack { mechanism: "sysenter" })
+    task::end_current(task::End::BadStack {
+        mechanism: "sysenter",
+    })
 }
 
 /// Programs the three MSRs (only where CPUID says SEP works).
@@ -147,13 +149,20 @@ pub fn init(kernel_stack_top: u32) {
     // and a stack reserved for ring-3 entries.
     unsafe {
         wrmsr(IA32_SYSENTER_CS, selector::KERNEL_CODE as u64);
-        wrmsr(IA32_SYSENTER_ESP, (kernel_stack_top - IRET_SLOTS_ABOVE) as u64);
+        wrmsr(
+            IA32_SYSENTER_ESP,
+            (kernel_stack_top - IRET_SLOTS_ABOVE) as u64,
+        );
     }
     select(false);
 }
 
 pub fn select(floor: bool) {
-    let target = if floor { addr!(sysenter_floor) } else { addr!(sysenter_full) };
+    let target = if floor {
+        addr!(sysenter_floor)
+    } else {
+        addr!(sysenter_full)
+    };
     // SAFETY: SEP is present (init ran); the target is an entry stub.
     unsafe { wrmsr(IA32_SYSENTER_EIP, target as u64) };
 }

@@ -24,7 +24,9 @@ pub fn load(image: &[u8]) -> Result<u32, LoadError> {
         }
         let (va, memsz) = (ph.virtual_addr(), ph.mem_size());
         let (off, filesz) = (ph.offset(), ph.file_size());
-        let end = va.checked_add(memsz).ok_or(LoadError::Elf("segment wraps"))?;
+        let end = va
+            .checked_add(memsz)
+            .ok_or(LoadError::Elf("segment wraps"))?;
         if va < USER_BASE as u64 || end > USER_TOP as u64 || filesz > memsz {
             return Err(LoadError::Elf("segment outside user space"));
         }

@@ -174,13 +174,23 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
                 "code" => vector, "name" => abi::exit::vector_name(vector))
         }
         End::BadStack { mechanism } => {
-            kprintln!("task {} (pid {}) ended: {mechanism} with no valid user stack", module.name, pid);
+            kprintln!(
+                "task {} (pid {}) ended: {mechanism} with no valid user stack",
+                module.name,
+                pid
+            );
             record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "badstack",
                 "code" => 0, "name" => mechanism)
         }
     }
     // SAFETY: between tasks.
-    unsafe { *CURRENT.get_mut() = Task { pid: 0, euid: 0, name: "kernel" } };
+    unsafe {
+        *CURRENT.get_mut() = Task {
+            pid: 0,
+            euid: 0,
+            name: "kernel",
+        }
+    };
     Ok(end)
 }
 

@@ -19,11 +19,23 @@ use crate::{entry, kprintln, record};
 type Test = (&'static str, fn() -> Result<(), &'static str>);
 
 const KERNEL_TESTS: &[Test] = &[
-    ("kernel: identity map is supervisor-only", kernel_map_supervisor_only),
-    ("kernel: page 0 and stack guard pages are unmapped", guards_unmapped),
+    (
+        "kernel: identity map is supervisor-only",
+        kernel_map_supervisor_only,
+    ),
+    (
+        "kernel: page 0 and stack guard pages are unmapped",
+        guards_unmapped,
+    ),
     ("kernel: frames are zeroed and reused", frames_reused),
-    ("kernel: user-pointer checks refuse bad ranges", user_pointer_checks),
-    ("kernel: exception table turns a fault into a fixup", extable_fixup),
+    (
+        "kernel: user-pointer checks refuse bad ranges",
+        user_pointer_checks,
+    ),
+    (
+        "kernel: exception table turns a fault into a fixup",
+        extable_fixup,
+    ),
     ("kernel: mechanisms match CPUID", mechanisms_match_cpuid),
 ];
 
@@ -52,7 +64,10 @@ impl Tally {
 /// Runs every test whose name contains `opts.test`; true when all passed.
 pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
     let wanted = |name: &str| opts.test.is_none_or(|t| name.contains(t));
-    let mut t = Tally { passed: 0, failed: 0 };
+    let mut t = Tally {
+        passed: 0,
+        failed: 0,
+    };
     for &(name, test) in KERNEL_TESTS {
         if wanted(name) {
             t.report(name, test());
@@ -102,7 +117,13 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
         t.report(full.as_str(), r);
     }
     let (used, total) = frames::usage();
-    kprintln!("tests: {} passed, {} failed ({} of {} frames in use)", t.passed, t.failed, used, total);
+    kprintln!(
+        "tests: {} passed, {} failed ({} of {} frames in use)",
+        t.passed,
+        t.failed,
+        used,
+        total
+    );
     record!(kind::TESTS, "passed" => t.passed, "failed" => t.failed);
     t.failed == 0
 }
@@ -115,7 +136,10 @@ mod heapless_name {
     }
     impl Name {
         pub fn new() -> Name {
-            Name { buf: [0; 128], len: 0 }
+            Name {
+                buf: [0; 128],
+                len: 0,
+            }
         }
         pub fn push(&mut self, s: &str) {
             let n = s.len().min(self.buf.len() - self.len);
@@ -178,10 +202,34 @@ fn user_pointer_checks() -> Result<(), &'static str> {
         (page, 16, Access::Write, Err(EFAULT), "write to read-only"),
         (0x10_0000, 4, Access::Read, Err(EFAULT), "kernel pointer"),
         (page + PAGE_SIZE, 4, Access::Read, Err(EFAULT), "unmapped"),
-        (page + PAGE_SIZE - 2, 4, Access::Read, Err(EFAULT), "partly unmapped"),
-        (0xffff_fff0, 0x20, Access::Read, Err(EFAULT), "wraps past 4 GiB"),
-        (page, u32::MAX, Access::Read, Err(EFAULT), "length overflows"),
-        (USER_TOP - 4, 8, Access::Read, Err(EFAULT), "runs past USER_TOP"),
+        (
+            page + PAGE_SIZE - 2,
+            4,
+            Access::Read,
+            Err(EFAULT),
+            "partly unmapped",
+        ),
+        (
+            0xffff_fff0,
+            0x20,
+            Access::Read,
+            Err(EFAULT),
+            "wraps past 4 GiB",
+        ),
+        (
+            page,
+            u32::MAX,
+            Access::Read,
+            Err(EFAULT),
+            "length overflows",
+        ),
+        (
+            USER_TOP - 4,
+            8,
+            Access::Read,
+            Err(EFAULT),
+            "runs past USER_TOP",
+        ),
         (0, 0, Access::Read, Ok(()), "zero length"),
     ];
     let mut r = Ok(());
@@ -214,7 +262,11 @@ fn extable_fixup() -> Result<(), &'static str> {
             options(att_syntax)
         );
     }
-    if got == 1 { Ok(()) } else { Err("the fixup did not run") }
+    if got == 1 {
+        Ok(())
+    } else {
+        Err("the fixup did not run")
+    }
 }
 
 fn mechanisms_match_cpuid() -> Result<(), &'static str> {

@@ -13,7 +13,10 @@ extern "C" fn main(_arg: u32) -> i32 {
     let mut failures = 0;
     for m in Mechanism::ALL {
         if !info.has(m) {
-            println!("{:<10} unavailable on this CPU (see the kernel's mech line)", m.title());
+            println!(
+                "{:<10} unavailable on this CPU (see the kernel's mech line)",
+                m.title()
+            );
             continue;
         }
         let pid = sys::call(m, nr::GETPID, [0; 6]);

@@ -31,7 +31,9 @@ extern "C" fn main(case: u32) -> i32 {
             6 => asm!("outb %al, $0x80", in("al") 0u8, options(att_syntax)),
             7 => asm!("int $13"),
             8 => asm!("ud2"),
-            9 => asm!("xorl %ecx, %ecx", "divl %ecx", out("eax") _, out("edx") _, out("ecx") _, options(att_syntax)),
+            9 => {
+                asm!("xorl %ecx, %ecx", "divl %ecx", out("eax") _, out("edx") _, out("ecx") _, options(att_syntax))
+            }
             10 => asm!("int3"),
             11 => {
                 #[allow(unconditional_recursion)]
@@ -45,7 +47,11 @@ extern "C" fn main(case: u32) -> i32 {
                 if !info.has(Mechanism::Sysenter) {
                     return 2;
                 }
-                let ebp = if case == 12 { KERNEL_ADDRESS } else { UNMAPPED_USER_ADDRESS };
+                let ebp = if case == 12 {
+                    KERNEL_ADDRESS
+                } else {
+                    UNMAPPED_USER_ADDRESS
+                };
                 asm!(
                     "pushl %ebp",
                     "movl {e}, %ebp",

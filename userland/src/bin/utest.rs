@@ -47,32 +47,53 @@ extern "C" fn main(_arg: u32) -> i32 {
     let pid = sys::call(Mechanism::Int80, nr::GETPID, [0; 6]);
     let mut failed = 0;
     for m in Mechanism::ALL {
-        let mut c = Checks { failed: 0, mech: m.key() };
+        let mut c = Checks {
+            failed: 0,
+            mech: m.key(),
+        };
         if !info.has(m) {
             record!(kind::CHECK, "mech" => m.key(), "name" => "available", "result" => "skip", "got" => 0);
             continue;
         }
         let call = |n: u32, a: [u32; 6]| sys::call(m, n, a);
-        c.check("null returns 0", call(nr::NULL, [0; 6]) == 0, call(nr::NULL, [0; 6]));
+        c.check(
+            "null returns 0",
+            call(nr::NULL, [0; 6]) == 0,
+            call(nr::NULL, [0; 6]),
+        );
         let p = call(nr::GETPID, [0; 6]);
         c.check("getpid matches int 0x80", p == pid && p > 0, p);
         let e = call(nr::GETEUID, [0; 6]);
         c.check("geteuid is the task's credential", e == DEFAULT_EUID, e);
         let y = call(nr::YIELD, [0; 6]);
         c.check("yield returns 0", y == 0, y);
-        let args = [0x0101_0101, 0x0202_0202, 0x0303_0303, 0x0404_0404, 0x0505_0505, 0x0606_0606];
+        let args = [
+            0x0101_0101,
+            0x0202_0202,
+            0x0303_0303,
+            0x0404_0404,
+            0x0505_0505,
+            0x0606_0606,
+        ];
         let s = call(nr::ARGSUM, args);
         c.check("all six arguments arrive", s == argsum(args), s);
 
         let msg = b"utest: console write\n";
-        let w = call(nr::WRITE, [fd::STDOUT, msg.as_ptr() as u32, msg.len() as u32, 0, 0, 0]);
+        let w = call(
+            nr::WRITE,
+            [fd::STDOUT, msg.as_ptr() as u32, msg.len() as u32, 0, 0, 0],
+        );
         c.check("write to the console", w == msg.len() as u32, w);
         let w = call(nr::WRITE, [fd::NULL, msg.as_ptr() as u32, 1, 0, 0, 0]);
         c.check("1-byte write to the null device", w == 1, w);
         let w = call(nr::WRITE, [fd::RING, b"abc".as_ptr() as u32, 3, 0, 0, 0]);
         let mut back = [0u8; 8];
         let r = call(nr::READ, [fd::RING, back.as_mut_ptr() as u32, 8, 0, 0, 0]);
-        c.check("ring buffer write then read", w == 3 && r == 3 && &back[..3] == b"abc", r);
+        c.check(
+            "ring buffer write then read",
+            w == 3 && r == 3 && &back[..3] == b"abc",
+            r,
+        );
         let w = call(nr::WRITE, [99, msg.as_ptr() as u32, 1, 0, 0, 0]);
         c.check("bad fd gives EBADF", w == neg(errno::EBADF), w);
 
@@ -85,7 +106,11 @@ extern "C" fn main(_arg: u32) -> i32 {
             ("pointer into the kernel gives EFAULT", 0x0010_0000, 4),
             ("unmapped pointer gives EFAULT", 0x7000_0000, 4),
             ("range wrapping past 4 GiB gives EFAULT", 0xffff_fff0, 0x20),
-            ("overflowing length gives EFAULT", msg.as_ptr() as u32, u32::MAX),
+            (
+                "overflowing length gives EFAULT",
+                msg.as_ptr() as u32,
+                u32::MAX,
+            ),
             ("partly unmapped buffer gives EFAULT", USER_STACK_TOP - 2, 4),
             ("pointer above user space gives EFAULT", USER_TOP, 4),
         ];
@@ -108,7 +133,11 @@ extern "C" fn main(_arg: u32) -> i32 {
         c.check("ESI preserved", esi == want[4], esi);
         c.check("EDI preserved", edi == want[3], edi);
         c.check("EBP preserved", ebp == want[5], ebp);
-        c.check("ES, FS, GS preserved (null)", es == 0 && fs == 0 && gs == 0, es | fs | gs);
+        c.check(
+            "ES, FS, GS preserved (null)",
+            es == 0 && fs == 0 && gs == 0,
+            es | fs | gs,
+        );
 
         let f = sys::floor(m, 8);
         c.check("floor round trips return", f == 0, f);

@@ -1,0 +1,95 @@
+//! Building the kernel and the user programs for `i686-testbed.json`.
+//!
+//! The build-std flags live here and nowhere else: in `.cargo/config.toml`
+//! they would rebuild `core` for the host crates too.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use crate::preflight;
+
+pub const TARGET_SPEC: &str = "i686-testbed.json";
+/// The user programs, each a Multiboot module named after its binary.
+pub const USER_PROGRAMS: &[&str] = &["bench", "utest", "faults"];
+
+/// What a build produced.
+#[derive(Clone, Debug)]
+pub struct Artifacts {
+    pub kernel: PathBuf,
+    /// (path, name) of each user program.
+    pub programs: Vec<(PathBuf, String)>,
+}
+
+/// The workspace root (xtask's parent).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+/// The cargo arguments of the kernel build, for `dir` (a workspace).
+pub fn cargo_args(features: &[String]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "build",
+        "--release",
+        "-p",
+        "kernel",
+        "-p",
+        "userland",
+        "--target",
+        TARGET_SPEC,
+        "-Zjson-target-spec",
+        "-Zbuild-std=core,compiler_builtins",
+        "-Zbuild-std-features=compiler-builtins-mem",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if !features.is_empty() {
+        a.push("--features".into());
+        a.push(
+            features
+                .iter()
+                .map(|f| format!("kernel/{f}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+    }
+    a
+}
+
+/// Builds kernel and user programs in the workspace at `dir`.
+pub fn build_in(dir: &Path, features: &[String], quiet: bool) -> Result<Artifacts> {
+    preflight::ensure_rust_src(dir)?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(cargo_args(features)).current_dir(dir);
+    if quiet {
+        cmd.arg("--quiet");
+    }
+    let status = cmd.status().context("cannot run cargo")?;
+    if !status.success() {
+        bail!("the kernel build failed (cargo exited with {status})");
+    }
+    let out = dir.join("target/i686-testbed/release");
+    let a = Artifacts {
+        kernel: out.join("kernel"),
+        programs: USER_PROGRAMS
+            .iter()
+            .map(|p| (out.join(p), p.to_string()))
+            .collect(),
+    };
+    for p in std::iter::once(&a.kernel).chain(a.programs.iter().map(|(p, _)| p)) {
+        if !p.is_file() {
+            bail!("the build did not produce {}", p.display());
+        }
+    }
+    Ok(a)
+}
+
+pub fn build(quiet: bool) -> Result<Artifacts> {
+    build_in(&root(), &[], quiet)
+}

@@ -1,0 +1,456 @@
+//! `cargo xtask test`: host unit tests, then real boots of the real kernel in
+//! QEMU (TCG is enough), each checked against what the kernel printed.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use abi::exit::Outcome;
+use abi::report::kind;
+use anyhow::Result;
+use clap::Args;
+
+use crate::kbuild::{self, Artifacts};
+use crate::qemu::{self, Accel, Boot, BootLog, Ending};
+use crate::report::{self, Record};
+use crate::{iso, preflight};
+
+#[derive(Args)]
+pub struct TestArgs {
+    /// Only the host unit tests.
+    #[arg(long, conflicts_with = "boots_only")]
+    host_only: bool,
+    /// Only the QEMU boots.
+    #[arg(long)]
+    boots_only: bool,
+    /// Only boot tests whose name contains this.
+    #[arg(long)]
+    filter: Option<String>,
+}
+
+type Check = fn(&BootLog, &[Record]) -> Result<(), String>;
+
+/// One boot and what it must show.
+struct Case {
+    name: &'static str,
+    cpu: Option<&'static str>,
+    cmdline: &'static str,
+    /// Boot through a GRUB image whose only entry has this command line.
+    grub: bool,
+    timeout: u64,
+    extra: &'static [&'static str],
+    check: Check,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "kernel and user tests on qemu32 (Intel: no AMD syscall)",
+        cpu: None,
+        cmdline: "mode=test",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| {
+            all_tests_pass(log, r, 20)?;
+            mech(r, "syscall", "unavailable")?;
+            mech(r, "sysenter", "ok")?;
+            reason_mentions(r, "syscall", "Intel")
+        },
+    },
+    Case {
+        name: "kernel and user tests on pentium (no SEP: sysenter skipped)",
+        cpu: Some("pentium"),
+        cmdline: "mode=test",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| {
+            all_tests_pass(log, r, 20)?;
+            mech(r, "sysenter", "unavailable")?;
+            mech(r, "syscall", "unavailable")
+        },
+    },
+    Case {
+        name: "kernel and user tests on phenom (AMD syscall/sysret in 32-bit mode)",
+        cpu: Some("phenom"),
+        cmdline: "mode=test",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| {
+            all_tests_pass(log, r, 20)?;
+            mech(r, "syscall", "ok")?;
+            let syscall_checks = report::of_kind(r, kind::CHECK)
+                .filter(|c| c.get("mech") == Some("syscall") && c.get("result") == Some("pass"))
+                .count();
+            if syscall_checks < 20 {
+                return Err(format!("only {syscall_checks} syscall checks passed"));
+            }
+            Ok(())
+        },
+    },
+    Case {
+        name: "run: the default program shows each mechanism working",
+        cpu: None,
+        cmdline: "mode=run",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| {
+            succeeded(log)?;
+            for m in ["int 0x80", "sysenter", "call gate"] {
+                if !log
+                    .serial
+                    .lines()
+                    .any(|l| l.starts_with(m) && l.contains("works"))
+                {
+                    return Err(format!("no line shows {m} working"));
+                }
+            }
+            end(r, "success")
+        },
+    },
+    Case {
+        name: "GRUB image: Multiboot 2 and the command line from grub.cfg",
+        cpu: None,
+        cmdline: "mode=run prog=bench entry=int80,sysenter,callgate,syscall",
+        grub: true,
+        timeout: 120,
+        extra: &[],
+        check: |log, r| {
+            succeeded(log)?;
+            let b = one(r, kind::BOOT)?;
+            if b.get("protocol") != Some("mb2") {
+                return Err(format!("protocol is {:?}, not mb2", b.get("protocol")));
+            }
+            let c = b.get("cmdline").unwrap_or("");
+            if !c.starts_with("mode=run prog=bench entry=int80,sysenter,callgate,syscall") {
+                return Err(format!("command line {c:?} is not grub.cfg's"));
+            }
+            if !b.get("loader").unwrap_or("").contains("GRUB") {
+                return Err(format!("loader is {:?}", b.get("loader")));
+            }
+            Ok(())
+        },
+    },
+    Case {
+        name: "bad command line: warnings name the valid keys, the boot goes on",
+        cpu: None,
+        cmdline: "mode=run colour=blue batches=zero",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| {
+            succeeded(log)?;
+            let warns = report::of_kind(r, kind::WARN).count();
+            if warns != 2 {
+                return Err(format!("{warns} warnings, expected 2"));
+            }
+            contains(log, "valid keys: mode prog")?;
+            contains(log, "batches=zero is not valid")
+        },
+    },
+    Case {
+        name: "missing program: a clear message and a failure status",
+        cpu: None,
+        cmdline: "mode=run prog=nosuch",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, _| {
+            outcome(log, Outcome::Failure)?;
+            contains(
+                log,
+                "no program 'nosuch' among the boot modules: bench utest faults",
+            )
+        },
+    },
+    Case {
+        name: "kernel stack overflow is reported by the #DF task",
+        cpu: None,
+        cmdline: "crash=overflow",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| {
+            outcome(log, Outcome::Exception(8))?;
+            contains(log, "#DF double fault")?;
+            contains(log, "kernel stack overflow")?;
+            exception(r, 8, "kernel")
+        },
+    },
+    Case {
+        name: "kernel #BP is reported",
+        cpu: None,
+        cmdline: "crash=bp",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| kernel_exception(log, r, 3),
+    },
+    Case {
+        name: "kernel #UD is reported",
+        cpu: None,
+        cmdline: "crash=ud",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| kernel_exception(log, r, 6),
+    },
+    Case {
+        name: "kernel #DE is reported",
+        cpu: None,
+        cmdline: "crash=de",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| kernel_exception(log, r, 0),
+    },
+    Case {
+        name: "kernel #PF is reported with CR2",
+        cpu: None,
+        cmdline: "crash=pf",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| {
+            kernel_exception(log, r, 14)?;
+            let e = one(r, kind::EXCEPTION)?;
+            match e.get("cr2") {
+                Some("0xc0000000") => Ok(()),
+                other => Err(format!("CR2 is {other:?}, expected 0xc0000000")),
+            }
+        },
+    },
+    Case {
+        name: "kernel panic prints its location and message",
+        cpu: None,
+        cmdline: "crash=panic",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, _| {
+            outcome(log, Outcome::Panic)?;
+            contains(log, "kernel panic at kernel/src/main.rs")?;
+            contains(log, "deliberate panic")
+        },
+    },
+    Case {
+        name: "a triple fault is told apart from a verdict",
+        cpu: None,
+        cmdline: "crash=triple",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, _| {
+            outcome(log, Outcome::ResetOrTripleFault)?;
+            if !log.verdict().contains("triple fault") {
+                return Err(log.verdict());
+            }
+            Ok(())
+        },
+    },
+    Case {
+        name: "a hung guest is killed at the timeout",
+        cpu: None,
+        cmdline: "mode=run",
+        grub: false,
+        timeout: 2,
+        // -S: the CPU never starts, the surest hang there is.
+        extra: &["-S"],
+        check: |log, _| match log.ending {
+            Ending::TimedOut(_) if log.verdict().contains("hung") => Ok(()),
+            _ => Err(format!("not a timeout: {}", log.verdict())),
+        },
+    },
+];
+
+fn succeeded(log: &BootLog) -> Result<(), String> {
+    outcome(log, Outcome::Success)
+}
+
+fn outcome(log: &BootLog, want: Outcome) -> Result<(), String> {
+    if log.ending == Ending::Exited(want) {
+        Ok(())
+    } else {
+        Err(format!("expected {want:?}; {}", log.verdict()))
+    }
+}
+
+fn contains(log: &BootLog, text: &str) -> Result<(), String> {
+    if log.serial.contains(text) {
+        Ok(())
+    } else {
+        Err(format!("the serial log does not say {text:?}"))
+    }
+}
+
+fn one<'a>(r: &'a [Record], k: &'a str) -> Result<&'a Record, String> {
+    report::of_kind(r, k)
+        .next()
+        .ok_or_else(|| format!("no {k} record"))
+}
+
+fn end(r: &[Record], status: &str) -> Result<(), String> {
+    match one(r, kind::END)?.get("status") {
+        Some(s) if s == status => Ok(()),
+        other => Err(format!("end status {other:?}, expected {status}")),
+    }
+}
+
+fn mech(r: &[Record], name: &str, status: &str) -> Result<(), String> {
+    let m = report::of_kind(r, kind::MECH)
+        .find(|m| m.get("name") == Some(name))
+        .ok_or_else(|| format!("no mech record for {name}"))?;
+    match m.get("status") {
+        Some(s) if s == status => Ok(()),
+        other => Err(format!("{name} is {other:?}, expected {status}")),
+    }
+}
+
+fn reason_mentions(r: &[Record], name: &str, word: &str) -> Result<(), String> {
+    let m = report::of_kind(r, kind::MECH).find(|m| m.get("name") == Some(name));
+    match m.and_then(|m| m.get("reason")) {
+        Some(why) if why.contains(word) => Ok(()),
+        other => Err(format!("{name}'s reason {other:?} does not mention {word}")),
+    }
+}
+
+fn exception(r: &[Record], vector: u8, mode: &str) -> Result<(), String> {
+    let e = one(r, kind::EXCEPTION)?;
+    let v = vector.to_string();
+    if e.get("vector") == Some(v.as_str()) && e.get("mode") == Some(mode) {
+        for k in [
+            "eip", "cs", "eflags", "eax", "ebx", "ecx", "edx", "esi", "edi", "ebp", "esp", "cr2",
+        ] {
+            if e.get(k).is_none() {
+                return Err(format!("the exception record lacks {k}"));
+            }
+        }
+        Ok(())
+    } else {
+        Err(format!("exception record {:?}", e.fields))
+    }
+}
+
+fn kernel_exception(log: &BootLog, r: &[Record], vector: u8) -> Result<(), String> {
+    outcome(log, Outcome::Exception(vector))?;
+    contains(log, abi::exit::vector_name(vector))?;
+    exception(r, vector, "kernel")
+}
+
+fn all_tests_pass(log: &BootLog, r: &[Record], at_least: usize) -> Result<(), String> {
+    let failed: Vec<_> = report::of_kind(r, kind::TEST)
+        .filter(|t| t.get("result") != Some("pass"))
+        .map(|t| {
+            format!(
+                "{} ({})",
+                t.get("name").unwrap_or("?"),
+                t.get("detail").unwrap_or("")
+            )
+        })
+        .collect();
+    if !failed.is_empty() {
+        return Err(format!("kernel tests failed: {}", failed.join("; ")));
+    }
+    let checks_failed: Vec<_> = report::of_kind(r, kind::CHECK)
+        .filter(|c| c.get("result") == Some("fail"))
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c.get("mech").unwrap_or("?"),
+                c.get("name").unwrap_or("?")
+            )
+        })
+        .collect();
+    if !checks_failed.is_empty() {
+        return Err(format!("user checks failed: {}", checks_failed.join("; ")));
+    }
+    let passed = report::of_kind(r, kind::TEST).count();
+    if passed < at_least {
+        return Err(format!(
+            "only {passed} tests ran, expected at least {at_least}"
+        ));
+    }
+    succeeded(log)?;
+    end(r, "success")
+}
+
+fn boot_case(c: &Case, art: &Artifacts, dir: &Path) -> Result<BootLog> {
+    let cmdline = format!("{} clock=icount accel=tcg", c.cmdline);
+    let mut boot = Boot {
+        kernel: art.kernel.clone(),
+        modules: art.programs.clone(),
+        cmdline: cmdline.clone(),
+        cdrom: None,
+        cpu: c.cpu.map(str::to_string),
+        smp: 1,
+        accel: Accel::Tcg,
+        icount: true,
+        memory_mib: 128,
+        timeout: Duration::from_secs(c.timeout),
+        extra: c.extra.iter().map(|s| s.to_string()).collect(),
+    };
+    if c.grub {
+        let entry = iso::Entry {
+            title: "i386 testbed (test)".into(),
+            cmdline: c.cmdline.to_string(),
+            multiboot2: true,
+        };
+        boot.cdrom = Some(iso::build(art, &[entry], 0, &dir.join("test.iso"))?);
+    }
+    qemu::run(&boot, &mut |_| {})
+}
+
+pub fn run(a: TestArgs) -> Result<i32> {
+    let root = kbuild::root();
+    let mut passed = 0;
+    let mut failed = 0;
+    if !a.boots_only {
+        println!("== host unit tests (cargo test -p abi -p xtask)");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let ok = Command::new(cargo)
+            .args(["test", "-p", "abi", "-p", "xtask"])
+            .current_dir(&root)
+            .status()?
+            .success();
+        if ok {
+            passed += 1;
+        } else {
+            failed += 1;
+            println!("FAIL host unit tests");
+        }
+    }
+    if !a.host_only {
+        preflight::ensure_tools()?;
+        println!("== building the kernel and the user programs");
+        let art = kbuild::build(true)?;
+        let dir = root.join("target/xtask");
+        std::fs::create_dir_all(&dir)?;
+        println!("== boots under QEMU TCG (clock=icount)");
+        for c in CASES {
+            if a.filter.as_deref().is_some_and(|f| !c.name.contains(f)) {
+                continue;
+            }
+            let t = Instant::now();
+            let result = boot_case(c, &art, &dir)
+                .map_err(|e| format!("{e:#}"))
+                .and_then(|log| {
+                    let records = report::parse_log(&log.serial).map_err(|e| e.to_string())?;
+                    (c.check)(&log, &records).map_err(|e| format!("{e}\n{}", log.explain(20)))
+                });
+            match result {
+                Ok(()) => {
+                    passed += 1;
+                    println!("PASS {} ({:.1} s)", c.name, t.elapsed().as_secs_f64());
+                }
+                Err(e) => {
+                    failed += 1;
+                    println!("FAIL {}: {e}", c.name);
+                }
+            }
+        }
+    }
+    println!("testbed: {passed} passed, {failed} failed");
+    Ok(if failed == 0 { 0 } else { 1 })
+}
