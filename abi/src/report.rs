@@ -43,6 +43,17 @@ pub mod kind {
     pub const TASK: &str = "task";
     /// A mechanism's check from a user program: `name result detail`.
     pub const CHECK: &str = "check";
+    /// The clock and its calibration: `clock tsc_hz timer_overhead loop
+    /// interrupts batches batch_size perf`.
+    pub const CLOCK: &str = "clock";
+    /// One benchmark's summary, per call in clock ticks: `name mech path call
+    /// n min p25 median mean p75 max sd outliers`.
+    pub const BENCH: &str = "bench";
+    /// One benchmark's per-batch values: `name batch_size values` (comma list
+    /// of batch totals in ticks, timer overhead subtracted).
+    pub const SAMPLES: &str = "samples";
+    /// A macro workload: `mech ops ticks_per_op ops_per_s syscalls_per_op`.
+    pub const MACRO: &str = "macro";
     /// The last record of a boot: `status` (`success`, `failure`).
     pub const END: &str = "end";
 }

@@ -154,7 +154,9 @@ impl Mechanism {
     }
 }
 
-/// What `cpuinfo` copies out: which mechanisms the kernel set up on this CPU.
+/// What `cpuinfo` copies out: the CPU features user programs time with,
+/// which mechanisms the kernel set up, and the benchmark settings from the
+/// kernel command line.
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
 pub struct CpuInfo {
@@ -162,11 +164,34 @@ pub struct CpuInfo {
     pub mechanisms: u32,
     /// CPUID signature (EAX of leaf 1), 0 without CPUID.
     pub signature: u32,
+    /// `FEATURE_*` bits.
+    pub features: u32,
+    /// TSC ticks per second as the kernel measured them against the PIT
+    /// (under icount: virtual time, one instruction per nanosecond); 0 if unknown.
+    pub tsc_hz: u64,
+    /// `batches` and `batch_size` from the command line.
+    pub batches: u32,
+    pub batch_size: u32,
+    /// 0 = tsc, 1 = icount (`cmdline::Clock`).
+    pub clock: u32,
+    /// The `entry=` mask from the command line.
+    pub entry: u32,
 }
+
+/// RDTSC is usable from ring 3.
+pub const FEATURE_TSC: u32 = 1 << 0;
+/// SSE2: LFENCE exists, so it can order RDTSC (else CPUID serialises).
+pub const FEATURE_SSE2: u32 = 1 << 1;
+/// RDTSCP exists.
+pub const FEATURE_RDTSCP: u32 = 1 << 2;
 
 impl CpuInfo {
     pub fn has(&self, m: Mechanism) -> bool {
         self.mechanisms & (1 << m as u32) != 0
+    }
+    /// Usable and selected by `entry=`.
+    pub fn wanted(&self, m: Mechanism) -> bool {
+        self.has(m) && self.entry & (1 << m as u32) != 0
     }
 }
 

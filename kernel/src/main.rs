@@ -39,6 +39,22 @@ impl PhysMem<'static> for Identity {
 }
 
 static USABLE: BootCell<u32> = BootCell::new(0);
+static SYSINFO: BootCell<abi::syscall::CpuInfo> = BootCell::new(abi::syscall::CpuInfo {
+    mechanisms: 0,
+    signature: 0,
+    features: 0,
+    tsc_hz: 0,
+    batches: 0,
+    batch_size: 0,
+    clock: 0,
+    entry: 0,
+});
+
+/// What the `cpuinfo` system call reports.
+pub fn sysinfo() -> abi::syscall::CpuInfo {
+    // SAFETY: written once during boot.
+    unsafe { *SYSINFO.get_mut() }
+}
 
 /// Bit set of the mechanisms set up on this CPU.
 pub fn usable_mechanisms() -> u32 {
@@ -98,6 +114,23 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             &raw const __kernel_end as u32,
         ),
     );
+    let tsc_hz = arch::pit::tsc_hz(f.tsc);
+    // SAFETY: boot, single CPU.
+    unsafe {
+        use abi::syscall::{FEATURE_RDTSCP, FEATURE_SSE2, FEATURE_TSC};
+        *SYSINFO.get_mut() = abi::syscall::CpuInfo {
+            mechanisms: usable,
+            signature: f.signature,
+            features: (f.tsc as u32 * FEATURE_TSC)
+                | (f.sse2 as u32 * FEATURE_SSE2)
+                | (f.rdtscp as u32 * FEATURE_RDTSCP),
+            tsc_hz,
+            batches: opts.batches,
+            batch_size: opts.batch_size,
+            clock: (opts.clock == abi::cmdline::Clock::Icount) as u32,
+            entry: opts.entry,
+        }
+    };
     for m in Mechanism::ALL {
         match entry::unavailable_reason(m, f) {
             None => record!(kind::MECH, "name" => m.key(), "status" => "ok", "reason" => ""),

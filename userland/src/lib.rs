@@ -8,6 +8,9 @@
 //! point: read `SEQ_*` below to see what each mechanism costs the user side.
 #![no_std]
 
+#[macro_use]
+mod seq;
+pub mod bench;
 pub mod sys;
 
 use core::fmt::{self, Write};
@@ -80,6 +83,15 @@ impl Line {
             buf: [0; 512],
             len: 0,
         }
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("?")
     }
     pub fn flush(&mut self) {
         sys::write(abi::syscall::fd::STDOUT, &self.buf[..self.len]);

@@ -5,43 +5,6 @@ use abi::layout::selector::{CALL_GATE, CALL_GATE_FLOOR};
 use abi::syscall::{fd, nr, CpuInfo};
 use abi::Mechanism;
 
-/// The instruction sequence of each full entry, with EAX and EBX..EBP
-/// loaded. Each leaves the result in EAX and every other register as it was.
-macro_rules! seq_int80 {
-    () => {
-        "int $0x80\n"
-    };
-}
-macro_rules! seq_callgate {
-    () => {
-        concat!("lcall $", stringify!(0x3b), ", $0\n")
-    };
-}
-/// sysenter: save ECX (arg 2) and EDX (arg 3), which SYSEXIT will overwrite,
-/// and EBP (arg 6); point EBP at the saved EBP and push the return address,
-/// so the kernel finds arg 6 at [EBP] and the return EIP at [EBP-4].
-macro_rules! seq_sysenter {
-    () => {
-        "pushl %ecx
-        pushl %edx
-        pushl %ebp
-        movl %esp, %ebp
-        pushl $1f
-        sysenter
-1:      popl %ebp
-        popl %edx
-        popl %ecx
-"
-    };
-}
-/// AMD syscall: SYSCALL overwrites ECX with the return EIP, so arg 2 travels
-/// on the stack, where the kernel reads it at [ESP].
-macro_rules! seq_syscall {
-    () => {
-        "pushl %ecx\n syscall\n popl %ecx\n"
-    };
-}
-
 /// `tb_sys_NAME(nr, a1..a6) -> u32`, cdecl.
 macro_rules! stub {
     ($name:literal, $seq:expr) => {

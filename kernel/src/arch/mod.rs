@@ -9,5 +9,6 @@ pub mod idt;
 pub mod msr;
 pub mod paging;
 pub mod pic;
+pub mod pit;
 pub mod port;
 pub mod power;

@@ -23,3 +23,16 @@ pub unsafe fn outl(port: u16, value: u32) {
         asm!("outl %eax, %dx", in("dx") port, in("eax") value, options(att_syntax, nomem, nostack))
     };
 }
+
+/// `inb`: read a byte from an I/O port.
+///
+/// # Safety
+/// Reading a device register can have side effects.
+pub unsafe fn inb(port: u16) -> u8 {
+    let v: u8;
+    // SAFETY: the caller owns the device behind `port`.
+    unsafe {
+        asm!("inb %dx, %al", in("dx") port, out("al") v, options(att_syntax, nomem, nostack))
+    };
+    v
+}

@@ -16,21 +16,79 @@ fn err(e: i32) -> u32 {
     (-e) as u32
 }
 
-/// Called by every full entry stub with ECX = &mut Regs (fastcall).
+/// A system call: reads its arguments from the saved registers and writes
+/// its result into the saved EAX.
+type Handler = extern "fastcall" fn(&mut Regs);
+
+/// The system-call table, indexed by number (`abi::nr`). Built by a const
+/// fn so each handler is placed by its name, not by its position.
+static TABLE: [Handler; nr::COUNT as usize] = table();
+
+const fn table() -> [Handler; nr::COUNT as usize] {
+    let mut t: [Handler; nr::COUNT as usize] = [sys_enosys; nr::COUNT as usize];
+    t[nr::NULL as usize] = sys_null;
+    t[nr::EXIT as usize] = sys_exit;
+    t[nr::WRITE as usize] = sys_write;
+    t[nr::READ as usize] = sys_read;
+    t[nr::GETPID as usize] = sys_getpid;
+    t[nr::GETEUID as usize] = sys_geteuid;
+    t[nr::YIELD as usize] = sys_null;
+    t[nr::CPUINFO as usize] = sys_cpuinfo;
+    t[nr::ENTRY_FLOOR as usize] = sys_entry_floor;
+    t[nr::ARGSUM as usize] = sys_argsum;
+    t
+}
+
+/// Called by every full entry stub with ECX = &mut Regs (fastcall). The
+/// number is checked against the table's length on every path: anything
+/// out of range, negative numbers included (they are huge unsigned), is
+/// `-ENOSYS`. The handler is reached by a tail jump.
 pub extern "fastcall" fn dispatch(r: &mut Regs) {
-    r.eax = match r.eax {
-        nr::NULL => 0,
-        nr::GETPID => task::current().pid,
-        nr::GETEUID => task::current().euid,
-        nr::YIELD => 0,
-        nr::WRITE => write(r.ebx, r.ecx, r.edx),
-        nr::READ => read(r.ebx, r.ecx, r.edx),
-        nr::CPUINFO => cpuinfo(r.ebx, r.ecx),
-        nr::ENTRY_FLOOR => entry_floor(r.ebx, r.ecx),
-        nr::ARGSUM => abi::syscall::argsum([r.ebx, r.ecx, r.edx, r.esi, r.edi, r.ebp]),
-        nr::EXIT => task::end_current(task::End::Exit(r.ebx as i32)),
-        _ => err(errno::ENOSYS),
-    };
+    match TABLE.get(r.eax as usize) {
+        Some(handler) => handler(r),
+        None => r.eax = err(errno::ENOSYS),
+    }
+}
+
+extern "fastcall" fn sys_enosys(r: &mut Regs) {
+    r.eax = err(errno::ENOSYS);
+}
+
+/// `null()` and `yield()` (one task: nothing to yield to).
+extern "fastcall" fn sys_null(r: &mut Regs) {
+    r.eax = 0;
+}
+
+extern "fastcall" fn sys_getpid(r: &mut Regs) {
+    r.eax = task::current().pid;
+}
+
+extern "fastcall" fn sys_geteuid(r: &mut Regs) {
+    r.eax = task::current().euid;
+}
+
+extern "fastcall" fn sys_exit(r: &mut Regs) {
+    task::end_current(task::End::Exit(r.ebx as i32))
+}
+
+extern "fastcall" fn sys_write(r: &mut Regs) {
+    r.eax = write(r.ebx, r.ecx, r.edx);
+}
+
+extern "fastcall" fn sys_read(r: &mut Regs) {
+    r.eax = read(r.ebx, r.ecx, r.edx);
+}
+
+extern "fastcall" fn sys_cpuinfo(r: &mut Regs) {
+    r.eax = cpuinfo(r.ebx, r.ecx);
+}
+
+extern "fastcall" fn sys_entry_floor(r: &mut Regs) {
+    r.eax = entry_floor(r.ebx, r.ecx);
+}
+
+extern "fastcall" fn sys_argsum(r: &mut Regs) {
+    r.eax = abi::syscall::argsum([r.ebx, r.ecx, r.edx, r.esi, r.edi, r.ebp]);
 }
 
 /// `write(fd, buf, len)`.
@@ -65,10 +123,7 @@ fn read(fd: u32, buf: u32, len: u32) -> u32 {
 
 #[inline(never)]
 fn cpuinfo(buf: u32, len: u32) -> u32 {
-    let info = CpuInfo {
-        mechanisms: crate::usable_mechanisms(),
-        signature: crate::arch::cpu::features().signature,
-    };
+    let info: CpuInfo = crate::sysinfo();
     if (len as usize) < core::mem::size_of::<CpuInfo>() {
         return err(errno::EINVAL);
     }

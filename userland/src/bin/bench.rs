@@ -1,43 +1,308 @@
-//! The default program: for now, one line per mechanism showing it works
-//! (a getpid, a geteuid and a floor round trip through it).
+//! The default program: every mechanism's floor and full round trips, a few
+//! real calls, the baselines, and a macro workload, timed in one boot.
+//! Prints a human table and the `bench`/`samples`/`macro` records.
 #![no_std]
 #![no_main]
 
-use userland::abi::syscall::nr;
+use core::fmt::Write as _;
+
+use userland::abi::report::{kind, Escaped};
+use userland::abi::syscall::{fd, nr, CpuInfo, FEATURE_TSC};
 use userland::abi::Mechanism;
-use userland::{println, sys};
+use userland::bench::{self, Fence, LoopFn, Summary};
+use userland::{println, record, sys, Line};
+
+const MAX: usize = abi_max();
+const fn abi_max() -> usize {
+    userland::abi::cmdline::MAX_BATCHES as usize
+}
+
+static mut SAMPLES: [u64; MAX] = [0; MAX];
+static mut VALUES: [f64; MAX] = [0.0; MAX];
+static mut SCRATCH: [f64; MAX] = [0.0; MAX];
+
+/// The loops of one mechanism: floor, null, getpid, geteuid, write.
+fn loops(m: Mechanism) -> [(&'static str, LoopFn); 5] {
+    use userland::bench::*;
+    match m {
+        Mechanism::Int80 => [
+            ("floor", tb_loop_floor_int80),
+            ("null", tb_loop_int80_null),
+            ("getpid", tb_loop_int80_getpid),
+            ("geteuid", tb_loop_int80_geteuid),
+            ("write1", tb_loop_int80_write),
+        ],
+        Mechanism::Sysenter => [
+            ("floor", tb_loop_floor_sysenter),
+            ("null", tb_loop_sysenter_null),
+            ("getpid", tb_loop_sysenter_getpid),
+            ("geteuid", tb_loop_sysenter_geteuid),
+            ("write1", tb_loop_sysenter_write),
+        ],
+        Mechanism::CallGate => [
+            ("floor", tb_loop_floor_callgate),
+            ("null", tb_loop_callgate_null),
+            ("getpid", tb_loop_callgate_getpid),
+            ("geteuid", tb_loop_callgate_geteuid),
+            ("write1", tb_loop_callgate_write),
+        ],
+        Mechanism::Syscall => [
+            ("floor", tb_loop_floor_syscall),
+            ("null", tb_loop_syscall_null),
+            ("getpid", tb_loop_syscall_getpid),
+            ("geteuid", tb_loop_syscall_geteuid),
+            ("write1", tb_loop_syscall_write),
+        ],
+    }
+}
+
+struct Run {
+    fence: Fence,
+    batches: usize,
+    size: u32,
+}
+
+impl Run {
+    /// Times `f`, prints its records, returns its summary (ticks per iteration).
+    fn bench(&self, name: &str, mech: &str, path: &str, call: &str, f: LoopFn) -> Summary {
+        // SAFETY: one thread; these buffers are used by one benchmark at a time.
+        let (samples, values, scratch) = unsafe {
+            (
+                buf(&raw mut SAMPLES, self.batches),
+                buf(&raw mut VALUES, self.batches),
+                buf(&raw mut SCRATCH, self.batches),
+            )
+        };
+        bench::measure(self.fence, f, self.size, samples);
+        for (v, s) in values.iter_mut().zip(samples.iter()) {
+            *v = *s as f64 / self.size as f64;
+        }
+        let s = bench::summarize(values, scratch);
+        record!(kind::BENCH, "name" => name, "mech" => mech, "path" => path, "call" => call,
+            "n" => s.n, "min" => F(s.min), "p25" => F(s.p25), "median" => F(s.median),
+            "mean" => F(s.mean), "p75" => F(s.p75), "max" => F(s.max), "sd" => F(s.sd),
+            "outliers" => s.outliers);
+        // The samples line can be long: written in pieces, one record line.
+        let mut line = Line::new();
+        let _ = write!(
+            line,
+            "{}{} {} name={} batch_size={} values=",
+            userland::abi::report::MARKER,
+            userland::abi::report::SCHEMA,
+            kind::SAMPLES,
+            name,
+            self.size
+        );
+        for (i, v) in samples.iter().enumerate() {
+            if line.len() > 400 {
+                line.flush();
+            }
+            let _ = write!(line, "{}{}", if i == 0 { "" } else { "," }, v);
+        }
+        let _ = writeln!(line);
+        line.flush();
+        s
+    }
+}
+
+/// The first `n` elements of a static buffer.
+///
+/// # Safety
+/// No other reference to the buffer may be live.
+unsafe fn buf<T>(p: *mut [T; MAX], n: usize) -> &'static mut [T] {
+    // SAFETY: `n <= MAX` (callers clamp it) and exclusivity is the caller's.
+    unsafe { core::slice::from_raw_parts_mut(p as *mut T, n.min(MAX)) }
+}
+
+/// A float with four decimals in a record.
+struct F(f64);
+
+impl core::fmt::Display for F {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:.4}", self.0)
+    }
+}
+
+/// One operation of the macro workload: a request through a kernel ring
+/// buffer (write 64 bytes, read them back), a getpid and a yield.
+fn macro_op(m: Mechanism, buf: &mut [u8; 64]) {
+    let p = buf.as_mut_ptr() as u32;
+    sys::call(m, nr::WRITE, [fd::RING, p, 64, 0, 0, 0]);
+    sys::call(m, nr::READ, [fd::RING, p, 64, 0, 0, 0]);
+    sys::call(m, nr::GETPID, [0; 6]);
+    sys::call(m, nr::YIELD, [0; 6]);
+}
+const MACRO_SYSCALLS_PER_OP: u32 = 4;
 
 #[unsafe(no_mangle)]
 extern "C" fn main(_arg: u32) -> i32 {
-    let info = sys::cpuinfo();
-    let mut failures = 0;
+    let info: CpuInfo = sys::cpuinfo();
+    let clock = if info.clock == 1 { "icount" } else { "tsc" };
+    if info.features & FEATURE_TSC == 0 {
+        println!("bench: this CPU has no TSC: nothing can be timed");
+        record!(kind::CLOCK, "clock" => "none", "tsc_hz" => 0);
+        return 0;
+    }
+    let run = Run {
+        fence: Fence::for_cpu(&info),
+        batches: (info.batches as usize).clamp(1, MAX),
+        size: info.batch_size.max(1),
+    };
+    let unit = if clock == "icount" {
+        "instructions"
+    } else {
+        "cycles"
+    };
+    // Baselines: the timer (a fenced RDTSC pair around an empty call) and the loop.
+    let timer = bench::overhead(run.fence, userland::bench::tb_loop_empty);
+    record!(kind::CLOCK, "clock" => clock, "fence" => Esc(run.fence.describe()),
+        "tsc_hz" => info.tsc_hz, "timer_overhead" => timer, "batches" => run.batches,
+        "batch_size" => run.size, "interrupts" => "masked", "perf" => "n/a");
+    println!(
+        "bench: clock={} ({} per tick{}), {} batches x {} calls, fence {}, timer+call overhead {} ticks per batch (subtracted), interrupts masked, perf counters n/a",
+        clock,
+        if clock == "icount" { "1 instruction" } else { "1 cycle" },
+        if clock == "icount" { "; TCG, not cycles" } else { "" },
+        run.batches,
+        run.size,
+        run.fence.describe(),
+        timer
+    );
+    let lp = run.bench(
+        "loop",
+        "none",
+        "baseline",
+        "empty",
+        userland::bench::tb_loop_empty,
+    );
+
+    // floor/full medians per mechanism, for the ratios.
+    let mut table: [[f64; 5]; 4] = [[0.0; 5]; 4];
+    let mut mins: [[f64; 5]; 4] = [[0.0; 5]; 4];
     for m in Mechanism::ALL {
-        if !info.has(m) {
-            println!(
-                "{:<10} unavailable on this CPU (see the kernel's mech line)",
-                m.title()
-            );
+        if !info.wanted(m) {
             continue;
         }
-        let pid = sys::call(m, nr::GETPID, [0; 6]);
-        let euid = sys::call(m, nr::GETEUID, [0; 6]);
-        let null = sys::call(m, nr::NULL, [0; 6]);
-        let floor = sys::floor(m, 16);
-        let ok = pid == sys::call(Mechanism::Int80, nr::GETPID, [0; 6])
-            && euid == userland::abi::syscall::DEFAULT_EUID
-            && null == 0
-            && floor == 0;
-        if !ok {
-            failures += 1;
+        for (i, (call, f)) in loops(m).into_iter().enumerate() {
+            let select = i == 0 && matches!(m, Mechanism::Sysenter | Mechanism::Syscall);
+            if select {
+                sys::call(Mechanism::Int80, nr::ENTRY_FLOOR, [m as u32, 1, 0, 0, 0, 0]);
+            }
+            let path = if i == 0 { "floor" } else { "full" };
+            let mut name = Line::new();
+            let _ = write!(name, "{}.{}", m.key(), call);
+            let s = run.bench(name.as_str(), m.key(), path, call, f);
+            if select {
+                sys::call(Mechanism::Int80, nr::ENTRY_FLOOR, [m as u32, 0, 0, 0, 0, 0]);
+            }
+            table[m as usize][i] = s.median;
+            mins[m as usize][i] = s.min;
+        }
+    }
+
+    println!();
+    println!(
+        "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}",
+        "entry", "call", "median", "min", "full/floor", "vs int 0x80"
+    );
+    for m in Mechanism::ALL {
+        if !info.has(m) {
+            println!("{:<10} unavailable on this CPU", m.title());
+            continue;
+        }
+        if !info.wanted(m) {
+            continue;
+        }
+        for (i, (call, _)) in loops(m).into_iter().enumerate() {
+            let med = table[m as usize][i];
+            let mut ratio = Line::new();
+            if i == 1 && table[m as usize][0] > 0.0 {
+                let _ = write!(ratio, "{:.2}x", med / table[m as usize][0]);
+            }
+            let mut vs = Line::new();
+            let base = table[Mechanism::Int80 as usize][i];
+            if info.wanted(Mechanism::Int80) && base > 0.0 {
+                let _ = write!(vs, "{:.2}", med / base);
+            }
+            println!(
+                "{:<10} {:<8} {:>10.2} {:>10.2} {:>11} {:>12}",
+                m.title(),
+                call,
+                med,
+                mins[m as usize][i],
+                ratio.as_str(),
+                vs.as_str()
+            );
+        }
+    }
+    println!(
+        "{:<10} {:<8} {:>10.2}   ({} per iteration: decl + jnz)",
+        "loop", "empty", lp.median, unit
+    );
+
+    // The macro workload: how much of a micro gain survives in a mix.
+    println!();
+    let mut base_ops = 0.0;
+    for m in Mechanism::ALL {
+        if !info.wanted(m) {
+            continue;
+        }
+        let ops = (run.size / MACRO_SYSCALLS_PER_OP).max(1);
+        let mut req = [0u8; 64];
+        macro_op(m, &mut req);
+        let batches = run.batches.min(16);
+        // SAFETY: one thread; the buffers are free between benchmarks.
+        let (values, scratch) = unsafe {
+            (
+                buf(&raw mut VALUES, batches),
+                buf(&raw mut SCRATCH, batches),
+            )
+        };
+        for v in values.iter_mut() {
+            let t0 = run.fence.start();
+            for _ in 0..ops {
+                macro_op(m, &mut req);
+            }
+            *v = run.fence.end().wrapping_sub(t0) as f64 / ops as f64;
+        }
+        let s = bench::summarize(values, scratch);
+        let per_s = if s.median > 0.0 {
+            info.tsc_hz as f64 / s.median
+        } else {
+            0.0
+        };
+        if m == Mechanism::Int80 {
+            base_ops = per_s;
+        }
+        record!(kind::MACRO, "mech" => m.key(), "ops" => ops, "batches" => batches,
+            "ticks_per_op" => F(s.median), "ops_per_s" => F(per_s),
+            "syscalls_per_op" => MACRO_SYSCALLS_PER_OP);
+        let mut vs = Line::new();
+        if base_ops > 0.0 {
+            let _ = write!(vs, "{:.2}x int 0x80", per_s / base_ops);
         }
         println!(
-            "{:<10} works: getpid={} geteuid={} null={} floor x16 {}",
+            "macro mix  {:<9} {:>12.0} ops/s{}  {:>9.1} {}/op  {}",
             m.title(),
-            pid,
-            euid,
-            null,
-            if floor == 0 { "ok" } else { "FAILED" }
+            per_s,
+            if clock == "icount" {
+                " (virtual: 1 insn = 1 ns)"
+            } else {
+                ""
+            },
+            s.median,
+            unit,
+            vs.as_str()
         );
     }
-    failures
+    0
+}
+
+/// A string value escaped for a record.
+struct Esc<'a>(&'a str);
+
+impl core::fmt::Display for Esc<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        Escaped(self.0).fmt(f)
+    }
 }

@@ -1,0 +1,277 @@
+//! Timed loops and their statistics.
+//!
+//! Each benchmark is an assembly loop `tb_loop_NAME(n)` that runs its body
+//! `n` times (the body ends with `decl %edi; jnz`, so the loop is included in
+//! every figure, as in the design's path lengths). A batch is timed with a
+//! fenced RDTSC on each side; the same loop timed with `n = 0` (the median of
+//! several) is the timer-and-call overhead, subtracted from every batch, so
+//! under icount `batch / n` is the body's exact instruction count.
+
+use core::arch::asm;
+
+use abi::layout::selector::CALL_GATE_FLOOR;
+use abi::syscall::{fd, nr, CpuInfo, FEATURE_RDTSCP, FEATURE_SSE2};
+
+/// How RDTSC is ordered against the loop (Intel SDM Vol. 2B, RDTSC/RDTSCP).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Fence {
+    /// LFENCE before RDTSC; RDTSCP+LFENCE at the end where RDTSCP exists.
+    Lfence { rdtscp: bool },
+    /// No SSE2: CPUID serialises (slow, and a VM exit under a hypervisor).
+    Cpuid,
+}
+
+impl Fence {
+    pub fn for_cpu(info: &CpuInfo) -> Fence {
+        if info.features & FEATURE_SSE2 != 0 {
+            Fence::Lfence {
+                rdtscp: info.features & FEATURE_RDTSCP != 0,
+            }
+        } else {
+            Fence::Cpuid
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Fence::Lfence { rdtscp: true } => "lfence+rdtsc / rdtscp+lfence",
+            Fence::Lfence { rdtscp: false } => "lfence+rdtsc",
+            Fence::Cpuid => "cpuid+rdtsc",
+        }
+    }
+
+    /// A fenced RDTSC before a timed region.
+    #[inline(always)]
+    pub fn start(self) -> u64 {
+        let (lo, hi): (u32, u32);
+        // SAFETY: LFENCE/CPUID and RDTSC only read state; CR4.TSD is clear.
+        unsafe {
+            match self {
+                Fence::Lfence { .. } => {
+                    asm!("lfence", "rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack))
+                }
+                Fence::Cpuid => asm!(
+                    "pushl %ebx", "xorl %eax, %eax", "cpuid", "rdtsc", "popl %ebx",
+                    out("eax") lo, out("edx") hi, out("ecx") _, options(att_syntax)
+                ),
+            }
+        }
+        ((hi as u64) << 32) | lo as u64
+    }
+
+    /// A fenced RDTSC after a timed region.
+    #[inline(always)]
+    pub fn end(self) -> u64 {
+        let (lo, hi): (u32, u32);
+        // SAFETY: as in start.
+        unsafe {
+            match self {
+                Fence::Lfence { rdtscp: true } => asm!(
+                    "rdtscp", "lfence", out("eax") lo, out("edx") hi, out("ecx") _,
+                    options(nomem, nostack)
+                ),
+                _ => return self.start(),
+            }
+        }
+        ((hi as u64) << 32) | lo as u64
+    }
+}
+
+/// `tb_loop_NAME(n)`: `n` times BODY, with EBX, ECX, EDX set up for a
+/// 1-byte write to the null device (harmless for the other calls).
+macro_rules! timed_loop {
+    ($name:literal, $body:expr $(, $op:ident = $kind:ident $val:expr)*) => {
+        core::arch::global_asm!(
+            concat!(
+                ".pushsection .text.", $name, ", \"ax\"\n",
+                ".global ", $name, "\n",
+                $name, ":\n",
+                "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
+                "movl 20(%esp), %edi\n",
+                "movl ${null_fd}, %ebx\n movl $tb_one_byte, %ecx\n movl $1, %edx\n",
+                "testl %edi, %edi\n jz 8f\n",
+                "9:\n", $body, "decl %edi\n jnz 9b\n",
+                "8:\n popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n",
+                ".popsection\n"
+            ),
+            null_fd = const fd::NULL,
+            $($op = $kind $val,)*
+            options(att_syntax)
+        );
+    };
+}
+
+/// The byte the write benchmarks send to the null device.
+#[unsafe(no_mangle)]
+static tb_one_byte: u8 = b'x';
+
+timed_loop!("tb_loop_empty", "");
+timed_loop!("tb_loop_floor_int80", "int $0x81\n");
+timed_loop!("tb_loop_floor_callgate", "lcall ${gate}, $0\n", gate = const CALL_GATE_FLOOR);
+// SYSEXIT returns to EDX with ESP = ECX: the floor stub hands over both.
+timed_loop!(
+    "tb_loop_floor_sysenter",
+    "movl %esp, %ecx\n movl $1f, %edx\n sysenter\n1:\n"
+);
+timed_loop!("tb_loop_floor_syscall", "syscall\n");
+
+macro_rules! full_loops {
+    ($($name:literal = $seq:expr, $nr:expr;)*) => {
+        $( timed_loop!($name, concat!("movl ${nr}, %eax\n", $seq), nr = const $nr); )*
+    };
+}
+
+full_loops! {
+    "tb_loop_int80_null" = seq_int80!(), nr::NULL;
+    "tb_loop_int80_getpid" = seq_int80!(), nr::GETPID;
+    "tb_loop_int80_geteuid" = seq_int80!(), nr::GETEUID;
+    "tb_loop_int80_write" = seq_int80!(), nr::WRITE;
+    "tb_loop_sysenter_null" = seq_sysenter!(), nr::NULL;
+    "tb_loop_sysenter_getpid" = seq_sysenter!(), nr::GETPID;
+    "tb_loop_sysenter_geteuid" = seq_sysenter!(), nr::GETEUID;
+    "tb_loop_sysenter_write" = seq_sysenter!(), nr::WRITE;
+    "tb_loop_callgate_null" = seq_callgate!(), nr::NULL;
+    "tb_loop_callgate_getpid" = seq_callgate!(), nr::GETPID;
+    "tb_loop_callgate_geteuid" = seq_callgate!(), nr::GETEUID;
+    "tb_loop_callgate_write" = seq_callgate!(), nr::WRITE;
+    "tb_loop_syscall_null" = seq_syscall!(), nr::NULL;
+    "tb_loop_syscall_getpid" = seq_syscall!(), nr::GETPID;
+    "tb_loop_syscall_geteuid" = seq_syscall!(), nr::GETEUID;
+    "tb_loop_syscall_write" = seq_syscall!(), nr::WRITE;
+}
+
+pub type LoopFn = unsafe extern "C" fn(u32);
+
+unsafe extern "C" {
+    pub fn tb_loop_empty(n: u32);
+    pub fn tb_loop_floor_int80(n: u32);
+    pub fn tb_loop_floor_callgate(n: u32);
+    pub fn tb_loop_floor_sysenter(n: u32);
+    pub fn tb_loop_floor_syscall(n: u32);
+    pub fn tb_loop_int80_null(n: u32);
+    pub fn tb_loop_int80_getpid(n: u32);
+    pub fn tb_loop_int80_geteuid(n: u32);
+    pub fn tb_loop_int80_write(n: u32);
+    pub fn tb_loop_sysenter_null(n: u32);
+    pub fn tb_loop_sysenter_getpid(n: u32);
+    pub fn tb_loop_sysenter_geteuid(n: u32);
+    pub fn tb_loop_sysenter_write(n: u32);
+    pub fn tb_loop_callgate_null(n: u32);
+    pub fn tb_loop_callgate_getpid(n: u32);
+    pub fn tb_loop_callgate_geteuid(n: u32);
+    pub fn tb_loop_callgate_write(n: u32);
+    pub fn tb_loop_syscall_null(n: u32);
+    pub fn tb_loop_syscall_getpid(n: u32);
+    pub fn tb_loop_syscall_geteuid(n: u32);
+    pub fn tb_loop_syscall_write(n: u32);
+}
+
+/// Times `f(0)` several times: the fixed cost of one timed batch.
+pub fn overhead(fence: Fence, f: LoopFn) -> u64 {
+    let mut t = [0u64; 15];
+    for v in t.iter_mut() {
+        let t0 = fence.start();
+        // SAFETY: the loop functions preserve the C ABI registers and stack.
+        unsafe { f(0) };
+        *v = fence.end().wrapping_sub(t0);
+    }
+    t.sort_unstable();
+    t[t.len() / 2]
+}
+
+/// Runs `batches` timed batches of `size` iterations of `f` (after one
+/// warm-up batch); writes each batch's ticks, overhead subtracted.
+pub fn measure(fence: Fence, f: LoopFn, size: u32, out: &mut [u64]) {
+    let over = overhead(fence, f);
+    // SAFETY: as in overhead.
+    unsafe { f(size) };
+    for v in out.iter_mut() {
+        let t0 = fence.start();
+        // SAFETY: as in overhead.
+        unsafe { f(size) };
+        *v = fence.end().wrapping_sub(t0).saturating_sub(over);
+    }
+}
+
+/// Summary statistics of per-call values.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Summary {
+    pub n: usize,
+    pub min: f64,
+    pub p25: f64,
+    pub median: f64,
+    pub mean: f64,
+    pub p75: f64,
+    pub max: f64,
+    pub sd: f64,
+    /// Values further than 3 scaled MADs from the median.
+    pub outliers: usize,
+}
+
+/// Quantile by linear interpolation between closest ranks (`v` sorted).
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let pos = q * (v.len() - 1) as f64;
+    let lo = pos as usize;
+    let hi = (lo + 1).min(v.len() - 1);
+    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+}
+
+fn sqrt(x: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    let mut r = if x > 1.0 { x / 2.0 } else { 1.0 };
+    for _ in 0..60 {
+        r = 0.5 * (r + x / r);
+    }
+    r
+}
+
+/// Summarises `vals` (sorted in place). `scratch` must be as long.
+pub fn summarize(vals: &mut [f64], scratch: &mut [f64]) -> Summary {
+    let n = vals.len();
+    if n == 0 {
+        return Summary::default();
+    }
+    vals.sort_unstable_by(|a, b| a.total_cmp(b));
+    let mean = vals.iter().sum::<f64>() / n as f64;
+    let var = if n > 1 {
+        vals.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1) as f64
+    } else {
+        0.0
+    };
+    let median = quantile(vals, 0.5);
+    let dev = &mut scratch[..n];
+    for (d, v) in dev.iter_mut().zip(vals.iter()) {
+        *d = if *v > median {
+            *v - median
+        } else {
+            median - *v
+        };
+    }
+    dev.sort_unstable_by(|a, b| a.total_cmp(b));
+    // 1.4826 × MAD estimates σ for normal data.
+    let mad = quantile(dev, 0.5) * 1.4826;
+    let outliers = vals
+        .iter()
+        .filter(|&&v| {
+            let d = if v > median { v - median } else { median - v };
+            if mad == 0.0 {
+                d > 0.0
+            } else {
+                d > 3.0 * mad
+            }
+        })
+        .count();
+    Summary {
+        n,
+        min: vals[0],
+        p25: quantile(vals, 0.25),
+        median,
+        mean,
+        p75: quantile(vals, 0.75),
+        max: vals[n - 1],
+        sd: sqrt(var),
+        outliers,
+    }
+}
