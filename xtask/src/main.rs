@@ -7,6 +7,7 @@ mod ministat;
 mod preflight;
 mod qemu;
 mod report;
+mod results;
 mod selftest;
 
 use std::path::PathBuf;
@@ -40,6 +41,8 @@ enum Cmd {
     Iso(IsoArgs),
     /// Install what the testbed needs (rust-src, QEMU, GRUB tools).
     Setup,
+    /// Turn a serial log (e.g. captured from real hardware) into results JSON.
+    Import(ImportArgs),
     /// FreeBSD ministat on files of numbers.
     Ministat(ministat::Args),
 }
@@ -98,6 +101,30 @@ struct RunArgs {
     /// Show the machine records too, not only the human text.
     #[arg(long)]
     records: bool,
+    /// Print the results JSON on stdout (the kernel's text goes to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Label in the results file name: results/<timestamp>-<label>.json.
+    #[arg(long, default_value = "default")]
+    label: String,
+    /// Do not write a results file.
+    #[arg(long)]
+    no_save: bool,
+}
+
+#[derive(Args)]
+struct ImportArgs {
+    /// The serial log (what the kernel printed on COM1).
+    log: PathBuf,
+    /// Label in the results file name.
+    #[arg(long, default_value = "import")]
+    label: String,
+    /// Print the JSON on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Do not write a results file.
+    #[arg(long)]
+    no_save: bool,
 }
 
 #[derive(Args)]
@@ -124,6 +151,7 @@ fn main() {
         Cmd::Test(a) => selftest::run(a),
         Cmd::Iso(a) => make_iso(a),
         Cmd::Setup => setup(),
+        Cmd::Import(a) => import(a),
         Cmd::Ministat(a) => Ok(ministat::main(a)),
     };
     match result {
@@ -242,22 +270,56 @@ fn run(a: RunArgs) -> Result<i32> {
         }
     );
     let show_records = a.records;
+    let json = a.json;
     let log = qemu::run(&p.boot, &mut |line| {
         if show_records || !line.contains(abi::report::MARKER) {
-            println!("{line}");
+            if json {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
         }
     })
     .context("booting QEMU")?;
-    if let Err(e) = report::parse_log(&log.serial) {
-        eprintln!("warning: the serial log has a malformed record: {e}");
-    }
-    if log.succeeded() {
-        eprintln!("run: finished in {:.2} s", log.wall.as_secs_f64());
-        Ok(0)
-    } else {
+    if !log.succeeded() {
         eprintln!("run failed: {}", log.explain(20));
-        Ok(1)
+        return Ok(1);
     }
+    let results = results::Results::from_log(&log.serial, &a.label, "qemu")
+        .context("reading the kernel's report")?;
+    if !results.benches.is_empty() && !a.no_save {
+        let path = results.save(&kbuild::root().join("results"))?;
+        eprintln!("results: {}", path.display());
+    }
+    if json {
+        print!("{}", results.to_json()?);
+    }
+    eprintln!("run: finished in {:.2} s", log.wall.as_secs_f64());
+    Ok(0)
+}
+
+fn import(a: ImportArgs) -> Result<i32> {
+    let bytes =
+        std::fs::read(&a.log).with_context(|| format!("cannot read {}", a.log.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let results = results::Results::from_log(&text, &a.label, "import")
+        .with_context(|| format!("{} is not a usable testbed log", a.log.display()))?;
+    if results.benches.is_empty() {
+        bail!(
+            "{} holds no benchmark records (was the kernel run with mode=run prog=bench?)",
+            a.log.display()
+        );
+    }
+    if a.json {
+        print!("{}", results.to_json()?);
+    } else {
+        print!("{}", results.table());
+    }
+    if !a.no_save {
+        let path = results.save(&kbuild::root().join("results"))?;
+        eprintln!("results: {}", path.display());
+    }
+    Ok(0)
 }
 
 fn make_iso(a: IsoArgs) -> Result<i32> {

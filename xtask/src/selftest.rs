@@ -13,6 +13,14 @@ use clap::Args;
 use crate::kbuild::{self, Artifacts};
 use crate::qemu::{self, Accel, Boot, BootLog, Ending};
 use crate::report::{self, Record};
+use crate::results::Results;
+
+/// Path-length targets under icount (loop included), full null round trip.
+const PATH_LENGTH_LIMITS: &[(&str, f64)] = &[
+    ("int80.null", 40.0),
+    ("callgate.null", 40.0),
+    ("sysenter.null", 52.0),
+];
 use crate::{iso, preflight};
 
 #[derive(Args)]
@@ -40,6 +48,8 @@ struct Case {
     timeout: u64,
     extra: &'static [&'static str],
     check: Check,
+    /// Boot a second time and require identical results (timestamps aside).
+    twice: bool,
 }
 
 const CASES: &[Case] = &[
@@ -56,6 +66,53 @@ const CASES: &[Case] = &[
             mech(r, "sysenter", "ok")?;
             reason_mentions(r, "syscall", "Intel")
         },
+        twice: false,
+    },
+    Case {
+        name: "icount path lengths: full null round trip <= 40 (int 0x80, call gate), <= 52 (sysenter)",
+        cpu: None,
+        cmdline: "mode=run batches=4 batch_size=256",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| {
+            succeeded(log)?;
+            let res = Results::from_records(r, "test", "qemu").map_err(|e| e.to_string())?;
+            for (name, limit) in PATH_LENGTH_LIMITS {
+                let b = res.bench(name).ok_or_else(|| format!("no {name} benchmark"))?;
+                // Exact under icount: every batch the same, an integer per call.
+                if b.min != b.max || b.median.fract() != 0.0 {
+                    return Err(format!("{name} is not exact under icount: {:?}", b.samples));
+                }
+                if b.median > *limit {
+                    return Err(format!("{name} takes {} instructions, the limit is {limit}", b.median));
+                }
+            }
+            Ok(())
+        },
+        twice: false,
+    },
+    Case {
+        name: "icount: two boots give identical records; samples match the configured batches",
+        cpu: None,
+        cmdline: "mode=run batches=5 batch_size=64",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| {
+            succeeded(log)?;
+            let res = Results::from_records(r, "test", "qemu").map_err(|e| e.to_string())?;
+            if res.benches.len() < 16 {
+                return Err(format!("only {} benchmarks", res.benches.len()));
+            }
+            for b in &res.benches {
+                if b.samples.len() != 5 || b.n != 5 || b.batch_size != 64 {
+                    return Err(format!("{}: {} samples of {}", b.name, b.samples.len(), b.batch_size));
+                }
+            }
+            Ok(())
+        },
+        twice: true,
     },
     Case {
         name: "kernel and user tests on pentium (no SEP: sysenter skipped)",
@@ -69,6 +126,7 @@ const CASES: &[Case] = &[
             mech(r, "sysenter", "unavailable")?;
             mech(r, "syscall", "unavailable")
         },
+        twice: false,
     },
     Case {
         name: "kernel and user tests on phenom (AMD syscall/sysret in 32-bit mode)",
@@ -88,27 +146,31 @@ const CASES: &[Case] = &[
             }
             Ok(())
         },
+        twice: false,
     },
     Case {
-        name: "run: the default program shows each mechanism working",
+        name: "run: the benchmark table has every mechanism, its floor and the macro mix",
         cpu: None,
-        cmdline: "mode=run",
+        cmdline: "mode=run batches=4 batch_size=256",
         grub: false,
         timeout: 60,
         extra: &[],
         check: |log, r| {
             succeeded(log)?;
             for m in ["int 0x80", "sysenter", "call gate"] {
-                if !log
-                    .serial
-                    .lines()
-                    .any(|l| l.starts_with(m) && l.contains("works"))
-                {
-                    return Err(format!("no line shows {m} working"));
+                for call in [" floor ", " null ", " getpid ", " geteuid ", " write1 "] {
+                    if !log.serial.lines().any(|l| l.starts_with(m) && l.contains(call)) {
+                        return Err(format!("the table has no{call}row for {m}"));
+                    }
+                }
+                if !log.serial.lines().any(|l| l.starts_with("macro mix") && l.contains(m)) {
+                    return Err(format!("no macro mix line for {m}"));
                 }
             }
+            contains(log, "syscall    unavailable on this CPU")?;
             end(r, "success")
         },
+        twice: false,
     },
     Case {
         name: "GRUB image: Multiboot 2 and the command line from grub.cfg",
@@ -132,6 +194,7 @@ const CASES: &[Case] = &[
             }
             Ok(())
         },
+        twice: false,
     },
     Case {
         name: "bad command line: warnings name the valid keys, the boot goes on",
@@ -149,6 +212,7 @@ const CASES: &[Case] = &[
             contains(log, "valid keys: mode prog")?;
             contains(log, "batches=zero is not valid")
         },
+        twice: false,
     },
     Case {
         name: "missing program: a clear message and a failure status",
@@ -164,6 +228,7 @@ const CASES: &[Case] = &[
                 "no program 'nosuch' among the boot modules: bench utest faults",
             )
         },
+        twice: false,
     },
     Case {
         name: "kernel stack overflow is reported by the #DF task",
@@ -178,6 +243,7 @@ const CASES: &[Case] = &[
             contains(log, "kernel stack overflow")?;
             exception(r, 8, "kernel")
         },
+        twice: false,
     },
     Case {
         name: "kernel #BP is reported",
@@ -187,6 +253,7 @@ const CASES: &[Case] = &[
         timeout: 60,
         extra: &[],
         check: |log, r| kernel_exception(log, r, 3),
+        twice: false,
     },
     Case {
         name: "kernel #UD is reported",
@@ -196,6 +263,7 @@ const CASES: &[Case] = &[
         timeout: 60,
         extra: &[],
         check: |log, r| kernel_exception(log, r, 6),
+        twice: false,
     },
     Case {
         name: "kernel #DE is reported",
@@ -205,6 +273,7 @@ const CASES: &[Case] = &[
         timeout: 60,
         extra: &[],
         check: |log, r| kernel_exception(log, r, 0),
+        twice: false,
     },
     Case {
         name: "kernel #PF is reported with CR2",
@@ -221,6 +290,7 @@ const CASES: &[Case] = &[
                 other => Err(format!("CR2 is {other:?}, expected 0xc0000000")),
             }
         },
+        twice: false,
     },
     Case {
         name: "kernel panic prints its location and message",
@@ -234,6 +304,7 @@ const CASES: &[Case] = &[
             contains(log, "kernel panic at kernel/src/main.rs")?;
             contains(log, "deliberate panic")
         },
+        twice: false,
     },
     Case {
         name: "a triple fault is told apart from a verdict",
@@ -249,6 +320,7 @@ const CASES: &[Case] = &[
             }
             Ok(())
         },
+        twice: false,
     },
     Case {
         name: "a hung guest is killed at the timeout",
@@ -262,6 +334,7 @@ const CASES: &[Case] = &[
             Ending::TimedOut(_) if log.verdict().contains("hung") => Ok(()),
             _ => Err(format!("not a timeout: {}", log.verdict())),
         },
+        twice: false,
     },
 ];
 
@@ -437,7 +510,18 @@ pub fn run(a: TestArgs) -> Result<i32> {
                 .map_err(|e| format!("{e:#}"))
                 .and_then(|log| {
                     let records = report::parse_log(&log.serial).map_err(|e| e.to_string())?;
-                    (c.check)(&log, &records).map_err(|e| format!("{e}\n{}", log.explain(20)))
+                    (c.check)(&log, &records).map_err(|e| format!("{e}\n{}", log.explain(20)))?;
+                    if c.twice {
+                        let again = boot_case(c, &art, &dir).map_err(|e| format!("{e:#}"))?;
+                        let first = Results::from_log(&log.serial, "a", "qemu")
+                            .map_err(|e| e.to_string())?;
+                        let second = Results::from_log(&again.serial, "a", "qemu")
+                            .map_err(|e| e.to_string())?;
+                        if first.without_timestamp() != second.without_timestamp() {
+                            return Err("the second boot's results differ from the first".into());
+                        }
+                    }
+                    Ok(())
                 });
             match result {
                 Ok(()) => {

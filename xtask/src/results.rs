@@ -1,0 +1,496 @@
+//! A boot's report as data: the records of one serial log gathered into
+//! [`Results`], checked for consistency, rendered as the human table, and
+//! stored as `results/<timestamp>-<label>.json`.
+//!
+//! The same parser reads a log captured from real hardware
+//! (`cargo xtask import serial.log`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use abi::report::kind;
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::report::{self, Record};
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Results {
+    /// Schema of this JSON file.
+    pub schema: u32,
+    pub label: String,
+    /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
+    pub timestamp: String,
+    /// Where the figures come from: "qemu" or "import".
+    pub source: String,
+    /// The kernel's build (git describe) and command line.
+    pub rev: String,
+    pub cmdline: String,
+    pub protocol: String,
+    pub accel: String,
+    pub clock: String,
+    /// "instructions" under icount, "cycles" under tsc.
+    pub unit: String,
+    pub tsc_hz: u64,
+    pub cpu: BTreeMap<String, String>,
+    pub mechanisms: Vec<Mech>,
+    pub benches: Vec<Bench>,
+    pub macros: Vec<Macro>,
+    /// The clock record's other fields (fence, overheads, interrupts, perf).
+    pub timing: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Mech {
+    pub name: String,
+    pub status: String,
+    pub reason: String,
+}
+
+/// One benchmark: per-call figures in clock ticks (loop included), and every
+/// batch's total (timer overhead subtracted).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Bench {
+    pub name: String,
+    pub mech: String,
+    pub path: String,
+    pub call: String,
+    pub n: usize,
+    pub min: f64,
+    pub p25: f64,
+    pub median: f64,
+    pub mean: f64,
+    pub p75: f64,
+    pub max: f64,
+    pub sd: f64,
+    pub outliers: usize,
+    pub batch_size: u64,
+    pub samples: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Macro {
+    pub mech: String,
+    pub ops: u64,
+    pub ticks_per_op: f64,
+    pub ops_per_s: f64,
+    pub syscalls_per_op: u32,
+}
+
+pub const JSON_SCHEMA: u32 = 1;
+
+fn field<'a>(r: &'a Record, k: &str) -> Result<&'a str> {
+    r.get(k)
+        .ok_or_else(|| anyhow!("line {}: {} record without {k}", r.line, r.kind))
+}
+
+fn num<T: std::str::FromStr>(r: &Record, k: &str) -> Result<T> {
+    let v = field(r, k)?;
+    v.parse().map_err(|_| {
+        anyhow!(
+            "line {}: {} record: {k}={v:?} is not a number",
+            r.line,
+            r.kind
+        )
+    })
+}
+
+impl Results {
+    /// Gathers the records of one boot. Fails, naming the line, on a
+    /// malformed record, a benchmark without its samples, or a sample count
+    /// that is not the configured number of batches.
+    pub fn from_log(log: &str, label: &str, source: &str) -> Result<Results> {
+        let records = report::parse_log(log)?;
+        Self::from_records(&records, label, source)
+    }
+
+    pub fn from_records(records: &[Record], label: &str, source: &str) -> Result<Results> {
+        let mut r = Results {
+            schema: JSON_SCHEMA,
+            label: label.to_string(),
+            timestamp: utc_timestamp(SystemTime::now()),
+            source: source.to_string(),
+            ..Results::default()
+        };
+        let mut samples: BTreeMap<String, (u64, Vec<u64>, usize)> = BTreeMap::new();
+        let mut batches = None;
+        for rec in records {
+            match rec.kind.as_str() {
+                kind::BOOT => {
+                    r.rev = field(rec, "rev")?.into();
+                    r.cmdline = field(rec, "cmdline")?.into();
+                    r.protocol = field(rec, "protocol")?.into();
+                    for w in r.cmdline.split_whitespace() {
+                        if let Some(a) = w.strip_prefix("accel=") {
+                            r.accel = a.into();
+                        }
+                    }
+                }
+                kind::CPU => r.cpu = rec.fields.clone().into_iter().collect(),
+                kind::MECH => r.mechanisms.push(Mech {
+                    name: field(rec, "name")?.into(),
+                    status: field(rec, "status")?.into(),
+                    reason: rec.get("reason").unwrap_or("").into(),
+                }),
+                kind::CLOCK => {
+                    r.clock = field(rec, "clock")?.into();
+                    r.tsc_hz = num(rec, "tsc_hz")?;
+                    if r.clock != "none" {
+                        batches = Some(num::<usize>(rec, "batches")?);
+                    }
+                    for (k, v) in &rec.fields {
+                        if !matches!(k.as_str(), "clock" | "tsc_hz") {
+                            r.timing.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+                kind::BENCH => r.benches.push(Bench {
+                    name: field(rec, "name")?.into(),
+                    mech: field(rec, "mech")?.into(),
+                    path: field(rec, "path")?.into(),
+                    call: field(rec, "call")?.into(),
+                    n: num(rec, "n")?,
+                    min: num(rec, "min")?,
+                    p25: num(rec, "p25")?,
+                    median: num(rec, "median")?,
+                    mean: num(rec, "mean")?,
+                    p75: num(rec, "p75")?,
+                    max: num(rec, "max")?,
+                    sd: num(rec, "sd")?,
+                    outliers: num(rec, "outliers")?,
+                    batch_size: 0,
+                    samples: vec![],
+                }),
+                kind::SAMPLES => {
+                    let name = field(rec, "name")?.to_string();
+                    let size = num(rec, "batch_size")?;
+                    let values = field(rec, "values")?
+                        .split(',')
+                        .map(|v| {
+                            v.parse::<u64>().map_err(|_| {
+                                anyhow!(
+                                    "line {}: samples of {name}: {v:?} is not a count",
+                                    rec.line
+                                )
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    samples.insert(name, (size, values, rec.line));
+                }
+                kind::MACRO => r.macros.push(Macro {
+                    mech: field(rec, "mech")?.into(),
+                    ops: num(rec, "ops")?,
+                    ticks_per_op: num(rec, "ticks_per_op")?,
+                    ops_per_s: num(rec, "ops_per_s")?,
+                    syscalls_per_op: num(rec, "syscalls_per_op")?,
+                }),
+                _ => {}
+            }
+        }
+        if r.accel.is_empty() {
+            r.accel = "hw".into();
+        }
+        r.unit = match r.clock.as_str() {
+            "icount" => "instructions",
+            "tsc" => "cycles",
+            _ => "ticks",
+        }
+        .into();
+        for b in &mut r.benches {
+            let (size, values, line) = samples.remove(&b.name).ok_or_else(|| {
+                anyhow!(
+                    "benchmark {} has no samples record (a truncated log?)",
+                    b.name
+                )
+            })?;
+            if values.len() != b.n || batches.is_some_and(|n| n != values.len()) {
+                bail!(
+                    "line {line}: {} has {} samples, but the summary says n={} and the clock record batches={}",
+                    b.name,
+                    values.len(),
+                    b.n,
+                    batches.map_or("?".into(), |n| n.to_string())
+                );
+            }
+            b.batch_size = size;
+            b.samples = values;
+        }
+        if let Some(name) = samples.keys().next() {
+            bail!("samples for {name} without a bench record (a truncated log?)");
+        }
+        Ok(r)
+    }
+
+    pub fn bench(&self, name: &str) -> Option<&Bench> {
+        self.benches.iter().find(|b| b.name == name)
+    }
+
+    /// The human table: median and min per call, full/floor, and the ratio
+    /// to int 0x80 for the same call; then the macro mix.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let emulated = if self.accel == "tcg" && self.clock == "tsc" {
+            "  (TCG: emulator artefacts, not cycles)"
+        } else {
+            ""
+        };
+        s += &format!(
+            "clock={} ({} per tick)  accel={}  cpu={} \"{}\"{}\n",
+            self.clock,
+            self.unit.trim_end_matches('s'),
+            self.accel,
+            self.cpu.get("vendor").map_or("?", String::as_str),
+            self.cpu.get("brand").map_or("?", String::as_str),
+            emulated
+        );
+        s += &format!(
+            "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}\n",
+            "entry", "call", "median", "min", "full/floor", "vs int 0x80"
+        );
+        for m in abi::Mechanism::ALL {
+            if let Some(mech) = self.mechanisms.iter().find(|x| x.name == m.key()) {
+                if mech.status != "ok" {
+                    s += &format!("{:<10} unavailable: {}\n", m.title(), mech.reason);
+                    continue;
+                }
+            }
+            let floor = self.bench(&format!("{}.floor", m.key())).map(|b| b.median);
+            for b in self.benches.iter().filter(|b| b.mech == m.key()) {
+                let ratio = match (b.call.as_str(), floor) {
+                    ("null", Some(f)) if f > 0.0 => format!("{:.2}x", b.median / f),
+                    _ => String::new(),
+                };
+                let vs = self
+                    .bench(&format!("int80.{}", b.call))
+                    .filter(|base| base.median > 0.0)
+                    .map(|base| format!("{:.2}", b.median / base.median))
+                    .unwrap_or_default();
+                s += &format!(
+                    "{:<10} {:<8} {:>10.2} {:>10.2} {:>11} {:>12}\n",
+                    m.title(),
+                    b.call,
+                    b.median,
+                    b.min,
+                    ratio,
+                    vs
+                );
+            }
+        }
+        if let Some(l) = self.bench("loop") {
+            s += &format!(
+                "{:<10} {:<8} {:>10.2}   (decl + jnz, included above)\n",
+                "loop", "empty", l.median
+            );
+        }
+        let base = self
+            .macros
+            .iter()
+            .find(|m| m.mech == "int80")
+            .map(|m| m.ops_per_s);
+        for m in &self.macros {
+            let vs = base
+                .filter(|b| *b > 0.0)
+                .map(|b| format!("  {:.2}x int 0x80", m.ops_per_s / b))
+                .unwrap_or_default();
+            s += &format!(
+                "macro mix  {:<9} {:>12.0} ops/s{}  {:>9.1} {}/op{}\n",
+                abi::Mechanism::ALL
+                    .iter()
+                    .find(|x| x.key() == m.mech)
+                    .map_or(m.mech.as_str(), |x| x.title()),
+                m.ops_per_s,
+                if self.clock == "icount" {
+                    " (virtual)"
+                } else {
+                    ""
+                },
+                m.ticks_per_op,
+                self.unit,
+                vs
+            );
+        }
+        s
+    }
+
+    /// Writes `dir/<timestamp>-<label>.json`; returns its path.
+    pub fn save(&self, dir: &Path) -> Result<PathBuf> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let stamp = self.timestamp.replace([':', '-'], "");
+        let path = dir.join(format!("{stamp}-{}.json", sanitize(&self.label)));
+        std::fs::write(&path, self.to_json()?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(path)
+    }
+
+    pub fn to_json(&self) -> Result<String> {
+        Ok(serde_json::to_string_pretty(self)? + "\n")
+    }
+
+    /// Reads a results file, with a clear error for a truncated or foreign one.
+    pub fn load(path: &Path) -> Result<Results> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let r: Results = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a results file (truncated?)", path.display()))?;
+        if r.schema != JSON_SCHEMA {
+            bail!(
+                "{}: results schema {} (this xtask reads {JSON_SCHEMA})",
+                path.display(),
+                r.schema
+            );
+        }
+        Ok(r)
+    }
+
+    /// The fields that identify a run, for comparing boots: everything but
+    /// the timestamp.
+    pub fn without_timestamp(&self) -> Results {
+        Results {
+            timestamp: String::new(),
+            ..self.clone()
+        }
+    }
+}
+
+fn sanitize(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` without a date crate (days to civil date, from
+/// the proleptic Gregorian calendar).
+pub fn utc_timestamp(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const LOG: &str = "\
+i386 testbed kernel abc
+@@tb1 boot loader=qemu protocol=mb1 cmdline=mode%3Drun%20clock%3Dicount%20accel%3Dtcg mem_kib=1 modules=3 rev=abc
+@@tb1 cpu vendor=GenuineIntel brand=QEMU%20Virtual%20CPU family=6 model=6 stepping=3
+@@tb1 mech name=int80 status=ok reason=%00
+@@tb1 mech name=syscall status=unavailable reason=not%20AMD
+@@tb1 clock clock=icount fence=lfence+rdtsc tsc_hz=1000000000 timer_overhead=28 batches=2 batch_size=64 interrupts=masked perf=n/a
+@@tb1 bench name=int80.floor mech=int80 path=floor call=floor n=2 min=4.0000 p25=4.0000 median=4.0000 mean=4.0000 p75=4.0000 max=4.0000 sd=0.0000 outliers=0
+@@tb1 samples name=int80.floor batch_size=64 values=256,256
+@@tb1 bench name=int80.null mech=int80 path=full call=null n=2 min=24.0000 p25=24.0000 median=24.0000 mean=24.0000 p75=24.0000 max=24.0000 sd=0.0000 outliers=0
+@@tb1 samples name=int80.null batch_size=64 values=1536,1536
+@@tb1 macro mech=int80 ops=16 batches=2 ticks_per_op=1700.0 ops_per_s=588235.3 syscalls_per_op=4
+@@tb1 end status=success
+";
+
+    #[test]
+    fn gathers_a_boot() {
+        let r = Results::from_log(LOG, "default", "qemu").unwrap();
+        assert_eq!(
+            (r.clock.as_str(), r.unit.as_str(), r.accel.as_str()),
+            ("icount", "instructions", "tcg")
+        );
+        assert_eq!(r.tsc_hz, 1_000_000_000);
+        assert_eq!(r.benches.len(), 2);
+        let null = r.bench("int80.null").unwrap();
+        assert_eq!(null.samples, [1536, 1536]);
+        assert_eq!(null.batch_size, 64);
+        assert_eq!(r.mechanisms[1].status, "unavailable");
+        let t = r.table();
+        assert!(
+            t.contains("int 0x80   null          24.00      24.00       6.00x         1.00"),
+            "{t}"
+        );
+        assert!(t.contains("syscall    unavailable: not AMD"));
+        assert!(t.contains("macro mix  int 0x80"));
+    }
+
+    #[test]
+    fn sample_count_must_match_batches() {
+        let log = LOG.replace("values=1536,1536", "values=1536");
+        let e = Results::from_log(&log, "x", "qemu")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("int80.null has 1 samples") && e.starts_with("line 10"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn truncated_log_is_an_error() {
+        let cut = &LOG[..LOG.find("@@tb1 samples name=int80.null").unwrap()];
+        let e = Results::from_log(cut, "x", "qemu").unwrap_err().to_string();
+        assert!(e.contains("int80.null has no samples record"), "{e}");
+        let e = Results::from_log(&LOG[..LOG.len() - 200], "x", "qemu").unwrap_err();
+        assert!(e.to_string().contains("line"), "{e}");
+    }
+
+    #[test]
+    fn bad_number_names_the_line() {
+        let log = LOG.replace("median=24.0000", "median=lots");
+        let e = Results::from_log(&log, "x", "qemu")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("line 9: bench record: median=\"lots\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn json_round_trip_and_truncated_file() {
+        let r = Results::from_log(LOG, "a b/c", "qemu").unwrap();
+        let dir = std::env::temp_dir().join(format!("testbed-results-{}", std::process::id()));
+        let p = r.save(&dir).unwrap();
+        assert!(p
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .ends_with("-a_b_c.json"));
+        assert_eq!(Results::load(&p).unwrap(), r);
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, &text[..text.len() / 2]).unwrap();
+        let e = format!("{:#}", Results::load(&p).unwrap_err());
+        assert!(e.contains("not a results file (truncated?)"), "{e}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(utc_timestamp(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        let t = UNIX_EPOCH + Duration::from_secs(1_796_083_200 + 3661);
+        assert_eq!(utc_timestamp(t), "2026-12-01T01:01:01Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(utc_timestamp(leap), "2000-02-29T00:00:00Z");
+    }
+}
