@@ -1,6 +1,7 @@
 //! `cargo xtask`: the testbed's host tool. One place for the build-std
 //! flags, the QEMU command lines and the reading of the kernel's reports.
 
+mod compare;
 mod iso;
 mod kbuild;
 mod ministat;
@@ -43,6 +44,10 @@ enum Cmd {
     Setup,
     /// Turn a serial log (e.g. captured from real hardware) into results JSON.
     Import(ImportArgs),
+    /// Many boots per variant, interleaved, compared with ministat's statistics.
+    Bench(compare::BenchArgs),
+    /// The speed-up table across results files (time without / time with).
+    Table(compare::TableArgs),
     /// FreeBSD ministat on files of numbers.
     Ministat(ministat::Args),
 }
@@ -110,6 +115,15 @@ struct RunArgs {
     /// Do not write a results file.
     #[arg(long)]
     no_save: bool,
+    /// Compare mechanisms over this boot's batches, e.g. int80,sysenter.
+    #[arg(long, value_name = "MECHS")]
+    compare: Option<String>,
+    /// The call --compare looks at: floor, null, getpid, geteuid, write1.
+    #[arg(long, default_value = "null")]
+    call: String,
+    /// Confidence level for --compare, in percent.
+    #[arg(long, default_value_t = 95.0)]
+    confidence: f64,
 }
 
 #[derive(Args)]
@@ -152,6 +166,8 @@ fn main() {
         Cmd::Iso(a) => make_iso(a),
         Cmd::Setup => setup(),
         Cmd::Import(a) => import(a),
+        Cmd::Bench(a) => compare::bench(a),
+        Cmd::Table(a) => compare::table(a),
         Cmd::Ministat(a) => Ok(ministat::main(a)),
     };
     match result {
@@ -246,6 +262,21 @@ fn qemu_version(binary: &str) -> String {
 }
 
 fn run(a: RunArgs) -> Result<i32> {
+    if let Some(m) = &a.compare {
+        for k in m.split(',') {
+            if abi::Mechanism::from_key(k).is_none() {
+                bail!(
+                    "--compare {m}: {k:?} is not a mechanism (int80, sysenter, callgate, syscall)"
+                );
+            }
+        }
+        if !["floor", "null", "getpid", "geteuid", "write1"].contains(&a.call.as_str()) {
+            bail!(
+                "--call {}: not one of floor, null, getpid, geteuid, write1",
+                a.call
+            );
+        }
+    }
     preflight::ensure_tools()?;
     let art = kbuild::build(true)?;
     let mode = match a.mode {
@@ -293,6 +324,13 @@ fn run(a: RunArgs) -> Result<i32> {
     }
     if json {
         print!("{}", results.to_json()?);
+    }
+    if let Some(mechs) = &a.compare {
+        println!();
+        print!(
+            "{}",
+            compare::within_boot(&results, mechs, &a.call, a.confidence)?
+        );
     }
     eprintln!("run: finished in {:.2} s", log.wall.as_secs_f64());
     Ok(0)

@@ -69,8 +69,15 @@ pub fn choose_accel(
     }
 }
 
-/// Looks at this host and decides.
+/// Looks at this host and decides. The notice is given once per process.
 pub fn detect_accel(choice: AccelChoice) -> (Accel, Option<String>) {
+    static NOTICE_GIVEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let (accel, notice) = detect_accel_uncached(choice);
+    let first = !NOTICE_GIVEN.swap(true, std::sync::atomic::Ordering::Relaxed);
+    (accel, notice.filter(|_| first))
+}
+
+fn detect_accel_uncached(choice: AccelChoice) -> (Accel, Option<String>) {
     let kvm_opens = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

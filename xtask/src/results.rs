@@ -24,6 +24,9 @@ pub struct Results {
     pub timestamp: String,
     /// Where the figures come from: "qemu" or "import".
     pub source: String,
+    /// The machine that ran QEMU (its host name), or "hardware" for an import.
+    #[serde(default)]
+    pub host: String,
     /// The kernel's build (git describe) and command line.
     pub rev: String,
     pub cmdline: String,
@@ -111,6 +114,13 @@ impl Results {
             label: label.to_string(),
             timestamp: utc_timestamp(SystemTime::now()),
             source: source.to_string(),
+            host: if source == "qemu" {
+                std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|h| h.trim().to_string())
+                    .unwrap_or_else(|_| "localhost".into())
+            } else {
+                "hardware".into()
+            },
             ..Results::default()
         };
         let mut samples: BTreeMap<String, (u64, Vec<u64>, usize)> = BTreeMap::new();
@@ -191,9 +201,11 @@ impl Results {
         if r.accel.is_empty() {
             r.accel = "hw".into();
         }
-        r.unit = match r.clock.as_str() {
-            "icount" => "instructions",
-            "tsc" => "cycles",
+        r.unit = match (r.clock.as_str(), r.accel.as_str()) {
+            ("icount", _) => "instructions",
+            // TCG's TSC follows the host's clock: emulator artefacts.
+            ("tsc", "tcg") => "TCG ticks",
+            ("tsc", _) => "cycles",
             _ => "ticks",
         }
         .into();

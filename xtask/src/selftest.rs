@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use abi::exit::Outcome;
 use abi::report::kind;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 
 use crate::kbuild::{self, Artifacts};
@@ -475,6 +475,64 @@ fn boot_case(c: &Case, art: &Artifacts, dir: &Path) -> Result<BootLog> {
     qemu::run(&boot, &mut |_| {})
 }
 
+/// `cargo xtask bench` end to end, small: two variants by command line, two
+/// boots each, and the three exports.
+fn bench_smoke(root: &Path) -> Result<()> {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        b: crate::compare::BenchArgs,
+    }
+    let out = root.join("target/xtask/bench-test");
+    let _ = std::fs::remove_dir_all(&out);
+    let cli = Cli::try_parse_from([
+        "bench",
+        "-n",
+        "2",
+        "--accel",
+        "tcg",
+        "--clock",
+        "icount",
+        "--variant",
+        "a=entry=int80",
+        "--variant",
+        "b=entry=sysenter",
+        "--append",
+        "batches=3 batch_size=64",
+        "--out",
+        out.to_str().context("path")?,
+        "--save-baseline",
+        "smoke",
+    ])?;
+    crate::compare::bench(cli.b)?;
+    let mut found = 0;
+    for e in std::fs::read_dir(&out)? {
+        let p = e?.path();
+        match p.extension().and_then(|x| x.to_str()) {
+            Some("md") => {
+                let md = std::fs::read_to_string(&p)?;
+                anyhow::ensure!(
+                    md.contains("| null | 24 | 46 |"),
+                    "unexpected Markdown:\n{md}"
+                );
+                found += 1;
+            }
+            Some("json") | Some("csv") => found += 1,
+            _ => {}
+        }
+    }
+    anyhow::ensure!(
+        found == 3,
+        "expected JSON, CSV and Markdown exports, found {found} files"
+    );
+    anyhow::ensure!(
+        out.join("baselines/smoke.json").is_file(),
+        "the baseline was not saved"
+    );
+    Ok(())
+}
+
 pub fn run(a: TestArgs) -> Result<i32> {
     let root = kbuild::root();
     let mut passed = 0;
@@ -532,6 +590,22 @@ pub fn run(a: TestArgs) -> Result<i32> {
                     failed += 1;
                     println!("FAIL {}: {e}", c.name);
                 }
+            }
+        }
+    }
+    if !a.host_only && a.filter.as_deref().is_none_or(|f| "bench".contains(f)) {
+        let t = Instant::now();
+        match bench_smoke(&root) {
+            Ok(()) => {
+                passed += 1;
+                println!(
+                    "PASS bench: two variants interleaved, compared and exported ({:.1} s)",
+                    t.elapsed().as_secs_f64()
+                );
+            }
+            Err(e) => {
+                failed += 1;
+                println!("FAIL bench: {e:#}");
             }
         }
     }
