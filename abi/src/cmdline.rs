@@ -18,6 +18,7 @@ pub const KEYS: &[&str] = &[
     KEY_ENTRY,
     KEY_BATCHES,
     KEY_BATCH_SIZE,
+    KEY_TRACE,
 ];
 pub const KEY_MODE: &str = "mode";
 pub const KEY_PROG: &str = "prog";
@@ -28,6 +29,7 @@ pub const KEY_ACCEL: &str = "accel";
 pub const KEY_ENTRY: &str = "entry";
 pub const KEY_BATCHES: &str = "batches";
 pub const KEY_BATCH_SIZE: &str = "batch_size";
+pub const KEY_TRACE: &str = "trace";
 
 /// What the boot is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +114,9 @@ pub struct Options<'a> {
     pub entry: u32,
     pub batches: u32,
     pub batch_size: u32,
+    /// `trace=<mechanism>`: run the user test program in trace mode, which
+    /// makes one traced system call through this mechanism.
+    pub trace: Option<Mechanism>,
 }
 
 pub const DEFAULT_PROG: &str = "bench";
@@ -132,6 +137,7 @@ impl Default for Options<'_> {
             entry: u32::MAX,
             batches: DEFAULT_BATCHES,
             batch_size: DEFAULT_BATCH_SIZE,
+            trace: None,
         }
     }
 }
@@ -194,6 +200,10 @@ impl<'a> Options<'a> {
                 KEY_BATCH_SIZE => match value.parse::<u32>() {
                     Ok(n) if n >= 1 => o.batch_size = n,
                     _ => bad("a whole number of at least 1"),
+                },
+                KEY_TRACE => match Mechanism::from_key(value) {
+                    Some(m) => o.trace = Some(m),
+                    None => bad("int80, sysenter, callgate or syscall"),
                 },
                 _ => warn(Warning::UnknownKey(key)),
             }

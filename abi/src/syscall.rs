@@ -31,8 +31,12 @@ pub mod nr {
     /// `argsum(a1..a6)` → `a1 + 2·a2 + 3·a3 + 4·a4 + 5·a5 + 6·a6` (wrapping):
     /// proves that all six arguments arrive, whichever mechanism carried them.
     pub const ARGSUM: u32 = 9;
+    /// `trace()` → the pid, like getpid, after the kernel has printed how
+    /// this call arrived: the entry it came through, what the CPU did, the
+    /// frame the dispatcher sees, and the way back it will take.
+    pub const TRACE: u32 = 10;
     /// One past the last number: anything `>= COUNT` returns `-ENOSYS`.
-    pub const COUNT: u32 = 10;
+    pub const COUNT: u32 = 11;
 
     /// The name of a call, for reports.
     pub fn name(n: u32) -> &'static str {
@@ -47,6 +51,7 @@ pub mod nr {
             CPUINFO => "cpuinfo",
             ENTRY_FLOOR => "entry_floor",
             ARGSUM => "argsum",
+            TRACE => "trace",
             _ => "unknown",
         }
     }
@@ -89,6 +94,11 @@ pub mod fd {
     pub const RING: u32 = 4;
     pub const RING_SIZE: usize = 4096;
 }
+
+/// The argument (EAX at entry) that puts the user test program in trace
+/// mode; the low bits name the mechanism (`Mechanism as u32`).
+pub const TRACE_ARG: u32 = 0x7472_0000;
+pub const TRACE_ARG_MASK: u32 = 0xffff_0000;
 
 /// The user credential every task starts with (reported by `geteuid`).
 pub const DEFAULT_EUID: u32 = 1000;

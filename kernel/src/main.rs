@@ -195,15 +195,27 @@ fn report_cpu(f: &cpu::Features) {
 
 /// Runs the program `prog` names; true when it exits with status 0.
 fn run_program(bi: &BootInfo<'static>, opts: &Options) -> bool {
-    let Some(m) = bi.module(opts.prog) else {
-        kprint!("no program '{}' among the boot modules:", opts.prog);
+    // trace=<mechanism>: the user test program makes one traced call.
+    let (prog, arg) = match opts.trace {
+        Some(m) if usable_mechanisms() & (1 << m as u32) == 0 => {
+            kprintln!("trace: {} is not available on this CPU", m.title());
+            return false;
+        }
+        Some(m) if opts.prog == abi::cmdline::DEFAULT_PROG => {
+            ("utest", abi::syscall::TRACE_ARG | m as u32)
+        }
+        Some(m) => (opts.prog, abi::syscall::TRACE_ARG | m as u32),
+        None => (opts.prog, 0),
+    };
+    let Some(m) = bi.module(prog) else {
+        kprint!("no program '{}' among the boot modules:", prog);
         for m in bi.modules() {
             kprint!(" {}", m.name);
         }
         kprintln!();
         return false;
     };
-    match task::run(m, 0) {
+    match task::run(m, arg) {
         Ok(task::End::Exit(0)) => true,
         Ok(_) => false,
         Err(e) => {

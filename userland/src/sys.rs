@@ -212,3 +212,136 @@ pub fn cpuinfo() -> CpuInfo {
 }
 
 pub const STDOUT: u32 = fd::STDOUT;
+
+/// `tb_trace_NAME(out: *mut [u32; 9])`: one `trace` call through the
+/// mechanism with known register values. Records ESP and EFLAGS just before
+/// the sequence in `TRACE_BEFORE`, and everything after it in `out` as
+/// `[edi, esi, ebp, esp, ebx, edx, ecx, eax, eflags]`.
+macro_rules! trace_stub {
+    ($name:literal, $seq:expr) => {
+        core::arch::global_asm!(
+            concat!(
+                ".pushsection .text.", $name, ", \"ax\"\n",
+                ".global ", $name, "\n",
+                $name, ":\n",
+                "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
+                "movl 20(%esp), %eax\n movl %eax, tb_trace_out\n",
+                "movl $0x11111111, %ebx\n movl $0x22222222, %ecx\n movl $0x33333333, %edx\n",
+                "movl $0x44444444, %esi\n movl $0x55555555, %edi\n movl $0x66666666, %ebp\n",
+                "movl %esp, TRACE_BEFORE\n",
+                "pushfl\n popl TRACE_BEFORE+4\n",
+                "movl ${nr}, %eax\n",
+                $seq,
+                "pushfl\n pushal\n",
+                "addl $4, 12(%esp)\n",
+                "movl tb_trace_out, %edi\n movl %esp, %esi\n movl $9, %ecx\n cld\n rep movsl\n",
+                "addl $36, %esp\n",
+                "popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n",
+                ".popsection\n"
+            ),
+            nr = const nr::TRACE,
+            options(att_syntax)
+        );
+    };
+}
+
+trace_stub!("tb_trace_int80", seq_int80!());
+trace_stub!("tb_trace_callgate", seq_callgate!());
+trace_stub!("tb_trace_sysenter", seq_sysenter!());
+trace_stub!("tb_trace_syscall", seq_syscall!());
+
+/// ESP and EFLAGS just before the traced instruction sequence.
+#[unsafe(no_mangle)]
+pub static mut TRACE_BEFORE: [u32; 2] = [0; 2];
+#[unsafe(no_mangle)]
+static mut tb_trace_out: u32 = 0;
+
+unsafe extern "C" {
+    fn tb_trace_int80(out: *mut [u32; 9]);
+    fn tb_trace_callgate(out: *mut [u32; 9]);
+    fn tb_trace_sysenter(out: *mut [u32; 9]);
+    fn tb_trace_syscall(out: *mut [u32; 9]);
+}
+
+/// One traced call through `m`: (ESP, EFLAGS) before, and the registers
+/// after as `[edi, esi, ebp, esp, ebx, edx, ecx, eax, eflags]`.
+pub fn trace(m: Mechanism) -> ([u32; 2], [u32; 9]) {
+    let f = match m {
+        Mechanism::Int80 => tb_trace_int80,
+        Mechanism::CallGate => tb_trace_callgate,
+        Mechanism::Sysenter => tb_trace_sysenter,
+        Mechanism::Syscall => tb_trace_syscall,
+    };
+    let mut out = [0; 9];
+    // SAFETY: the routine writes 9 words to `out` and two to TRACE_BEFORE;
+    // one thread.
+    unsafe {
+        f(&mut out);
+        (*(&raw const TRACE_BEFORE), out)
+    }
+}
+
+/// `tb_sysf_NAME(flags, nr, a1, a2, a3) -> u32`: a call with extra EFLAGS
+/// bits (`flags`: DF, AC, NT) set just before the sequence; the flags seen
+/// after it go to `FLAGS_AFTER`, and DF/AC/NT are cleared again before any
+/// Rust code runs.
+macro_rules! flags_stub {
+    ($name:literal, $seq:expr) => {
+        core::arch::global_asm!(
+            concat!(
+                ".pushsection .text.", $name, ", \"ax\"\n",
+                ".global ", $name, "\n",
+                $name, ":\n",
+                "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
+                "movl 24(%esp), %eax\n movl 28(%esp), %ebx\n movl 32(%esp), %ecx\n movl 36(%esp), %edx\n",
+                "pushfl\n movl 24(%esp), %esi\n orl %esi, (%esp)\n popfl\n",
+                $seq,
+                "pushfl\n popl FLAGS_AFTER\n",
+                "pushfl\n andl ${clear}, (%esp)\n popfl\n",
+                "popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n",
+                ".popsection\n"
+            ),
+            clear = const !(DF | AC | NT),
+            options(att_syntax)
+        );
+    };
+}
+
+/// EFLAGS bits a hostile user may set before entering.
+pub const DF: u32 = 1 << 10;
+pub const AC: u32 = 1 << 18;
+pub const NT: u32 = 1 << 14;
+
+flags_stub!("tb_sysf_int80", seq_int80!());
+flags_stub!("tb_sysf_callgate", seq_callgate!());
+flags_stub!("tb_sysf_sysenter", seq_sysenter!());
+flags_stub!("tb_sysf_syscall", seq_syscall!());
+
+/// EFLAGS right after the last `call_with_flags` sequence.
+#[unsafe(no_mangle)]
+pub static mut FLAGS_AFTER: u32 = 0;
+
+unsafe extern "C" {
+    fn tb_sysf_int80(flags: u32, nr: u32, a1: u32, a2: u32, a3: u32) -> u32;
+    fn tb_sysf_callgate(flags: u32, nr: u32, a1: u32, a2: u32, a3: u32) -> u32;
+    fn tb_sysf_sysenter(flags: u32, nr: u32, a1: u32, a2: u32, a3: u32) -> u32;
+    fn tb_sysf_syscall(flags: u32, nr: u32, a1: u32, a2: u32, a3: u32) -> u32;
+}
+
+/// A call through `m` entered with `flags` (DF, AC, NT) set; returns the
+/// result and the EFLAGS the user had right after.
+pub fn call_with_flags(m: Mechanism, flags: u32, nr: u32, a: [u32; 3]) -> (u32, u32) {
+    let f = match m {
+        Mechanism::Int80 => tb_sysf_int80,
+        Mechanism::CallGate => tb_sysf_callgate,
+        Mechanism::Sysenter => tb_sysf_sysenter,
+        Mechanism::Syscall => tb_sysf_syscall,
+    };
+    let flags = flags & (DF | AC | NT);
+    // SAFETY: the stub preserves the C ABI registers and clears the flags
+    // it set before returning; one thread.
+    unsafe {
+        let r = f(flags, nr, a[0], a[1], a[2]);
+        (r, *(&raw const FLAGS_AFTER))
+    }
+}

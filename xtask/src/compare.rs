@@ -295,8 +295,9 @@ struct Export<'a> {
 }
 
 fn build_variant(v: &Variant, tmp: &Path) -> Result<Artifacts> {
+    let dest = tmp.join(format!("variant-{}", v.name));
     match &v.rev {
-        None => kbuild::build_in(&kbuild::root(), &v.features, true),
+        None => kbuild::build_into(&kbuild::root(), &v.features, &dest),
         Some(rev) => {
             let dir = tmp.join(format!("rev-{}", v.name));
             let _ = std::process::Command::new("git")
@@ -318,7 +319,7 @@ fn build_variant(v: &Variant, tmp: &Path) -> Result<Artifacts> {
                     String::from_utf8_lossy(&o.stderr).trim()
                 );
             }
-            kbuild::build_in(&dir, &v.features, true)
+            kbuild::build_into(&dir, &v.features, &dest)
                 .with_context(|| format!("variant {}: building {rev}", v.name))
         }
     }

@@ -90,6 +90,27 @@ pub fn build_in(dir: &Path, features: &[String], quiet: bool) -> Result<Artifact
     Ok(a)
 }
 
+/// Builds, then copies the kernel and the programs to `dest`, so builds with
+/// other features or revisions (which cargo writes to the same place) do not
+/// overwrite each other.
+pub fn build_into(dir: &Path, features: &[String], dest: &Path) -> Result<Artifacts> {
+    let a = build_in(dir, features, true)?;
+    std::fs::create_dir_all(dest).with_context(|| format!("cannot create {}", dest.display()))?;
+    let copy = |p: &Path| -> Result<PathBuf> {
+        let to = dest.join(p.file_name().context("artifact name")?);
+        std::fs::copy(p, &to).with_context(|| format!("cannot copy {}", p.display()))?;
+        Ok(to)
+    };
+    Ok(Artifacts {
+        kernel: copy(&a.kernel)?,
+        programs: a
+            .programs
+            .iter()
+            .map(|(p, n)| Ok((copy(p)?, n.clone())))
+            .collect::<Result<_>>()?,
+    })
+}
+
 pub fn build(quiet: bool) -> Result<Artifacts> {
     build_in(&root(), &[], quiet)
 }

@@ -10,6 +10,7 @@ mod qemu;
 mod report;
 mod results;
 mod selftest;
+mod teach;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -48,6 +49,10 @@ enum Cmd {
     Bench(compare::BenchArgs),
     /// The speed-up table across results files (time without / time with).
     Table(compare::TableArgs),
+    /// One system call through a mechanism, explained step by step.
+    Trace(teach::TraceArgs),
+    /// QEMU paused with a gdb stub; gdb with symbols and a breakpoint on each entry stub.
+    Gdb(teach::GdbArgs),
     /// FreeBSD ministat on files of numbers.
     Ministat(ministat::Args),
 }
@@ -71,23 +76,23 @@ pub enum ModeArg {
 pub struct BootArgs {
     /// Accelerator: auto picks KVM only when /dev/kvm opens and the host CPU has vmx or svm.
     #[arg(long, value_enum, default_value = "auto")]
-    accel: AccelChoice,
+    pub accel: AccelChoice,
     /// QEMU CPU model (default: qemu32 under TCG, host under KVM). AMD models
     /// (athlon, phenom, ...) boot with qemu-system-x86_64 so SYSCALL is visible.
     #[arg(long)]
-    cpu: Option<String>,
+    pub cpu: Option<String>,
     /// Number of CPUs.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     smp: u32,
     /// Extra kernel command-line words (key=value), appended last.
     #[arg(long, default_value = "")]
-    append: String,
+    pub append: String,
     /// Boot through GRUB (a Multiboot 2 image) instead of QEMU's -kernel.
     #[arg(long)]
     grub: bool,
     /// Seconds before a hung guest is killed.
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86400))]
-    timeout: u64,
+    pub timeout: u64,
     /// Clock for timed regions (default: icount under TCG, tsc under KVM).
     #[arg(long, value_enum)]
     clock: Option<ClockArg>,
@@ -168,6 +173,8 @@ fn main() {
         Cmd::Import(a) => import(a),
         Cmd::Bench(a) => compare::bench(a),
         Cmd::Table(a) => compare::table(a),
+        Cmd::Trace(a) => teach::trace(a),
+        Cmd::Gdb(a) => teach::gdb(a),
         Cmd::Ministat(a) => Ok(ministat::main(a)),
     };
     match result {
@@ -245,6 +252,25 @@ pub fn prepare(
         boot.cdrom = Some(iso::build(art, &[entry], 0, &out)?);
     }
     Ok(Prepared { boot, clock })
+}
+
+impl BootArgs {
+    pub fn timeout_secs(&self) -> u64 {
+        self.timeout
+    }
+}
+
+/// Boot flags as the tests use them: TCG, the icount clock, `cpu` if given.
+pub fn test_boot_args(cpu: Option<&str>) -> BootArgs {
+    BootArgs {
+        accel: AccelChoice::Tcg,
+        cpu: cpu.map(str::to_string),
+        smp: 1,
+        append: String::new(),
+        grub: false,
+        timeout: 60,
+        clock: Some(ClockArg::Icount),
+    }
 }
 
 fn qemu_version(binary: &str) -> String {

@@ -92,6 +92,27 @@ pub fn ensure_tools() -> Result<()> {
     Ok(())
 }
 
+/// Makes sure gdb is there (for `cargo xtask gdb`).
+pub fn ensure_gdb() -> Result<()> {
+    if on_path("gdb") {
+        return Ok(());
+    }
+    if !(is_root() && on_path("apt-get")) {
+        bail!("gdb is missing. Install it with:\n  sudo apt-get install -y gdb");
+    }
+    eprintln!("xtask: gdb is missing; installing it with apt-get");
+    let ok = Command::new("sh")
+        .args(["-c", "apt-get install -y --no-install-recommends gdb >/dev/null || (apt-get update >/dev/null && apt-get install -y --no-install-recommends gdb >/dev/null)"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .context("cannot run apt-get")?
+        .success();
+    if !ok || !on_path("gdb") {
+        bail!("apt-get could not install gdb; try: apt-get install -y gdb");
+    }
+    Ok(())
+}
+
 /// Makes sure the toolchain has rust-src (build-std needs it). rustup does
 /// not add a component named in rust-toolchain.toml to a toolchain that is
 /// already installed, so a fresh machine lacks it.

@@ -609,6 +609,20 @@ pub fn run(a: TestArgs) -> Result<i32> {
             }
         }
     }
+    if !a.host_only {
+        for (name, r) in crate::teach::self_tests(a.filter.as_deref()) {
+            match r {
+                Ok(()) => {
+                    passed += 1;
+                    println!("PASS {name}");
+                }
+                Err(e) => {
+                    failed += 1;
+                    println!("FAIL {name}: {e}");
+                }
+            }
+        }
+    }
     println!("testbed: {passed} passed, {failed} failed");
     Ok(if failed == 0 { 0 } else { 1 })
 }

@@ -326,6 +326,12 @@ pub fn init(kernel_stack_top: u32, df: DoubleFaultTask, gate: u32, gate_floor: u
     unsafe { asm!("ltr %ax", in("ax") selector::TSS, options(att_syntax, nostack)) };
 }
 
+/// The raw descriptor `selector` names (for traces).
+pub fn raw(selector: u16) -> u64 {
+    // SAFETY: a read of a table written only during boot.
+    unsafe { GDT.get_mut().table[(selector >> 3) as usize].0 }
+}
+
 /// The main TSS. After a double fault the CPU has saved the faulting
 /// context's registers here (SDM Vol. 3A §7.3, step 8).
 pub fn main_tss() -> &'static Tss {

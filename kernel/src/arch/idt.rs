@@ -69,6 +69,12 @@ pub fn set(vector: u8, gate: Gate) {
     unsafe { IDT.get_mut().0[vector as usize] = gate };
 }
 
+/// The raw gate for `vector`, as the CPU will read it (for traces).
+pub fn raw(vector: u8) -> u64 {
+    // SAFETY: a read of a table written only during boot.
+    unsafe { IDT.get_mut().0[vector as usize].0 }
+}
+
 /// `lidt`.
 pub fn load() {
     #[repr(C, packed)]

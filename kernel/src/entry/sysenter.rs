@@ -34,7 +34,37 @@ use crate::arch::msr::{wrmsr, IA32_SYSENTER_CS, IA32_SYSENTER_EIP, IA32_SYSENTER
 use crate::syscall::dispatch;
 use crate::task;
 
+/// Known EFLAGS (DF, AC, NT, TF clear). Gone in the exercise that shows why.
+#[cfg(not(feature = "exercise-sysenter-no-flags-reset"))]
+macro_rules! reset_eflags {
+    () => {
+        "pushl $2\n popfl\n"
+    };
+}
+#[cfg(feature = "exercise-sysenter-no-flags-reset")]
+macro_rules! reset_eflags {
+    () => {
+        ""
+    };
+}
+
+/// The check that sends a dirty frame back through IRET. Gone in the
+/// exercise that shows why.
+#[cfg(not(feature = "exercise-sysexit-always"))]
+macro_rules! iret_if_dirty {
+    () => {
+        "testl ${dirty}, 48(%esp)\n jnz sysenter_iret\n"
+    };
+}
+#[cfg(feature = "exercise-sysexit-always")]
+macro_rules! iret_if_dirty {
+    () => {
+        "/* {dirty} */\n"
+    };
+}
+
 global_asm!(
+    concat!(
     r#"
     .pushsection .text.entry, "ax"
     .global sysenter_floor, sysenter_full, sysenter_traced
@@ -52,8 +82,7 @@ sysenter_full:
     pushfl
 sysenter_common:
     /* Known EFLAGS: DF, AC, NT, TF clear. */
-    pushl $2
-    popfl
+    "#, reset_eflags!(), r#"
     /* IRET frame's ESP slot: the user's stack pointer, which the stub put in EBP. */
     movl %ebp, 4(%esp)
     /* EBP must leave [EBP-4, EBP+4) inside user space, or a hostile user
@@ -79,8 +108,7 @@ sysenter_common:
     call {dispatch}
     /* SYSEXIT keeps the kernel's EFLAGS: only a user whose flags need no
        more than IF may take it. Otherwise return through IRET. */
-    testl ${dirty}, 48(%esp)
-    jnz sysenter_iret
+    "#, iret_if_dirty!(), r#"
     popal
     popl %es
     popl %ds
@@ -119,7 +147,7 @@ sysenter_bad_stack:
     .long 2b, sysenter_bad_stack
     .popsection
     .popsection
-    "#,
+    "#),
     user_base_plus4 = const USER_BASE + 4,
     user_top_minus4 = const USER_TOP - 4,
     ucode = const selector::USER_CODE,

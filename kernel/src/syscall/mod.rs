@@ -4,6 +4,7 @@
 //! in EAX, arguments in EBX, ECX, EDX, ESI, EDI, EBP. It writes the result
 //! (or a negative errno) into the saved EAX, which the entry's POPAL returns.
 
+mod trace;
 pub mod usercopy;
 
 use abi::syscall::{errno, fd, nr, CpuInfo};
@@ -36,6 +37,7 @@ const fn table() -> [Handler; nr::COUNT as usize] {
     t[nr::CPUINFO as usize] = sys_cpuinfo;
     t[nr::ENTRY_FLOOR as usize] = sys_entry_floor;
     t[nr::ARGSUM as usize] = sys_argsum;
+    t[nr::TRACE as usize] = trace::sys_trace;
     t
 }
 
@@ -152,6 +154,7 @@ fn entry_floor(mechanism: u32, on: u32) -> u32 {
 mod ring {
     use abi::syscall::fd::RING_SIZE;
 
+    use super::usercopy::copy_bytes;
     use crate::sync::cell::BootCell;
 
     struct Ring {
@@ -171,9 +174,14 @@ mod ring {
         // SAFETY: one context at a time (syscalls run with IF=0).
         let r = unsafe { RING.get_mut() };
         let n = b.len().min(RING_SIZE - r.len);
-        for &byte in &b[..n] {
-            r.buf[(r.head + r.len) % RING_SIZE] = byte;
-            r.len += 1;
+        let mut done = 0;
+        while done < n {
+            // At most two contiguous pieces: up to the end, then from 0.
+            let tail = (r.head + r.len) % RING_SIZE;
+            let k = (n - done).min(RING_SIZE - tail);
+            copy_bytes(&mut r.buf[tail..tail + k], &b[done..done + k]);
+            r.len += k;
+            done += k;
         }
         n
     }
@@ -183,10 +191,13 @@ mod ring {
         // SAFETY: as in write.
         let r = unsafe { RING.get_mut() };
         let n = out.len().min(r.len);
-        for o in &mut out[..n] {
-            *o = r.buf[r.head];
-            r.head = (r.head + 1) % RING_SIZE;
-            r.len -= 1;
+        let mut done = 0;
+        while done < n {
+            let k = (n - done).min(RING_SIZE - r.head);
+            copy_bytes(&mut out[done..done + k], &r.buf[r.head..r.head + k]);
+            r.head = (r.head + k) % RING_SIZE;
+            r.len -= k;
+            done += k;
         }
         n
     }

@@ -6,7 +6,7 @@
 
 use userland::abi::layout::{USER_STACK_TOP, USER_TOP};
 use userland::abi::report::kind;
-use userland::abi::syscall::{argsum, errno, fd, nr, DEFAULT_EUID};
+use userland::abi::syscall::{argsum, errno, fd, nr, DEFAULT_EUID, TRACE_ARG, TRACE_ARG_MASK};
 use userland::abi::Mechanism;
 use userland::{println, record, sys};
 
@@ -41,8 +41,63 @@ fn neg(e: i32) -> u32 {
 
 static READ_ONLY: [u8; 8] = *b"readonly";
 
+/// Trace mode (`trace=<mechanism>` on the kernel command line): one traced
+/// call, with the user's registers printed before and after.
+fn trace(m: Mechanism) -> i32 {
+    let seq = match m {
+        Mechanism::Int80 => "int $0x80",
+        Mechanism::Sysenter => "push ecx; push edx; push ebp; mov esp,ebp; push $ret; sysenter",
+        Mechanism::CallGate => "lcall $0x3b, $0",
+        Mechanism::Syscall => "push ecx; syscall",
+    };
+    println!("user: about to enter through {}: {}", m.title(), seq);
+    println!(
+        "user: before: EAX={:#x} (trace) EBX=0x11111111 ECX=0x22222222 EDX=0x33333333 ESI=0x44444444 EDI=0x55555555 EBP=0x66666666",
+        nr::TRACE
+    );
+    let (before, after) = sys::trace(m);
+    let [edi, esi, ebp, esp, ebx, edx, ecx, eax, eflags] = after;
+    println!(
+        "user: ESP={:#x} EFLAGS={:#010x} before the sequence",
+        before[0], before[1]
+    );
+    println!(
+        "user: after:  EAX={:#x} (pid) EBX={:#x} ECX={:#x} EDX={:#x} ESI={:#x} EDI={:#x} EBP={:#x} ESP={:#x} EFLAGS={:#010x}",
+        eax, ebx, ecx, edx, esi, edi, ebp, esp, eflags
+    );
+    let kept = [ebx, ecx, edx, esi, edi, ebp]
+        == [
+            0x1111_1111,
+            0x2222_2222,
+            0x3333_3333,
+            0x4444_4444,
+            0x5555_5555,
+            0x6666_6666,
+        ]
+        && esp == before[0];
+    println!(
+        "user: {}",
+        if kept {
+            "every register the ABI promises came back unchanged"
+        } else {
+            "REGISTERS CHANGED"
+        }
+    );
+    if kept {
+        0
+    } else {
+        1
+    }
+}
+
 #[unsafe(no_mangle)]
-extern "C" fn main(_arg: u32) -> i32 {
+extern "C" fn main(arg: u32) -> i32 {
+    if arg & TRACE_ARG_MASK == TRACE_ARG {
+        return match Mechanism::from_u32(arg & !TRACE_ARG_MASK) {
+            Some(m) => trace(m),
+            None => 2,
+        };
+    }
     let info = sys::cpuinfo();
     let pid = sys::call(Mechanism::Int80, nr::GETPID, [0; 6]);
     let mut failed = 0;
@@ -122,6 +177,29 @@ extern "C" fn main(_arg: u32) -> i32 {
         c.check("read into read-only memory gives EFAULT", r == efault, r);
         let r = call(nr::WRITE, [fd::NULL, 0x0010_0000, 0, 0, 0, 0]);
         c.check("zero length is not checked", r == 0, r);
+
+        // A user may enter with DF, AC or NT set. The kernel must not run
+        // with them (its copies use `rep movsb`, which DF turns backwards),
+        // and the user must get its flags back.
+        for (flag, what) in [(sys::DF, "DF"), (sys::AC, "AC"), (sys::NT, "NT")] {
+            let data = *b"0123456789abcdef";
+            let (w, after) =
+                sys::call_with_flags(m, flag, nr::WRITE, [fd::RING, data.as_ptr() as u32, 16]);
+            let mut back = [0u8; 16];
+            let r = call(nr::READ, [fd::RING, back.as_mut_ptr() as u32, 16, 0, 0, 0]);
+            let mut name = userland::Line::new();
+            let _ = core::fmt::Write::write_fmt(
+                &mut name,
+                format_args!("{what} set before the call: ring data intact"),
+            );
+            c.check(name.as_str(), w == 16 && r == 16 && back == data, r);
+            let mut name = userland::Line::new();
+            let _ = core::fmt::Write::write_fmt(
+                &mut name,
+                format_args!("{what} set before the call: the user gets it back"),
+            );
+            c.check(name.as_str(), after & flag != 0, after);
+        }
 
         let regs = sys::registers_after(m);
         let want = [0, 0, 0, 0x5555_5555, 0x4444_4444, 0x6666_6666];
