@@ -53,6 +53,8 @@ enum Cmd {
     Trace(teach::TraceArgs),
     /// QEMU paused with a gdb stub; gdb with symbols and a breakpoint on each entry stub.
     Gdb(teach::GdbArgs),
+    /// Regenerate the command outputs shown in docs/*.md (--check: fail if stale).
+    Docs(teach::DocsArgs),
     /// FreeBSD ministat on files of numbers.
     Ministat(ministat::Args),
 }
@@ -175,6 +177,7 @@ fn main() {
         Cmd::Table(a) => compare::table(a),
         Cmd::Trace(a) => teach::trace(a),
         Cmd::Gdb(a) => teach::gdb(a),
+        Cmd::Docs(a) => teach::docs(a),
         Cmd::Ministat(a) => Ok(ministat::main(a)),
     };
     match result {
