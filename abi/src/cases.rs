@@ -1,46 +1,733 @@
-//! The user-fault cases the test program `faults` runs, one per boot of the
-//! program (its argument selects the case), with the outcome each must have.
-//! Shared so the kernel's expectations and the program cannot drift apart.
+//! The hostile user suite: what the test program `faults` does in each run
+//! (its argument is the index of a case in [`FAULT_CASES`]) and how each run
+//! must end. Shared so the kernel's expectations and the program cannot
+//! drift apart: the program matches on [`Act`], the kernel on [`Expect`].
+//!
+//! Every case runs as a fresh task; the kernel checks how it ended, then
+//! runs the next. A case that needs a mechanism this CPU lacks exits with
+//! [`EXIT_SKIPPED`] and counts as skipped, with the reason printed.
+
+use crate::layout::{PAGE_SIZE, USER_STACK_SIZE, USER_STACK_TOP, USER_TOP};
+use crate::syscall::{errno, nr, Mechanism};
+
+/// EFLAGS bits a ring-3 program can change with POPF (IF and IOPL it
+/// cannot: at CPL 3 with IOPL 0 POPF leaves them alone; SDM Vol. 2B, POPF).
+pub mod eflags {
+    /// Trap flag: single-step (SDM Vol. 3A §17.3.1.4).
+    pub const TF: u32 = 1 << 8;
+    /// Interrupt enable (read-only for the user; must be on after every return).
+    pub const IF: u32 = 1 << 9;
+    /// Direction flag: string instructions run backwards.
+    pub const DF: u32 = 1 << 10;
+    /// Nested task: an IRET with NT set is a task return (SDM Vol. 3A §7.4).
+    pub const NT: u32 = 1 << 14;
+    /// Alignment check (faults only where CR0.AM is set, which this kernel
+    /// leaves clear).
+    pub const AC: u32 = 1 << 18;
+    /// The bits a user may set before an entry and must get back.
+    pub const HOSTILE: u32 = DF | NT | AC;
+
+    pub fn name(bit: u32) -> &'static str {
+        match bit {
+            TF => "TF",
+            IF => "IF",
+            DF => "DF",
+            NT => "NT",
+            AC => "AC",
+            _ => "?",
+        }
+    }
+}
+
+/// The exit status a case uses for "this CPU lacks the mechanism I need".
+pub const EXIT_SKIPPED: i32 = 2;
 
 /// How a case must end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Expect {
-    /// Ended by this CPU exception vector, with a report.
+    /// Ended by this CPU exception vector, raised in ring 3, with a report.
     Fault(u8),
-    /// A fast entry without a valid user stack: the task is ended.
+    /// Ended by either vector: where CPU generations differ (RDMSR and
+    /// WRMSR are #GP in ring 3 where MSRs exist, #UD on a 486 without them).
+    FaultEither(u8, u8),
+    /// A fast entry (sysenter, syscall) without a valid user stack: the
+    /// kernel ends the task instead of reading its own memory.
     BadStack,
-    /// `exit(code)`.
+    /// `exit(code)`: 0 when the program saw every result it checks for.
     Exit(i32),
+    /// The call returned `-errno` through every usable mechanism; the
+    /// program exits with that errno.
+    Errno(i32),
 }
 
-pub const FAULT_CASES: &[(&str, Expect)] = &[
-    ("write to kernel memory (#PF)", Expect::Fault(14)),
-    ("read of an unmapped page (#PF)", Expect::Fault(14)),
-    ("jump into kernel code (#PF)", Expect::Fault(14)),
-    ("cli (#GP)", Expect::Fault(13)),
-    ("hlt (#GP)", Expect::Fault(13)),
-    ("in from a port (#GP)", Expect::Fault(13)),
-    ("out to a port (#GP)", Expect::Fault(13)),
-    ("int to a DPL-0 vector (#GP)", Expect::Fault(13)),
-    ("ud2 (#UD)", Expect::Fault(6)),
-    ("divide by zero (#DE)", Expect::Fault(0)),
-    ("int3 (#BP)", Expect::Fault(3)),
-    (
+impl Expect {
+    /// True when a task that ended this way is what the case expects.
+    pub fn matches_fault(self, vector: u8) -> bool {
+        match self {
+            Expect::Fault(v) => v == vector,
+            Expect::FaultEither(a, b) => vector == a || vector == b,
+            _ => false,
+        }
+    }
+
+    /// The exit status this expectation stands for, if it is one.
+    pub fn exit_code(self) -> Option<i32> {
+        match self {
+            Expect::Exit(c) | Expect::Errno(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// A privileged instruction (each #GP in ring 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Privileged {
+    Cli,
+    Sti,
+    Hlt,
+    InPort,
+    OutPort,
+    Lgdt,
+    Lidt,
+    Ltr,
+    MovToCr0,
+    MovFromCr0,
+    MovToCr3,
+    MovToDr7,
+    Clts,
+    Wbinvd,
+    Rdmsr,
+    Wrmsr,
+    Invlpg,
+    /// Load the kernel data selector (DPL 0) into DS.
+    LoadKernelDs,
+    /// `ljmp` to the kernel code selector (DPL 0).
+    FarJumpKernelCode,
+    /// `iret` with a frame whose CS is the kernel's.
+    IretToRing0,
+    /// `int $13`: an exception vector, gate DPL 0.
+    IntDplZero,
+    /// `int $8`: the double-fault task gate, DPL 0.
+    IntTaskGate,
+}
+
+/// Where a sysenter's stack pointers point (see `kernel/src/entry/sysenter.rs`:
+/// the kernel reads the return EIP at `[EBP-4]` and argument 6 at `[EBP]`,
+/// both only after checking `[EBP-4, EBP+4)` lies in user space, and
+/// returns with ESP = EBP; the user's ESP it never reads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SysenterStack {
+    /// EBP at the kernel's first megabyte: refused by the range check.
+    EbpKernel,
+    /// EBP in the unmapped hole between the program and its stack: the
+    /// kernel's read faults and the exception table ends the task.
+    EbpUnmapped,
+    /// EBP at an odd address inside a writable buffer: the reads work.
+    EbpMisaligned,
+    /// EBP = USER_STACK_TOP - 4: `[EBP-4, EBP+4)` is the stack's last 8 bytes.
+    EbpLastWord,
+    /// EBP = USER_STACK_TOP: argument 6 would be read from above the stack.
+    EbpStackTop,
+    /// EBP = USER_TOP - 2: the frame straddles the top of user space.
+    EbpStraddlesUserTop,
+    /// EBP = 0xffff_fffe: `EBP+4` wraps past 4 GiB.
+    EbpWraps,
+    /// EBP = USER_BASE + 2: `EBP-4` is below user space.
+    EbpBelowUserBase,
+    /// ESP misaligned, EBP a good frame: ESP is not read.
+    EspMisaligned,
+    /// ESP in kernel memory, EBP a good frame.
+    EspKernel,
+    /// ESP unmapped, EBP a good frame.
+    EspUnmapped,
+    /// A good frame whose return address `[EBP-4]` is kernel code: SYSEXIT
+    /// goes there in ring 3 and the fetch page-faults in user mode.
+    ReturnToKernel,
+}
+
+/// The pointer a system call gets in an errno case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pointer {
+    Null,
+    /// The kernel's first megabyte (kernel code).
+    Kernel,
+    /// Between the program and its stack, never mapped.
+    Unmapped,
+    /// 16 bytes below 4 GiB (with a length that carries past it).
+    Wrapping,
+    /// The first byte of user space's end, `USER_TOP`.
+    AboveUser,
+    /// Two bytes below USER_STACK_TOP: the rest of the buffer is unmapped.
+    StraddlesStackTop,
+    /// Two bytes below the stack's lowest page: they lie in the guard page.
+    StraddlesGuard,
+    /// The program's read-only data.
+    ReadOnly,
+    /// A writable buffer of the program (for the length cases).
+    Writable,
+}
+
+impl Pointer {
+    /// The address, given the program's own read-only and writable buffers.
+    pub fn address(self, read_only: u32, writable: u32) -> u32 {
+        match self {
+            Pointer::Null => 0,
+            Pointer::Kernel => KERNEL_ADDRESS,
+            Pointer::Unmapped => UNMAPPED_USER_ADDRESS,
+            Pointer::Wrapping => 0xffff_fff0,
+            Pointer::AboveUser => USER_TOP,
+            Pointer::StraddlesStackTop => USER_STACK_TOP - 2,
+            Pointer::StraddlesGuard => USER_STACK_TOP - USER_STACK_SIZE - 2,
+            Pointer::ReadOnly => read_only,
+            Pointer::Writable => writable,
+        }
+    }
+}
+
+/// An address inside user space that no program maps: between a program
+/// (linked at USER_BASE, far smaller than this) and its stack.
+pub const UNMAPPED_USER_ADDRESS: u32 = 0x7000_0000;
+/// An address in the kernel's identity map (its code starts at 1 MiB).
+pub const KERNEL_ADDRESS: u32 = 0x0010_0000;
+/// The page just below the user stack, never mapped.
+pub const STACK_GUARD: u32 = USER_STACK_TOP - USER_STACK_SIZE - PAGE_SIZE;
+
+/// A system call in an errno case: `(number, a1, a2, a3)`, where
+/// [`PTR`] in an argument stands for the case's [`Pointer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call {
+    pub nr: u32,
+    pub args: [u32; 3],
+    pub ptr: Pointer,
+}
+
+/// Placeholder for "the pointer" in [`Call::args`].
+pub const PTR: u32 = 0xdead_0001;
+
+/// What a case does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Act {
+    WriteKernel,
+    ReadUnmapped,
+    JumpKernel,
+    StackOverflow,
+    Privileged(Privileged),
+    Ud2,
+    DivideError,
+    Int3,
+    /// TF set just before the entry instruction.
+    TfBefore(Mechanism),
+    /// This EFLAGS bit (DF, AC or NT) set just before the entry: the call
+    /// must give the right result, the kernel must not run with it (its
+    /// copies use `rep movsb`), and the user must get it back.
+    FlagBefore(Mechanism, u32),
+    /// `mov %ss` (or `pop %ss` when `pop`) immediately before the entry
+    /// instruction, with TF set too when `tf`.
+    SsBefore {
+        mech: Mechanism,
+        pop: bool,
+        tf: bool,
+    },
+    /// sysenter with a chosen EBP/ESP.
+    Sysenter(SysenterStack),
+    /// AMD syscall with ESP at this address (the kernel reads argument 2 at [ESP]).
+    SyscallEsp(u32),
+    /// int 0x80 or the call gate with ESP at this address: the CPU pushes
+    /// the return frame on the kernel stack, never on the user's.
+    BadEsp(Mechanism, u32),
+    /// One call through every usable mechanism.
+    Call(Call),
+}
+
+const fn case(name: &'static str, act: Act, expect: Expect) -> Case {
+    Case { name, act, expect }
+}
+
+/// One hostile case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Case {
+    pub name: &'static str,
+    pub act: Act,
+    pub expect: Expect,
+}
+
+const GP: Expect = Expect::Fault(13);
+const PF: Expect = Expect::Fault(14);
+const DB: Expect = Expect::Fault(1);
+use eflags::{AC, DF, NT};
+use Mechanism::{CallGate, Int80, Syscall, Sysenter};
+
+const fn call(nr: u32, args: [u32; 3], ptr: Pointer) -> Act {
+    Act::Call(Call { nr, args, ptr })
+}
+const fn privileged(p: Privileged) -> Act {
+    Act::Privileged(p)
+}
+const NULL_FD: u32 = crate::syscall::fd::NULL;
+const RING_FD: u32 = crate::syscall::fd::RING;
+const STDIN_FD: u32 = crate::syscall::fd::STDIN;
+
+pub const FAULT_CASES: &[Case] = &[
+    // Memory the user may not touch.
+    case("write to kernel memory (#PF)", Act::WriteKernel, PF),
+    case("read of an unmapped page (#PF)", Act::ReadUnmapped, PF),
+    case("jump into kernel code (#PF)", Act::JumpKernel, PF),
+    case(
         "user stack overflow into the guard page (#PF)",
-        Expect::Fault(14),
+        Act::StackOverflow,
+        PF,
     ),
-    ("sysenter with EBP in the kernel", Expect::BadStack),
-    ("sysenter with EBP unmapped", Expect::BadStack),
-    (
+    // Privileged instructions: CPL 3 > IOPL 0, or CPL-0-only.
+    case("cli (#GP)", privileged(Privileged::Cli), GP),
+    case("sti (#GP)", privileged(Privileged::Sti), GP),
+    case("hlt (#GP)", privileged(Privileged::Hlt), GP),
+    case("in from a port (#GP)", privileged(Privileged::InPort), GP),
+    case("out to a port (#GP)", privileged(Privileged::OutPort), GP),
+    case("lgdt (#GP)", privileged(Privileged::Lgdt), GP),
+    case("lidt (#GP)", privileged(Privileged::Lidt), GP),
+    case("ltr (#GP)", privileged(Privileged::Ltr), GP),
+    case("mov to CR0 (#GP)", privileged(Privileged::MovToCr0), GP),
+    case("mov from CR0 (#GP)", privileged(Privileged::MovFromCr0), GP),
+    case("mov to CR3 (#GP)", privileged(Privileged::MovToCr3), GP),
+    case("mov to DR7 (#GP)", privileged(Privileged::MovToDr7), GP),
+    case("clts (#GP)", privileged(Privileged::Clts), GP),
+    case("wbinvd (#GP)", privileged(Privileged::Wbinvd), GP),
+    case(
+        "rdmsr (#GP; #UD without MSRs)",
+        privileged(Privileged::Rdmsr),
+        Expect::FaultEither(13, 6),
+    ),
+    case(
+        "wrmsr (#GP; #UD without MSRs)",
+        privileged(Privileged::Wrmsr),
+        Expect::FaultEither(13, 6),
+    ),
+    case("invlpg (#GP)", privileged(Privileged::Invlpg), GP),
+    case(
+        "load the kernel data selector into DS (#GP)",
+        privileged(Privileged::LoadKernelDs),
+        GP,
+    ),
+    case(
+        "far jump to the kernel code selector (#GP)",
+        privileged(Privileged::FarJumpKernelCode),
+        GP,
+    ),
+    case(
+        "iret to ring 0 (#GP)",
+        privileged(Privileged::IretToRing0),
+        GP,
+    ),
+    case(
+        "int to a DPL-0 vector (#GP)",
+        privileged(Privileged::IntDplZero),
+        GP,
+    ),
+    case(
+        "int to the double-fault task gate (#GP)",
+        privileged(Privileged::IntTaskGate),
+        GP,
+    ),
+    // Exceptions the user raises itself.
+    case("ud2 (#UD)", Act::Ud2, Expect::Fault(6)),
+    case("divide by zero (#DE)", Act::DivideError, Expect::Fault(0)),
+    case("int3 (#BP)", Act::Int3, Expect::Fault(3)),
+    // EFLAGS before an entry. TF: the kernel survives the trap (at the
+    // entry's first instruction for sysenter, the call gate and syscall,
+    // which do not clear TF) and the user single-steps on after the return.
+    case(
         "TF set before sysenter (#DB after the return)",
-        Expect::Fault(1),
+        Act::TfBefore(Sysenter),
+        DB,
     ),
-    (
+    case(
         "TF set before int 0x80 (#DB after the return)",
-        Expect::Fault(1),
+        Act::TfBefore(Int80),
+        DB,
     ),
-    (
+    case(
         "TF set before the call gate (#DB after the return)",
-        Expect::Fault(1),
+        Act::TfBefore(CallGate),
+        DB,
+    ),
+    case(
+        "TF set before syscall (#DB after the return)",
+        Act::TfBefore(Syscall),
+        DB,
+    ),
+    // DF, AC, NT: right result, flags given back (sysenter and syscall
+    // return through IRET when the saved flags hold them).
+    case(
+        "DF set before int 0x80: right result, DF given back",
+        Act::FlagBefore(Int80, DF),
+        Expect::Exit(0),
+    ),
+    case(
+        "AC set before int 0x80: right result, AC given back",
+        Act::FlagBefore(Int80, AC),
+        Expect::Exit(0),
+    ),
+    case(
+        "NT set before int 0x80: right result, NT given back",
+        Act::FlagBefore(Int80, NT),
+        Expect::Exit(0),
+    ),
+    case(
+        "DF set before sysenter: right result, DF given back",
+        Act::FlagBefore(Sysenter, DF),
+        Expect::Exit(0),
+    ),
+    case(
+        "AC set before sysenter: right result, AC given back",
+        Act::FlagBefore(Sysenter, AC),
+        Expect::Exit(0),
+    ),
+    case(
+        "NT set before sysenter: right result, NT given back",
+        Act::FlagBefore(Sysenter, NT),
+        Expect::Exit(0),
+    ),
+    case(
+        "DF set before the call gate: right result, DF given back",
+        Act::FlagBefore(CallGate, DF),
+        Expect::Exit(0),
+    ),
+    case(
+        "AC set before the call gate: right result, AC given back",
+        Act::FlagBefore(CallGate, AC),
+        Expect::Exit(0),
+    ),
+    case(
+        "NT set before the call gate: right result, NT given back",
+        Act::FlagBefore(CallGate, NT),
+        Expect::Exit(0),
+    ),
+    case(
+        "DF set before syscall: right result, DF given back",
+        Act::FlagBefore(Syscall, DF),
+        Expect::Exit(0),
+    ),
+    case(
+        "AC set before syscall: right result, AC given back",
+        Act::FlagBefore(Syscall, AC),
+        Expect::Exit(0),
+    ),
+    case(
+        "NT set before syscall: right result, NT given back",
+        Act::FlagBefore(Syscall, NT),
+        Expect::Exit(0),
+    ),
+    // MOV SS / POP SS hold off interrupts and debug traps for one
+    // instruction (SDM Vol. 3A §6.8.3). With nothing pending the entry is
+    // an ordinary call; with TF set, the trap the MOV SS held off lands
+    // where TF alone would put it.
+    case(
+        "mov ss right before int 0x80: an ordinary call",
+        Act::SsBefore {
+            mech: Int80,
+            pop: false,
+            tf: false,
+        },
+        Expect::Exit(0),
+    ),
+    case(
+        "pop ss right before int 0x80: an ordinary call",
+        Act::SsBefore {
+            mech: Int80,
+            pop: true,
+            tf: false,
+        },
+        Expect::Exit(0),
+    ),
+    case(
+        "mov ss right before sysenter: an ordinary call",
+        Act::SsBefore {
+            mech: Sysenter,
+            pop: false,
+            tf: false,
+        },
+        Expect::Exit(0),
+    ),
+    case(
+        "pop ss right before sysenter: an ordinary call",
+        Act::SsBefore {
+            mech: Sysenter,
+            pop: true,
+            tf: false,
+        },
+        Expect::Exit(0),
+    ),
+    case(
+        "TF and mov ss right before int 0x80 (#DB after the return)",
+        Act::SsBefore {
+            mech: Int80,
+            pop: false,
+            tf: true,
+        },
+        DB,
+    ),
+    case(
+        "TF and pop ss right before sysenter (#DB after the return)",
+        Act::SsBefore {
+            mech: Sysenter,
+            pop: true,
+            tf: true,
+        },
+        DB,
+    ),
+    // sysenter's stack: the kernel reads [EBP-4, EBP+4) only.
+    case(
+        "sysenter with EBP in the kernel",
+        Act::Sysenter(SysenterStack::EbpKernel),
+        Expect::BadStack,
+    ),
+    case(
+        "sysenter with EBP unmapped",
+        Act::Sysenter(SysenterStack::EbpUnmapped),
+        Expect::BadStack,
+    ),
+    case(
+        "sysenter with EBP misaligned: the call works",
+        Act::Sysenter(SysenterStack::EbpMisaligned),
+        Expect::Exit(0),
+    ),
+    case(
+        "sysenter with EBP on the stack's last word: the call works",
+        Act::Sysenter(SysenterStack::EbpLastWord),
+        Expect::Exit(0),
+    ),
+    case(
+        "sysenter with EBP at the top of the user stack",
+        Act::Sysenter(SysenterStack::EbpStackTop),
+        Expect::BadStack,
+    ),
+    case(
+        "sysenter with EBP straddling the top of user space",
+        Act::Sysenter(SysenterStack::EbpStraddlesUserTop),
+        Expect::BadStack,
+    ),
+    case(
+        "sysenter with EBP wrapping past 4 GiB",
+        Act::Sysenter(SysenterStack::EbpWraps),
+        Expect::BadStack,
+    ),
+    case(
+        "sysenter with EBP-4 below user space",
+        Act::Sysenter(SysenterStack::EbpBelowUserBase),
+        Expect::BadStack,
+    ),
+    case(
+        "sysenter with ESP misaligned: the call works",
+        Act::Sysenter(SysenterStack::EspMisaligned),
+        Expect::Exit(0),
+    ),
+    case(
+        "sysenter with ESP in the kernel: the call works",
+        Act::Sysenter(SysenterStack::EspKernel),
+        Expect::Exit(0),
+    ),
+    case(
+        "sysenter with ESP unmapped: the call works",
+        Act::Sysenter(SysenterStack::EspUnmapped),
+        Expect::Exit(0),
+    ),
+    case(
+        "sysenter returning to kernel code (#PF in ring 3)",
+        Act::Sysenter(SysenterStack::ReturnToKernel),
+        PF,
+    ),
+    // AMD syscall reads argument 2 at the user's [ESP].
+    case(
+        "syscall with ESP in the kernel",
+        Act::SyscallEsp(KERNEL_ADDRESS),
+        Expect::BadStack,
+    ),
+    case(
+        "syscall with ESP unmapped",
+        Act::SyscallEsp(UNMAPPED_USER_ADDRESS),
+        Expect::BadStack,
+    ),
+    case(
+        "syscall with ESP at the top of the user stack",
+        Act::SyscallEsp(USER_STACK_TOP),
+        Expect::BadStack,
+    ),
+    // A bad ESP is harmless to the slow entries: the CPU switches to the
+    // TSS's ring-0 stack before it pushes anything.
+    case(
+        "call gate with ESP in the kernel: the call works",
+        Act::BadEsp(CallGate, KERNEL_ADDRESS),
+        Expect::Exit(0),
+    ),
+    case(
+        "call gate with ESP unmapped: the call works",
+        Act::BadEsp(CallGate, UNMAPPED_USER_ADDRESS),
+        Expect::Exit(0),
+    ),
+    case(
+        "int 0x80 with ESP in the kernel: the call works",
+        Act::BadEsp(Int80, KERNEL_ADDRESS),
+        Expect::Exit(0),
+    ),
+    case(
+        "int 0x80 with ESP unmapped: the call works",
+        Act::BadEsp(Int80, UNMAPPED_USER_ADDRESS),
+        Expect::Exit(0),
+    ),
+    // Numbers and pointers: an errno, never a kernel fault.
+    case(
+        "number one past the table (ENOSYS)",
+        call(nr::COUNT, [0; 3], Pointer::Null),
+        Expect::Errno(errno::ENOSYS),
+    ),
+    case(
+        "huge number 0x7fffffff (ENOSYS)",
+        call(0x7fff_ffff, [0; 3], Pointer::Null),
+        Expect::Errno(errno::ENOSYS),
+    ),
+    case(
+        "negative number -1 (ENOSYS)",
+        call(u32::MAX, [0; 3], Pointer::Null),
+        Expect::Errno(errno::ENOSYS),
+    ),
+    case(
+        "write from a null pointer (EFAULT)",
+        call(nr::WRITE, [NULL_FD, PTR, 4], Pointer::Null),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "write from kernel memory (EFAULT)",
+        call(nr::WRITE, [NULL_FD, PTR, 4], Pointer::Kernel),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "write from an unmapped page (EFAULT)",
+        call(nr::WRITE, [NULL_FD, PTR, 4], Pointer::Unmapped),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "write from a range wrapping past 4 GiB (EFAULT)",
+        call(nr::WRITE, [NULL_FD, PTR, 0x20], Pointer::Wrapping),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "write from above user space (EFAULT)",
+        call(nr::WRITE, [NULL_FD, PTR, 4], Pointer::AboveUser),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "write from a buffer straddling the stack top (EFAULT)",
+        call(nr::WRITE, [NULL_FD, PTR, 4], Pointer::StraddlesStackTop),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "write from a buffer straddling the guard page (EFAULT)",
+        call(nr::WRITE, [NULL_FD, PTR, 4], Pointer::StraddlesGuard),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "write with length 0xffffffff (EFAULT)",
+        call(nr::WRITE, [NULL_FD, PTR, u32::MAX], Pointer::Writable),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "write with length 0x7fffffff (EFAULT)",
+        call(nr::WRITE, [NULL_FD, PTR, 0x7fff_ffff], Pointer::Writable),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "write with length 16 MiB past the program (EFAULT)",
+        call(nr::WRITE, [NULL_FD, PTR, 16 << 20], Pointer::Writable),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "write of 0 bytes from kernel memory returns 0",
+        call(nr::WRITE, [NULL_FD, PTR, 0], Pointer::Kernel),
+        Expect::Exit(0),
+    ),
+    case(
+        "read into read-only memory (EFAULT)",
+        call(nr::READ, [STDIN_FD, PTR, 4], Pointer::ReadOnly),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "read into kernel memory (EFAULT)",
+        call(nr::READ, [RING_FD, PTR, 4], Pointer::Kernel),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "cpuinfo into kernel memory (EFAULT)",
+        call(nr::CPUINFO, [PTR, 4096, 0], Pointer::Kernel),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "cpuinfo into a too-short buffer (EINVAL)",
+        call(nr::CPUINFO, [PTR, 4, 0], Pointer::Writable),
+        Expect::Errno(errno::EINVAL),
+    ),
+    case(
+        "write to a bad descriptor (EBADF)",
+        call(nr::WRITE, [99, PTR, 4], Pointer::Writable),
+        Expect::Errno(errno::EBADF),
+    ),
+    case(
+        "entry_floor for no mechanism (EINVAL)",
+        call(nr::ENTRY_FLOOR, [7, 0, 0], Pointer::Null),
+        Expect::Errno(errno::EINVAL),
     ),
 ];
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::layout::USER_BASE;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn names_are_unique_and_short() {
+        let mut seen = BTreeSet::new();
+        for c in FAULT_CASES {
+            assert!(seen.insert(c.name), "duplicate case {:?}", c.name);
+            // The kernel builds "user fault: NAME" in a 128-byte buffer.
+            assert!(c.name.len() < 100, "{:?} is too long", c.name);
+        }
+    }
+
+    #[test]
+    fn every_errno_case_is_a_call() {
+        for c in FAULT_CASES {
+            if let Expect::Errno(e) = c.expect {
+                assert!(matches!(c.act, Act::Call(_)), "{}", c.name);
+                assert!(e > 0 && e != EXIT_SKIPPED, "{}", c.name);
+            }
+            if let Act::Call(k) = c.act {
+                assert_ne!(k.nr, nr::EXIT, "{}", c.name);
+            }
+        }
+    }
+
+    #[test]
+    fn pointers_are_where_their_names_say() {
+        let ro = USER_BASE + 0x1000;
+        let rw = USER_BASE + 0x2000;
+        assert!(Pointer::Kernel.address(ro, rw) < USER_BASE);
+        assert!(Pointer::AboveUser.address(ro, rw) >= USER_TOP);
+        let g = Pointer::StraddlesGuard.address(ro, rw);
+        assert!((STACK_GUARD..STACK_GUARD + PAGE_SIZE).contains(&g));
+        assert!(Pointer::Wrapping
+            .address(ro, rw)
+            .checked_add(0x20)
+            .is_none());
+        let u = Pointer::Unmapped.address(ro, rw);
+        assert!(u > USER_BASE + (16 << 20) && u < STACK_GUARD);
+    }
+
+    #[test]
+    fn expectations_match() {
+        assert!(Expect::FaultEither(13, 6).matches_fault(6));
+        assert!(!Expect::Fault(13).matches_fault(6));
+        assert_eq!(Expect::Errno(14).exit_code(), Some(14));
+        assert_eq!(Expect::BadStack.exit_code(), None);
+    }
+}

@@ -19,6 +19,8 @@ pub const KEYS: &[&str] = &[
     KEY_BATCHES,
     KEY_BATCH_SIZE,
     KEY_TRACE,
+    KEY_SEED,
+    KEY_FUZZ_CALLS,
 ];
 pub const KEY_MODE: &str = "mode";
 pub const KEY_PROG: &str = "prog";
@@ -30,6 +32,8 @@ pub const KEY_ENTRY: &str = "entry";
 pub const KEY_BATCHES: &str = "batches";
 pub const KEY_BATCH_SIZE: &str = "batch_size";
 pub const KEY_TRACE: &str = "trace";
+pub const KEY_SEED: &str = "seed";
+pub const KEY_FUZZ_CALLS: &str = "fuzz_calls";
 
 /// What the boot is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,6 +121,10 @@ pub struct Options<'a> {
     /// `trace=<mechanism>`: run the user test program in trace mode, which
     /// makes one traced system call through this mechanism.
     pub trace: Option<Mechanism>,
+    /// `seed=N`: the fuzzer's PRNG seed (the same seed gives the same calls).
+    pub seed: u32,
+    /// `fuzz_calls=N`: how many calls the fuzzer makes.
+    pub fuzz_calls: u32,
 }
 
 pub const DEFAULT_PROG: &str = "bench";
@@ -124,6 +132,9 @@ pub const DEFAULT_BATCHES: u32 = 64;
 pub const DEFAULT_BATCH_SIZE: u32 = 4096;
 /// Upper bound on `batches`: the kernel keeps every per-batch sample.
 pub const MAX_BATCHES: u32 = 1024;
+pub const DEFAULT_SEED: u32 = 1;
+/// The fuzzer's default: what CI runs (a benchmark run asks for 10^6).
+pub const DEFAULT_FUZZ_CALLS: u32 = 50_000;
 
 impl Default for Options<'_> {
     fn default() -> Self {
@@ -138,6 +149,8 @@ impl Default for Options<'_> {
             batches: DEFAULT_BATCHES,
             batch_size: DEFAULT_BATCH_SIZE,
             trace: None,
+            seed: DEFAULT_SEED,
+            fuzz_calls: DEFAULT_FUZZ_CALLS,
         }
     }
 }
@@ -205,6 +218,14 @@ impl<'a> Options<'a> {
                     Some(m) => o.trace = Some(m),
                     None => bad("int80, sysenter, callgate or syscall"),
                 },
+                KEY_SEED => match parse_u32(value) {
+                    Some(n) => o.seed = n,
+                    None => bad("a whole number below 2^32 (decimal or 0x hex)"),
+                },
+                KEY_FUZZ_CALLS => match parse_u32(value) {
+                    Some(n) => o.fuzz_calls = n,
+                    None => bad("a whole number below 2^32 (decimal or 0x hex)"),
+                },
                 _ => warn(Warning::UnknownKey(key)),
             }
         }
@@ -220,6 +241,14 @@ fn is_name(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Decimal, or hexadecimal after `0x`.
+fn parse_u32(s: &str) -> Option<u32> {
+    match s.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
 }
 
 fn parse_mechanisms(s: &str) -> Option<u32> {
@@ -265,6 +294,19 @@ mod tests {
         assert!(o.uses(Mechanism::Int80) && o.uses(Mechanism::CallGate));
         assert!(!o.uses(Mechanism::Sysenter) && !o.uses(Mechanism::Syscall));
         assert_eq!((o.batches, o.batch_size), (8, 16));
+    }
+
+    #[test]
+    fn fuzzer_keys() {
+        let (o, w) = parse("seed=42 fuzz_calls=1000000");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!((o.seed, o.fuzz_calls), (42, 1_000_000));
+        let (o, w) = parse("seed=0xdeadbeef fuzz_calls=0");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!((o.seed, o.fuzz_calls), (0xdead_beef, 0));
+        let (o, w) = parse("seed=-1 fuzz_calls=4294967296");
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert_eq!((o.seed, o.fuzz_calls), (DEFAULT_SEED, DEFAULT_FUZZ_CALLS));
     }
 
     #[test]

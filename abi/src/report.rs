@@ -36,6 +36,12 @@ pub mod kind {
     pub const TEST: &str = "test";
     /// The test summary: `passed failed`.
     pub const TESTS: &str = "tests";
+    /// The hostile user suite's summary: `cases expected skipped`.
+    pub const HOSTILE: &str = "hostile";
+    /// The fuzzer's summary: `seed calls failures`, calls per mechanism
+    /// (`int80 sysenter callgate syscall`), results (`ok` and one key per
+    /// errno name) and `flagged` (calls entered with DF, AC or NT set).
+    pub const FUZZ: &str = "fuzz";
     /// A CPU exception: `vector name mode error eip cs eflags eax ebx ecx edx
     /// esi edi ebp esp cr2`.
     pub const EXCEPTION: &str = "exception";
@@ -54,6 +60,12 @@ pub mod kind {
     pub const SAMPLES: &str = "samples";
     /// A macro workload: `mech ops ticks_per_op ops_per_s syscalls_per_op`.
     pub const MACRO: &str = "macro";
+    /// A sync-object pool layout: `align ts_size ts_stride ts_per64
+    /// ts_per128 sq_size sq_stride sq_per64 sq_per128`.
+    pub const POOL: &str = "pool";
+    /// Lock benchmarks for one pool alignment: `align unit uncontended
+    /// contended sleep_wakeup lookup ebizzy_records_per_s ebizzy_records timeouts`.
+    pub const LOCKS: &str = "locks";
     /// The last record of a boot: `status` (`success`, `failure`).
     pub const END: &str = "end";
 }

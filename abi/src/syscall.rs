@@ -35,8 +35,35 @@ pub mod nr {
     /// this call arrived: the entry it came through, what the CPU did, the
     /// frame the dispatcher sees, and the way back it will take.
     pub const TRACE: u32 = 10;
+    /// `sleep(ticks)`: block for at least `ticks` timer ticks (1 ms each).
+    pub const SLEEP: u32 = 11;
+    /// `thread_create(entry, stack_top, arg, priority)` → tid, or -EAGAIN
+    /// when no thread (or turnstile, or sleepqueue) is left in the pools.
+    pub const THREAD_CREATE: u32 = 12;
+    /// `thread_exit()`: ends the calling thread (the task ends with its last).
+    pub const THREAD_EXIT: u32 = 13;
+    /// `umtx_lock(addr)`: the slow path of a user mutex (a word: 0 free,
+    /// else the owner's tid, with `UMTX_CONTESTED` when others wait). Blocks
+    /// on a turnstile; -EDEADLK if the caller owns it.
+    pub const UMTX_LOCK: u32 = 14;
+    /// `umtx_unlock(addr)`: hands the mutex to the most urgent waiter.
+    pub const UMTX_UNLOCK: u32 = 15;
+    /// `sleep_on(chan, timeout_ticks)` → 0 when woken, -ETIMEDOUT (0 = no timeout).
+    pub const SLEEP_ON: u32 = 16;
+    /// `wakeup(chan, all)` → how many threads were woken.
+    pub const WAKEUP: u32 = 17;
+    /// `pool_align(bytes)`: 128, 64 or 0 (packed); -EBUSY while other
+    /// threads exist. Prints the pool layout.
+    pub const POOL_ALIGN: u32 = 18;
+    /// `gettid()`.
+    pub const GETTID: u32 = 19;
+    /// `getprio(tid)` → the thread's effective priority (lent ones included).
+    pub const GETPRIO: u32 = 20;
+    /// `lookup_bench(n)`: `n` turnstile-chain lookups in the kernel, for
+    /// timing one lookup.
+    pub const LOOKUP_BENCH: u32 = 21;
     /// One past the last number: anything `>= COUNT` returns `-ENOSYS`.
-    pub const COUNT: u32 = 11;
+    pub const COUNT: u32 = 22;
 
     /// The name of a call, for reports.
     pub fn name(n: u32) -> &'static str {
@@ -52,6 +79,17 @@ pub mod nr {
             ENTRY_FLOOR => "entry_floor",
             ARGSUM => "argsum",
             TRACE => "trace",
+            SLEEP => "sleep",
+            THREAD_CREATE => "thread_create",
+            THREAD_EXIT => "thread_exit",
+            UMTX_LOCK => "umtx_lock",
+            UMTX_UNLOCK => "umtx_unlock",
+            SLEEP_ON => "sleep_on",
+            WAKEUP => "wakeup",
+            POOL_ALIGN => "pool_align",
+            GETTID => "gettid",
+            GETPRIO => "getprio",
+            LOOKUP_BENCH => "lookup_bench",
             _ => "unknown",
         }
     }
@@ -66,6 +104,10 @@ pub mod errno {
     pub const EINVAL: i32 = 22;
     pub const EDEADLK: i32 = 35;
     pub const ENOSYS: i32 = 38;
+    pub const EBUSY: i32 = 16;
+    /// No such thread.
+    pub const ESRCH: i32 = 3;
+    pub const ETIMEDOUT: i32 = 110;
 
     pub fn name(e: i32) -> &'static str {
         match e {
@@ -76,6 +118,9 @@ pub mod errno {
             EINVAL => "EINVAL",
             EDEADLK => "EDEADLK",
             ENOSYS => "ENOSYS",
+            EBUSY => "EBUSY",
+            ESRCH => "ESRCH",
+            ETIMEDOUT => "ETIMEDOUT",
             _ => "E?",
         }
     }
@@ -99,6 +144,15 @@ pub mod fd {
 /// mode; the low bits name the mechanism (`Mechanism as u32`).
 pub const TRACE_ARG: u32 = 0x7472_0000;
 pub const TRACE_ARG_MASK: u32 = 0xffff_0000;
+
+/// Threads the kernel can hold at once (the boot thread included).
+pub const MAX_THREADS: usize = 16;
+/// Priorities: 0 is the most urgent, 31 the least. User threads start at
+/// `PRIO_USER` unless `thread_create` asks otherwise.
+pub const PRIO_MAX: u32 = 31;
+pub const PRIO_USER: u32 = 16;
+/// The bit a user mutex word carries while threads wait in the kernel.
+pub const UMTX_CONTESTED: u32 = 1 << 31;
 
 /// The user credential every task starts with (reported by `geteuid`).
 pub const DEFAULT_EUID: u32 = 1000;
@@ -186,6 +240,9 @@ pub struct CpuInfo {
     pub clock: u32,
     /// The `entry=` mask from the command line.
     pub entry: u32,
+    /// `seed` and `fuzz_calls` from the command line, for the fuzzer.
+    pub seed: u32,
+    pub fuzz_calls: u32,
 }
 
 /// RDTSC is usable from ring 3.

@@ -48,6 +48,8 @@ static SYSINFO: BootCell<abi::syscall::CpuInfo> = BootCell::new(abi::syscall::Cp
     batch_size: 0,
     clock: 0,
     entry: 0,
+    seed: 0,
+    fuzz_calls: 0,
 });
 
 /// What the `cpuinfo` system call reports.
@@ -102,11 +104,16 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
         gate_floor,
     );
     exceptions::install();
+    idt::set(
+        arch::pit::VECTOR_TIMER,
+        idt::Gate::new(arch::pit::irq0_address(), idt::GateKind::Interrupt, 0),
+    );
     let usable = entry::init(f, stacks.kernel_top);
     // SAFETY: boot, single CPU.
     unsafe { *USABLE.get_mut() = usable };
     idt::load();
     paging::init(&stacks);
+    task::sched::init();
     frames::init(
         &bi,
         (
@@ -129,6 +136,8 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             batch_size: opts.batch_size,
             clock: (opts.clock == abi::cmdline::Clock::Icount) as u32,
             entry: opts.entry,
+            seed: opts.seed,
+            fuzz_calls: opts.fuzz_calls,
         }
     };
     for m in Mechanism::ALL {

@@ -11,7 +11,9 @@
 #[macro_use]
 mod seq;
 pub mod bench;
+pub mod flagged;
 pub mod sys;
+pub mod threads;
 
 use core::fmt::{self, Write};
 

@@ -54,6 +54,36 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        name: "locks: turnstile/sleepqueue benchmarks for pool alignments 128, 64 and packed in one boot",
+        cpu: None,
+        cmdline: "mode=run prog=locks",
+        grub: false,
+        timeout: 120,
+        extra: &[],
+        check: |log, r| {
+            succeeded(log)?;
+            let pools: Vec<_> = report::of_kind(r, kind::POOL).collect();
+            let per128: Vec<&str> = pools.iter().filter_map(|p| p.get("ts_per128")).collect();
+            if per128 != ["1", "2", "6"] {
+                return Err(format!("turnstiles per 128-byte block {per128:?}, expected 1, 2, 6"));
+            }
+            let locks: Vec<_> = report::of_kind(r, kind::LOCKS).collect();
+            if locks.len() != 3 {
+                return Err(format!("{} lock benchmark records, expected 3", locks.len()));
+            }
+            for l in locks {
+                for k in ["uncontended", "contended", "sleep_wakeup", "lookup", "ebizzy_records_per_s"] {
+                    let v: f64 = l.get(k).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+                    if v <= 0.0 {
+                        return Err(format!("{k} is {v} for align {:?}", l.get("align")));
+                    }
+                }
+            }
+            contains(log, "TCG does not model caches")
+        },
+        twice: false,
+    },
+    Case {
         name: "kernel and user tests on qemu32 (Intel: no AMD syscall)",
         cpu: None,
         cmdline: "mode=test",

@@ -332,6 +332,12 @@ pub fn raw(selector: u16) -> u64 {
     unsafe { GDT.get_mut().table[(selector >> 3) as usize].0 }
 }
 
+/// Sets TSS.ESP0: the stack the next ring-3 → ring-0 transition uses.
+pub fn set_esp0(top: u32) {
+    // SAFETY: one CPU; the CPU reads ESP0 only on a ring change, not now.
+    unsafe { TSS.get_mut().esp0 = top };
+}
+
 /// The main TSS. After a double fault the CPU has saved the faulting
 /// context's registers here (SDM Vol. 3A §7.3, step 8).
 pub fn main_tss() -> &'static Tss {

@@ -6,6 +6,8 @@
 use core::arch::asm;
 
 use super::port::{inb, outb};
+use abi::layout::selector;
+use core::arch::global_asm;
 
 /// The PIT's input clock (Hz).
 const PIT_HZ: u64 = 1_193_182;
@@ -50,4 +52,87 @@ pub fn tsc_hz(has_tsc: bool) -> u64 {
         }
         (t1 - t0) * CALIBRATION_HZ
     }
+}
+
+/// Channel 0 data port; IRQ 0 is its output.
+const PIT_CH0_DATA: u16 = 0x40;
+/// Channel 0, lobyte/hibyte, mode 2 (rate generator), binary.
+const CH0_RATE: u8 = 0b0011_0100;
+/// Timer ticks per second.
+pub const TICK_HZ: u64 = 1000;
+/// The PIC's IRQ 0 vector (arch::pic remaps it there).
+pub const VECTOR_TIMER: u8 = super::pic::PIC1_VECTOR;
+const PIC1_CMD: u16 = 0x20;
+const PIC1_DATA: u16 = 0x21;
+const EOI: u8 = 0x20;
+
+static mut TICKING: bool = false;
+
+/// Starts the 1 kHz tick and unmasks IRQ 0. The kernel runs with IF clear,
+/// so ticks arrive only in ring 3 or in the scheduler's idle wait.
+pub fn start_ticks() {
+    // SAFETY: one CPU; the PIT channel 0 and the PIC mask are the kernel's.
+    unsafe {
+        if TICKING {
+            return;
+        }
+        TICKING = true;
+        let div = (PIT_HZ / TICK_HZ) as u16;
+        outb(PIT_COMMAND, CH0_RATE);
+        outb(PIT_CH0_DATA, div as u8);
+        outb(PIT_CH0_DATA, (div >> 8) as u8);
+        outb(PIC1_DATA, inb(PIC1_DATA) & !1);
+    }
+}
+
+/// Masks IRQ 0 again (between tasks, and while benchmarks time).
+pub fn stop_ticks() {
+    // SAFETY: as in start_ticks.
+    unsafe {
+        TICKING = false;
+        outb(PIC1_DATA, inb(PIC1_DATA) | 1);
+    }
+}
+
+global_asm!(
+    r#"
+    .pushsection .text.irq, "ax"
+    .global irq0_entry
+    /* IRQ 0 through an interrupt gate (IF now clear). From ring 3 the CPU
+       switched to TSS.ESP0; from the idle HLT we are on the kernel stack. */
+irq0_entry:
+    pushl %ds
+    pushl %es
+    pushal
+    movl ${kdata}, %ecx
+    movl %ecx, %ds
+    movl %ecx, %es
+    cld
+    /* The interrupted CS is above PUSHAL (32), ES, DS and EIP. */
+    movl 44(%esp), %ecx
+    call {handler}
+    popal
+    popl %es
+    popl %ds
+    iret
+    .popsection
+    "#,
+    kdata = const selector::KERNEL_DATA,
+    handler = sym timer_irq,
+    options(att_syntax)
+);
+
+unsafe extern "C" {
+    static irq0_entry: u8;
+}
+
+pub fn irq0_address() -> u32 {
+    &raw const irq0_entry as u32
+}
+
+/// ECX = the interrupted CS.
+extern "fastcall" fn timer_irq(cs: u32) {
+    // SAFETY: acknowledge IRQ 0 at the master PIC before anything can switch.
+    unsafe { outb(PIC1_CMD, EOI) };
+    crate::task::sched::tick(cs & 3 == 3);
 }

@@ -76,6 +76,18 @@ pub fn init(f: &Features, kernel_stack_top: u32) -> u32 {
     usable
 }
 
+/// Points SYSENTER and SYSCALL at the running thread's kernel stack (the
+/// interrupt and call-gate entries read TSS.ESP0, which gdt::set_esp0 sets).
+pub fn set_kernel_stack(top: u32) {
+    let usable = crate::usable_mechanisms();
+    if usable & (1 << Mechanism::Sysenter as u32) != 0 {
+        sysenter::set_kernel_stack(top);
+    }
+    if usable & (1 << Mechanism::Syscall as u32) != 0 {
+        syscall_amd::set_kernel_stack(top);
+    }
+}
+
 /// Points `m` at its floor or its full entry. Int 0x80 and the call gate
 /// have a vector and a gate for each, so only the MSR-based ones change.
 pub fn select_floor(m: Mechanism, floor: bool) {

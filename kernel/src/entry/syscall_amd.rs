@@ -36,6 +36,10 @@ global_asm!(
     /* Holds the kernel stack top between entries, the user's ESP during one. */
 syscall_esp_slot:
     .long kernel_stack_top
+    /* The running thread's kernel stack top (the scheduler keeps it). */
+    .global syscall_kstack_top
+syscall_kstack_top:
+    .long kernel_stack_top
     .popsection
 
     .pushsection .text.entry, "ax"
@@ -55,10 +59,11 @@ syscall_full:
 syscall_common:
     pushl $2
     popfl
-    /* Re-arm the slot for the next entry. */
-    movl $kernel_stack_top, %ss:syscall_esp_slot
     pushl ${ucode}
     pushl %ecx
+    /* Re-arm the slot for the next entry (ECX is saved now). */
+    movl %ss:syscall_kstack_top, %ecx
+    movl %ecx, %ss:syscall_esp_slot
     pushl %ds
     pushl %es
     /* Argument 2 from the user's stack, which must lie in user space. */
@@ -149,6 +154,20 @@ pub fn select(floor: bool) {
     let star = (SYSRET_CS_BASE << 48) | ((selector::KERNEL_CODE as u64) << 32) | target as u64;
     // SAFETY: STAR exists (init ran on this CPU); CS values are ours.
     unsafe { wrmsr(STAR, star) };
+}
+
+/// The stack the next SYSCALL switches to (per thread).
+pub fn set_kernel_stack(top: u32) {
+    unsafe extern "C" {
+        static mut syscall_esp_slot: u32;
+        static mut syscall_kstack_top: u32;
+    }
+    // SAFETY: not inside a SYSCALL entry (the kernel is switching threads),
+    // so the slot holds a kernel stack top, which is replaced.
+    unsafe {
+        syscall_esp_slot = top;
+        syscall_kstack_top = top;
+    }
 }
 
 /// (full entry, traced variant).

@@ -185,6 +185,12 @@ pub fn init(kernel_stack_top: u32) {
     select(false);
 }
 
+/// The stack the next SYSENTER switches to (per thread).
+pub fn set_kernel_stack(top: u32) {
+    // SAFETY: SEP is present (init ran).
+    unsafe { wrmsr(IA32_SYSENTER_ESP, (top - IRET_SLOTS_ABOVE) as u64) };
+}
+
 pub fn select(floor: bool) {
     let target = if floor {
         addr!(sysenter_floor)

@@ -4,6 +4,7 @@
 //! in EAX, arguments in EBX, ECX, EDX, ESI, EDI, EBP. It writes the result
 //! (or a negative errno) into the saved EAX, which the entry's POPAL returns.
 
+mod threads;
 mod trace;
 pub mod usercopy;
 
@@ -33,11 +34,22 @@ const fn table() -> [Handler; nr::COUNT as usize] {
     t[nr::READ as usize] = sys_read;
     t[nr::GETPID as usize] = sys_getpid;
     t[nr::GETEUID as usize] = sys_geteuid;
-    t[nr::YIELD as usize] = sys_null;
     t[nr::CPUINFO as usize] = sys_cpuinfo;
     t[nr::ENTRY_FLOOR as usize] = sys_entry_floor;
     t[nr::ARGSUM as usize] = sys_argsum;
     t[nr::TRACE as usize] = trace::sys_trace;
+    t[nr::YIELD as usize] = threads::sys_yield;
+    t[nr::SLEEP as usize] = threads::sys_sleep;
+    t[nr::THREAD_CREATE as usize] = threads::sys_thread_create;
+    t[nr::THREAD_EXIT as usize] = threads::sys_thread_exit;
+    t[nr::UMTX_LOCK as usize] = threads::sys_umtx_lock;
+    t[nr::UMTX_UNLOCK as usize] = threads::sys_umtx_unlock;
+    t[nr::SLEEP_ON as usize] = threads::sys_sleep_on;
+    t[nr::WAKEUP as usize] = threads::sys_wakeup;
+    t[nr::POOL_ALIGN as usize] = threads::sys_pool_align;
+    t[nr::GETTID as usize] = threads::sys_gettid;
+    t[nr::GETPRIO as usize] = threads::sys_getprio;
+    t[nr::LOOKUP_BENCH as usize] = threads::sys_lookup_bench;
     t
 }
 
@@ -56,7 +68,7 @@ extern "fastcall" fn sys_enosys(r: &mut Regs) {
     r.eax = err(errno::ENOSYS);
 }
 
-/// `null()` and `yield()` (one task: nothing to yield to).
+/// `null()`.
 extern "fastcall" fn sys_null(r: &mut Regs) {
     r.eax = 0;
 }

@@ -1,17 +1,16 @@
-//! User tasks, one at a time: load a program from a Multiboot module, enter
-//! ring 3, and come back here when it exits or faults.
+//! User tasks, one at a time: load a program from a Multiboot module, run
+//! its threads, and come back here when it exits or faults.
 //!
-//! `enter_user` saves the kernel's callee-saved registers and ESP (on the
-//! boot stack), then IRETs to ring 3. Whatever ends the task — `exit`, a
-//! fault, a bad stack on a fast entry — calls [`end_current`], which records
-//! why and jumps back onto that saved stack, so `run` returns as if
-//! `enter_user` had. The ring-0 stack the task was using is simply dropped.
+//! `run` maps the program, creates its first thread, and blocks the boot
+//! thread until the task is over. Whatever ends the task — `exit`, a fault,
+//! a bad stack on a fast entry, the last thread's `thread_exit`, a deadlock
+//! — calls [`end_current`], which records why, drops every thread and
+//! switches back to the boot thread, so `run` returns.
 
 pub mod elf;
+pub mod sched;
 
-use core::arch::global_asm;
-
-use abi::layout::{selector, PAGE_SIZE, USER_STACK_SIZE, USER_STACK_TOP};
+use abi::layout::{PAGE_SIZE, USER_STACK_SIZE, USER_STACK_TOP};
 use abi::report::kind;
 use abi::syscall::DEFAULT_EUID;
 
@@ -37,6 +36,8 @@ pub enum End {
     Fault { vector: u8, eip: u32 },
     /// A fast entry (sysenter, syscall) found no valid user stack to read.
     BadStack { mechanism: &'static str },
+    /// Every thread blocked, none with a timeout.
+    Deadlock,
 }
 
 static CURRENT: BootCell<Task> = BootCell::new(Task {
@@ -46,63 +47,6 @@ static CURRENT: BootCell<Task> = BootCell::new(Task {
 });
 static NEXT_PID: BootCell<u32> = BootCell::new(1);
 static ENDED: BootCell<Option<End>> = BootCell::new(None);
-/// The kernel ESP saved by enter_user (read by leave_user).
-#[unsafe(no_mangle)]
-static mut SAVED_KERNEL_ESP: u32 = 0;
-
-global_asm!(
-    r#"
-    .pushsection .text.task, "ax"
-    .global enter_user, leave_user
-    /* enter_user(eip, esp, arg) -> returns when the task ends (cdecl). */
-enter_user:
-    pushl %ebp
-    pushl %ebx
-    pushl %esi
-    pushl %edi
-    movl %esp, SAVED_KERNEL_ESP
-    movl 20(%esp), %ecx
-    movl 24(%esp), %edx
-    movl 28(%esp), %eax
-    /* An IRET frame to ring 3: SS, ESP, EFLAGS (IF on, IOPL 0), CS, EIP. */
-    pushl ${udata}
-    pushl %edx
-    pushl $0x202
-    pushl ${ucode}
-    pushl %ecx
-    movl ${udata}, %ecx
-    movl %ecx, %ds
-    movl %ecx, %es
-    movl %ecx, %fs
-    movl %ecx, %gs
-    /* Nothing of the kernel's leaks to the user: EAX = arg, the rest 0. */
-    xorl %ebx, %ebx
-    xorl %ecx, %ecx
-    xorl %edx, %edx
-    xorl %esi, %esi
-    xorl %edi, %edi
-    xorl %ebp, %ebp
-    iret
-
-    /* leave_user(): back onto enter_user's stack, and return from it. */
-leave_user:
-    movl SAVED_KERNEL_ESP, %esp
-    popl %edi
-    popl %esi
-    popl %ebx
-    popl %ebp
-    ret
-    .popsection
-    "#,
-    udata = const selector::USER_DATA,
-    ucode = const selector::USER_CODE,
-    options(att_syntax)
-);
-
-unsafe extern "C" {
-    fn enter_user(eip: u32, esp: u32, arg: u32);
-    fn leave_user() -> !;
-}
 
 pub fn current() -> &'static Task {
     // SAFETY: written only by `run`, between tasks.
@@ -111,11 +55,9 @@ pub fn current() -> &'static Task {
 
 /// Ends the running task and returns to whoever called `run`.
 pub fn end_current(why: End) -> ! {
-    // SAFETY: one context at a time; `run` reads it after leave_user.
+    // SAFETY: one context at a time; `run` reads it after the switch back.
     unsafe { *ENDED.get_mut() = Some(why) };
-    // SAFETY: enter_user saved a valid kernel stack; everything above it on
-    // the ring-0 stack belongs to the task being ended.
-    unsafe { leave_user() }
+    sched::task_done()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,9 +94,12 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
         *ENDED.get_mut() = None;
         pid
     };
-    // SAFETY: the program and its stack are mapped user-accessible; the
-    // kernel's ring-0 entries (TSS.ESP0, MSRs, gates) are set up.
-    unsafe { enter_user(entry, USER_STACK_TOP, arg) };
+    if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER).is_err() {
+        paging::clear_user();
+        return Err(LoadError::OutOfMemory);
+    }
+    sched::wait_for_task();
+    sched::reset_all();
     paging::clear_user();
     // SAFETY: set by end_current before leave_user.
     let end = unsafe { ENDED.get_mut().take() }.expect("a task ends through end_current");
@@ -172,6 +117,10 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
             );
             record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "fault",
                 "code" => vector, "name" => abi::exit::vector_name(vector))
+        }
+        End::Deadlock => {
+            kprintln!("task {} (pid {}) ended: deadlock", module.name, pid);
+            record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "deadlock", "code" => 0)
         }
         End::BadStack { mechanism } => {
             kprintln!(

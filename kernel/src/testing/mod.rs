@@ -3,11 +3,14 @@
 //! prints a PASS/FAIL line and a `test` record; the summary decides the exit
 //! status.
 
-use abi::cases::{Expect, FAULT_CASES};
+use core::fmt::Write as _;
+
+use abi::cases::{Expect, EXIT_SKIPPED, FAULT_CASES};
 use abi::cmdline::Options;
+use abi::exit::vector_name;
 use abi::layout::{KERNEL_MAP_END, PAGE_SIZE, USER_BASE, USER_TOP};
 use abi::report::kind;
-use abi::syscall::errno::EFAULT;
+use abi::syscall::errno::{self, EFAULT};
 use abi::Mechanism;
 
 use crate::arch::{cpu, frames, paging};
@@ -15,6 +18,7 @@ use crate::boot::info::BootInfo;
 use crate::syscall::usercopy::{check, Access};
 use crate::task::{self, End};
 use crate::{entry, kprintln, record};
+use heapless_name::Name;
 
 type Test = (&'static str, fn() -> Result<(), &'static str>);
 
@@ -37,6 +41,8 @@ const KERNEL_TESTS: &[Test] = &[
         extable_fixup,
     ),
     ("kernel: mechanisms match CPUID", mechanisms_match_cpuid),
+    ("kernel: mutex lock, relock (EDEADLK), unlock", kernel_mutex),
+    ("kernel: pools keep 128-byte objects apart", pool_layout),
 ];
 
 struct Tally {
@@ -88,33 +94,38 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
         };
         t.report(name, r);
     }
-    for (i, &(case, expect)) in FAULT_CASES.iter().enumerate() {
-        let mut full = heapless_name::Name::new();
-        full.push("user fault: ");
-        full.push(case);
-        if !wanted(full.as_str()) {
-            continue;
-        }
-        let r = match bi.module("faults") {
-            None => Err("no 'faults' module"),
-            Some(m) => match (task::run(m, i as u32), expect) {
-                (Ok(End::Fault { vector, .. }), Expect::Fault(v)) if vector == v => Ok(()),
-                (Ok(End::BadStack { .. }), Expect::BadStack) => Ok(()),
-                (Ok(End::Exit(c)), Expect::Exit(e)) if c == e => Ok(()),
-                (Ok(End::Exit(2)), _) => Err("skipped: the mechanism is unavailable here"),
-                (Ok(_), _) => Err("ended another way than expected"),
-                (Err(_), _) => Err("faults would not load"),
+    // Threads, turnstiles and sleepqueues from ring 3 (the `locks` program's
+    // tests: priority propagation, wake-up order, a stress, exhaustion,
+    // EDEADLK); it prints a check record for each.
+    let name = "user: threads, user mutexes on turnstiles, sleep/wakeup";
+    if wanted(name) {
+        let r = match bi.module("locks") {
+            None => Err("no 'locks' module"),
+            Some(m) => match task::run(m, 1) {
+                Ok(End::Exit(0)) => Ok(()),
+                Ok(End::Exit(_)) => Err("locks reported failures"),
+                Ok(End::Deadlock) => Err("the locks tests deadlocked"),
+                Ok(_) => Err("locks faulted"),
+                Err(_) => Err("locks would not load"),
             },
         };
-        // A case for a mechanism this CPU lacks counts as passed-by-skip.
-        let r = match r {
-            Err(s) if s.starts_with("skipped") => {
-                kprintln!("SKIP {}: {}", full.as_str(), s);
-                Ok(())
-            }
-            other => other,
+        t.report(name, r);
+    }
+    hostile_suite(bi, &wanted, &mut t);
+    // The fuzzer: seeded random calls through every usable mechanism; it
+    // checks each result itself and exits 0 when all were right.
+    let name = "user: seeded syscall fuzzer (fuzz_calls calls, seed)";
+    if wanted(name) {
+        let r = match bi.module("fuzz") {
+            None => Err("no 'fuzz' module"),
+            Some(m) => match task::run(m, 0) {
+                Ok(End::Exit(0)) => Ok(()),
+                Ok(End::Exit(_)) => Err("the fuzzer found a wrong result (its report says which)"),
+                Ok(_) => Err("the fuzzer task faulted"),
+                Err(_) => Err("fuzz would not load"),
+            },
         };
-        t.report(full.as_str(), r);
+        t.report(name, r);
     }
     let (used, total) = frames::usage();
     kprintln!(
@@ -126,6 +137,96 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
     );
     record!(kind::TESTS, "passed" => t.passed, "failed" => t.failed);
     t.failed == 0
+}
+
+/// How one hostile case came out.
+enum Verdict {
+    AsExpected,
+    /// The case needs a mechanism this CPU lacks (it exited with
+    /// `EXIT_SKIPPED`): the expected outcome here.
+    Skipped,
+    Wrong,
+}
+
+/// Runs every wanted case of `abi::cases::FAULT_CASES` as a fresh task and
+/// checks how it ended; prints "N cases, N as expected" and a `hostile`
+/// record.
+fn hostile_suite(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, t: &mut Tally) {
+    let (mut cases, mut expected, mut skipped) = (0u32, 0u32, 0u32);
+    for (i, c) in FAULT_CASES.iter().enumerate() {
+        let mut full = Name::new();
+        full.push("user fault: ");
+        full.push(c.name);
+        if !wanted(full.as_str()) {
+            continue;
+        }
+        cases += 1;
+        let mut why = Name::new();
+        let verdict = match bi.module("faults") {
+            None => {
+                why.push("no 'faults' module");
+                Verdict::Wrong
+            }
+            Some(m) => judge(task::run(m, i as u32), c.expect, &mut why),
+        };
+        match verdict {
+            Verdict::AsExpected => {
+                expected += 1;
+                t.report(full.as_str(), Ok(()));
+            }
+            Verdict::Skipped => {
+                // Passed-by-skip: the reason is the mechanism's, printed at boot.
+                expected += 1;
+                skipped += 1;
+                kprintln!(
+                    "SKIP {}: the mechanism is unavailable on this CPU",
+                    full.as_str()
+                );
+                t.report(full.as_str(), Ok(()));
+            }
+            Verdict::Wrong => t.report(full.as_str(), Err(why.as_str())),
+        }
+    }
+    if cases > 0 {
+        kprintln!(
+            "hostile: {cases} cases, {expected} as expected ({skipped} skipped: mechanism unavailable)"
+        );
+        record!(kind::HOSTILE, "cases" => cases, "expected" => expected, "skipped" => skipped);
+    }
+}
+
+/// Compares how a case's task ended with what the table expects; on a
+/// mismatch, says both in `why`.
+fn judge(end: Result<End, task::LoadError>, expect: Expect, why: &mut Name) -> Verdict {
+    let ok = match end {
+        Ok(End::Fault { vector, .. }) => expect.matches_fault(vector),
+        Ok(End::BadStack { .. }) => expect == Expect::BadStack,
+        Ok(End::Exit(EXIT_SKIPPED)) => return Verdict::Skipped,
+        Ok(End::Exit(c)) => expect.exit_code() == Some(c),
+        Ok(End::Deadlock) | Err(_) => false,
+    };
+    if ok {
+        return Verdict::AsExpected;
+    }
+    let _ = write!(why, "expected ");
+    let _ = match expect {
+        Expect::Fault(v) => write!(why, "{}", vector_name(v)),
+        Expect::FaultEither(a, b) => write!(why, "{} or {}", vector_name(a), vector_name(b)),
+        Expect::BadStack => write!(why, "the task ended for a bad stack"),
+        Expect::Exit(c) => write!(why, "exit({c})"),
+        Expect::Errno(e) => write!(why, "{} (exit {e})", errno::name(e)),
+    };
+    let _ = write!(why, ", got ");
+    let _ = match end {
+        Ok(End::Fault { vector, eip }) => write!(why, "{} at {eip:#x}", vector_name(vector)),
+        Ok(End::BadStack { mechanism }) => write!(why, "a bad stack on {mechanism}"),
+        Ok(End::Exit(1)) => write!(why, "exit(1): the act did not end the task"),
+        Ok(End::Exit(c)) if c >= 90 => write!(why, "exit({c}): a check failed"),
+        Ok(End::Exit(c)) => write!(why, "exit({c})"),
+        Ok(End::Deadlock) => write!(why, "a deadlock"),
+        Err(_) => write!(why, "a program that would not load"),
+    };
+    Verdict::Wrong
 }
 
 /// A fixed-size string for test names built at run time (no allocator).
@@ -148,6 +249,18 @@ mod heapless_name {
         }
         pub fn as_str(&self) -> &str {
             core::str::from_utf8(&self.buf[..self.len]).unwrap_or("?")
+        }
+    }
+    impl core::fmt::Write for Name {
+        fn write_str(&mut self, s: &str) -> core::fmt::Result {
+            // Cut at a character boundary so as_str stays valid UTF-8.
+            let room = self.buf.len() - self.len;
+            let mut n = s.len().min(room);
+            while !s.is_char_boundary(n) {
+                n -= 1;
+            }
+            self.push(&s[..n]);
+            Ok(())
         }
     }
 }
@@ -283,4 +396,38 @@ fn mechanisms_match_cpuid() -> Result<(), &'static str> {
     } else {
         Err("syscall enabled on a non-AMD CPU")
     }
+}
+
+fn kernel_mutex() -> Result<(), &'static str> {
+    use crate::sync::mutex::{Deadlock, Mutex};
+    static M: Mutex = Mutex::new();
+    M.lock().map_err(|_| "the first lock failed")?;
+    if M.owner() != Some(crate::task::sched::current_index()) {
+        return Err("the owner is not the locker");
+    }
+    if M.lock() != Err(Deadlock) {
+        return Err("relocking did not report a deadlock");
+    }
+    M.unlock();
+    if M.owner().is_some() {
+        return Err("unlocked mutex still has an owner");
+    }
+    Ok(())
+}
+
+fn pool_layout() -> Result<(), &'static str> {
+    use crate::sync::pool::Align;
+    use crate::sync::{sleepqueue, turnstile};
+    let mut r = Ok(());
+    for (a, per128) in [(Align::A128, 1), (Align::A64, 2)] {
+        if !(turnstile::set_align(a) && sleepqueue::set_align(a)) {
+            return Err("a pool could not be laid out (objects in use)");
+        }
+        if turnstile::layout().3 != per128 || sleepqueue::layout().3 != per128 {
+            r = Err("objects per 128-byte block differ from the alignment's promise");
+        }
+    }
+    turnstile::set_align(Align::A128);
+    sleepqueue::set_align(Align::A128);
+    r
 }

@@ -1,0 +1,65 @@
+//! A blocking kernel mutex on turnstiles: free until contested; a contested
+//! unlock hands ownership straight to the most urgent waiter.
+
+use core::cell::Cell;
+
+use super::turnstile;
+use crate::task::sched;
+
+pub struct Mutex {
+    /// Owner's thread index + 1; 0 when free.
+    owner: Cell<u32>,
+}
+
+// SAFETY: one CPU and a non-preemptible kernel: one context at a time.
+unsafe impl Sync for Mutex {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadlock;
+
+impl Mutex {
+    pub const fn new() -> Mutex {
+        Mutex {
+            owner: Cell::new(0),
+        }
+    }
+
+    fn key(&self) -> u32 {
+        self as *const Mutex as u32
+    }
+
+    pub fn lock(&self) -> Result<(), Deadlock> {
+        let me = sched::current_index() as u32 + 1;
+        loop {
+            match self.owner.get() {
+                0 => {
+                    self.owner.set(me);
+                    return Ok(());
+                }
+                o if o == me => return Err(Deadlock),
+                o => {
+                    turnstile::wait(self.key(), Some(o as usize - 1));
+                    if self.owner.get() == me {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn unlock(&self) {
+        let me = sched::current_index();
+        match turnstile::lookup(self.key()).and_then(turnstile::signal) {
+            Some(w) => self.owner.set(w as u32 + 1),
+            None => self.owner.set(0),
+        }
+        turnstile::recompute(me);
+    }
+
+    pub fn owner(&self) -> Option<usize> {
+        match self.owner.get() {
+            0 => None,
+            o => Some(o as usize - 1),
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! Sleepqueues: where threads wait on a channel (any address) until
+//! someone wakes it, FreeBSD's model, the turnstile pattern again: each
+//! thread owns one from a pool, the first sleeper on a channel lends its
+//! own, later sleepers park theirs on its free list, a woken thread leaves
+//! with one. 256 hash chains keyed by channel, each with a spin lock.
+//! Sleepers wake in the order they went to sleep; a sleep may have a
+//! timeout, counted in timer ticks.
+
+use abi::syscall::MAX_THREADS;
+
+use super::cell::BootCell;
+use super::pool::{Align, Arena, Pool};
+use super::spin::SpinLock;
+use crate::task::sched::{self, State};
+
+const NONE: u32 = u32::MAX;
+pub const CHAINS: usize = 256;
+
+#[derive(Debug)]
+#[repr(C)]
+pub struct SleepQueue {
+    /// The channel it is lent to (0: with a thread).
+    pub chan: u32,
+    pub chain_next: u32,
+    pub free_next: u32,
+    pub spin: SpinLock,
+    pub sleepers: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<SleepQueue>() <= 128);
+
+static mut ARENA: Arena = Arena([0; super::pool::SLOT * MAX_THREADS]);
+static POOL: BootCell<Pool<SleepQueue>> = BootCell::new(Pool::new(&raw mut ARENA));
+static HEADS: BootCell<[u32; CHAINS]> = BootCell::new([NONE; CHAINS]);
+static LOCKS: [SpinLock; CHAINS] = [const { SpinLock::new() }; CHAINS];
+
+fn pool() -> &'static mut Pool<SleepQueue> {
+    // SAFETY: one CPU, kernel non-preemptible (the tick handler runs only
+    // where the kernel waits with interrupts on, in the scheduler).
+    unsafe { POOL.get_mut() }
+}
+
+fn heads() -> &'static mut [u32; CHAINS] {
+    // SAFETY: as for the pool.
+    unsafe { HEADS.get_mut() }
+}
+
+pub fn chain_of(chan: u32) -> usize {
+    (((chan >> 8) ^ chan) as usize) & (CHAINS - 1)
+}
+
+const FRESH: SleepQueue = SleepQueue {
+    chan: 0,
+    chain_next: NONE,
+    free_next: NONE,
+    spin: SpinLock::new(),
+    sleepers: 0,
+};
+
+pub fn alloc() -> Option<usize> {
+    pool().alloc(FRESH)
+}
+
+pub fn free(i: usize) {
+    pool().free(i);
+}
+
+fn get(i: usize) -> &'static mut SleepQueue {
+    pool().get(i)
+}
+
+pub fn reset() {
+    pool().reset();
+    *heads() = [NONE; CHAINS];
+}
+
+pub fn set_align(a: Align) -> bool {
+    pool().set_align(a)
+}
+
+pub fn layout() -> (usize, usize, usize, usize) {
+    let p = pool();
+    (
+        core::mem::size_of::<SleepQueue>(),
+        p.stride(),
+        p.max_per_block(64),
+        p.max_per_block(128),
+    )
+}
+
+fn lookup(chan: u32) -> Option<usize> {
+    let h = chain_of(chan);
+    LOCKS[h].lock();
+    let mut i = heads()[h];
+    while i != NONE && get(i as usize).chan != chan {
+        i = get(i as usize).chain_next;
+    }
+    LOCKS[h].unlock();
+    (i != NONE).then_some(i as usize)
+}
+
+/// Sleeps on `chan` until woken or, with `timeout` ticks > 0, timed out.
+/// Returns false on a timeout.
+pub fn sleep(chan: u32, timeout: u64) -> bool {
+    let me = sched::current_index();
+    let mine = sched::thread(me)
+        .sleepqueue
+        .take()
+        .expect("a running thread owns a sleepqueue");
+    let sq = match lookup(chan) {
+        Some(sq) => {
+            get(mine).free_next = get(sq).free_next;
+            get(sq).free_next = mine as u32;
+            sq
+        }
+        None => {
+            let h = chain_of(chan);
+            LOCKS[h].lock();
+            let q = get(mine);
+            q.chan = chan;
+            q.sleepers = 0;
+            q.free_next = NONE;
+            q.chain_next = heads()[h];
+            heads()[h] = mine as u32;
+            LOCKS[h].unlock();
+            mine
+        }
+    };
+    get(sq).sleepers += 1;
+    let t = sched::thread(me);
+    t.blocked_on = Some(sq);
+    t.timed_out = false;
+    t.deadline = if timeout > 0 {
+        sched::ticks() + timeout
+    } else {
+        0
+    };
+    sched::block(State::Sleeping);
+    !sched::thread(me).timed_out
+}
+
+/// The longest sleeper on sleepqueue `sq`.
+fn first_sleeper(sq: usize) -> Option<usize> {
+    (0..MAX_THREADS)
+        .filter(|&i| {
+            let t = sched::thread(i);
+            t.state == State::Sleeping && t.blocked_on == Some(sq)
+        })
+        .min_by_key(|&i| sched::thread(i).seq)
+}
+
+/// Takes sleeper `w` off its sleepqueue and gives it one back (not made
+/// ready here).
+fn take_off(sq: usize, w: usize) {
+    let q = get(sq);
+    q.sleepers -= 1;
+    let given = if q.free_next != NONE {
+        let f = q.free_next as usize;
+        q.free_next = get(f).free_next;
+        f
+    } else {
+        let h = chain_of(q.chan);
+        LOCKS[h].lock();
+        let mut link = &mut heads()[h];
+        while *link != NONE && *link != sq as u32 {
+            link = &mut get(*link as usize).chain_next;
+        }
+        *link = q.chain_next;
+        LOCKS[h].unlock();
+        q.chan = 0;
+        sq
+    };
+    get(given).free_next = NONE;
+    let t = sched::thread(w);
+    t.sleepqueue = Some(given);
+    t.deadline = 0;
+}
+
+/// A sleeper whose timeout fired (from the timer tick): off its queue.
+pub fn remove_waiter(w: usize) {
+    if let Some(sq) = sched::thread(w).blocked_on {
+        take_off(sq, w);
+    }
+}
+
+/// Wakes the longest sleeper on `chan` (`all`: every sleeper); returns how many.
+pub fn wakeup(chan: u32, all: bool) -> u32 {
+    let Some(sq) = lookup(chan) else { return 0 };
+    let mut n = 0;
+    while let Some(w) = first_sleeper(sq) {
+        take_off(sq, w);
+        sched::make_ready(w);
+        n += 1;
+        if !all || get(sq).chan != chan {
+            break;
+        }
+    }
+    n
+}

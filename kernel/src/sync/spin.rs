@@ -1,0 +1,31 @@
+//! Spin locks for the hash chains and the sync objects. One CPU never finds
+//! one held (the kernel does not preempt itself); they mark what SMP will
+//! need, and their words are what false sharing between CPUs would hit.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+#[repr(transparent)]
+pub struct SpinLock(AtomicU32);
+
+impl core::fmt::Debug for SpinLock {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "SpinLock({})", self.0.load(Ordering::Relaxed))
+    }
+}
+
+impl SpinLock {
+    pub const fn new() -> SpinLock {
+        SpinLock(AtomicU32::new(0))
+    }
+
+    /// Takes the lock (`xchg` until it was free).
+    pub fn lock(&self) {
+        while self.0.swap(1, Ordering::Acquire) != 0 {
+            core::hint::spin_loop();
+        }
+    }
+
+    pub fn unlock(&self) {
+        self.0.store(0, Ordering::Release);
+    }
+}

@@ -1,0 +1,267 @@
+//! Turnstiles: where threads wait for a contested lock, FreeBSD's model.
+//!
+//! Every thread owns one turnstile from a pool. The first thread to block
+//! on a lock lends its turnstile to the lock; each later blocker parks its
+//! own on that turnstile's free list. A woken thread leaves with one: a
+//! parked one if any, else (the last waiter) the lock's turnstile itself.
+//! So a lock costs nothing until it is contested, and there are always
+//! exactly as many turnstiles as threads.
+//!
+//! Lent turnstiles hang on 128 hash chains keyed by the lock address, each
+//! with its own spin lock. Waiters are kept in priority order (0 first,
+//! then the longest waiting); a blocker lends its priority to the lock's
+//! owner, and on along the chain of owners if that owner is itself blocked.
+
+use abi::syscall::MAX_THREADS;
+
+use super::cell::BootCell;
+use super::pool::{Align, Arena, Pool};
+use super::spin::SpinLock;
+use crate::task::sched::{self, State};
+
+const NONE: u32 = u32::MAX;
+pub const CHAINS: usize = 128;
+
+/// One turnstile. Small on purpose: packed, four share a 128-byte block.
+#[derive(Debug)]
+#[repr(C)]
+pub struct Turnstile {
+    /// The lock it is lent to (0: with a thread).
+    pub lock: u32,
+    /// The lock's owner (thread index), NONE if unknown.
+    pub owner: u32,
+    /// Next turnstile on the same hash chain.
+    pub chain_next: u32,
+    /// Turnstiles parked here by later blockers.
+    pub free_next: u32,
+    /// Its own lock word (FreeBSD's ts_lock): what false sharing hits.
+    pub spin: SpinLock,
+    pub waiters: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<Turnstile>() <= 128);
+
+struct Chains {
+    head: [u32; CHAINS],
+    lock: [SpinLock; CHAINS],
+}
+
+static mut ARENA: Arena = Arena([0; super::pool::SLOT * MAX_THREADS]);
+static POOL: BootCell<Pool<Turnstile>> = BootCell::new(Pool::new(&raw mut ARENA));
+static CHAINS_: BootCell<Chains> = BootCell::new(Chains {
+    head: [NONE; CHAINS],
+    lock: [const { SpinLock::new() }; CHAINS],
+});
+
+fn pool() -> &'static mut Pool<Turnstile> {
+    // SAFETY: one CPU, kernel non-preemptible: one user at a time.
+    unsafe { POOL.get_mut() }
+}
+
+fn chains() -> &'static mut Chains {
+    // SAFETY: as for the pool.
+    unsafe { CHAINS_.get_mut() }
+}
+
+/// FreeBSD's TC_HASH: fold the address so nearby locks spread out.
+pub fn chain_of(lock: u32) -> usize {
+    (((lock >> 8) ^ lock) as usize) & (CHAINS - 1)
+}
+
+const FRESH: Turnstile = Turnstile {
+    lock: 0,
+    owner: NONE,
+    chain_next: NONE,
+    free_next: NONE,
+    spin: SpinLock::new(),
+    waiters: 0,
+};
+
+pub fn alloc() -> Option<usize> {
+    pool().alloc(FRESH)
+}
+
+pub fn free(i: usize) {
+    pool().free(i);
+}
+
+pub fn get(i: usize) -> &'static mut Turnstile {
+    pool().get(i)
+}
+
+pub fn reset() {
+    pool().reset();
+    let c = chains();
+    c.head = [NONE; CHAINS];
+}
+
+pub fn set_align(a: Align) -> bool {
+    pool().set_align(a)
+}
+
+/// (object size, stride, most objects per 64-byte block, per 128-byte block).
+pub fn layout() -> (usize, usize, usize, usize) {
+    let p = pool();
+    (
+        core::mem::size_of::<Turnstile>(),
+        p.stride(),
+        p.max_per_block(64),
+        p.max_per_block(128),
+    )
+}
+
+/// The turnstile lent to `lock`, if any (walks one hash chain under its lock).
+pub fn lookup(lock: u32) -> Option<usize> {
+    let c = chains();
+    let h = chain_of(lock);
+    c.lock[h].lock();
+    let mut i = c.head[h];
+    while i != NONE {
+        let ts = get(i as usize);
+        if ts.lock == lock {
+            break;
+        }
+        i = ts.chain_next;
+    }
+    c.lock[h].unlock();
+    (i != NONE).then_some(i as usize)
+}
+
+/// `trywait`: is anyone waiting on `lock`?
+pub fn trywait(lock: u32) -> bool {
+    lookup(lock).is_some_and(|t| get(t).waiters > 0)
+}
+
+/// The most urgent waiter on turnstile `ts` (thread index).
+pub fn top_waiter(ts: usize) -> Option<usize> {
+    (0..MAX_THREADS)
+        .filter(|&i| {
+            let t = sched::thread(i);
+            t.state == State::OnTurnstile && t.blocked_on == Some(ts)
+        })
+        .min_by_key(|&i| (sched::thread(i).prio, sched::thread(i).seq))
+}
+
+/// `wait`: blocks the current thread on `lock`, owned by thread `owner`.
+/// Returns when a `signal` picks it.
+pub fn wait(lock: u32, owner: Option<usize>) {
+    let me = sched::current_index();
+    let mine = sched::thread(me)
+        .turnstile
+        .take()
+        .expect("a running thread owns a turnstile");
+    let ts = match lookup(lock) {
+        Some(ts) => {
+            // Park ours on the lock's turnstile.
+            get(mine).free_next = get(ts).free_next;
+            get(ts).free_next = mine as u32;
+            ts
+        }
+        None => {
+            // Lend ours to the lock.
+            let c = chains();
+            let h = chain_of(lock);
+            c.lock[h].lock();
+            let t = get(mine);
+            t.lock = lock;
+            t.waiters = 0;
+            t.free_next = NONE;
+            t.chain_next = c.head[h];
+            c.head[h] = mine as u32;
+            c.lock[h].unlock();
+            mine
+        }
+    };
+    get(ts).owner = owner.map_or(NONE, |o| o as u32);
+    get(ts).waiters += 1;
+    sched::thread(me).blocked_on = Some(ts);
+    propagate(me);
+    sched::block(State::OnTurnstile);
+}
+
+/// Lends `from`'s priority along the chain of owners.
+fn propagate(from: usize) {
+    let mut prio = sched::thread(from).prio;
+    let mut t = from;
+    for _ in 0..MAX_THREADS {
+        let Some(ts) = sched::thread(t).blocked_on else {
+            return;
+        };
+        if sched::thread(t).state != State::OnTurnstile && t != from {
+            return;
+        }
+        let owner = get(ts).owner;
+        if owner == NONE {
+            return;
+        }
+        let o = sched::thread(owner as usize);
+        if o.prio <= prio {
+            return;
+        }
+        o.prio = prio;
+        prio = o.prio;
+        t = owner as usize;
+    }
+}
+
+/// The owner's priority after it gave up a lock: its own, or the most
+/// urgent waiter's on any lock it still owns.
+pub fn recompute(owner: usize) {
+    let mut p = sched::thread(owner).base_prio;
+    for ts in 0..MAX_THREADS {
+        let t = get(ts);
+        if t.owner == owner as u32 && t.lock != 0 && t.waiters > 0 {
+            if let Some(w) = top_waiter(ts) {
+                p = p.min(sched::thread(w).prio);
+            }
+        }
+    }
+    sched::thread(owner).prio = p;
+}
+
+/// `signal`: wakes the most urgent waiter on turnstile `ts`, hands it a
+/// turnstile, and returns it. The turnstile leaves its chain with the last
+/// waiter.
+pub fn signal(ts: usize) -> Option<usize> {
+    let w = top_waiter(ts)?;
+    unpend(ts, w);
+    Some(w)
+}
+
+/// `broadcast`: wakes every waiter.
+#[allow(dead_code)] // The API's; no kernel lock broadcasts yet.
+pub fn broadcast(ts: usize) -> usize {
+    let mut n = 0;
+    while signal(ts).is_some() {
+        n += 1;
+    }
+    n
+}
+
+/// `unpend`: takes waiter `w` off turnstile `ts` and makes it ready.
+pub fn unpend(ts: usize, w: usize) {
+    let t = get(ts);
+    t.waiters -= 1;
+    let given = if t.free_next != NONE {
+        let f = t.free_next as usize;
+        t.free_next = get(f).free_next;
+        f
+    } else {
+        // The last waiter: the lock's turnstile goes with it.
+        let c = chains();
+        let h = chain_of(t.lock);
+        c.lock[h].lock();
+        let mut link = &mut c.head[h];
+        while *link != NONE && *link != ts as u32 {
+            link = &mut get(*link as usize).chain_next;
+        }
+        *link = t.chain_next;
+        c.lock[h].unlock();
+        t.lock = 0;
+        t.owner = NONE;
+        ts
+    };
+    get(given).free_next = NONE;
+    sched::thread(w).turnstile = Some(given);
+    sched::make_ready(w);
+}

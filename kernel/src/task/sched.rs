@@ -1,0 +1,540 @@
+//! Threads and the scheduler.
+//!
+//! A thread is a kernel stack, a saved ESP, a priority and a state. Thread 0
+//! is the boot thread (kmain on the boot stack); user threads belong to the
+//! one task that runs at a time; kernel threads run a Rust function.
+//!
+//! The kernel is not preemptible: it runs with IF clear, so a thread in ring
+//! 0 keeps the CPU until it blocks, yields or returns to ring 3. The timer
+//! (PIT, 1 kHz) preempts only user mode: a tick that finds ring 3 running
+//! may switch to another ready thread of the same or a more urgent
+//! priority. Priorities: 0 is the most urgent, 31 the least. With at most
+//! 16 threads, picking the next one scans the table; ties go to the thread
+//! that has waited longest (FIFO within a priority).
+//!
+//! Each thread owns one turnstile and one sleepqueue from the pools
+//! (`sync::turnstile`, `sync::sleepqueue`), FreeBSD's model: a thread that
+//! blocks lends its object to the lock or channel.
+
+use core::arch::global_asm;
+
+use abi::layout::selector;
+use abi::syscall::{MAX_THREADS, PRIO_MAX};
+
+use crate::arch::{gdt, pit};
+use crate::entry;
+use crate::sync::cell::BootCell;
+use crate::sync::{sleepqueue, turnstile};
+
+pub type Tid = u32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Free,
+    Ready,
+    Running,
+    /// Waiting on a turnstile (a contested lock).
+    OnTurnstile,
+    /// Waiting on a sleepqueue (a wait channel), perhaps with a deadline.
+    Sleeping,
+    /// The boot thread while a task runs.
+    WaitingForTask,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Thread {
+    pub state: State,
+    pub tid: Tid,
+    /// Priority as created, and as lent by waiters (never less urgent).
+    pub base_prio: u8,
+    pub prio: u8,
+    /// Saved ESP while not running.
+    esp: u32,
+    pub kstack_top: u32,
+    pub user: bool,
+    /// Pool indices of the objects this thread owns right now.
+    pub turnstile: Option<usize>,
+    pub sleepqueue: Option<usize>,
+    /// The turnstile or sleepqueue it waits on.
+    pub blocked_on: Option<usize>,
+    /// When it became ready or started waiting: FIFO order among equals.
+    pub seq: u64,
+    /// Sleeping: the tick to wake at (0 = none); set when the timeout fired.
+    pub deadline: u64,
+    pub timed_out: bool,
+}
+
+const EMPTY: Thread = Thread {
+    state: State::Free,
+    tid: 0,
+    base_prio: PRIO_MAX as u8,
+    prio: PRIO_MAX as u8,
+    esp: 0,
+    kstack_top: 0,
+    user: false,
+    turnstile: None,
+    sleepqueue: None,
+    blocked_on: None,
+    seq: 0,
+    deadline: 0,
+    timed_out: false,
+};
+
+struct Sched {
+    threads: [Thread; MAX_THREADS],
+    current: usize,
+    seq: u64,
+    next_tid: Tid,
+    /// Ticks since the timer was started, and the running thread's share.
+    ticks: u64,
+    quantum_left: u32,
+    switches: u64,
+}
+
+static SCHED: BootCell<Sched> = BootCell::new(Sched {
+    threads: [EMPTY; MAX_THREADS],
+    current: 0,
+    seq: 0,
+    next_tid: 1,
+    ticks: 0,
+    quantum_left: QUANTUM,
+    switches: 0,
+});
+
+/// Ticks a user thread runs before an equal-priority thread gets the CPU.
+const QUANTUM: u32 = 10;
+const KSTACK_SIZE: usize = 8192;
+
+/// The kernel stacks of threads 1.., each above a guard page.
+#[repr(C, align(4096))]
+struct KernelStack {
+    guard: [u8; 4096],
+    stack: [u8; KSTACK_SIZE],
+}
+
+#[unsafe(link_section = ".bss.thread_stacks")]
+static STACKS: BootCell<[KernelStack; MAX_THREADS]> = BootCell::new(
+    [const {
+        KernelStack {
+            guard: [0; 4096],
+            stack: [0; KSTACK_SIZE],
+        }
+    }; MAX_THREADS],
+);
+
+/// The guard page of each thread stack, for the paging setup to unmap.
+pub fn stack_guards() -> impl Iterator<Item = u32> {
+    let base = STACKS.as_ptr() as u32;
+    (1..MAX_THREADS).map(move |i| base + (i * core::mem::size_of::<KernelStack>()) as u32)
+}
+
+fn sched() -> &'static mut Sched {
+    // SAFETY: one CPU, and the kernel runs with IF clear except in the idle
+    // wait, where the timer handler only touches ticks and wakes sleepers.
+    unsafe { SCHED.get_mut() }
+}
+
+global_asm!(
+    r#"
+    .pushsection .text.sched, "ax"
+    .global switch_stacks, kthread_start, uthread_start
+    /* switch_stacks(save: *mut u32, next_esp: u32): the callee-saved
+       registers go on this stack, ESP into *save; then the next thread's
+       ESP is loaded and its registers popped: `ret` resumes it wherever it
+       called switch_stacks (or at a start routine, for a new thread). */
+switch_stacks:
+    pushl %ebp
+    pushl %ebx
+    pushl %esi
+    pushl %edi
+    movl 20(%esp), %eax
+    movl %esp, (%eax)
+    movl 24(%esp), %esp
+    popl %edi
+    popl %esi
+    popl %ebx
+    popl %ebp
+    ret
+
+    /* A new kernel thread: entry and argument are on its stack. */
+kthread_start:
+    popl %eax
+    popl %ecx
+    pushl %ecx
+    call *%eax
+    call {kexit}
+
+    /* A new user thread: an IRET frame to ring 3 is on its stack, with the
+       argument above it for EAX. */
+uthread_start:
+    movl ${udata}, %eax
+    movl %eax, %ds
+    movl %eax, %es
+    movl %eax, %fs
+    movl %eax, %gs
+    popl %eax
+    xorl %ebx, %ebx
+    xorl %ecx, %ecx
+    xorl %edx, %edx
+    xorl %esi, %esi
+    xorl %edi, %edi
+    xorl %ebp, %ebp
+    iret
+    .popsection
+    "#,
+    udata = const selector::USER_DATA,
+    kexit = sym kthread_exit,
+    options(att_syntax)
+);
+
+unsafe extern "C" {
+    fn switch_stacks(save: *mut u32, next_esp: u32);
+    static kthread_start: u8;
+    static uthread_start: u8;
+}
+
+extern "C" fn kthread_exit() -> ! {
+    exit_current()
+}
+
+/// Puts the boot thread in slot 0 (it runs on the boot stack already).
+pub fn init() {
+    let s = sched();
+    s.threads[0] = Thread {
+        state: State::Running,
+        tid: 0,
+        base_prio: 0,
+        prio: 0,
+        ..EMPTY
+    };
+    s.current = 0;
+}
+
+pub fn current_index() -> usize {
+    sched().current
+}
+
+pub fn current_tid() -> Tid {
+    let s = sched();
+    s.threads[s.current].tid
+}
+
+pub fn thread(i: usize) -> &'static mut Thread {
+    &mut sched().threads[i]
+}
+
+pub fn index_of(tid: Tid) -> Option<usize> {
+    sched()
+        .threads
+        .iter()
+        .position(|t| t.state != State::Free && t.tid == tid)
+}
+
+pub fn ticks() -> u64 {
+    sched().ticks
+}
+
+fn next_seq() -> u64 {
+    let s = sched();
+    s.seq += 1;
+    s.seq
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CreateError {
+    /// No free thread slot, turnstile or sleepqueue.
+    Exhausted,
+}
+
+/// Takes a slot and its pool objects; the stack is prepared by the caller.
+fn new_thread(prio: u32, user: bool) -> Result<usize, CreateError> {
+    let s = sched();
+    let i = (1..MAX_THREADS)
+        .find(|&i| s.threads[i].state == State::Free)
+        .ok_or(CreateError::Exhausted)?;
+    let ts = turnstile::alloc().ok_or(CreateError::Exhausted)?;
+    let Some(sq) = sleepqueue::alloc() else {
+        turnstile::free(ts);
+        return Err(CreateError::Exhausted);
+    };
+    let tid = s.next_tid;
+    s.next_tid += 1;
+    let top = {
+        // SAFETY: slot i's stack is unused (its thread is Free).
+        let st = unsafe { &mut STACKS.get_mut()[i] };
+        st.stack.as_ptr() as u32 + KSTACK_SIZE as u32
+    };
+    let prio = prio.min(PRIO_MAX) as u8;
+    s.threads[i] = Thread {
+        state: State::Ready,
+        tid,
+        base_prio: prio,
+        prio,
+        esp: top,
+        kstack_top: top,
+        user,
+        turnstile: Some(ts),
+        sleepqueue: Some(sq),
+        seq: next_seq(),
+        ..EMPTY
+    };
+    Ok(i)
+}
+
+/// Pushes `words` (first = lowest address) below the thread's saved ESP.
+fn push_words(i: usize, words: &[u32]) {
+    let t = &mut sched().threads[i];
+    let new_esp = t.esp - 4 * words.len() as u32;
+    for (k, w) in words.iter().enumerate() {
+        // SAFETY: inside the thread's own, unused kernel stack.
+        unsafe { ((new_esp + 4 * k as u32) as *mut u32).write(*w) };
+    }
+    t.esp = new_esp;
+}
+
+/// A kernel thread running `entry(arg)`; it is ready at once.
+#[allow(dead_code)] // For kernel-side workers; the tests use user threads.
+pub fn spawn_kernel(entry: extern "C" fn(u32), arg: u32, prio: u32) -> Result<Tid, CreateError> {
+    let i = new_thread(prio, false)?;
+    // switch_stacks pops EDI, ESI, EBX, EBP, then returns to kthread_start,
+    // which pops the entry and the argument.
+    push_words(
+        i,
+        &[
+            0,
+            0,
+            0,
+            0,
+            &raw const kthread_start as u32,
+            entry as usize as u32,
+            arg,
+        ],
+    );
+    Ok(sched().threads[i].tid)
+}
+
+/// A user thread starting at `eip` with ESP `esp` and EAX `arg`.
+pub fn spawn_user(eip: u32, esp: u32, arg: u32, prio: u32) -> Result<Tid, CreateError> {
+    let i = new_thread(prio, true)?;
+    let iret_frame = [
+        eip,
+        selector::USER_CODE as u32,
+        0x202,
+        esp,
+        selector::USER_DATA as u32,
+    ];
+    let mut words = [0u32; 11];
+    words[..4].copy_from_slice(&[0, 0, 0, 0]);
+    words[4] = &raw const uthread_start as u32;
+    words[5] = arg;
+    words[6..].copy_from_slice(&iret_frame);
+    push_words(i, &words);
+    // A second user thread is what needs the timer: preemption.
+    if sched()
+        .threads
+        .iter()
+        .filter(|t| t.user && t.state != State::Free)
+        .count()
+        > 1
+    {
+        pit::start_ticks();
+    }
+    Ok(sched().threads[i].tid)
+}
+
+/// The most urgent ready thread, oldest first among equals.
+fn pick() -> Option<usize> {
+    let s = sched();
+    (0..MAX_THREADS)
+        .filter(|&i| s.threads[i].state == State::Ready)
+        .min_by_key(|&i| (s.threads[i].prio, s.threads[i].seq))
+}
+
+/// Makes thread `i` ready (from any waiting state).
+pub fn make_ready(i: usize) {
+    let seq = next_seq();
+    let t = &mut sched().threads[i];
+    t.state = State::Ready;
+    t.blocked_on = None;
+    t.seq = seq;
+}
+
+/// Switches to the next ready thread; the current one must already have
+/// its new state (Ready, waiting...). Waits for the timer when nothing is
+/// ready but a sleeper has a deadline; a state in which nothing can ever
+/// run again ends the task (deadlock).
+pub fn schedule() {
+    loop {
+        if let Some(next) = pick() {
+            switch_to(next);
+            return;
+        }
+        let s = sched();
+        let timed = s
+            .threads
+            .iter()
+            .any(|t| t.state == State::Sleeping && t.deadline != 0);
+        if !timed {
+            crate::kprintln!("sched: every thread is blocked and none has a timeout: deadlock");
+            crate::task::end_current(crate::task::End::Deadlock);
+        }
+        pit::start_ticks();
+        // SAFETY: wait for the next tick with interrupts on for exactly the
+        // HLT; the handler only counts the tick and wakes sleepers, since it
+        // interrupted ring 0.
+        unsafe { core::arch::asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+    }
+}
+
+fn switch_to(next: usize) {
+    let s = sched();
+    let prev = s.current;
+    if s.threads[prev].state == State::Running {
+        s.threads[prev].state = State::Ready;
+        s.threads[prev].seq = next_seq();
+    }
+    s.threads[next].state = State::Running;
+    if next == prev {
+        return;
+    }
+    s.current = next;
+    s.quantum_left = QUANTUM;
+    s.switches += 1;
+    // The ring-0 stack for the next entry from ring 3: interrupts and call
+    // gates read TSS.ESP0; sysenter and syscall have their own copies.
+    let top = if next == 0 {
+        0
+    } else {
+        s.threads[next].kstack_top
+    };
+    if top != 0 {
+        gdt::set_esp0(top);
+        entry::set_kernel_stack(top);
+    }
+    let save = &raw mut s.threads[prev].esp;
+    let to = s.threads[next].esp;
+    // SAFETY: `to` is the saved ESP of a thread that is not running (or a
+    // prepared start frame); `save` outlives the switch (a static).
+    unsafe { switch_stacks(save, to) };
+}
+
+/// `yield()`: let another ready thread of the same or a more urgent priority run.
+pub fn yield_now() {
+    let s = sched();
+    let me = s.current;
+    s.threads[me].state = State::Ready;
+    s.threads[me].seq = next_seq();
+    schedule();
+}
+
+/// Blocks the current thread in `state` (set up by the caller) and runs
+/// someone else until it is made ready.
+pub fn block(state: State) {
+    let s = sched();
+    let me = s.current;
+    s.threads[me].state = state;
+    s.threads[me].seq = next_seq();
+    schedule();
+}
+
+/// Ends the current thread. The task ends with its last user thread.
+pub fn exit_current() -> ! {
+    let s = sched();
+    let me = s.current;
+    release(me);
+    let users_left = s.threads.iter().any(|t| t.user && t.state != State::Free);
+    if s.threads[me].user && !users_left {
+        crate::task::end_current(crate::task::End::Exit(0));
+    }
+    schedule();
+    unreachable!("a dead thread was scheduled");
+}
+
+fn release(i: usize) {
+    let t = &mut sched().threads[i];
+    if let Some(ts) = t.turnstile.take() {
+        turnstile::free(ts);
+    }
+    if let Some(sq) = t.sleepqueue.take() {
+        sleepqueue::free(sq);
+    }
+    *t = EMPTY;
+}
+
+/// Ends every thread but the boot thread and resets the pools (a task ended).
+pub fn reset_all() {
+    let s = sched();
+    for i in 1..MAX_THREADS {
+        s.threads[i] = EMPTY;
+    }
+    turnstile::reset();
+    sleepqueue::reset();
+    pit::stop_ticks();
+}
+
+/// The boot thread waits here while a task runs; `task_done` wakes it.
+pub fn wait_for_task() {
+    block(State::WaitingForTask);
+}
+
+/// From the task's last moment: back to the boot thread, for good.
+pub fn task_done() -> ! {
+    let s = sched();
+    let me = s.current;
+    s.threads[me].state = State::Free;
+    make_ready(0);
+    gdt::set_esp0(crate::boot::entry::stacks().kernel_top);
+    entry::set_kernel_stack(crate::boot::entry::stacks().kernel_top);
+    s.current = 0;
+    s.threads[0].state = State::Running;
+    let mut dead_esp = 0u32;
+    // SAFETY: thread 0 saved its ESP when it blocked in wait_for_task; this
+    // stack is abandoned (the thread is Free).
+    unsafe { switch_stacks(&mut dead_esp, s.threads[0].esp) };
+    unreachable!("a finished task was resumed");
+}
+
+/// The timer tick (IRQ 0), with the interrupted context's privilege.
+pub fn tick(from_user: bool) {
+    let s = sched();
+    s.ticks += 1;
+    let now = s.ticks;
+    for i in 0..MAX_THREADS {
+        let t = &mut s.threads[i];
+        if t.state == State::Sleeping && t.deadline != 0 && t.deadline <= now {
+            t.timed_out = true;
+            sleepqueue::remove_waiter(i);
+            make_ready(i);
+        }
+    }
+    if !from_user {
+        return;
+    }
+    s.quantum_left = s.quantum_left.saturating_sub(1);
+    let me = s.current;
+    let contender = pick().filter(|&n| {
+        let (np, mp) = (s.threads[n].prio, s.threads[me].prio);
+        np < mp || (np == mp && s.quantum_left == 0)
+    });
+    if contender.is_some() {
+        yield_now();
+    }
+}
+
+/// Every thread's state, for reports: (tid, prio, state) of live threads.
+#[allow(dead_code)] // For diagnostics.
+pub fn live() -> impl Iterator<Item = (Tid, u8, State)> {
+    sched()
+        .threads
+        .iter()
+        .filter(|t| t.state != State::Free)
+        .map(|t| (t.tid, t.prio, t.state))
+}
+
+pub fn user_threads() -> usize {
+    sched()
+        .threads
+        .iter()
+        .filter(|t| t.user && t.state != State::Free)
+        .count()
+}

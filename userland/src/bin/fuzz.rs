@@ -1,0 +1,657 @@
+//! A seeded system-call fuzzer. Each call picks, from a xorshift PRNG
+//! seeded by the kernel command line (`seed=`, `fuzz_calls=`; the program's
+//! argument, when not 0, overrides the call count):
+//!
+//! - a mechanism among the usable ones that `entry=` selects;
+//! - a number: a valid one (never `exit`, never `trace`, which prints a
+//!   page per call) or one the table lacks (one past it, huge, negative);
+//! - arguments: for pointer arguments a (pointer, length) pair of a known
+//!   kind (this program's writable scratch buffer, its read-only data,
+//!   kernel memory, unmapped pages, ranges that wrap past 4 GiB or straddle
+//!   the stack's top or its guard page, huge lengths, zero lengths); for
+//!   the rest values from a pool of edge cases and random words;
+//! - EFLAGS bits among DF, AC and NT to enter with (never TF: a set TF ends
+//!   the task by design).
+//!
+//! After each call it checks the result against a model of the kernel (the
+//! exact value or errno, the ring buffer's contents, what cpuinfo copied
+//! out), that the six argument registers came back unchanged, and that the
+//! flags came back as they were at entry, with IF on. On anything else it
+//! prints the seed, the call's number, mechanism, system-call number,
+//! arguments and flags, and exits with status 1.
+//!
+//! Calls that would touch memory outside the scratch buffer are never
+//! valid ones (so the fuzzer cannot overwrite itself), valid writes to the
+//! console are sent to the null device instead, and `entry_floor` never
+//! turns a fast entry's floor on (its floor does no work: the next call's
+//! return would jump to a random address).
+#![no_std]
+#![no_main]
+
+use core::fmt::Write as _;
+
+use userland::abi::cases::eflags::{self, HOSTILE, IF};
+use userland::abi::layout::{
+    KERNEL_MAP_END, PAGE_SIZE, USER_BASE, USER_STACK_SIZE, USER_STACK_TOP, USER_TOP,
+};
+use userland::abi::report::kind;
+use userland::abi::syscall::{argsum, errno, fd, nr, CpuInfo, DEFAULT_EUID};
+use userland::abi::Mechanism;
+use userland::flagged::{self, After};
+use userland::{println, record, sys, Line};
+
+/// xorshift32 (Marsaglia 2003): period 2^32 - 1, never 0.
+struct Rng(u32);
+
+impl Rng {
+    fn new(seed: u32) -> Rng {
+        // Spread the seed's bits (small seeds give poor first outputs
+        // otherwise); murmur3's finaliser, then make sure it is not 0.
+        let mut x = seed ^ 0x9e37_79b9;
+        x ^= x >> 16;
+        x = x.wrapping_mul(0x85eb_ca6b);
+        x ^= x >> 13;
+        x = x.wrapping_mul(0xc2b2_ae35);
+        x ^= x >> 16;
+        Rng(if x == 0 { 0x6d2b_79f5 } else { x })
+    }
+    fn next(&mut self) -> u32 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.0 = x;
+        x
+    }
+    /// Uniform in `0..n` (n > 0), by multiply-shift.
+    fn below(&mut self, n: u32) -> u32 {
+        ((self.next() as u64 * n as u64) >> 32) as u32
+    }
+    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        from[self.below(from.len() as u32) as usize]
+    }
+}
+
+/// Writable memory the calls may use; only its first half is ever the start
+/// of a valid range, so any valid range (at most [`MAX_SMALL`] bytes, or a
+/// cpuinfo) ends inside it.
+const SCRATCH_SIZE: usize = 8192;
+const MAX_SMALL: u32 = 4096;
+#[repr(C, align(4096))]
+struct Scratch([u8; SCRATCH_SIZE]);
+static mut SCRATCH: Scratch = Scratch([0; SCRATCH_SIZE]);
+/// Read-only memory the calls may read.
+static READ_ONLY: [u8; 256] = {
+    let mut b = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        b[i] = (i as u8).wrapping_mul(37).wrapping_add(11);
+        i += 1;
+    }
+    b
+};
+/// Everything this program maps lies below this (checked at start), so a
+/// range starting between here and the stack's guard page is unmapped.
+const IMAGE_LIMIT: u32 = USER_BASE + (16 << 20);
+const STACK_BOTTOM: u32 = USER_STACK_TOP - USER_STACK_SIZE;
+
+fn scratch() -> u32 {
+    (&raw mut SCRATCH) as u32
+}
+
+/// What a (pointer, length) pair is, as the kernel's checks must see it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Range {
+    /// Inside the scratch buffer: readable and writable.
+    Writable,
+    /// Inside the read-only data: readable only.
+    ReadOnly,
+    /// Touches memory the user may not use (some byte unmapped, in the
+    /// kernel, above user space, or the range wraps): EFAULT.
+    Bad,
+    /// Length 0: never checked, never touched.
+    Empty,
+}
+
+impl Range {
+    fn readable(self) -> bool {
+        self != Range::Bad
+    }
+    fn writable(self) -> bool {
+        matches!(self, Range::Writable | Range::Empty)
+    }
+}
+
+/// A length for a range that is bad anyway: small, a page or more, or huge.
+fn any_len(r: &mut Rng) -> u32 {
+    match r.below(6) {
+        0 => 1 + r.below(16),
+        1 => 1 + r.below(MAX_SMALL),
+        2 => PAGE_SIZE + r.below(1 << 20),
+        3 => u32::MAX - r.below(16),
+        4 => 0x8000_0000 + r.below(0x1000),
+        _ => r.next() | 1,
+    }
+}
+
+/// A (pointer, length) pair and its kind; `fixed` forces the length (the
+/// 40-odd bytes cpuinfo copies whatever its length argument says).
+fn range(r: &mut Rng, fixed: Option<u32>) -> (u32, u32, Range) {
+    let small = |r: &mut Rng| match r.below(4) {
+        0 => r.below(MAX_SMALL + 1),
+        _ => r.below(65),
+    };
+    let len_of = |r: &mut Rng, dflt: &dyn Fn(&mut Rng) -> u32| fixed.unwrap_or_else(|| dflt(r));
+    let (ptr, len, kind) = match r.below(16) {
+        0..=4 => {
+            let len = len_of(r, &small);
+            (scratch() + r.below(MAX_SMALL), len, Range::Writable)
+        }
+        5 | 6 => {
+            let off = r.below(128);
+            let len = len_of(r, &|r: &mut Rng| r.below(129));
+            let len = len.min(256 - off);
+            (READ_ONLY.as_ptr() as u32 + off, len, Range::ReadOnly)
+        }
+        7 => {
+            let p = r.pick(&[0, 4, 0xfff, 0x1000, 0x10_0000, KERNEL_MAP_END - 4]);
+            let p = if r.below(2) == 0 {
+                p
+            } else {
+                r.below(USER_BASE)
+            };
+            (p, len_of(r, &any_len), Range::Bad)
+        }
+        8 => {
+            let p = IMAGE_LIMIT + r.below(STACK_BOTTOM - PAGE_SIZE - IMAGE_LIMIT);
+            (p, len_of(r, &any_len), Range::Bad)
+        }
+        9 => {
+            let p = USER_TOP + r.below(u32::MAX - USER_TOP);
+            (p, len_of(r, &any_len), Range::Bad)
+        }
+        10 => {
+            // The end wraps past 4 GiB.
+            let len = len_of(r, &|r: &mut Rng| 0x100 + r.below(0x1000));
+            let p = 0u32.wrapping_sub(1 + r.below(len.max(2) - 1));
+            (p, len, Range::Bad)
+        }
+        11 | 12 => {
+            // Straddles a mapped/unmapped boundary: the stack's top (above
+            // it nothing is mapped), or its bottom (below it the guard page).
+            let edge = if r.below(2) == 0 {
+                USER_STACK_TOP
+            } else {
+                STACK_BOTTOM
+            };
+            let len = len_of(r, &|r: &mut Rng| 2 + r.below(64)).max(2);
+            let before = 1 + r.below(len - 1);
+            (edge - before, len, Range::Bad)
+        }
+        13 => {
+            // From the scratch buffer, too long: runs into unmapped pages
+            // past the program or beyond user space, or overflows.
+            let len = fixed.unwrap_or_else(|| match r.below(3) {
+                0 => u32::MAX,
+                1 => (16 << 20) + r.below(0x1000_0000),
+                _ => 0x8000_0000 + r.below(0x4000_0000),
+            });
+            let kind = if fixed.is_some() {
+                Range::Writable
+            } else {
+                Range::Bad
+            };
+            (scratch() + r.below(MAX_SMALL), len, kind)
+        }
+        14 => {
+            // Zero length: any pointer at all.
+            let p = r.next();
+            return match fixed {
+                Some(l) => (p & 0x3fff_ffff, l, Range::Bad),
+                None => (p, 0, Range::Empty),
+            };
+        }
+        _ => {
+            // A random word, kept away from what this program maps.
+            let mut p = r.next();
+            if (USER_BASE..IMAGE_LIMIT).contains(&p) || (STACK_BOTTOM..USER_STACK_TOP).contains(&p)
+            {
+                p &= 0x3fff_ffff;
+            }
+            (p, len_of(r, &any_len), Range::Bad)
+        }
+    };
+    if len == 0 {
+        (ptr, 0, Range::Empty)
+    } else {
+        (ptr, len, kind)
+    }
+}
+
+/// Argument values for registers a call does not read, or reads as numbers.
+fn word(r: &mut Rng) -> u32 {
+    match r.below(4) {
+        0 => r.pick(&[
+            0,
+            1,
+            2,
+            3,
+            4,
+            u32::MAX,
+            0x7fff_ffff,
+            0x8000_0000,
+            USER_BASE,
+            USER_TOP,
+            USER_STACK_TOP,
+            0x0010_0000,
+        ]),
+        1 => r.below(256),
+        _ => r.next(),
+    }
+}
+
+/// A file descriptor: the five that exist, or not.
+fn any_fd(r: &mut Rng) -> u32 {
+    match r.below(8) {
+        0..=5 => r.below(6),
+        6 => r.pick(&[99, 0x8000_0000, u32::MAX]),
+        _ => r.next(),
+    }
+}
+
+/// Numbers the table has that the fuzzer calls. Not EXIT (it ends the
+/// fuzzer) and not TRACE (it prints a page per call).
+const VALID: [u32; 9] = [
+    nr::NULL,
+    nr::WRITE,
+    nr::READ,
+    nr::GETPID,
+    nr::GETEUID,
+    nr::YIELD,
+    nr::CPUINFO,
+    nr::ENTRY_FLOOR,
+    nr::ARGSUM,
+];
+
+/// What the kernel must return.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Value(u32),
+    Errno(i32),
+}
+
+impl Want {
+    fn raw(self) -> u32 {
+        match self {
+            Want::Value(v) => v,
+            Want::Errno(e) => (-e) as u32,
+        }
+    }
+}
+
+/// The fuzzer's picture of the kernel: the ring buffer's contents.
+struct Model {
+    ring: [u8; fd::RING_SIZE],
+    head: usize,
+    len: usize,
+    pid: u32,
+    usable: u32,
+    info: CpuInfo,
+}
+
+/// One generated call and what it must give.
+struct Plan {
+    mech: Mechanism,
+    nr: u32,
+    args: [u32; 6],
+    flags: u32,
+    want: Want,
+    /// For reads and cpuinfo: where the kernel writes and how much must
+    /// match (checked after the call).
+    out: Option<(u32, usize)>,
+}
+
+impl Model {
+    fn ring_push(&mut self, bytes: &[u8]) -> usize {
+        let n = bytes.len().min(fd::RING_SIZE - self.len);
+        for &b in &bytes[..n] {
+            self.ring[(self.head + self.len) % fd::RING_SIZE] = b;
+            self.len += 1;
+        }
+        n
+    }
+
+    /// Plans one call, updating the model as the kernel must update itself.
+    fn plan(&mut self, r: &mut Rng, mechs: &[Mechanism]) -> Plan {
+        let mech = r.pick(mechs);
+        let flags = r.next() & HOSTILE;
+        let mut args = [word(r), word(r), word(r), word(r), word(r), word(r)];
+        let number = if r.below(4) != 0 {
+            r.pick(&VALID)
+        } else {
+            match r.below(4) {
+                0 => nr::COUNT + r.below(16),
+                1 => u32::MAX - r.below(16),
+                2 => 0x8000_0000 | r.next(),
+                _ => nr::COUNT + r.below(u32::MAX - nr::COUNT),
+            }
+        };
+        let mut out = None;
+        let want = match number {
+            nr::NULL | nr::YIELD => Want::Value(0),
+            nr::GETPID => Want::Value(self.pid),
+            nr::GETEUID => Want::Value(DEFAULT_EUID),
+            nr::ARGSUM => Want::Value(argsum(args)),
+            nr::WRITE => {
+                let (p, len, kind) = range(r, None);
+                let mut fdn = any_fd(r);
+                // Nothing reaches the console: valid writes to it go to the null device.
+                if (fdn == fd::STDOUT || fdn == fd::STDERR) && kind != Range::Bad {
+                    fdn = fd::NULL;
+                }
+                args[0] = fdn;
+                args[1] = p;
+                args[2] = len;
+                if !kind.readable() {
+                    Want::Errno(errno::EFAULT)
+                } else {
+                    match fdn {
+                        fd::STDOUT | fd::STDERR | fd::NULL => Want::Value(len),
+                        fd::RING => {
+                            // SAFETY: a readable range of this program's own
+                            // memory (or empty), as the kernel reads it.
+                            let bytes = unsafe { user_bytes(p, len) };
+                            Want::Value(self.ring_push(bytes) as u32)
+                        }
+                        _ => Want::Errno(errno::EBADF),
+                    }
+                }
+            }
+            nr::READ => {
+                let (p, len, kind) = range(r, None);
+                let fdn = any_fd(r);
+                args[0] = fdn;
+                args[1] = p;
+                args[2] = len;
+                if !kind.writable() {
+                    Want::Errno(errno::EFAULT)
+                } else {
+                    match fdn {
+                        fd::STDIN | fd::NULL => Want::Value(0),
+                        fd::RING => {
+                            let n = (len as usize).min(self.len);
+                            out = Some((p, n));
+                            Want::Value(n as u32)
+                        }
+                        _ => Want::Errno(errno::EBADF),
+                    }
+                }
+            }
+            nr::CPUINFO => {
+                let size = core::mem::size_of::<CpuInfo>() as u32;
+                let (p, _, kind) = range(r, Some(size));
+                let len = match r.below(4) {
+                    0 => r.below(size),
+                    1 => size,
+                    2 => size + r.below(64),
+                    _ => r.next(),
+                };
+                args[0] = p;
+                args[1] = len;
+                if len < size {
+                    Want::Errno(errno::EINVAL)
+                } else if kind != Range::Writable {
+                    Want::Errno(errno::EFAULT)
+                } else {
+                    out = Some((p, size as usize));
+                    Want::Value(0)
+                }
+            }
+            nr::ENTRY_FLOOR => {
+                let m = match r.below(3) {
+                    0 => r.below(6),
+                    _ => r.below(4),
+                };
+                let mut on = match r.below(3) {
+                    0 => word(r),
+                    _ => r.below(2),
+                };
+                // Never the floor of sysenter or syscall (see the module comment).
+                let fast = m == Mechanism::Sysenter as u32 || m == Mechanism::Syscall as u32;
+                if fast && on == 1 {
+                    on = 0;
+                }
+                args[0] = m;
+                args[1] = on;
+                let usable =
+                    Mechanism::from_u32(m).is_some_and(|k| self.usable & (1 << k as u32) != 0);
+                if usable && on <= 1 {
+                    Want::Value(0)
+                } else {
+                    Want::Errno(errno::EINVAL)
+                }
+            }
+            _ => Want::Errno(errno::ENOSYS),
+        };
+        Plan {
+            mech,
+            nr: number,
+            args,
+            flags,
+            want,
+            out,
+        }
+    }
+
+    /// Checks what the kernel wrote to user memory for `p`; advances the ring.
+    fn check_out(&mut self, p: &Plan) -> Result<(), &'static str> {
+        let Some((at, n)) = p.out else {
+            return Ok(());
+        };
+        // SAFETY: `at..at+n` lies in the scratch buffer (a writable range
+        // the plan chose), which the kernel has just written.
+        let got = unsafe { user_bytes(at, n as u32) };
+        if p.nr == nr::CPUINFO {
+            // SAFETY: the same bytes, as the struct the kernel copied out.
+            let c = unsafe { (at as *const CpuInfo).read_unaligned() };
+            return if same_info(&c, &self.info) {
+                Ok(())
+            } else {
+                Err("cpuinfo copied out something else")
+            };
+        }
+        for &b in got {
+            if b != self.ring[self.head] {
+                return Err("the ring gave back other bytes");
+            }
+            self.head = (self.head + 1) % fd::RING_SIZE;
+            self.len -= 1;
+        }
+        Ok(())
+    }
+}
+
+fn same_info(a: &CpuInfo, b: &CpuInfo) -> bool {
+    (
+        a.mechanisms,
+        a.signature,
+        a.features,
+        a.tsc_hz,
+        a.batches,
+        a.batch_size,
+        a.clock,
+        a.entry,
+        a.seed,
+        a.fuzz_calls,
+    ) == (
+        b.mechanisms,
+        b.signature,
+        b.features,
+        b.tsc_hz,
+        b.batches,
+        b.batch_size,
+        b.clock,
+        b.entry,
+        b.seed,
+        b.fuzz_calls,
+    )
+}
+
+/// The bytes at `[p, p+len)` of this program's memory.
+///
+/// # Safety
+/// The range must be readable user memory of this program, or empty.
+unsafe fn user_bytes(p: u32, len: u32) -> &'static [u8] {
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: the caller's promise.
+    unsafe { core::slice::from_raw_parts(p as *const u8, len as usize) }
+}
+
+/// The flag names, for reports.
+struct Flags(u32);
+
+impl core::fmt::Display for Flags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.0 & HOSTILE == 0 {
+            return f.write_str("none");
+        }
+        let mut sep = "";
+        for bit in [eflags::DF, eflags::AC, eflags::NT] {
+            if self.0 & bit != 0 {
+                write!(f, "{sep}{}", eflags::name(bit))?;
+                sep = "|";
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counters for the summary.
+#[derive(Default)]
+struct Stats {
+    per_mech: [u32; 4],
+    ok: u32,
+    /// EFAULT, EBADF, EINVAL, ENOSYS.
+    errnos: [u32; 4],
+    flagged: u32,
+}
+
+const COUNTED: [i32; 4] = [errno::EFAULT, errno::EBADF, errno::EINVAL, errno::ENOSYS];
+
+#[unsafe(no_mangle)]
+extern "C" fn main(arg: u32) -> i32 {
+    let info = sys::cpuinfo();
+    let seed = info.seed;
+    let calls = if arg != 0 { arg } else { info.fuzz_calls };
+    let end_of_image = scratch() + SCRATCH_SIZE as u32;
+    if end_of_image > IMAGE_LIMIT {
+        println!("fuzz: the program is larger than its model assumes");
+        return 1;
+    }
+    let mut mechs = [Mechanism::Int80; 4];
+    let mut n_mechs = 0;
+    for m in Mechanism::ALL {
+        if info.wanted(m) {
+            mechs[n_mechs] = m;
+            n_mechs += 1;
+        }
+    }
+    if n_mechs == 0 {
+        println!("fuzz: no usable mechanism selected (entry=)");
+        return 1;
+    }
+    let mechs = &mechs[..n_mechs];
+    let mut names = Line::new();
+    for m in mechs {
+        let _ = write!(names, " {}", m.key());
+    }
+    println!(
+        "fuzz: seed {seed}, {calls} calls through{}, flags among DF AC NT",
+        names.as_str()
+    );
+
+    let mut model = Model {
+        ring: [0; fd::RING_SIZE],
+        head: 0,
+        len: 0,
+        pid: sys::call(Mechanism::Int80, nr::GETPID, [0; 6]),
+        usable: info.mechanisms,
+        info,
+    };
+    let mut rng = Rng::new(seed);
+    let mut stats = Stats::default();
+    for i in 0..calls {
+        let p = model.plan(&mut rng, mechs);
+        let a = flagged::call(p.mech, p.nr, p.args, p.flags);
+        stats.per_mech[p.mech as usize] += 1;
+        stats.flagged += (p.flags != 0) as u32;
+        match COUNTED.iter().position(|&e| a.eax == (-e) as u32) {
+            Some(k) => stats.errnos[k] += 1,
+            None => stats.ok += 1,
+        }
+        let verdict = if a.eax != p.want.raw() {
+            Err("wrong result")
+        } else if a.args() != p.args {
+            Err("an argument register changed")
+        } else if a.eflags & HOSTILE != p.flags {
+            Err("EFLAGS did not come back as they went in")
+        } else if a.eflags & IF == 0 {
+            Err("IF is off after the return")
+        } else {
+            model.check_out(&p)
+        };
+        if let Err(why) = verdict {
+            report_failure(seed, i, &p, &a, why);
+            return 1;
+        }
+    }
+    let [efault, ebadf, einval, enosys] = stats.errnos;
+    println!(
+        "fuzz: {calls} calls, 0 failures: int80 {}, sysenter {}, callgate {}, syscall {}; \
+         {} values, EFAULT {efault}, EBADF {ebadf}, EINVAL {einval}, ENOSYS {enosys}; {} with DF/AC/NT set",
+        stats.per_mech[0], stats.per_mech[1], stats.per_mech[2], stats.per_mech[3], stats.ok, stats.flagged
+    );
+    record!(kind::FUZZ, "seed" => seed, "calls" => calls, "failures" => 0,
+        "int80" => stats.per_mech[0], "sysenter" => stats.per_mech[1],
+        "callgate" => stats.per_mech[2], "syscall" => stats.per_mech[3],
+        "ok" => stats.ok, "EFAULT" => efault, "EBADF" => ebadf, "EINVAL" => einval,
+        "ENOSYS" => enosys, "flagged" => stats.flagged);
+    0
+}
+
+fn report_failure(seed: u32, i: u32, p: &Plan, a: &After, why: &str) {
+    println!("fuzz: FAILED at call {i} (seed {seed}): {why}");
+    println!(
+        "fuzz:   {} {} (nr {:#x}) args [{:#x}, {:#x}, {:#x}, {:#x}, {:#x}, {:#x}] flags {}",
+        p.mech.title(),
+        nr::name(p.nr),
+        p.nr,
+        p.args[0],
+        p.args[1],
+        p.args[2],
+        p.args[3],
+        p.args[4],
+        p.args[5],
+        Flags(p.flags)
+    );
+    println!(
+        "fuzz:   expected {:#x}, got {:#x}; registers after: ebx {:#x} ecx {:#x} edx {:#x} esi {:#x} edi {:#x} ebp {:#x} eflags {:#x}",
+        p.want.raw(),
+        a.eax,
+        a.ebx,
+        a.ecx,
+        a.edx,
+        a.esi,
+        a.edi,
+        a.ebp,
+        a.eflags
+    );
+    println!(
+        "fuzz:   again: cargo xtask run --prog fuzz --append \"seed={seed} fuzz_calls={}\"",
+        i + 1
+    );
+    record!(kind::FUZZ, "seed" => seed, "calls" => i + 1, "failures" => 1,
+        "mech" => p.mech.key(), "nr" => p.nr, "why" => userland::abi::report::Escaped(why));
+}

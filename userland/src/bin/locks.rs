@@ -1,0 +1,463 @@
+//! Turnstiles and sleepqueues from ring 3: with argument 1 the tests
+//! (priority propagation, wake-up order, a stress with no lost wake-ups,
+//! pool exhaustion, EDEADLK), otherwise the benchmarks for each pool
+//! alignment in one boot.
+#![no_std]
+#![no_main]
+
+use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
+
+use userland::abi::report::kind;
+use userland::abi::syscall::{errno, nr, CpuInfo, MAX_THREADS};
+use userland::abi::Mechanism;
+use userland::bench::Fence;
+use userland::threads::{self, Umtx};
+use userland::{println, record, sys};
+
+#[unsafe(no_mangle)]
+extern "C" fn main(arg: u32) -> i32 {
+    if arg == 1 {
+        tests()
+    } else {
+        benches()
+    }
+}
+
+static FAILED: AtomicU32 = AtomicU32::new(0);
+
+fn check(name: &str, ok: bool, got: u32) {
+    if !ok {
+        FAILED.fetch_add(1, SeqCst);
+        println!("locks: FAIL {} (got {})", name, got);
+    }
+    record!(kind::CHECK, "mech" => "locks", "name" => Esc(name),
+        "result" => if ok { "pass" } else { "fail" }, "got" => got);
+}
+
+struct Esc<'a>(&'a str);
+impl core::fmt::Display for Esc<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        userland::abi::report::Escaped(self.0).fmt(f)
+    }
+}
+
+/// The channel finished threads wake their creator on.
+const CHAN_DONE: u32 = 0x0d0e;
+
+/// A thread's last act: count itself done and wake the joiner.
+fn finished() {
+    DONE.fetch_add(1, SeqCst);
+    threads::wakeup(CHAN_DONE, true);
+}
+
+/// Waits until `done` reaches `n`. The timeout covers the gap between the
+/// check and the sleep, where a wake-up could come too early.
+fn join(done: &AtomicU32, n: u32) {
+    let mut rounds = 0;
+    while done.load(SeqCst) < n && rounds < 10_000 {
+        let _ = threads::sleep_on(CHAN_DONE, 2);
+        rounds += 1;
+    }
+}
+
+// ---- priority propagation -------------------------------------------------
+
+static M: Umtx = Umtx::new();
+static L_HAS_M: AtomicU32 = AtomicU32::new(0);
+static L_TID: AtomicU32 = AtomicU32::new(0);
+static PRIO_WHILE_WAITED: AtomicU32 = AtomicU32::new(0);
+static PRIO_AFTER: AtomicU32 = AtomicU32::new(0);
+static H_GOT_M: AtomicU32 = AtomicU32::new(0);
+static DONE: AtomicU32 = AtomicU32::new(0);
+const CHAN_L_READY: u32 = 0x1000;
+const CHAN_GO: u32 = 0x1001;
+const LOW: u32 = 20;
+const HIGH: u32 = 5;
+
+fn low(_: u32) {
+    let me = threads::gettid();
+    L_TID.store(me, SeqCst);
+    let _ = M.lock(me);
+    L_HAS_M.store(1, SeqCst);
+    threads::wakeup(CHAN_L_READY, true);
+    let _ = threads::sleep_on(CHAN_GO, 0);
+    PRIO_WHILE_WAITED.store(threads::getprio(me), SeqCst);
+    let _ = M.unlock(me);
+    PRIO_AFTER.store(threads::getprio(me), SeqCst);
+    finished();
+}
+
+fn high(_: u32) {
+    let me = threads::gettid();
+    let _ = M.lock(me);
+    H_GOT_M.store(1, SeqCst);
+    let _ = M.unlock(me);
+    finished();
+}
+
+fn priority_propagation() {
+    DONE.store(0, SeqCst);
+    let l = threads::spawn(low, 0, LOW).unwrap_or(0);
+    while L_HAS_M.load(SeqCst) == 0 {
+        let _ = threads::sleep_on(CHAN_L_READY, 5);
+    }
+    let _ = threads::spawn(high, 0, HIGH);
+    // Let H run: it blocks on M, which L owns.
+    threads::yield_now();
+    threads::sleep(2);
+    let lent = threads::getprio(l);
+    check(
+        "a low-priority owner inherits its waiter's priority",
+        lent == HIGH,
+        lent,
+    );
+    threads::wakeup(CHAN_GO, true);
+    join(&DONE, 2);
+    let w = PRIO_WHILE_WAITED.load(SeqCst);
+    check(
+        "the owner still runs at the lent priority until it unlocks",
+        w == HIGH,
+        w,
+    );
+    let after = PRIO_AFTER.load(SeqCst);
+    check(
+        "the owner gives the priority back when it unlocks",
+        after == LOW,
+        after,
+    );
+    check(
+        "the waiter gets the mutex",
+        H_GOT_M.load(SeqCst) == 1,
+        H_GOT_M.load(SeqCst),
+    );
+}
+
+// ---- wake-up order --------------------------------------------------------
+
+static ORDER: [AtomicU32; 8] = [const { AtomicU32::new(0) }; 8];
+static ORDER_LEN: AtomicU32 = AtomicU32::new(0);
+static M2: Umtx = Umtx::new();
+const CHAN_ORDER: u32 = 0x2000;
+
+fn log(tag: u32) {
+    let i = ORDER_LEN.fetch_add(1, SeqCst) as usize;
+    if i < ORDER.len() {
+        ORDER[i].store(tag, SeqCst);
+    }
+}
+
+fn sleeper(tag: u32) {
+    let _ = threads::sleep_on(CHAN_ORDER, 0);
+    log(tag);
+    finished();
+}
+
+fn locker(tag: u32) {
+    let me = threads::gettid();
+    let _ = M2.lock(me);
+    log(tag);
+    let _ = M2.unlock(me);
+    finished();
+}
+
+fn order() -> [u32; 3] {
+    [0, 1, 2].map(|i| ORDER[i].load(SeqCst))
+}
+
+fn wakeup_order() {
+    // Sleepqueue: first asleep, first woken.
+    DONE.store(0, SeqCst);
+    ORDER_LEN.store(0, SeqCst);
+    for tag in [1, 2, 3] {
+        let _ = threads::spawn(sleeper, tag, 10);
+        threads::sleep(2);
+    }
+    for _ in 0..3 {
+        threads::wakeup(CHAN_ORDER, false);
+        threads::sleep(2);
+    }
+    join(&DONE, 3);
+    let o = order();
+    check(
+        "sleepqueue wakes in the order of sleeping",
+        o == [1, 2, 3],
+        o[0] * 100 + o[1] * 10 + o[2],
+    );
+    // Turnstile: most urgent first, whatever the order of blocking.
+    DONE.store(0, SeqCst);
+    ORDER_LEN.store(0, SeqCst);
+    let me = threads::gettid();
+    let _ = M2.lock(me);
+    for (tag, prio) in [(1, 12), (2, 6), (3, 9)] {
+        let _ = threads::spawn(locker, tag, prio);
+        threads::sleep(2);
+    }
+    let _ = M2.unlock(me);
+    join(&DONE, 3);
+    let o = order();
+    check(
+        "turnstile hands the mutex to the most urgent waiter first",
+        o == [2, 3, 1],
+        o[0] * 100 + o[1] * 10 + o[2],
+    );
+}
+
+// ---- stress: no lost wake-ups --------------------------------------------
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+static M3: Umtx = Umtx::new();
+const WORKERS: u32 = 4;
+const ROUNDS: u32 = 300;
+
+fn worker(_: u32) {
+    let me = threads::gettid();
+    for i in 0..ROUNDS {
+        let _ = M3.lock(me);
+        let c = COUNTER.load(SeqCst);
+        if i % 8 == 0 {
+            // Hold the mutex across a yield: the others must block on it.
+            threads::yield_now();
+        }
+        COUNTER.store(c + 1, SeqCst);
+        let _ = M3.unlock(me);
+    }
+    finished();
+}
+
+fn stress() {
+    DONE.store(0, SeqCst);
+    COUNTER.store(0, SeqCst);
+    for _ in 0..WORKERS {
+        let _ = threads::spawn(worker, 0, 16);
+    }
+    join(&DONE, WORKERS);
+    let c = COUNTER.load(SeqCst);
+    check(
+        "stress: 4 threads x 300 locked increments, none lost, nobody stuck",
+        c == WORKERS * ROUNDS,
+        c,
+    );
+}
+
+// ---- exhaustion and EDEADLK ------------------------------------------------
+
+fn parked(_: u32) {
+    let _ = threads::sleep_on(0x3000, 0);
+    finished();
+}
+
+fn exhaustion() {
+    DONE.store(0, SeqCst);
+    let mut made = 0;
+    let mut last = Ok(0);
+    for _ in 0..MAX_THREADS + 2 {
+        last = threads::spawn(parked, 0, 16);
+        if last.is_err() {
+            break;
+        }
+        made += 1;
+    }
+    check(
+        "thread pool exhaustion gives EAGAIN, not a panic",
+        last == Err(errno::EAGAIN),
+        made,
+    );
+    threads::sleep(2);
+    threads::wakeup(0x3000, true);
+    join(&DONE, made);
+}
+
+fn deadlock() {
+    let me = threads::gettid();
+    let m = Umtx::new();
+    let _ = m.lock(me);
+    let again = m.lock(me);
+    check(
+        "locking a mutex it owns gives EDEADLK",
+        again == Err(errno::EDEADLK),
+        0,
+    );
+    let _ = m.unlock(me);
+    let other = m.unlock(me);
+    check(
+        "unlocking a mutex it does not own gives EPERM",
+        other == Err(errno::EPERM),
+        0,
+    );
+}
+
+fn tests() -> i32 {
+    priority_propagation();
+    threads::reset_slots();
+    wakeup_order();
+    threads::reset_slots();
+    stress();
+    threads::reset_slots();
+    deadlock();
+    exhaustion();
+    let f = FAILED.load(SeqCst);
+    println!("locks: {} failures", f);
+    f as i32
+}
+
+// ---- benchmarks ------------------------------------------------------------
+
+static STOP: AtomicU32 = AtomicU32::new(0);
+static TIMEOUTS: AtomicU32 = AtomicU32::new(0);
+static M4: Umtx = Umtx::new();
+const CHAN_A: u32 = 0x5000;
+const CHAN_B: u32 = 0x5001;
+static SHARED: [AtomicU32; 1024] = [const { AtomicU32::new(0) }; 1024];
+static RECORDS: AtomicU32 = AtomicU32::new(0);
+
+const CHAN_START: u32 = 0x5002;
+
+fn contender(n: u32) {
+    let me = threads::gettid();
+    let _ = threads::sleep_on(CHAN_START, 0);
+    for _ in 0..n {
+        let _ = M4.lock(me);
+        threads::yield_now();
+        let _ = M4.unlock(me);
+    }
+    finished();
+}
+
+fn ponger(n: u32) {
+    for _ in 0..n {
+        if threads::sleep_on(CHAN_B, 20).is_err() {
+            TIMEOUTS.fetch_add(1, SeqCst);
+        }
+        threads::wakeup(CHAN_A, false);
+    }
+    finished();
+}
+
+/// ebizzy-like: search shared memory for a key under the lock, one record
+/// per search.
+fn searcher(_: u32) {
+    let me = threads::gettid();
+    while STOP.load(SeqCst) == 0 {
+        let _ = M4.lock(me);
+        let key = RECORDS.load(SeqCst) & 1023;
+        let mut found = 0;
+        for (i, w) in SHARED.iter().enumerate() {
+            if w.load(SeqCst) == key {
+                found = i as u32;
+                break;
+            }
+        }
+        SHARED[(found as usize + 1) & 1023].store(key, SeqCst);
+        RECORDS.fetch_add(1, SeqCst);
+        let _ = M4.unlock(me);
+    }
+    finished();
+}
+
+fn benches() -> i32 {
+    let info: CpuInfo = sys::cpuinfo();
+    let fence = Fence::for_cpu(&info);
+    let unit = if info.clock == 1 {
+        "instructions"
+    } else {
+        "cycles"
+    };
+    let me = threads::gettid();
+    println!("locks: pool alignment compared in one boot; {unit} per operation");
+    println!("locks: TCG does not model caches, so alignment cannot change TCG figures: icount counts instructions, real KVM or hardware shows the cache effect");
+    println!(
+        "{:<8} {:>12} {:>12} {:>12} {:>12} {:>14}",
+        "align", "uncontended", "contended", "sleep/wake", "lookup", "ebizzy rec/s"
+    );
+    for align in [128u32, 64, 0] {
+        let r = sys::call(Mechanism::Int80, nr::POOL_ALIGN, [align, 0, 0, 0, 0, 0]);
+        if r != 0 {
+            println!("locks: pool_align({align}) failed: {}", r as i32);
+            return 1;
+        }
+        // Uncontended: the user fast path, no kernel entry.
+        let n = 10_000;
+        let t0 = fence.start();
+        for _ in 0..n {
+            let _ = M4.lock(me);
+            let _ = M4.unlock(me);
+        }
+        let unc = fence.end().wrapping_sub(t0) as f64 / n as f64;
+        // Contended: two threads hand the mutex back and forth.
+        threads::reset_slots();
+        DONE.store(0, SeqCst);
+        let k = 200;
+        let _ = threads::spawn(contender, k, 16);
+        let _ = threads::spawn(contender, k, 16);
+        threads::sleep(1);
+        let t0 = fence.start();
+        threads::wakeup(CHAN_START, true);
+        join(&DONE, 2);
+        let con = fence.end().wrapping_sub(t0) as f64 / (2 * k) as f64;
+        // Sleep/wakeup round trip between two threads.
+        threads::reset_slots();
+        DONE.store(0, SeqCst);
+        TIMEOUTS.store(0, SeqCst);
+        let _ = threads::spawn(ponger, k, 16);
+        threads::sleep(1);
+        let t0 = fence.start();
+        for _ in 0..k {
+            threads::wakeup(CHAN_B, false);
+            if threads::sleep_on(CHAN_A, 20).is_err() {
+                TIMEOUTS.fetch_add(1, SeqCst);
+            }
+        }
+        let rtt = fence.end().wrapping_sub(t0) as f64 / k as f64;
+        join(&DONE, 1);
+        // One turnstile-chain lookup: n lookups against none.
+        let call = |n: u32| sys::call(Mechanism::Int80, nr::LOOKUP_BENCH, [n, 0, 0, 0, 0, 0]);
+        let t0 = fence.start();
+        call(0);
+        let base = fence.end().wrapping_sub(t0);
+        let t0 = fence.start();
+        call(1000);
+        let look = fence.end().wrapping_sub(t0).saturating_sub(base) as f64 / 1000.0;
+        // ebizzy-like: two searchers for 50 ticks.
+        threads::reset_slots();
+        DONE.store(0, SeqCst);
+        STOP.store(0, SeqCst);
+        RECORDS.store(0, SeqCst);
+        let t0 = fence.start();
+        let _ = threads::spawn(searcher, 0, 16);
+        let _ = threads::spawn(searcher, 0, 16);
+        threads::sleep(50);
+        STOP.store(1, SeqCst);
+        join(&DONE, 2);
+        let ticks = fence.end().wrapping_sub(t0);
+        let recs = RECORDS.load(SeqCst);
+        let per_s = if ticks > 0 {
+            recs as f64 * info.tsc_hz as f64 / ticks as f64
+        } else {
+            0.0
+        };
+        threads::reset_slots();
+        let name = if align == 0 {
+            "packed"
+        } else if align == 64 {
+            "64"
+        } else {
+            "128"
+        };
+        println!(
+            "{:<8} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>14.0}",
+            name, unc, con, rtt, look, per_s
+        );
+        record!(kind::LOCKS, "align" => name, "unit" => unit, "uncontended" => F(unc),
+            "contended" => F(con), "sleep_wakeup" => F(rtt), "lookup" => F(look),
+            "ebizzy_records_per_s" => F(per_s), "ebizzy_records" => recs,
+            "timeouts" => TIMEOUTS.load(SeqCst));
+    }
+    0
+}
+
+struct F(f64);
+impl core::fmt::Display for F {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:.2}", self.0)
+    }
+}
