@@ -21,6 +21,7 @@ pub const KEYS: &[&str] = &[
     KEY_TRACE,
     KEY_SEED,
     KEY_FUZZ_CALLS,
+    KEY_POOL_ALIGN,
 ];
 pub const KEY_MODE: &str = "mode";
 pub const KEY_PROG: &str = "prog";
@@ -34,6 +35,7 @@ pub const KEY_BATCH_SIZE: &str = "batch_size";
 pub const KEY_TRACE: &str = "trace";
 pub const KEY_SEED: &str = "seed";
 pub const KEY_FUZZ_CALLS: &str = "fuzz_calls";
+pub const KEY_POOL_ALIGN: &str = "pool_align";
 
 /// What the boot is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +127,9 @@ pub struct Options<'a> {
     pub seed: u32,
     /// `fuzz_calls=N`: how many calls the fuzzer makes.
     pub fuzz_calls: u32,
+    /// `pool_align=128|64|packed`: the turnstile and sleepqueue pools'
+    /// alignment in bytes (0 = packed).
+    pub pool_align: u32,
 }
 
 pub const DEFAULT_PROG: &str = "bench";
@@ -151,6 +156,7 @@ impl Default for Options<'_> {
             trace: None,
             seed: DEFAULT_SEED,
             fuzz_calls: DEFAULT_FUZZ_CALLS,
+            pool_align: 128,
         }
     }
 }
@@ -226,6 +232,12 @@ impl<'a> Options<'a> {
                     Some(n) => o.fuzz_calls = n,
                     None => bad("a whole number below 2^32 (decimal or 0x hex)"),
                 },
+                KEY_POOL_ALIGN => match value {
+                    "128" => o.pool_align = 128,
+                    "64" => o.pool_align = 64,
+                    "packed" => o.pool_align = 0,
+                    _ => bad("128, 64 or packed"),
+                },
                 _ => warn(Warning::UnknownKey(key)),
             }
         }
@@ -294,6 +306,11 @@ mod tests {
         assert!(o.uses(Mechanism::Int80) && o.uses(Mechanism::CallGate));
         assert!(!o.uses(Mechanism::Sysenter) && !o.uses(Mechanism::Syscall));
         assert_eq!((o.batches, o.batch_size), (8, 16));
+        let (o, w) = parse("pool_align=packed");
+        assert!(w.is_empty());
+        assert_eq!(o.pool_align, 0);
+        let (o, w) = parse("pool_align=32");
+        assert_eq!((o.pool_align, w.len()), (128, 1));
     }
 
     #[test]

@@ -114,6 +114,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     idt::load();
     paging::init(&stacks);
     task::sched::init();
+    sync_pools(&opts);
     frames::init(
         &bi,
         (
@@ -182,6 +183,20 @@ fn warn(w: Warning) {
             record!(kind::WARN, "text" => "bad value", "key" => key, "value" => value);
         }
     }
+}
+
+/// Lays out the sync-object pools as `pool_align=` says, and reports it.
+fn sync_pools(opts: &Options) {
+    use sync::pool::Align;
+    use sync::{sleepqueue, turnstile};
+    let a = Align::from_bytes(opts.pool_align).unwrap_or(Align::A128);
+    turnstile::set_align(a);
+    sleepqueue::set_align(a);
+    let (size, stride, per64, per128) = turnstile::layout();
+    let (qsize, qstride, q64, q128) = sleepqueue::layout();
+    record!(kind::POOL, "align" => a.key(), "ts_size" => size, "ts_stride" => stride,
+        "ts_per64" => per64, "ts_per128" => per128, "sq_size" => qsize, "sq_stride" => qstride,
+        "sq_per64" => q64, "sq_per128" => q128);
 }
 
 fn report_cpu(f: &cpu::Features) {

@@ -54,6 +54,23 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        name: "pool_align=packed on the command line lays the pools out packed",
+        cpu: None,
+        cmdline: "mode=run pool_align=packed batches=1 batch_size=16",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| {
+            succeeded(log)?;
+            let p = one(r, kind::POOL)?;
+            match (p.get("align"), p.get("ts_stride"), p.get("ts_per128")) {
+                (Some("packed"), Some("24"), Some("6")) => Ok(()),
+                other => Err(format!("pool record {other:?}")),
+            }
+        },
+        twice: false,
+    },
+    Case {
         name: "locks: turnstile/sleepqueue benchmarks for pool alignments 128, 64 and packed in one boot",
         cpu: None,
         cmdline: "mode=run prog=locks",
@@ -63,7 +80,8 @@ const CASES: &[Case] = &[
         check: |log, r| {
             succeeded(log)?;
             let pools: Vec<_> = report::of_kind(r, kind::POOL).collect();
-            let per128: Vec<&str> = pools.iter().filter_map(|p| p.get("ts_per128")).collect();
+            // The boot's own layout first, then the program's three.
+            let per128: Vec<&str> = pools.iter().skip(1).filter_map(|p| p.get("ts_per128")).collect();
             if per128 != ["1", "2", "6"] {
                 return Err(format!("turnstiles per 128-byte block {per128:?}, expected 1, 2, 6"));
             }

@@ -50,6 +50,9 @@ pub const SLOT: usize = 128;
 #[repr(C, align(128))]
 pub struct Arena(pub [u8; SLOT * MAX_THREADS]);
 
+// At the 128-byte stride each object starts its own 128-byte block.
+const _: () = assert!(align_of::<Arena>() == SLOT && SLOT == 128);
+
 /// A pool of `MAX_THREADS` `T`s in an arena, with a free map.
 pub struct Pool<T> {
     arena: *mut Arena,
