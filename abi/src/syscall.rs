@@ -243,6 +243,9 @@ pub struct CpuInfo {
     /// `seed` and `fuzz_calls` from the command line, for the fuzzer.
     pub seed: u32,
     pub fuzz_calls: u32,
+    /// 1 when the host said it runs the kernel under TCG (`accel=tcg`): a
+    /// TSC there follows the host's clock, so its ticks are no cycles.
+    pub emulated: u32,
 }
 
 /// RDTSC is usable from ring 3.
@@ -253,6 +256,16 @@ pub const FEATURE_SSE2: u32 = 1 << 1;
 pub const FEATURE_RDTSCP: u32 = 1 << 2;
 
 impl CpuInfo {
+    /// What one tick of the timed regions is: "instructions" under icount,
+    /// "TCG ticks" for the TSC under emulation, "cycles" otherwise.
+    pub fn unit(&self) -> &'static str {
+        match (self.clock, self.emulated) {
+            (1, _) => "instructions",
+            (_, 1) => "TCG ticks",
+            _ => "cycles",
+        }
+    }
+
     pub fn has(&self, m: Mechanism) -> bool {
         self.mechanisms & (1 << m as u32) != 0
     }

@@ -50,6 +50,7 @@ static SYSINFO: BootCell<abi::syscall::CpuInfo> = BootCell::new(abi::syscall::Cp
     entry: 0,
     seed: 0,
     fuzz_calls: 0,
+    emulated: 0,
 });
 
 /// What the `cpuinfo` system call reports.
@@ -139,6 +140,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             entry: opts.entry,
             seed: opts.seed,
             fuzz_calls: opts.fuzz_calls,
+            emulated: (opts.accel == "tcg") as u32,
         }
     };
     for m in Mechanism::ALL {

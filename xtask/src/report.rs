@@ -37,9 +37,24 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
+/// Where the record on a line starts: the first marker followed by a digit
+/// (its schema version). Any other occurrence of the marker is line noise.
+fn record_start(text: &str) -> Option<usize> {
+    text.match_indices(MARKER)
+        .map(|(at, _)| at)
+        .find(|&at| text[at + MARKER.len()..].starts_with(|c: char| c.is_ascii_digit()))
+}
+
 /// Parses one line. `Ok(None)` for a line without a record.
+///
+/// A serial line may carry noise (a real machine's, a loader's escape
+/// sequences): whatever precedes the record on its line is ignored, and so
+/// are control bytes and non-ASCII characters after its end. A record
+/// itself is printable ASCII and single spaces (its values are escaped), so
+/// noise *inside* one is an error naming the line: its values cannot be
+/// trusted.
 pub fn parse_line(text: &str, line: usize) -> Result<Option<Record>, ParseError> {
-    let Some(at) = text.find(MARKER) else {
+    let Some(at) = record_start(text) else {
         return Ok(None);
     };
     let err = |why: String| ParseError {
@@ -47,7 +62,12 @@ pub fn parse_line(text: &str, line: usize) -> Result<Option<Record>, ParseError>
         text: text.to_string(),
         why,
     };
-    let rest = &text[at + MARKER.len()..];
+    let rest = text[at + MARKER.len()..].trim_end_matches(|c: char| !c.is_ascii_graphic());
+    if let Some(c) = rest.chars().find(|&c| !(c.is_ascii_graphic() || c == ' ')) {
+        return Err(err(format!(
+            "noise inside a record ({c:?}): a corrupted serial line?"
+        )));
+    }
     let mut words = rest.split_ascii_whitespace();
     let version = words
         .next()
@@ -138,9 +158,10 @@ mod tests {
     fn corrupt_records_name_their_line() {
         for (text, why) in [
             ("@@tb1", "without a kind"),
-            ("@@tb", "without a schema"),
             ("@@tb9 cpu a=b", "schema version 9"),
-            ("@@tbx cpu", "bad schema"),
+            ("@@tb99999999999 cpu", "bad schema"),
+            ("@@tb1 cpu vendor=Gen\u{7}uine family=6", "noise inside a record"),
+            ("@@tb1 end status=succ\u{fffd}ess", "noise inside a record"),
             ("@@tb1 cpu vendor", "no '='"),
             ("@@tb1 cpu =x", "no key"),
             ("@@tb1 cpu a=%4", "bad escape"),
@@ -159,6 +180,89 @@ mod tests {
         // A log cut mid-escape.
         let e = parse_log("@@tb1 boot cmdline=mode%3").unwrap_err();
         assert_eq!(e.line, 1);
+    }
+
+    #[test]
+    fn marker_noise_is_not_a_record() {
+        // The marker not followed by a schema version is noise, and the
+        // record after it on the same line is still found.
+        for text in [
+            "@@tb",
+            "@@tbx cpu",
+            "\u{0}@@tb\u{1b}[0m",
+            "@@t@@tb",
+            "@@@@tb%",
+        ] {
+            assert_eq!(parse_line(text, 1), Ok(None), "{text:?}");
+        }
+        for text in [
+            "@@tb@@tb1 end status=success",
+            "\u{0}\u{0}@@tbx junk= @@tb1 end status=success",
+            "@@@tb1 end status=success",
+            "@@tb1 end status=success\r\u{0}\u{0}\u{fffd}",
+            "\u{1b}[2J\u{1b}[H@@tb1 end status=success   ",
+        ] {
+            let r = parse_line(text, 1).unwrap().unwrap();
+            assert_eq!((r.kind.as_str(), r.get("status")), ("end", Some("success")), "{text:?}");
+        }
+    }
+
+    /// xorshift32, for reproducible noise.
+    fn noise(state: &mut u32, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                *state ^= *state << 13;
+                *state ^= *state >> 17;
+                *state ^= *state << 5;
+                (*state >> 24) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn random_noise_between_records_changes_nothing() {
+        let clean = "\
+i386 testbed kernel abc
+@@tb1 boot loader=qemu protocol=mb1 cmdline=mode%3Dtest rev=abc
+@@tb1 cpu vendor=GenuineIntel brand=QEMU%20Virtual family=6
+@@tb1 mech name=int80 status=ok reason=%00
+@@tb1 test name=kernel:%20frames result=pass detail=%00
+@@tb1 end status=success
+";
+        let want: Vec<_> = parse_log(clean)
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.kind, r.fields))
+            .collect();
+        assert_eq!(want.len(), 5);
+        let mut state = 0x1234_5678u32;
+        for round in 0..500 {
+            // Noise after each record's newline: whole lines of it, and a
+            // last unterminated piece that shares the next record's line.
+            let mut bytes = Vec::new();
+            for l in clean.lines() {
+                bytes.extend_from_slice(l.as_bytes());
+                bytes.push(b'\n');
+                let len = (noise(&mut state, 1)[0] % 64) as usize;
+                bytes.extend(noise(&mut state, len));
+            }
+            // Noise that happens to spell a record's start would be a
+            // record: that is not noise any more.
+            let text = String::from_utf8_lossy(&bytes);
+            if record_start_count(&text) != want.len() {
+                continue;
+            }
+            let got: Vec<_> = parse_log(&text)
+                .unwrap_or_else(|e| panic!("round {round}: {e}"))
+                .into_iter()
+                .map(|r| (r.kind, r.fields))
+                .collect();
+            assert_eq!(got, want, "round {round}");
+        }
+    }
+
+    fn record_start_count(text: &str) -> usize {
+        text.lines().filter(|l| record_start(l).is_some()).count()
     }
 
     #[test]

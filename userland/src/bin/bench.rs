@@ -161,8 +161,8 @@ extern "C" fn main(_arg: u32) -> i32 {
     println!(
         "bench: clock={} ({} per tick{}), {} batches x {} calls, fence {}, timer+call overhead {} ticks per batch (subtracted), interrupts masked, perf counters n/a",
         clock,
-        if clock == "icount" { "1 instruction" } else { "1 cycle" },
-        if clock == "icount" { "; TCG, not cycles" } else { "" },
+        if clock == "icount" { "1 instruction" } else if info.emulated == 1 { "1 TCG tick" } else { "1 cycle" },
+        if clock == "icount" || info.emulated == 1 { "; TCG: emulator figures, not cycles" } else { "" },
         run.batches,
         run.size,
         run.fence.describe(),
