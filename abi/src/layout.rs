@@ -37,6 +37,9 @@ pub mod selector {
     pub const CALL_GATE: u16 = 0x38 | 3;
     /// The DPL-3 call gate to the floor entry (lcall → lret, no work).
     pub const CALL_GATE_FLOOR: u16 = 0x40 | 3;
+    /// The debug-exception TSS, entered through a task gate (see
+    /// kernel/src/arch/exceptions.rs: a #DB must never push on a user stack).
+    pub const DEBUG_TSS: u16 = 0x48;
 }
 
 /// The int 0x80 vector (full entry) and the floor vector (int → iret, no work).

@@ -96,9 +96,14 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     let (gate, gate_floor) = entry::callgate::targets();
     gdt::init(
         stacks.kernel_top,
-        gdt::DoubleFaultTask {
+        gdt::HandlerTask {
             eip: exceptions::double_fault_entry(),
             esp: stacks.df_top,
+            cr3: paging::directory_address(),
+        },
+        gdt::HandlerTask {
+            eip: exceptions::debug_entry(),
+            esp: stacks.db_top,
             cr3: paging::directory_address(),
         },
         gate,

@@ -5,9 +5,14 @@
 //!   code, CR2) and the kernel goes on (`task::end_current`).
 //! - From ring 0 at a listed instruction (the exception table): resume at
 //!   its fixup; this is how an entry stub's read of user memory fails softly.
-//! - A debug trap at the first instruction of the sysenter or call-gate
-//!   entry (the user had TF set; neither instruction clears it): resume at
-//!   the entry's "traced" variant, which keeps the user's TF.
+//! - #DB comes through a task gate too (`debug_task`): SYSCALL does not
+//!   switch stacks, so a user who sets TF traps at the first kernel
+//!   instruction while ESP is still the user's, and an interrupt gate would
+//!   push the exception frame wherever that ESP points, in ring 0. A task
+//!   switch pushes nothing. A trap at an entry's first instruction (the user
+//!   had TF set; SYSENTER, a call gate and SYSCALL do not clear it) resumes
+//!   at the entry's "traced" variant, which keeps the user's TF; a trap in
+//!   ring 3 ends the task.
 //! - Anything else from ring 0 is a kernel bug: report and exit with
 //!   `EXCEPTION_BASE + vector`.
 //! - #DF comes through a task gate (see `double_fault_task`), so a kernel
@@ -147,6 +152,21 @@ exc_common:
     addl $8, %esp
     iret
 
+    /* The debug task: entered by a task switch through IDT vector 1; the
+       interrupted context is in the main TSS. IRET with NT set switches
+       back, and the CPU saves this task's EIP (the jmp) in its TSS, so the
+       next #DB starts at the jmp and comes round to the call again. */
+    .global debug_task, debug_kill
+debug_task:
+    call {db}
+    iret
+    jmp debug_task
+
+    /* Where the debug task sends a user thread that single-stepped in ring 3:
+       ring 0, the thread's kernel stack, kernel segments. */
+debug_kill:
+    call {db_end}
+
     /* The double-fault task starts here on its own stack with the error
        code (always 0) pushed; the faulting context is in the main TSS. */
     .pushsection .rodata
@@ -167,11 +187,15 @@ double_fault_task:
     kdata = const selector::KERNEL_DATA,
     handler = sym exception_handler,
     df = sym double_fault,
+    db = sym debug_trap,
+    db_end = sym debug_end_task,
     options(att_syntax)
 );
 
 unsafe extern "C" {
     static double_fault_task: u8;
+    static debug_task: u8;
+    static debug_kill: u8;
     static exc_stub_table: [u32; 32];
 }
 
@@ -186,6 +210,11 @@ pub fn double_fault_entry() -> u32 {
     &raw const double_fault_task as u32
 }
 
+/// The entry point of the debug task, for its TSS.
+pub fn debug_entry() -> u32 {
+    &raw const debug_task as u32
+}
+
 /// Installs the 32 exception gates. #BP is reachable from ring 3 (`int3`);
 /// the others only by the CPU itself. #DF is a task gate.
 pub fn install() {
@@ -194,6 +223,7 @@ pub fn install() {
         idt::set(v as u8, Gate::new(stub, GateKind::Interrupt, ring));
     }
     idt::set(vector::DOUBLE_FAULT, Gate::task(selector::DOUBLE_FAULT_TSS));
+    idt::set(vector::DEBUG, Gate::task(selector::DEBUG_TSS));
 }
 
 /// An entry in the exception table: a faulting instruction and where to go.
@@ -230,16 +260,6 @@ extern "fastcall" fn exception_handler(f: &mut TrapFrame) {
             vector: v,
             eip: f.eip,
         });
-    }
-    if v == vector::DEBUG {
-        if let Some(traced) = entry::traced_entry(f.eip) {
-            // The single-step trap came at an entry's first instruction: the
-            // user had TF set. Stop stepping the kernel and go on through the
-            // entry variant that gives the user back its TF on return.
-            f.eflags &= !EFLAGS_TF;
-            f.eip = traced;
-            return;
-        }
     }
     if v == vector::PAGE_FAULT || v == vector::GENERAL_PROTECTION {
         if let Some(fixup) = fixup_for(f.eip) {
@@ -360,4 +380,69 @@ extern "C" fn double_fault() -> ! {
         "esi" => Hex(t.esi), "edi" => Hex(t.edi), "ebp" => Hex(t.ebp), "esp" => Hex(t.esp),
         "cr2" => Hex(cr2));
     power::exit(EXCEPTION_BASE + vector::DOUBLE_FAULT as u32);
+}
+
+/// Where a user thread that single-stepped was, for `debug_end_task`.
+static mut DEBUG_EIP: u32 = 0;
+
+/// Runs as the debug task. Decides what the #DB meant from the interrupted
+/// context in the main TSS, and edits that context before switching back.
+extern "C" fn debug_trap() {
+    // SAFETY: the main task is suspended while the debug task runs.
+    let t = unsafe { gdt::main_tss_mut() };
+    if t.cs & 3 == 3 {
+        // A single step in ring 3: the task ends, like any user fault. Leave
+        // through `debug_kill`, in ring 0 on the thread's kernel stack.
+        kprintln!(
+            "task {} (pid {}):",
+            task::current().name,
+            task::current().pid
+        );
+        kprintln!(
+            "#DB debug (vector 1) in user mode: single step after EIP {:#010x}, ESP {:#010x}, EFLAGS {:#010x}",
+            t.eip,
+            t.esp,
+            t.eflags
+        );
+        record!(kind::EXCEPTION, "vector" => 1u8, "name" => "#DB", "mode" => "user", "error" => Hex(0),
+            "eip" => Hex(t.eip), "cs" => Hex(t.cs), "eflags" => Hex(t.eflags),
+            "eax" => Hex(t.eax), "ebx" => Hex(t.ebx), "ecx" => Hex(t.ecx), "edx" => Hex(t.edx),
+            "esi" => Hex(t.esi), "edi" => Hex(t.edi), "ebp" => Hex(t.ebp), "esp" => Hex(t.esp),
+            "cr2" => Hex(cpu::cr2()));
+        // SAFETY: read by debug_end_task once the main task runs again.
+        unsafe { DEBUG_EIP = t.eip };
+        t.eip = &raw const debug_kill as u32;
+        t.cs = selector::KERNEL_CODE as u32;
+        t.esp = t.esp0;
+        t.eflags = 0x2;
+        for seg in [&mut t.ss, &mut t.ds, &mut t.es, &mut t.fs, &mut t.gs] {
+            *seg = selector::KERNEL_DATA as u32;
+        }
+        return;
+    }
+    if let Some(traced) = entry::traced_entry(t.eip) {
+        // The trap came at an entry's first instruction: the user had TF
+        // set. Stop stepping the kernel, and go on through the entry variant
+        // that gives the user back its TF on return. For SYSCALL, ESP is
+        // still the user's: the traced variant swaps stacks first.
+        t.eflags &= !EFLAGS_TF;
+        t.eip = traced;
+        return;
+    }
+    kprintln!(
+        "#DB debug (vector 1) in kernel mode at EIP {:#010x}, EFLAGS {:#010x}: not an entry stub",
+        t.eip,
+        t.eflags
+    );
+    power::exit(EXCEPTION_BASE + vector::DEBUG as u32);
+}
+
+/// A user thread that single-stepped: end its task (in the main task, ring 0).
+extern "C" fn debug_end_task() -> ! {
+    // SAFETY: written by the debug task before it switched here.
+    let eip = unsafe { DEBUG_EIP };
+    task::end_current(task::End::Fault {
+        vector: vector::DEBUG,
+        eip,
+    })
 }

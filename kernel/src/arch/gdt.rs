@@ -120,7 +120,7 @@ impl Descriptor {
     }
 }
 
-const ENTRIES: usize = 9;
+const ENTRIES: usize = 10;
 
 /// The table and how many descriptors it holds.
 pub struct Gdt {
@@ -239,21 +239,72 @@ static DF_TSS: BootCell<Tss> = BootCell::new(Tss {
     trap: 0,
     iomap_base: 0,
 });
+static DB_TSS: BootCell<Tss> = BootCell::new(Tss {
+    link: 0,
+    esp0: 0,
+    ss0: 0,
+    esp1: 0,
+    ss1: 0,
+    esp2: 0,
+    ss2: 0,
+    cr3: 0,
+    eip: 0,
+    eflags: 0,
+    eax: 0,
+    ecx: 0,
+    edx: 0,
+    ebx: 0,
+    esp: 0,
+    ebp: 0,
+    esi: 0,
+    edi: 0,
+    es: 0,
+    cs: 0,
+    ss: 0,
+    ds: 0,
+    fs: 0,
+    gs: 0,
+    ldt: 0,
+    trap: 0,
+    iomap_base: 0,
+});
 
 fn expect(got: u16, want: u16, what: &str) {
     assert!(got == want, "GDT: {what} at {got:#x}, abi says {want:#x}");
 }
 
-/// Where each piece of the double-fault task starts.
-pub struct DoubleFaultTask {
+/// Where a handler task (double fault, debug) starts.
+pub struct HandlerTask {
     pub eip: u32,
     pub esp: u32,
     pub cr3: u32,
 }
 
+/// A handler task's TSS: it starts fresh each time it is entered through
+/// its task gate, on its own stack, with kernel segments and interrupts
+/// off (SDM Vol. 3A §7.3, §6.15 Interrupt 8).
+fn handler_tss(t: &HandlerTask) -> Tss {
+    Tss {
+        esp0: t.esp,
+        ss0: selector::KERNEL_DATA as u32,
+        cr3: t.cr3,
+        eip: t.eip,
+        eflags: 0x2,
+        esp: t.esp,
+        cs: selector::KERNEL_CODE as u32,
+        ss: selector::KERNEL_DATA as u32,
+        ds: selector::KERNEL_DATA as u32,
+        es: selector::KERNEL_DATA as u32,
+        fs: selector::KERNEL_DATA as u32,
+        gs: selector::KERNEL_DATA as u32,
+        iomap_base: size_of::<Tss>() as u16,
+        ..Tss::default()
+    }
+}
+
 /// Builds and loads the GDT, the main TSS (ESP0 = `kernel_stack_top`) and
 /// the double-fault TSS, then loads TR.
-pub fn init(kernel_stack_top: u32, df: DoubleFaultTask, gate: u32, gate_floor: u32) {
+pub fn init(kernel_stack_top: u32, df: HandlerTask, db: HandlerTask, gate: u32, gate_floor: u32) {
     // SAFETY: boot, single CPU; nothing else references these statics yet.
     let (gdt, tss, df_tss) = unsafe { (GDT.get_mut(), TSS.get_mut(), DF_TSS.get_mut()) };
     let no_iomap = size_of::<Tss>() as u16;
@@ -261,27 +312,13 @@ pub fn init(kernel_stack_top: u32, df: DoubleFaultTask, gate: u32, gate_floor: u
     tss.ss0 = selector::KERNEL_DATA as u32;
     tss.iomap_base = no_iomap;
     tss.cr3 = df.cr3;
-    // The double-fault task starts fresh each time: its own stack, kernel
-    // segments, interrupts off (SDM Vol. 3A §6.15, Interrupt 8).
-    *df_tss = Tss {
-        esp0: df.esp,
-        ss0: selector::KERNEL_DATA as u32,
-        cr3: df.cr3,
-        eip: df.eip,
-        eflags: 0x2,
-        esp: df.esp,
-        cs: selector::KERNEL_CODE as u32,
-        ss: selector::KERNEL_DATA as u32,
-        ds: selector::KERNEL_DATA as u32,
-        es: selector::KERNEL_DATA as u32,
-        fs: selector::KERNEL_DATA as u32,
-        gs: selector::KERNEL_DATA as u32,
-        iomap_base: no_iomap,
-        ..Tss::default()
-    };
+    *df_tss = handler_tss(&df);
+    // SAFETY: boot, single CPU.
+    unsafe { *DB_TSS.get_mut() = handler_tss(&db) };
+
     // SAFETY: the TSS statics live forever.
-    let (tss_ref, df_ref): (&'static Tss, &'static Tss) =
-        unsafe { (&*TSS.as_ptr(), &*DF_TSS.as_ptr()) };
+    let (tss_ref, df_ref, db_ref): (&'static Tss, &'static Tss, &'static Tss) =
+        unsafe { (&*TSS.as_ptr(), &*DF_TSS.as_ptr(), &*DB_TSS.as_ptr()) };
     expect(
         gdt.add(Descriptor::code(0), 0),
         selector::KERNEL_CODE,
@@ -319,6 +356,11 @@ pub fn init(kernel_stack_top: u32, df: DoubleFaultTask, gate: u32, gate_floor: u
         selector::CALL_GATE_FLOOR,
         "floor call gate",
     );
+    expect(
+        gdt.add(Descriptor::tss(db_ref), 0),
+        selector::DEBUG_TSS,
+        "debug TSS",
+    );
     // SAFETY: GDT is a static; only its address escapes to the CPU.
     let gdt: &'static Gdt = unsafe { &*GDT.as_ptr() };
     gdt.load();
@@ -336,6 +378,17 @@ pub fn raw(selector: u16) -> u64 {
 pub fn set_esp0(top: u32) {
     // SAFETY: one CPU; the CPU reads ESP0 only on a ring change, not now.
     unsafe { TSS.get_mut().esp0 = top };
+}
+
+/// The main TSS, writable: the debug task edits the interrupted context
+/// it finds there before switching back to it.
+///
+/// # Safety
+/// Only from a handler task, while the main task is suspended.
+pub unsafe fn main_tss_mut() -> &'static mut Tss {
+    // SAFETY: the caller runs as another task; the CPU reloads the main
+    // TSS only when switching back.
+    unsafe { TSS.get_mut() }
 }
 
 /// The main TSS. After a double fault the CPU has saved the faulting

@@ -54,7 +54,13 @@ pub fn init(stacks: &Stacks) {
         }
         dir[t] = table as *const Table as u32 | PRESENT | WRITABLE;
     }
-    let guards = [0, stacks.boot_guard, stacks.kernel_guard, stacks.df_guard];
+    let guards = [
+        0,
+        stacks.boot_guard,
+        stacks.kernel_guard,
+        stacks.df_guard,
+        stacks.db_guard,
+    ];
     for unmapped in guards.into_iter().chain(crate::task::sched::stack_guards()) {
         let (t, i) = (
             (unmapped >> 22) as usize,

@@ -49,6 +49,7 @@ mb2_header_end:
     .global boot_stack_guard, boot_stack_top
     .global kernel_stack_guard, kernel_stack_top
     .global df_stack_guard, df_stack_top
+    .global db_stack_guard, db_stack_top
 boot_stack_guard:
     .skip 4096
     .skip {boot_size}
@@ -61,6 +62,10 @@ df_stack_guard:
     .skip 4096
     .skip {df_size}
 df_stack_top:
+db_stack_guard:
+    .skip 4096
+    .skip {df_size}
+db_stack_top:
     .popsection
 
     .pushsection .text.boot, "ax"
@@ -105,6 +110,8 @@ unsafe extern "C" {
     static kernel_stack_top: u8;
     static df_stack_guard: u8;
     static df_stack_top: u8;
+    static db_stack_guard: u8;
+    static db_stack_top: u8;
 }
 
 /// Addresses of the stacks and their guard pages, from the linker.
@@ -114,6 +121,8 @@ pub struct Stacks {
     pub kernel_top: u32,
     pub df_guard: u32,
     pub df_top: u32,
+    pub db_guard: u32,
+    pub db_top: u32,
 }
 
 pub fn stacks() -> Stacks {
@@ -124,5 +133,7 @@ pub fn stacks() -> Stacks {
         kernel_top: &raw const kernel_stack_top as u32,
         df_guard: &raw const df_stack_guard as u32,
         df_top: &raw const df_stack_top as u32,
+        db_guard: &raw const db_stack_guard as u32,
+        db_top: &raw const db_stack_top as u32,
     }
 }
