@@ -33,8 +33,13 @@ pub fn install_command() -> String {
 }
 
 fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+    on_search_path(tool, std::env::var_os("PATH").as_deref())
+}
+
+/// True when `tool` is a file in one of the directories of `path` (a
+/// PATH-style list).
+fn on_search_path(tool: &str, path: Option<&std::ffi::OsStr>) -> bool {
+    path.map(|p| std::env::split_paths(p).any(|d| d.join(tool).is_file()))
         .unwrap_or(false)
 }
 
@@ -48,11 +53,30 @@ fn is_root() -> bool {
 
 /// The tools among `TOOLS` that are missing.
 pub fn missing_tools() -> Vec<&'static str> {
+    missing_on(std::env::var_os("PATH").as_deref())
+}
+
+/// The tools among `TOOLS` that no directory of `path` holds.
+fn missing_on(path: Option<&std::ffi::OsStr>) -> Vec<&'static str> {
     TOOLS
         .iter()
-        .filter(|(t, _)| !on_path(t))
+        .filter(|(t, _)| !on_search_path(t, path))
         .map(|(t, _)| *t)
         .collect()
+}
+
+/// What to tell a user who lacks `missing` and cannot install here.
+fn missing_message(missing: &[&str]) -> String {
+    let why: Vec<String> = TOOLS
+        .iter()
+        .filter(|(t, _)| missing.contains(t))
+        .map(|(t, what)| format!("{t} ({what})"))
+        .collect();
+    format!(
+        "missing tools: {}.\nInstall them with:\n  sudo sh -c '{}'",
+        why.join(", "),
+        install_command()
+    )
 }
 
 /// Makes sure QEMU and the GRUB tools are there.
@@ -62,11 +86,7 @@ pub fn ensure_tools() -> Result<()> {
         return Ok(());
     }
     if !(is_root() && on_path("apt-get")) {
-        bail!(
-            "missing tools: {}.\nInstall them with:\n  sudo sh -c '{}'",
-            missing.join(", "),
-            install_command()
-        );
+        bail!("{}", missing_message(&missing));
     }
     eprintln!(
         "xtask: missing {}; installing with apt-get: {}",
@@ -140,4 +160,55 @@ pub fn ensure_rust_src(root: &Path) -> Result<()> {
         bail!("`rustup component add rust-src` failed; the kernel cannot be built without it");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    /// A fresh directory for a fake PATH.
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("testbed-path-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn every_tool_missing_from_an_empty_path() {
+        let d = dir("empty");
+        let path = OsString::from(&d);
+        let missing = missing_on(Some(&path));
+        assert_eq!(missing.len(), TOOLS.len());
+        let m = missing_message(&missing);
+        for (t, _) in TOOLS {
+            assert!(m.contains(t), "{m}");
+        }
+        assert!(m.contains("qemu-system-i386 (booting the kernel)"), "{m}");
+        assert!(m.contains(&install_command()), "{m}");
+        assert_eq!(missing_on(None).len(), TOOLS.len());
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn only_the_grub_tools_missing() {
+        let d = dir("qemu-only");
+        for t in ["qemu-system-i386", "qemu-system-x86_64"] {
+            std::fs::write(d.join(t), b"").unwrap();
+        }
+        // Two directories, one of them empty, as PATH lists them.
+        let other = dir("other");
+        let path = std::env::join_paths([&other, &d]).unwrap();
+        let missing = missing_on(Some(&path));
+        assert_eq!(missing, ["grub-mkrescue", "xorriso", "mformat"]);
+        let m = missing_message(&missing);
+        assert!(
+            m.starts_with("missing tools: grub-mkrescue (building the GRUB image)"),
+            "{m}"
+        );
+        assert!(!m.contains("qemu-system-i386 ("), "{m}");
+        let _ = std::fs::remove_dir_all(d);
+        let _ = std::fs::remove_dir_all(other);
+    }
 }

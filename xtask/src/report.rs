@@ -160,7 +160,10 @@ mod tests {
             ("@@tb1", "without a kind"),
             ("@@tb9 cpu a=b", "schema version 9"),
             ("@@tb99999999999 cpu", "bad schema"),
-            ("@@tb1 cpu vendor=Gen\u{7}uine family=6", "noise inside a record"),
+            (
+                "@@tb1 cpu vendor=Gen\u{7}uine family=6",
+                "noise inside a record",
+            ),
             ("@@tb1 end status=succ\u{fffd}ess", "noise inside a record"),
             ("@@tb1 cpu vendor", "no '='"),
             ("@@tb1 cpu =x", "no key"),
@@ -203,7 +206,11 @@ mod tests {
             "\u{1b}[2J\u{1b}[H@@tb1 end status=success   ",
         ] {
             let r = parse_line(text, 1).unwrap().unwrap();
-            assert_eq!((r.kind.as_str(), r.get("status")), ("end", Some("success")), "{text:?}");
+            assert_eq!(
+                (r.kind.as_str(), r.get("status")),
+                ("end", Some("success")),
+                "{text:?}"
+            );
         }
     }
 
@@ -237,11 +244,18 @@ i386 testbed kernel abc
         assert_eq!(want.len(), 5);
         let mut state = 0x1234_5678u32;
         for round in 0..500 {
-            // Noise after each record's newline: whole lines of it, and a
-            // last unterminated piece that shares the next record's line.
+            // Noise after each record: control and non-ASCII bytes before
+            // its newline; after it, whole lines of any bytes, and a last
+            // unterminated piece that shares the next record's line.
             let mut bytes = Vec::new();
             for l in clean.lines() {
                 bytes.extend_from_slice(l.as_bytes());
+                let len = (noise(&mut state, 1)[0] % 8) as usize;
+                bytes.extend(
+                    noise(&mut state, len)
+                        .into_iter()
+                        .filter(|b| !b.is_ascii_graphic()),
+                );
                 bytes.push(b'\n');
                 let len = (noise(&mut state, 1)[0] % 64) as usize;
                 bytes.extend(noise(&mut state, len));

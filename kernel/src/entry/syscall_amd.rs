@@ -14,9 +14,11 @@
 //! 64-bit mode. The kernel enables it by vendor and CPUID bit, never because
 //! "it runs under QEMU" (TCG executes it on Intel models too).
 //!
-//! Hazard, left open: a user with TF set traps at the first instruction of
-//! `syscall_full`, still on the user's stack, so the #DB frame is pushed
-//! there in ring 0. A #DB task gate would close it (see docs).
+//! The hazard this path has: a user with TF set traps at the first
+//! instruction of `syscall_full`, while ESP is still the user's. Through an
+//! interrupt gate the #DB frame would be pushed there, in ring 0, wherever
+//! the user pointed ESP. So #DB is delivered through a task gate
+//! (arch::exceptions), which switches stacks in hardware and pushes nothing.
 
 use core::arch::global_asm;
 

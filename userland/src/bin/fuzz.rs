@@ -35,7 +35,7 @@ use userland::abi::layout::{
     KERNEL_MAP_END, PAGE_SIZE, USER_BASE, USER_STACK_SIZE, USER_STACK_TOP, USER_TOP,
 };
 use userland::abi::report::kind;
-use userland::abi::syscall::{argsum, errno, fd, nr, CpuInfo, DEFAULT_EUID};
+use userland::abi::syscall::{argsum, errno, fd, nr, CpuInfo, DEFAULT_EUID, FEATURE_TSC};
 use userland::abi::Mechanism;
 use userland::flagged::{self, After};
 use userland::{println, record, sys, Line};
@@ -582,6 +582,8 @@ extern "C" fn main(arg: u32) -> i32 {
     };
     let mut rng = Rng::new(seed);
     let mut stats = Stats::default();
+    let has_tsc = info.features & FEATURE_TSC != 0;
+    let start = if has_tsc { rdtsc() } else { 0 };
     for i in 0..calls {
         let p = model.plan(&mut rng, mechs);
         let a = flagged::call(p.mech, p.nr, p.args, p.flags);
@@ -607,7 +609,20 @@ extern "C" fn main(arg: u32) -> i32 {
             return 1;
         }
     }
+    let ticks = if has_tsc { rdtsc() - start } else { 0 };
     let [efault, ebadf, einval, enosys] = stats.errnos;
+    if has_tsc {
+        // Under icount one tick is one guest instruction.
+        let clock = if info.clock == 1 {
+            "instructions"
+        } else {
+            "TSC ticks"
+        };
+        println!(
+            "fuzz: {ticks} {clock} in all, {} per call (generation and checks included)",
+            ticks / calls.max(1) as u64
+        );
+    }
     println!(
         "fuzz: {calls} calls, 0 failures: int80 {}, sysenter {}, callgate {}, syscall {}; \
          {} values, EFAULT {efault}, EBADF {ebadf}, EINVAL {einval}, ENOSYS {enosys}; {} with DF/AC/NT set",
@@ -617,8 +632,16 @@ extern "C" fn main(arg: u32) -> i32 {
         "int80" => stats.per_mech[0], "sysenter" => stats.per_mech[1],
         "callgate" => stats.per_mech[2], "syscall" => stats.per_mech[3],
         "ok" => stats.ok, "EFAULT" => efault, "EBADF" => ebadf, "EINVAL" => einval,
-        "ENOSYS" => enosys, "flagged" => stats.flagged);
+        "ENOSYS" => enosys, "flagged" => stats.flagged, "ticks" => ticks);
     0
+}
+
+/// The time-stamp counter (ring 3 may read it: CR4.TSD is clear).
+fn rdtsc() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: RDTSC only reads the counter; the caller checked FEATURE_TSC.
+    unsafe { core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack)) };
+    (hi as u64) << 32 | lo as u64
 }
 
 fn report_failure(seed: u32, i: u32, p: &Plan, a: &After, why: &str) {
