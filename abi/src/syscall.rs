@@ -254,6 +254,9 @@ pub const FEATURE_TSC: u32 = 1 << 0;
 pub const FEATURE_SSE2: u32 = 1 << 1;
 /// RDTSCP exists.
 pub const FEATURE_RDTSCP: u32 = 1 << 2;
+/// The kernel enabled architectural fixed counters 0 (instructions retired)
+/// and 1 (core cycles) and RDPMC from ring 3 (CPUID leaf 0xA, version 2+).
+pub const FEATURE_FIXED_PMC: u32 = 1 << 3;
 
 impl CpuInfo {
     /// What one tick of the timed regions is: "instructions" under icount,

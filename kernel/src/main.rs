@@ -129,15 +129,17 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
         ),
     );
     let tsc_hz = arch::pit::tsc_hz(f.tsc);
+    let pmc = arch::pmu::init(f);
     // SAFETY: boot, single CPU.
     unsafe {
-        use abi::syscall::{FEATURE_RDTSCP, FEATURE_SSE2, FEATURE_TSC};
+        use abi::syscall::{FEATURE_FIXED_PMC, FEATURE_RDTSCP, FEATURE_SSE2, FEATURE_TSC};
         *SYSINFO.get_mut() = abi::syscall::CpuInfo {
             mechanisms: usable,
             signature: f.signature,
             features: (f.tsc as u32 * FEATURE_TSC)
                 | (f.sse2 as u32 * FEATURE_SSE2)
-                | (f.rdtscp as u32 * FEATURE_RDTSCP),
+                | (f.rdtscp as u32 * FEATURE_RDTSCP)
+                | (pmc as u32 * FEATURE_FIXED_PMC),
             tsc_hz,
             batches: opts.batches,
             batch_size: opts.batch_size,

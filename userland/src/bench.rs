@@ -275,3 +275,41 @@ pub fn summarize(vals: &mut [f64], scratch: &mut [f64]) -> Summary {
         outliers,
     }
 }
+
+/// RDPMC of fixed counter `i` (ECX bit 30 selects the fixed counters).
+#[inline(always)]
+fn rdpmc_fixed(i: u32) -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: only called when the kernel enabled the fixed counters and
+    // CR4.PCE (FEATURE_FIXED_PMC).
+    unsafe {
+        asm!("rdpmc", in("ecx") (1u32 << 30) | i, out("eax") lo, out("edx") hi, options(nomem, nostack))
+    };
+    ((hi as u64) << 32) | lo as u64
+}
+
+/// Instructions retired and core cycles per iteration of `f`, from the
+/// architectural fixed counters: the median of 5 batches of `size`, with
+/// the same loop at zero iterations subtracted.
+pub fn counters(f: LoopFn, size: u32) -> (f64, f64) {
+    let once = |n: u32| {
+        let (i0, c0) = (rdpmc_fixed(0), rdpmc_fixed(1));
+        // SAFETY: as in `measure`.
+        unsafe { f(n) };
+        (
+            rdpmc_fixed(0).wrapping_sub(i0),
+            rdpmc_fixed(1).wrapping_sub(c0),
+        )
+    };
+    let (bi, bc) = once(0);
+    let mut v = [(0u64, 0u64); 5];
+    for x in v.iter_mut() {
+        let (i, c) = once(size);
+        *x = (i.saturating_sub(bi), c.saturating_sub(bc));
+    }
+    let mut ins = v.map(|x| x.0);
+    let mut cyc = v.map(|x| x.1);
+    ins.sort_unstable();
+    cyc.sort_unstable();
+    (ins[2] as f64 / size as f64, cyc[2] as f64 / size as f64)
+}

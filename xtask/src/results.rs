@@ -68,6 +68,12 @@ pub struct Bench {
     pub max: f64,
     pub sd: f64,
     pub outliers: usize,
+    /// Instructions retired and core cycles per call from the architectural
+    /// counters, where the CPU has them (not under TCG).
+    #[serde(default)]
+    pub instructions: Option<f64>,
+    #[serde(default)]
+    pub cycles: Option<f64>,
     pub batch_size: u64,
     pub samples: Vec<u64>,
 }
@@ -169,6 +175,8 @@ impl Results {
                     max: num(rec, "max")?,
                     sd: num(rec, "sd")?,
                     outliers: num(rec, "outliers")?,
+                    instructions: rec.get("instructions").and_then(|v| v.parse().ok()),
+                    cycles: rec.get("cycles").and_then(|v| v.parse().ok()),
                     batch_size: 0,
                     samples: vec![],
                 }),
@@ -278,14 +286,21 @@ impl Results {
                     .filter(|base| base.median > 0.0)
                     .map(|base| format!("{:.2}", b.median / base.median))
                     .unwrap_or_default();
+                let pmc = match (b.instructions, b.cycles) {
+                    (Some(i), Some(c)) => {
+                        format!("   {i:.1} instructions, {c:.1} cycles (counters)")
+                    }
+                    _ => String::new(),
+                };
                 s += &format!(
-                    "{:<10} {:<8} {:>10.2} {:>10.2} {:>11} {:>12}\n",
+                    "{:<10} {:<8} {:>10.2} {:>10.2} {:>11} {:>12}{}\n",
                     m.title(),
                     b.call,
                     b.median,
                     b.min,
                     ratio,
-                    vs
+                    vs,
+                    pmc
                 );
             }
         }

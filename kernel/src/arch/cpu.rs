@@ -42,6 +42,8 @@ pub struct Features {
     /// Architectural performance monitoring version (leaf 0xA), 0 = none.
     pub perfmon_version: u8,
     pub perfmon_counters: u8,
+    /// Fixed-function counters (leaf 0xA EDX[4:0]).
+    pub perfmon_fixed: u8,
 }
 
 static FEATURES: BootCell<Option<Features>> = BootCell::new(None);
@@ -120,6 +122,7 @@ pub fn detect() -> Features {
         hypervisor_sig: [0; 12],
         perfmon_version: 0,
         perfmon_counters: 0,
+        perfmon_fixed: 0,
     };
     if f.has_cpuid {
         let id = CpuId::with_cpuid_fn(cpuid);
@@ -150,6 +153,7 @@ pub fn detect() -> Features {
         if let Some(pm) = id.get_performance_monitoring_info() {
             f.perfmon_version = pm.version_id();
             f.perfmon_counters = pm.number_of_counters();
+            f.perfmon_fixed = pm.fixed_function_counters();
         }
         if f.hypervisor {
             let h = cpuid(LEAF_HYPERVISOR, 0);

@@ -10,5 +10,6 @@ pub mod msr;
 pub mod paging;
 pub mod pic;
 pub mod pit;
+pub mod pmu;
 pub mod port;
 pub mod power;

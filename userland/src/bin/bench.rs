@@ -58,6 +58,8 @@ fn loops(m: Mechanism) -> [(&'static str, LoopFn); 5] {
 
 struct Run {
     fence: Fence,
+    /// The fixed counters are readable (instructions retired, core cycles).
+    pmc: bool,
     batches: usize,
     size: u32,
 }
@@ -74,6 +76,7 @@ impl Run {
             )
         };
         bench::measure(self.fence, f, self.size, samples);
+        let pmc = self.pmc.then(|| bench::counters(f, self.size));
         for (v, s) in values.iter_mut().zip(samples.iter()) {
             *v = *s as f64 / self.size as f64;
         }
@@ -81,7 +84,8 @@ impl Run {
         record!(kind::BENCH, "name" => name, "mech" => mech, "path" => path, "call" => call,
             "n" => s.n, "min" => F(s.min), "p25" => F(s.p25), "median" => F(s.median),
             "mean" => F(s.mean), "p75" => F(s.p75), "max" => F(s.max), "sd" => F(s.sd),
-            "outliers" => s.outliers);
+            "outliers" => s.outliers, "instructions" => Opt(pmc.map(|p| p.0)),
+            "cycles" => Opt(pmc.map(|p| p.1)));
         // The samples line can be long: written in pieces, one record line.
         let mut line = Line::new();
         let _ = write!(
@@ -112,6 +116,18 @@ impl Run {
 unsafe fn buf<T>(p: *mut [T; MAX], n: usize) -> &'static mut [T] {
     // SAFETY: `n <= MAX` (callers clamp it) and exclusivity is the caller's.
     unsafe { core::slice::from_raw_parts_mut(p as *mut T, n.min(MAX)) }
+}
+
+/// An optional figure: four decimals, or "n/a".
+struct Opt(Option<f64>);
+
+impl core::fmt::Display for Opt {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "{v:.4}"),
+            None => f.write_str("n/a"),
+        }
+    }
 }
 
 /// A float with four decimals in a record.
@@ -145,6 +161,7 @@ extern "C" fn main(_arg: u32) -> i32 {
     }
     let run = Run {
         fence: Fence::for_cpu(&info),
+        pmc: info.features & userland::abi::syscall::FEATURE_FIXED_PMC != 0,
         batches: (info.batches as usize).clamp(1, MAX),
         size: info.batch_size.max(1),
     };
@@ -157,16 +174,18 @@ extern "C" fn main(_arg: u32) -> i32 {
     let timer = bench::overhead(run.fence, userland::bench::tb_loop_empty);
     record!(kind::CLOCK, "clock" => clock, "fence" => Esc(run.fence.describe()),
         "tsc_hz" => info.tsc_hz, "timer_overhead" => timer, "batches" => run.batches,
-        "batch_size" => run.size, "interrupts" => "masked", "perf" => "n/a");
+        "batch_size" => run.size, "interrupts" => "masked",
+        "perf" => if run.pmc { "fixed-counters" } else { "n/a" });
     println!(
-        "bench: clock={} ({} per tick{}), {} batches x {} calls, fence {}, timer+call overhead {} ticks per batch (subtracted), interrupts masked, perf counters n/a",
+        "bench: clock={} ({} per tick{}), {} batches x {} calls, fence {}, timer+call overhead {} ticks per batch (subtracted), interrupts masked, perf counters {}",
         clock,
         if clock == "icount" { "1 instruction" } else if info.emulated == 1 { "1 TCG tick" } else { "1 cycle" },
         if clock == "icount" || info.emulated == 1 { "; TCG: emulator figures, not cycles" } else { "" },
         run.batches,
         run.size,
         run.fence.describe(),
-        timer
+        timer,
+        if run.pmc { "on (instructions retired, core cycles)" } else { "n/a" }
     );
     let lp = run.bench(
         "loop",
