@@ -145,6 +145,15 @@ pub enum SysenterStack {
     ReturnToKernel,
 }
 
+/// Where ESP points for [`Act::TfSyscallEsp`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TfStack {
+    /// 4 bytes above the stack's lowest byte: below it is the guard page.
+    AboveGuard,
+    /// In the program's read-only data.
+    ReadOnly,
+}
+
 /// The pointer a system call gets in an errno case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pointer {
@@ -232,6 +241,12 @@ pub enum Act {
     Sysenter(SysenterStack),
     /// AMD syscall with ESP at this address (the kernel reads argument 2 at [ESP]).
     SyscallEsp(u32),
+    /// AMD syscall with TF set and ESP where a ring-0 trap frame cannot
+    /// go. SYSCALL switches no stack, so the single-step trap at the
+    /// kernel's first instruction must not be delivered on the user's ESP.
+    /// (TF can only be set by a POPF reading `[ESP]` right before, so ESP
+    /// is a readable word + 4: a kernel or unmapped ESP cannot carry TF.)
+    TfSyscallEsp(TfStack),
     /// int 0x80 or the call gate with ESP at this address: the CPU pushes
     /// the return frame on the kernel stack, never on the user's.
     BadEsp(Mechanism, u32),
@@ -551,6 +566,16 @@ pub const FAULT_CASES: &[Case] = &[
         "syscall with ESP at the top of the user stack",
         Act::SyscallEsp(USER_STACK_TOP),
         Expect::BadStack,
+    ),
+    case(
+        "TF set before syscall, ESP just above the guard page (#DB after the return)",
+        Act::TfSyscallEsp(TfStack::AboveGuard),
+        DB,
+    ),
+    case(
+        "TF set before syscall, ESP in read-only memory (#DB after the return)",
+        Act::TfSyscallEsp(TfStack::ReadOnly),
+        DB,
     ),
     // A bad ESP is harmless to the slow entries: the CPU switches to the
     // TSS's ring-0 stack before it pushes anything.

@@ -44,6 +44,8 @@ pub enum Mode {
     Run,
     /// Run the in-kernel tests, then the user test programs.
     Test,
+    /// Start every CPU and run the SMP benchmarks (kernel-side).
+    Smp,
 }
 
 /// A deliberate kernel fault, to show that each exception is reported.
@@ -191,7 +193,8 @@ impl<'a> Options<'a> {
                 KEY_MODE => match value {
                     "run" => o.mode = Mode::Run,
                     "test" => o.mode = Mode::Test,
-                    _ => bad("run or test"),
+                    "smp" => o.mode = Mode::Smp,
+                    _ => bad("run, test or smp"),
                 },
                 KEY_PROG if is_name(value) => o.prog = value,
                 KEY_PROG => bad("a program name (letters, digits, _ and -)"),

@@ -40,7 +40,18 @@ pub mod selector {
     /// The debug-exception TSS, entered through a task gate (see
     /// kernel/src/arch/exceptions.rs: a #DB must never push on a user stack).
     pub const DEBUG_TSS: u16 = 0x48;
+    /// Each application processor's TSS: `AP_TSS_BASE + 8 * (cpu - 1)`.
+    pub const AP_TSS_BASE: u16 = 0x50;
+    /// Each CPU's per-CPU data segment (its base is that CPU's `PerCpu`):
+    /// `PERCPU_BASE + 8 * cpu`, loaded into GS.
+    pub const PERCPU_BASE: u16 = 0x50 + 8 * (super::MAX_CPUS as u16 - 1);
 }
+
+/// CPUs the kernel starts at most (the bootstrap processor included).
+pub const MAX_CPUS: usize = 8;
+/// Where the application processors' real-mode start code is copied (a
+/// page below 1 MiB: the SIPI vector is its page number).
+pub const AP_TRAMPOLINE: u32 = 0x8000;
 
 /// The int 0x80 vector (full entry) and the floor vector (int → iret, no work).
 pub const VECTOR_SYSCALL: u8 = 0x80;

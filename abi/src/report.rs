@@ -66,6 +66,10 @@ pub mod kind {
     /// Lock benchmarks for one pool alignment: `align unit uncontended
     /// contended sleep_wakeup lookup ebizzy_records_per_s ebizzy_records timeouts`.
     pub const LOCKS: &str = "locks";
+    /// The CPUs of an SMP boot: `cpus found source`.
+    pub const SMP: &str = "smp";
+    /// One SMP figure: `name value unit`.
+    pub const SMP_BENCH: &str = "smpbench";
     /// The last record of a boot: `status` (`success`, `failure`).
     pub const END: &str = "end";
 }

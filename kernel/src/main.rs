@@ -6,6 +6,7 @@
 #![no_main]
 
 mod arch;
+mod bench;
 mod boot;
 mod console;
 mod entry;
@@ -108,6 +109,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
         },
         gate,
         gate_floor,
+        &arch::smp::percpu_segments(),
     );
     exceptions::install();
     idt::set(
@@ -166,6 +168,15 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     let ok = match opts.mode {
         Mode::Test => testing::run_all(&bi, &opts),
         Mode::Run => run_program(&bi, &opts),
+        Mode::Smp => {
+            let n = arch::smp::init(tsc_hz, f.apic);
+            kprintln!("smp: {n} CPU(s) started");
+            bench::smp::run(
+                tsc_hz,
+                opts.clock == abi::cmdline::Clock::Icount,
+                opts.accel == "tcg",
+            )
+        }
     };
     record!(kind::END, "status" => if ok { "success" } else { "failure" });
     power::exit(if ok { exit::SUCCESS } else { exit::FAILURE })

@@ -71,6 +71,8 @@ pub enum ClockArg {
 pub enum ModeArg {
     Run,
     Test,
+    /// Start every CPU and run the SMP benchmarks (use with --smp N).
+    Smp,
 }
 
 /// How to boot: shared by `run` and the tests.
@@ -311,6 +313,7 @@ fn run(a: RunArgs) -> Result<i32> {
     let mode = match a.mode {
         ModeArg::Run => "mode=run",
         ModeArg::Test => "mode=test",
+        ModeArg::Smp => "mode=smp",
     };
     let words = format!("{mode} prog={}", a.prog);
     let p = prepare(&a.boot, &art, &words, &kbuild::root().join("target/xtask"))?;

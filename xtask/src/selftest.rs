@@ -54,6 +54,64 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        name: "SMP: 2 CPUs started from the MADT; false sharing, ping-pong, TLB shootdown, forktest",
+        cpu: None,
+        cmdline: "mode=smp",
+        grub: false,
+        timeout: 120,
+        extra: &["-smp", "2"],
+        check: |log, r| {
+            succeeded(log)?;
+            let s = one(r, kind::SMP)?;
+            if s.get("cpus") != Some("2") || s.get("source") != Some("acpi-madt") {
+                return Err(format!("smp record {:?}", s.fields));
+            }
+            let names: Vec<&str> = report::of_kind(r, kind::SMP_BENCH).filter_map(|b| b.get("name")).collect();
+            for want in ["false sharing, pool 128", "ping-pong round trip", "shootdown by IPI (remote, acked)", "forktest, switch CR3 to edit"] {
+                if !names.contains(&want) {
+                    return Err(format!("no {want:?} figure"));
+                }
+            }
+            let res = Results::from_records(r, "smp", "qemu").map_err(|e| e.to_string())?;
+            for b in ["forktest.window", "forktest.cr3"] {
+                if res.bench(b).is_none_or(|x| x.samples.len() != 32) {
+                    return Err(format!("{b}: no benchmark with 32 samples"));
+                }
+            }
+            contains(log, "TCG does not model caches")
+        },
+        twice: false,
+    },
+    Case {
+        name: "SMP: 4 CPUs started from the MADT; false sharing, ping-pong, TLB shootdown, forktest",
+        cpu: None,
+        cmdline: "mode=smp",
+        grub: false,
+        timeout: 120,
+        extra: &["-smp", "4"],
+        check: |log, r| {
+            succeeded(log)?;
+            let s = one(r, kind::SMP)?;
+            if s.get("cpus") != Some("4") || s.get("source") != Some("acpi-madt") {
+                return Err(format!("smp record {:?}", s.fields));
+            }
+            let names: Vec<&str> = report::of_kind(r, kind::SMP_BENCH).filter_map(|b| b.get("name")).collect();
+            for want in ["false sharing, pool 128", "ping-pong round trip", "shootdown by IPI (remote, acked)", "forktest, switch CR3 to edit"] {
+                if !names.contains(&want) {
+                    return Err(format!("no {want:?} figure"));
+                }
+            }
+            let res = Results::from_records(r, "smp", "qemu").map_err(|e| e.to_string())?;
+            for b in ["forktest.window", "forktest.cr3"] {
+                if res.bench(b).is_none_or(|x| x.samples.len() != 32) {
+                    return Err(format!("{b}: no benchmark with 32 samples"));
+                }
+            }
+            contains(log, "TCG does not model caches")
+        },
+        twice: false,
+    },
+    Case {
         name: "pool_align=packed on the command line lays the pools out packed",
         cpu: None,
         cmdline: "mode=run pool_align=packed batches=1 batch_size=16",
@@ -384,6 +442,110 @@ const CASES: &[Case] = &[
         },
         twice: false,
     },
+    // The CPU matrix: test mode on every i386 model QEMU has (qemu32,
+    // pentium and phenom are the test boots above). Correct means the
+    // features detected, unavailable mechanisms skipped with a reason, the
+    // hostile suite all as expected, no crash. The fuzzer boots follow.
+    Case {
+        name: "cpu matrix: 486 (no TSC, no SEP): tests and the hostile suite",
+        cpu: Some("486"),
+        cmdline: "mode=test",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| {
+            matrix(log, r, "GenuineIntel", "4", ["ok", "unavailable", "ok", "unavailable"])?;
+            match one(r, kind::CPU)?.get("tsc") {
+                Some("false") => Ok(()),
+                other => Err(format!("the 486 model reports tsc={other:?}")),
+            }
+        },
+        twice: false,
+    },
+    Case {
+        name: "cpu matrix: 486 runs the benchmark program, which says it cannot time",
+        cpu: Some("486"),
+        cmdline: "mode=run prog=bench",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| {
+            succeeded(log)?;
+            contains(log, "no TSC")?;
+            end(r, "success")
+        },
+        twice: false,
+    },
+    Case {
+        name: "cpu matrix: pentium2 (SEP): tests and the hostile suite",
+        cpu: Some("pentium2"),
+        cmdline: "mode=test",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| matrix(log, r, "GenuineIntel", "6", ["ok", "ok", "ok", "unavailable"]),
+        twice: false,
+    },
+    Case {
+        name: "cpu matrix: pentium3: tests and the hostile suite",
+        cpu: Some("pentium3"),
+        cmdline: "mode=test",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| matrix(log, r, "GenuineIntel", "6", ["ok", "ok", "ok", "unavailable"]),
+        twice: false,
+    },
+    Case {
+        name: "cpu matrix: coreduo: tests and the hostile suite",
+        cpu: Some("coreduo"),
+        cmdline: "mode=test",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| matrix(log, r, "GenuineIntel", "6", ["ok", "ok", "ok", "unavailable"]),
+        twice: false,
+    },
+    Case {
+        name: "cpu matrix: core2duo: tests and the hostile suite",
+        cpu: Some("core2duo"),
+        cmdline: "mode=test",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| matrix(log, r, "GenuineIntel", "6", ["ok", "ok", "ok", "unavailable"]),
+        twice: false,
+    },
+    Case {
+        name: "fuzzer: 50,000 seeded calls (seed=7), every result right, 0 kernel faults",
+        cpu: None,
+        cmdline: "mode=run prog=fuzz fuzz_calls=50000 seed=7",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"]),
+        twice: false,
+    },
+    Case {
+        name: "fuzzer on 486: 20,000 calls through int 0x80 and the call gate",
+        cpu: Some("486"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=20000 seed=9",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| fuzz_clean(log, r, 20_000, &["int80", "callgate"]),
+        twice: false,
+    },
+    Case {
+        name: "fuzzer on phenom: 20,000 calls, AMD syscall among the mechanisms",
+        cpu: Some("phenom"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=20000 seed=8",
+        grub: false,
+        timeout: 60,
+        extra: &[],
+        check: |log, r| fuzz_clean(log, r, 20_000, &["int80", "sysenter", "callgate", "syscall"]),
+        twice: false,
+    },
 ];
 
 fn succeeded(log: &BootLog) -> Result<(), String> {
@@ -494,6 +656,73 @@ fn all_tests_pass(log: &BootLog, r: &[Record], at_least: usize) -> Result<(), St
         ));
     }
     succeeded(log)?;
+    end(r, "success")
+}
+
+/// A CPU-matrix boot in test mode: every test passed, the CPU record has
+/// this vendor and family, the mechanisms (int80, sysenter, callgate,
+/// syscall) have these statuses and each unavailable one a reason, and the
+/// hostile suite ran whole and all as expected.
+fn matrix(
+    log: &BootLog,
+    r: &[Record],
+    vendor: &str,
+    family: &str,
+    mechs: [&str; 4],
+) -> Result<(), String> {
+    all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+    let c = one(r, kind::CPU)?;
+    if c.get("vendor") != Some(vendor) || c.get("family") != Some(family) {
+        return Err(format!(
+            "cpu record {:?} family {:?}, expected {vendor} family {family}",
+            c.get("vendor"),
+            c.get("family")
+        ));
+    }
+    for (m, status) in abi::Mechanism::ALL.iter().zip(mechs) {
+        mech(r, m.key(), status)?;
+    }
+    for m in report::of_kind(r, kind::MECH) {
+        if m.get("status") == Some("unavailable") && m.get("reason").unwrap_or("").is_empty() {
+            return Err(format!(
+                "{:?} is unavailable without a reason",
+                m.get("name")
+            ));
+        }
+    }
+    hostile_all_expected(log, r)
+}
+
+/// The hostile suite's summary: every case of the table ran, all as expected.
+fn hostile_all_expected(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    let h = one(r, kind::HOSTILE)?;
+    let n = abi::cases::FAULT_CASES.len().to_string();
+    if h.get("cases") != Some(n.as_str()) || h.get("expected") != Some(n.as_str()) {
+        return Err(format!(
+            "hostile suite: {:?}, expected {n} of {n}",
+            h.fields
+        ));
+    }
+    contains(log, &format!("hostile: {n} cases, {n} as expected"))
+}
+
+/// A fuzzer boot: success, the fuzz record says `calls` calls, no
+/// failure, and each of `mechs` was used.
+fn fuzz_clean(log: &BootLog, r: &[Record], calls: u32, mechs: &[&str]) -> Result<(), String> {
+    succeeded(log)?;
+    let f = one(r, kind::FUZZ)?;
+    let calls = calls.to_string();
+    if f.get("calls") != Some(calls.as_str()) || f.get("failures") != Some("0") {
+        return Err(format!("fuzz record {:?}", f.fields));
+    }
+    for m in mechs {
+        if f.get(m).unwrap_or("0") == "0" {
+            return Err(format!("the fuzzer never used {m}: {:?}", f.fields));
+        }
+    }
+    if f.get("flagged").unwrap_or("0") == "0" {
+        return Err("no call entered with DF, AC or NT set".into());
+    }
     end(r, "success")
 }
 

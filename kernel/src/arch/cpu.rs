@@ -31,6 +31,8 @@ pub struct Features {
     /// SYSENTER/SYSEXIT usable: the SEP bit and the Pentium Pro rule.
     pub sep: bool,
     pub sse2: bool,
+    /// A local APIC (leaf 1 EDX bit 9).
+    pub apic: bool,
     pub rdtscp: bool,
     pub invariant_tsc: bool,
     /// SYSCALL/SYSRET bit in leaf 0x8000_0001 (usable in 32-bit mode on AMD only).
@@ -115,6 +117,7 @@ pub fn detect() -> Features {
         tsc: false,
         sep: false,
         sse2: false,
+        apic: false,
         rdtscp: false,
         invariant_tsc: false,
         syscall: false,
@@ -141,6 +144,7 @@ pub fn detect() -> Features {
             let pentium_pro_sep = f.family == 6 && (f.signature & 0xfff) < SEP_MIN_SIGNATURE;
             f.sep = fi.has_sysenter_sysexit() && !pentium_pro_sep;
             f.sse2 = fi.has_sse2();
+            f.apic = fi.has_apic();
             f.hypervisor = fi.has_hypervisor();
         }
         if let Some(e) = id.get_extended_processor_and_feature_identifiers() {

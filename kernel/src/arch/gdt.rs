@@ -91,6 +91,22 @@ impl Descriptor {
         Self::flat(RW, ring)
     }
 
+    /// A ring-0 data segment of `len` bytes at `base` (byte granularity):
+    /// the per-CPU segment, reached through GS.
+    pub fn data_at(base: u32, len: u32) -> Descriptor {
+        let (b, l) = (base as u64, (len - 1) as u64 & 0xF_FFFF);
+        Descriptor(
+            (l & 0xFFFF)
+                | ((b & 0xFF_FFFF) << 16)
+                | PRESENT
+                | CODE_OR_DATA
+                | RW
+                | ((l >> 16) << 48)
+                | (0b0100 << 52)
+                | ((b >> 24) << 56),
+        )
+    }
+
     /// An available 32-bit TSS. Takes `&'static` because the CPU keeps the
     /// address for as long as the descriptor can be loaded.
     pub fn tss(tss: &'static Tss) -> Descriptor {
@@ -120,7 +136,7 @@ impl Descriptor {
     }
 }
 
-const ENTRIES: usize = 10;
+const ENTRIES: usize = 10 + 2 * abi::layout::MAX_CPUS - 1;
 
 /// The table and how many descriptors it holds.
 pub struct Gdt {
@@ -269,6 +285,70 @@ static DB_TSS: BootCell<Tss> = BootCell::new(Tss {
     iomap_base: 0,
 });
 
+/// The application processors' TSSs (ESP0 = each one's stack).
+static AP_TSS: BootCell<[Tss; abi::layout::MAX_CPUS - 1]> = BootCell::new(
+    [const {
+        Tss {
+            link: 0,
+            esp0: 0,
+            ss0: 0,
+            esp1: 0,
+            ss1: 0,
+            esp2: 0,
+            ss2: 0,
+            cr3: 0,
+            eip: 0,
+            eflags: 0,
+            eax: 0,
+            ecx: 0,
+            edx: 0,
+            ebx: 0,
+            esp: 0,
+            ebp: 0,
+            esi: 0,
+            edi: 0,
+            es: 0,
+            cs: 0,
+            ss: 0,
+            ds: 0,
+            fs: 0,
+            gs: 0,
+            ldt: 0,
+            trap: 0,
+            iomap_base: 0,
+        }
+    }; abi::layout::MAX_CPUS - 1],
+);
+
+/// Adds the per-CPU descriptors: each AP's TSS and each CPU's GS segment
+/// (`percpu[i]` = (base, length)). Before `load`.
+fn add_percpu(gdt: &mut Gdt, percpu: &[(u32, u32); abi::layout::MAX_CPUS]) {
+    // SAFETY: boot, single CPU; the TSSs are statics the CPU keeps.
+    let tsss = unsafe { AP_TSS.get_mut() };
+    for (i, t) in tsss.iter_mut().enumerate() {
+        t.ss0 = selector::KERNEL_DATA as u32;
+        t.iomap_base = size_of::<Tss>() as u16;
+        // SAFETY: a static, alive for good.
+        let r: &'static Tss = unsafe { &*(t as *const Tss) };
+        let want = selector::AP_TSS_BASE + 8 * i as u16;
+        expect(gdt.add(Descriptor::tss(r), 0), want, "AP TSS");
+    }
+    for (i, &(base, len)) in percpu.iter().enumerate() {
+        let want = selector::PERCPU_BASE + 8 * i as u16;
+        expect(
+            gdt.add(Descriptor::data_at(base, len), 0),
+            want,
+            "per-CPU segment",
+        );
+    }
+}
+
+/// Sets AP `cpu`'s ESP0 (cpu >= 1).
+pub fn set_ap_esp0(cpu: usize, top: u32) {
+    // SAFETY: before that AP starts; nothing else reads its TSS.
+    unsafe { AP_TSS.get_mut()[cpu - 1].esp0 = top };
+}
+
 fn expect(got: u16, want: u16, what: &str) {
     assert!(got == want, "GDT: {what} at {got:#x}, abi says {want:#x}");
 }
@@ -304,7 +384,14 @@ fn handler_tss(t: &HandlerTask) -> Tss {
 
 /// Builds and loads the GDT, the main TSS (ESP0 = `kernel_stack_top`) and
 /// the double-fault TSS, then loads TR.
-pub fn init(kernel_stack_top: u32, df: HandlerTask, db: HandlerTask, gate: u32, gate_floor: u32) {
+pub fn init(
+    kernel_stack_top: u32,
+    df: HandlerTask,
+    db: HandlerTask,
+    gate: u32,
+    gate_floor: u32,
+    percpu: &[(u32, u32); abi::layout::MAX_CPUS],
+) {
     // SAFETY: boot, single CPU; nothing else references these statics yet.
     let (gdt, tss, df_tss) = unsafe { (GDT.get_mut(), TSS.get_mut(), DF_TSS.get_mut()) };
     let no_iomap = size_of::<Tss>() as u16;
@@ -361,9 +448,14 @@ pub fn init(kernel_stack_top: u32, df: HandlerTask, db: HandlerTask, gate: u32, 
         selector::DEBUG_TSS,
         "debug TSS",
     );
+    add_percpu(gdt, percpu);
     // SAFETY: GDT is a static; only its address escapes to the CPU.
     let gdt: &'static Gdt = unsafe { &*GDT.as_ptr() };
     gdt.load();
+    // SAFETY: the per-CPU segment of CPU 0 was just added.
+    unsafe {
+        asm!("movw {s:x}, %gs", s = in(reg) selector::PERCPU_BASE, options(att_syntax, nostack))
+    };
     // SAFETY: the TSS descriptor was just loaded and is available (not busy).
     unsafe { asm!("ltr %ax", in("ax") selector::TSS, options(att_syntax, nostack)) };
 }
@@ -396,4 +488,23 @@ pub unsafe fn main_tss_mut() -> &'static mut Tss {
 pub fn main_tss() -> &'static Tss {
     // SAFETY: read-only view of a static the CPU writes only on task switches.
     unsafe { &*TSS.as_ptr() }
+}
+
+/// An application processor's first steps in protected mode: the GDT the
+/// trampoline loaded is this one; load its TSS and its per-CPU segment.
+pub fn init_ap(cpu: usize) {
+    let tss = selector::AP_TSS_BASE + 8 * (cpu as u16 - 1);
+    let gs = selector::PERCPU_BASE + 8 * cpu as u16;
+    // SAFETY: both descriptors exist (add_percpu) and belong to this CPU.
+    unsafe {
+        asm!("ltr %ax", in("ax") tss, options(att_syntax, nostack));
+        asm!("movw {s:x}, %gs", s = in(reg) gs, options(att_syntax, nostack));
+    }
+}
+
+/// The GDTR value, for the trampoline to load.
+pub fn gdtr() -> (u16, u32) {
+    // SAFETY: a read of the table's length and address.
+    let g = unsafe { GDT.get_mut() };
+    ((g.len * 8 - 1) as u16, g.table.as_ptr() as u32)
 }

@@ -1,6 +1,7 @@
 //! The CPU: port I/O, MSRs, CPUID, descriptor tables, exceptions, paging,
 //! physical frames, the PIC, and leaving the machine.
 
+pub mod apic;
 pub mod cpu;
 pub mod exceptions;
 pub mod frames;
@@ -13,3 +14,4 @@ pub mod pit;
 pub mod pmu;
 pub mod port;
 pub mod power;
+pub mod smp;

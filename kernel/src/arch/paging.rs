@@ -159,3 +159,72 @@ pub fn flush_all() {
         asm!("movl %cr3, {t}", "movl {t}, %cr3", t = out(reg) _, options(att_syntax, nostack))
     };
 }
+
+/// Page-level cache disable and write-through, for device memory.
+pub const UNCACHED: u32 = (1 << 4) | (1 << 3);
+
+/// Identity-maps `[phys, phys + len)` for the kernel (supervisor,
+/// writable), e.g. ACPI tables above the kernel map or the local APIC.
+/// Pages already mapped are left as they are.
+pub fn map_identity(phys: u32, len: u32, flags: u32) -> Result<(), OutOfMemory> {
+    let dir = directory();
+    let mut page = phys & FRAME_MASK;
+    let end = phys.saturating_add(len.max(1));
+    while page < end {
+        let pde = &mut dir[(page >> 22) as usize];
+        if *pde & PRESENT == 0 {
+            *pde = frames::alloc().ok_or(OutOfMemory)? | PRESENT | WRITABLE;
+        }
+        // SAFETY: the table's frame is identity-mapped and the kernel's.
+        let table = unsafe { &mut *((*pde & FRAME_MASK) as *mut [u32; 1024]) };
+        let pte = &mut table[((page >> 12) & 1023) as usize];
+        if *pte & PRESENT == 0 {
+            *pte = page | PRESENT | WRITABLE | flags;
+        }
+        match page.checked_add(PAGE_SIZE) {
+            Some(p) => page = p,
+            None => break,
+        }
+    }
+    Ok(())
+}
+
+/// Points the kernel page `va` (outside the identity map) at frame `phys`
+/// and drops its stale TLB entry: a temporary mapping window.
+pub fn map_window(va: u32, phys: u32) -> Result<(), OutOfMemory> {
+    let dir = directory();
+    let pde = &mut dir[(va >> 22) as usize];
+    if *pde & PRESENT == 0 {
+        *pde = frames::alloc().ok_or(OutOfMemory)? | PRESENT | WRITABLE;
+    }
+    // SAFETY: the table's frame is identity-mapped and the kernel's.
+    let table = unsafe { &mut *((*pde & FRAME_MASK) as *mut [u32; 1024]) };
+    table[((va >> 12) & 1023) as usize] = (phys & FRAME_MASK) | PRESENT | WRITABLE;
+    invlpg(va);
+    Ok(())
+}
+
+/// `invlpg`: drops the TLB entry for `va` (SDM Vol. 2A, INVLPG).
+pub fn invlpg(va: u32) {
+    // SAFETY: only affects the TLB.
+    unsafe { asm!("invlpg ({})", in(reg) va, options(att_syntax, nostack)) };
+}
+
+/// The kernel's page directory entries (everything outside user space),
+/// for a new address space to share.
+pub fn kernel_pdes() -> impl Iterator<Item = (usize, u32)> {
+    let dir = directory();
+    let user = (USER_BASE >> 22) as usize..(USER_TOP >> 22) as usize;
+    (0..1024)
+        .filter(move |i| !user.contains(i))
+        .map(move |i| (i, dir[i]))
+}
+
+/// Loads CR3 (a full TLB flush of non-global pages).
+///
+/// # Safety
+/// `dir` must map the running code, stack and data as the current one does.
+pub unsafe fn load_cr3(dir: u32) {
+    // SAFETY: the caller's contract.
+    unsafe { asm!("movl {}, %cr3", in(reg) dir, options(att_syntax, nostack)) };
+}

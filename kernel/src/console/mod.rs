@@ -90,3 +90,13 @@ impl fmt::Display for Val<'_, Hex> {
         write!(f, "{:#x}", self.0 .0)
     }
 }
+
+/// A value printed with two decimals.
+#[derive(Clone, Copy)]
+pub struct Dec(pub f64);
+
+impl fmt::Display for Val<'_, Dec> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.2}", self.0 .0)
+    }
+}

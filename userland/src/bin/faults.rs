@@ -13,10 +13,10 @@ use core::arch::{asm, global_asm};
 
 use userland::abi::cases::eflags::{self, HOSTILE, IF, TF};
 use userland::abi::cases::{
-    Act, Call, Privileged, SysenterStack, EXIT_SKIPPED, FAULT_CASES, KERNEL_ADDRESS, PTR,
+    Act, Call, Privileged, SysenterStack, TfStack, EXIT_SKIPPED, FAULT_CASES, KERNEL_ADDRESS, PTR,
     UNMAPPED_USER_ADDRESS,
 };
-use userland::abi::layout::{selector, USER_BASE, USER_STACK_TOP, USER_TOP};
+use userland::abi::layout::{selector, USER_BASE, USER_STACK_SIZE, USER_STACK_TOP, USER_TOP};
 use userland::abi::syscall::{argsum, decode, fd, nr, CpuInfo};
 use userland::abi::Mechanism;
 use userland::{flagged, println, sys};
@@ -97,8 +97,11 @@ extern "C" fn main(case: u32) -> i32 {
         Act::SsBefore { mech, pop, tf } => return ss_before(mech, pop, tf),
         Act::Sysenter(_) if !info.has(Mechanism::Sysenter) => return EXIT_SKIPPED,
         Act::Sysenter(s) => return sysenter_stack(s),
-        Act::SyscallEsp(_) if !info.has(Mechanism::Syscall) => return EXIT_SKIPPED,
+        Act::SyscallEsp(_) | Act::TfSyscallEsp(_) if !info.has(Mechanism::Syscall) => {
+            return EXIT_SKIPPED
+        }
         Act::SyscallEsp(esp) => syscall_esp(esp),
+        Act::TfSyscallEsp(at) => tf_syscall_esp(at),
         Act::BadEsp(m, _) if !info.has(m) => return EXIT_SKIPPED,
         Act::BadEsp(m, esp) => return bad_esp(m, esp),
         Act::Call(c) => return errno_case(&info, c),
@@ -602,6 +605,45 @@ fn syscall_esp(esp: u32) {
             "movl {saved}, %esp",
             saved = sym TB_HOSTILE_SAVED_ESP,
             esp = in(reg) esp,
+            inout("eax") nr::GETPID => _,
+            out("ecx") _,
+            options(att_syntax)
+        );
+    }
+}
+
+/// EFLAGS with TF (and the always-one bit, and IF) for a POPF; then a
+/// readable word for the kernel to take as argument 2.
+static TF_FLAGS: [u32; 2] = [TF | IF | 2, 0];
+
+/// AMD syscall with TF set and ESP where no frame may be pushed: POPF
+/// takes the flags from `[ESP]` and leaves ESP 4 higher, so the trap
+/// after the SYSCALL (at the kernel's first instruction) finds that ESP.
+/// The kernel must take the trap elsewhere, run the call, and give TF back:
+/// the task ends with #DB in ring 3 after the return.
+fn tf_syscall_esp(at: TfStack) {
+    let flags = match at {
+        TfStack::AboveGuard => {
+            let lowest = (USER_STACK_TOP - USER_STACK_SIZE) as *mut u32;
+            // SAFETY: the stack's lowest word is mapped and, this shallow in
+            // the program, unused.
+            unsafe { lowest.write_volatile(TF_FLAGS[0]) };
+            lowest as u32
+        }
+        TfStack::ReadOnly => TF_FLAGS.as_ptr() as u32,
+    };
+    // SAFETY: POPF reads the flags word; SYSCALL then enters with TF set.
+    // The #DB after the return ends the task; should it not, ESP comes
+    // back from the saved copy.
+    unsafe {
+        asm!(
+            "movl %esp, {saved}",
+            "movl {flags}, %esp",
+            "popfl",
+            "syscall",
+            "movl {saved}, %esp",
+            saved = sym TB_HOSTILE_SAVED_ESP,
+            flags = in(reg) flags,
             inout("eax") nr::GETPID => _,
             out("ecx") _,
             options(att_syntax)

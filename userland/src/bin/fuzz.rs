@@ -1,6 +1,6 @@
-//! A seeded system-call fuzzer. Each call picks, from a xorshift PRNG
-//! seeded by the kernel command line (`seed=`, `fuzz_calls=`; the program's
-//! argument, when not 0, overrides the call count):
+//! A seeded system-call fuzzer: `fuzz_calls=` calls (default 50,000) from a
+//! xorshift PRNG seeded by `seed=` (kernel command line; the same seed gives
+//! the same calls). Each call picks:
 //!
 //! - a mechanism among the usable ones that `entry=` selects;
 //! - a number: a valid one (never `exit`, never `trace`, which prints a
@@ -541,10 +541,10 @@ struct Stats {
 const COUNTED: [i32; 4] = [errno::EFAULT, errno::EBADF, errno::EINVAL, errno::ENOSYS];
 
 #[unsafe(no_mangle)]
-extern "C" fn main(arg: u32) -> i32 {
+extern "C" fn main(_arg: u32) -> i32 {
     let info = sys::cpuinfo();
     let seed = info.seed;
-    let calls = if arg != 0 { arg } else { info.fuzz_calls };
+    let calls = info.fuzz_calls;
     let end_of_image = scratch() + SCRATCH_SIZE as u32;
     if end_of_image > IMAGE_LIMIT {
         println!("fuzz: the program is larger than its model assumes");

@@ -1,0 +1,460 @@
+//! Bringing up the other CPUs (Intel SDM Vol. 3A §8.4, MP initialisation).
+//!
+//! The CPUs are found in ACPI's MADT (the `acpi` crate), or in the Intel MP
+//! table when there is no ACPI. Each application processor (AP) is started
+//! with INIT, then STARTUP twice, at a real-mode trampoline copied below
+//! 1 MiB; the trampoline loads the kernel's GDT, enters protected mode,
+//! turns paging on with the kernel's page directory and jumps to `ap_main`
+//! on the AP's own stack. An AP then loads its own TSS and its per-CPU
+//! segment (GS: its `PerCpu`), enables its local APIC, and waits for work
+//! from the bootstrap processor in its mailbox.
+//!
+//! APs run kernel work only (the SMP benchmarks); user threads stay on the
+//! bootstrap processor, whose scheduler is single-CPU.
+
+use core::arch::{asm, global_asm};
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use abi::layout::{AP_TRAMPOLINE, MAX_CPUS};
+
+use super::apic;
+use super::paging;
+use crate::sync::cell::BootCell;
+
+/// What an AP is asked to do; written by the BSP, cleared by the AP.
+#[repr(C)]
+pub struct PerCpu {
+    /// `%gs:0` points here: the per-CPU segment's base.
+    pub this: u32,
+    pub index: u32,
+    pub apic_id: u32,
+    /// A command for `ap_main`'s loop (`Command as u32`), 0 when idle.
+    pub command: AtomicU32,
+    pub arg: AtomicU32,
+    /// Set by the AP when the command is done.
+    pub done: AtomicU32,
+    /// IPIs this CPU has taken (the TLB shootdown counts them).
+    pub ipis: AtomicU32,
+    pub started: AtomicU32,
+}
+
+const PERCPU_INIT: PerCpu = PerCpu {
+    this: 0,
+    index: 0,
+    apic_id: 0,
+    command: AtomicU32::new(0),
+    arg: AtomicU32::new(0),
+    done: AtomicU32::new(0),
+    ipis: AtomicU32::new(0),
+    started: AtomicU32::new(0),
+};
+
+static PERCPU: BootCell<[PerCpu; MAX_CPUS]> = BootCell::new([PERCPU_INIT; MAX_CPUS]);
+
+/// (base, length) of each CPU's per-CPU segment, for the GDT.
+pub fn percpu_segments() -> [(u32, u32); MAX_CPUS] {
+    let base = PERCPU.as_ptr() as u32;
+    core::array::from_fn(|i| {
+        (
+            base + (i * core::mem::size_of::<PerCpu>()) as u32,
+            core::mem::size_of::<PerCpu>() as u32,
+        )
+    })
+}
+
+pub fn percpu(i: usize) -> &'static PerCpu {
+    // SAFETY: fields other than the atomics are written before the CPU starts.
+    unsafe { &PERCPU.get_mut()[i] }
+}
+
+/// This CPU's `PerCpu`, through the GS segment base. Only in code that no
+/// ring-3 entry precedes (the entry stubs do not reload GS).
+pub fn this_cpu() -> &'static PerCpu {
+    let p: u32;
+    // SAFETY: GS is this CPU's per-CPU segment, whose first word is its address.
+    unsafe { asm!("movl %gs:0, {}", out(reg) p, options(att_syntax, readonly, nostack)) };
+    // SAFETY: the pointer names a static PerCpu.
+    unsafe { &*(p as *const PerCpu) }
+}
+
+/// How the CPUs were found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Acpi,
+    MpTable,
+    /// Nothing found: only the bootstrap processor.
+    None,
+}
+
+impl Source {
+    pub fn key(self) -> &'static str {
+        match self {
+            Source::Acpi => "acpi-madt",
+            Source::MpTable => "mp-table",
+            Source::None => "none",
+        }
+    }
+}
+
+pub struct Cpus {
+    pub source: Source,
+    pub apic_ids: [u8; MAX_CPUS],
+    pub count: usize,
+    pub started: usize,
+}
+
+static CPUS: BootCell<Cpus> = BootCell::new(Cpus {
+    source: Source::None,
+    apic_ids: [0; MAX_CPUS],
+    count: 1,
+    started: 1,
+});
+
+pub fn cpus() -> &'static Cpus {
+    // SAFETY: written once by `init`.
+    unsafe { CPUS.get_mut() }
+}
+
+/// Identity mappings for the `acpi` crate: tables may lie above the kernel
+/// map, so each region is mapped (and left mapped) on request.
+#[derive(Clone, Copy)]
+struct Identity;
+
+impl acpi::AcpiHandler for Identity {
+    unsafe fn map_physical_region<T>(
+        &self,
+        phys: usize,
+        size: usize,
+    ) -> acpi::PhysicalMapping<Self, T> {
+        let _ = paging::map_identity(phys as u32, size as u32, 0);
+        // SAFETY: identity-mapped just above; the crate reads `size` bytes.
+        unsafe {
+            acpi::PhysicalMapping::new(
+                phys,
+                NonNull::new(phys as *mut T).expect("non-null"),
+                size,
+                size,
+                *self,
+            )
+        }
+    }
+
+    fn unmap_physical_region<T>(_region: &acpi::PhysicalMapping<Self, T>) {}
+}
+
+fn from_acpi(ids: &mut [u8; MAX_CPUS]) -> Option<usize> {
+    // SAFETY: the BIOS areas the search reads are identity-mapped.
+    let tables = unsafe { acpi::AcpiTables::search_for_rsdp_bios(Identity) }.ok()?;
+    let madt = tables.find_table::<acpi::madt::Madt>().ok()?;
+    let mut n = 0;
+    for e in madt.get().entries() {
+        if let acpi::madt::MadtEntry::LocalApic(l) = e {
+            let flags = l.flags;
+            // Bit 0: enabled; bit 1: online capable.
+            if flags & 3 != 0 && n < MAX_CPUS {
+                ids[n] = l.apic_id;
+                n += 1;
+            }
+        }
+    }
+    (n > 0).then_some(n)
+}
+
+/// The Intel MP table (MP spec 1.4 §4): the floating pointer "_MP_" in the
+/// last KiB of base memory, the EBDA, or the BIOS ROM; processor entries
+/// (type 0, 20 bytes) in its configuration table.
+fn from_mp_table(ids: &mut [u8; MAX_CPUS]) -> Option<usize> {
+    let find = |start: u32, len: u32| -> Option<u32> {
+        (start..start + len).step_by(16).find(|&a| {
+            // SAFETY: low memory, identity-mapped (page 0 excepted below).
+            a >= 0x1000 && unsafe { core::slice::from_raw_parts(a as *const u8, 4) } == b"_MP_"
+        })
+    };
+    // SAFETY: the BDA word at 0x40E holds the EBDA segment.
+    let ebda = (unsafe { ((0x40e) as *const u16).read_unaligned() } as u32) << 4;
+    let fp = find(ebda, 1024)
+        .or_else(|| find(0x9fc00, 1024))
+        .or_else(|| find(0xf0000, 0x10000))?;
+    // SAFETY: the floating pointer structure is 16 bytes; +4 is the table address.
+    let table = unsafe { ((fp + 4) as *const u32).read_unaligned() };
+    if table == 0 || table >= abi::layout::KERNEL_MAP_END {
+        return None;
+    }
+    // SAFETY: the configuration table: "PCMP", base length at +4, count at +34.
+    let (sig, count) = unsafe {
+        (
+            core::slice::from_raw_parts(table as *const u8, 4),
+            ((table + 34) as *const u16).read_unaligned(),
+        )
+    };
+    if sig != b"PCMP" {
+        return None;
+    }
+    let mut at = table + 44;
+    let mut n = 0;
+    for _ in 0..count {
+        // SAFETY: entries follow the 44-byte header; each starts with its type.
+        let ty = unsafe { (at as *const u8).read() };
+        if ty == 0 {
+            // SAFETY: a processor entry: APIC ID at +1, flags at +3 (bit 0 enabled).
+            let (id, flags) = unsafe {
+                (
+                    ((at + 1) as *const u8).read(),
+                    ((at + 3) as *const u8).read(),
+                )
+            };
+            if flags & 1 != 0 && n < MAX_CPUS {
+                ids[n] = id;
+                n += 1;
+            }
+            at += 20;
+        } else {
+            at += 8;
+        }
+    }
+    (n > 0).then_some(n)
+}
+
+// The trampoline: assembled here, copied to AP_TRAMPOLINE, run there. Every
+// address in it is AP_TRAMPOLINE + (label - trampoline_start); the mailbox
+// at its end carries the GDTR, CR3, the stack and the entry.
+global_asm!(
+    r#"
+    .pushsection .rodata.trampoline, "a"
+    .global trampoline_start, trampoline_end, trampoline_mailbox
+    .code16
+trampoline_start:
+    cli
+    cld
+    xorw %ax, %ax
+    movw %ax, %ds
+    lgdtl {base} + (tramp_gdtr - trampoline_start)
+    movl %cr0, %eax
+    orl $1, %eax
+    movl %eax, %cr0
+    ljmpl ${kcode}, ${base} + (tramp_pm - trampoline_start)
+    .code32
+tramp_pm:
+    movl ${kdata}, %eax
+    movl %eax, %ds
+    movl %eax, %es
+    movl %eax, %ss
+    movl {base} + (tramp_cr3 - trampoline_start), %eax
+    movl %eax, %cr3
+    movl %cr0, %eax
+    orl $0x80010000, %eax
+    movl %eax, %cr0
+    movl {base} + (tramp_stack - trampoline_start), %esp
+    pushl {base} + (tramp_cpu - trampoline_start)
+    call *{base} + (tramp_entry - trampoline_start)
+1:  cli
+    hlt
+    jmp 1b
+    .align 8
+trampoline_mailbox:
+tramp_gdtr:
+    .short 0
+    .long 0
+    .short 0
+tramp_cr3:
+    .long 0
+tramp_stack:
+    .long 0
+tramp_entry:
+    .long 0
+tramp_cpu:
+    .long 0
+trampoline_end:
+    .popsection
+    "#,
+    base = const AP_TRAMPOLINE,
+    kcode = const abi::layout::selector::KERNEL_CODE,
+    kdata = const abi::layout::selector::KERNEL_DATA,
+    options(att_syntax)
+);
+
+unsafe extern "C" {
+    static trampoline_start: u8;
+    static trampoline_end: u8;
+    static trampoline_mailbox: u8;
+}
+
+/// The trampoline's data, laid out as the assembly above expects (packed:
+/// the GDTR is a 16-bit limit then a 32-bit base).
+#[repr(C, packed)]
+struct Mailbox {
+    gdtr_limit: u16,
+    gdtr_base: u32,
+    _pad: u16,
+    cr3: u32,
+    stack: u32,
+    entry: u32,
+    cpu: u32,
+}
+
+const AP_STACK: usize = 16 * 1024;
+#[repr(C, align(4096))]
+struct ApStacks([[u8; AP_STACK]; MAX_CPUS]);
+static AP_STACKS: BootCell<ApStacks> = BootCell::new(ApStacks([[0; AP_STACK]; MAX_CPUS]));
+
+fn delay_us(us: u64, tsc_hz: u64) {
+    let start = rdtsc();
+    let ticks = (tsc_hz / 1_000_000).max(1) * us;
+    while rdtsc().wrapping_sub(start) < ticks {
+        core::hint::spin_loop();
+    }
+}
+
+fn rdtsc() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: RDTSC reads a counter (only called where a TSC exists).
+    unsafe { asm!("rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack)) };
+    ((hi as u64) << 32) | lo as u64
+}
+
+/// Finds the CPUs and starts every AP; returns how many CPUs run.
+pub fn init(tsc_hz: u64, has_apic: bool) -> usize {
+    // SAFETY: boot, BSP only.
+    let c = unsafe { CPUS.get_mut() };
+    // SAFETY: as above.
+    let pc = unsafe { PERCPU.get_mut() };
+    for (i, p) in pc.iter_mut().enumerate() {
+        p.this = p as *const PerCpu as u32;
+        p.index = i as u32;
+    }
+    if !has_apic || tsc_hz == 0 {
+        return 1;
+    }
+    if paging::map_identity(apic::LAPIC_BASE, 4096, paging::UNCACHED).is_err() {
+        return 1;
+    }
+    apic::enable();
+    let bsp = apic::id();
+    let mut ids = [0u8; MAX_CPUS];
+    let (source, n) = match from_acpi(&mut ids) {
+        Some(n) => (Source::Acpi, n),
+        None => match from_mp_table(&mut ids) {
+            Some(n) => (Source::MpTable, n),
+            None => (Source::None, 0),
+        },
+    };
+    c.source = source;
+    if n == 0 {
+        ids[0] = bsp;
+    }
+    c.count = n.max(1);
+    c.apic_ids = ids;
+    pc[0].apic_id = bsp as u32;
+    pc[0].started.store(1, Ordering::Release);
+    // The trampoline page.
+    let len = &raw const trampoline_end as usize - &raw const trampoline_start as usize;
+    // SAFETY: AP_TRAMPOLINE is free low memory, identity-mapped, and the
+    // code is position-fixed for it.
+    unsafe {
+        core::ptr::copy_nonoverlapping(&raw const trampoline_start, AP_TRAMPOLINE as *mut u8, len)
+    };
+    let mb_off = &raw const trampoline_mailbox as usize - &raw const trampoline_start as usize;
+    let mb = (AP_TRAMPOLINE as usize + mb_off) as *mut Mailbox;
+    let (limit, base) = super::gdt::gdtr();
+    let mut started = 1;
+    for &id in ids[..c.count].iter() {
+        if id == bsp || started >= MAX_CPUS {
+            continue;
+        }
+        let cpu = started;
+        pc[cpu].apic_id = id as u32;
+        // SAFETY: the stacks are statics; `cpu` < MAX_CPUS.
+        let top = unsafe { AP_STACKS.get_mut().0[cpu].as_ptr() as u32 + AP_STACK as u32 };
+        super::gdt::set_ap_esp0(cpu, top);
+        // SAFETY: the mailbox lies in the trampoline page; no AP runs yet.
+        unsafe {
+            mb.write_volatile(Mailbox {
+                gdtr_limit: limit,
+                gdtr_base: base,
+                _pad: 0,
+                cr3: paging::directory_address(),
+                stack: top,
+                entry: ap_main as *const () as u32,
+                cpu: cpu as u32,
+            })
+        };
+        apic::send_init(id);
+        delay_us(10_000, tsc_hz);
+        for _ in 0..2 {
+            apic::send_startup(id, (AP_TRAMPOLINE >> 12) as u8);
+            delay_us(200, tsc_hz);
+            if pc[cpu].started.load(Ordering::Acquire) != 0 {
+                break;
+            }
+        }
+        // Up to 100 ms for it to arrive.
+        let t0 = rdtsc();
+        while pc[cpu].started.load(Ordering::Acquire) == 0 && rdtsc().wrapping_sub(t0) < tsc_hz / 10
+        {
+            core::hint::spin_loop();
+        }
+        if pc[cpu].started.load(Ordering::Acquire) != 0 {
+            started += 1;
+        }
+    }
+    c.started = started;
+    started
+}
+
+/// Commands an AP runs (`PerCpu::command`).
+pub mod command {
+    pub const HAMMER: u32 = 1;
+    pub const PONG: u32 = 2;
+}
+
+/// What `ap_main` does with a command, provided by the benchmarks.
+pub type Worker = fn(cpu: usize, command: u32, arg: u32);
+static WORKER: BootCell<Option<Worker>> = BootCell::new(None);
+
+pub fn set_worker(w: Worker) {
+    // SAFETY: set on the BSP before any command is posted.
+    unsafe { *WORKER.get_mut() = Some(w) };
+}
+
+/// Posts `command` to CPU `cpu` (>= 1).
+pub fn post(cpu: usize, command: u32, arg: u32) {
+    let p = percpu(cpu);
+    p.done.store(0, Ordering::Relaxed);
+    p.arg.store(arg, Ordering::Relaxed);
+    p.command.store(command, Ordering::Release);
+}
+
+pub fn wait_done(cpu: usize) {
+    while percpu(cpu).done.load(Ordering::Acquire) == 0 {
+        core::hint::spin_loop();
+    }
+}
+
+/// An AP's life after the trampoline: its tables, then the command loop,
+/// with interrupts on for IPIs.
+extern "C" fn ap_main(cpu: u32) -> ! {
+    let cpu = cpu as usize;
+    super::gdt::init_ap(cpu);
+    super::idt::load();
+    apic::enable();
+    let me = this_cpu();
+    me.started.store(1, Ordering::Release);
+    loop {
+        // SAFETY: IPIs (the TLB shootdown) are taken while waiting.
+        unsafe { asm!("sti", options(nomem, nostack)) };
+        let c = me.command.load(Ordering::Acquire);
+        if c == 0 {
+            core::hint::spin_loop();
+            continue;
+        }
+        // SAFETY: no IPI handler touches what the worker uses.
+        unsafe { asm!("cli", options(nomem, nostack)) };
+        // SAFETY: written once before commands are posted.
+        if let Some(w) = unsafe { *WORKER.get_mut() } {
+            w(cpu, c, me.arg.load(Ordering::Relaxed));
+        }
+        me.command.store(0, Ordering::Relaxed);
+        me.done.store(1, Ordering::Release);
+    }
+}

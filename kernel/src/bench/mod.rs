@@ -1,0 +1,3 @@
+//! Kernel-side benchmarks: what crosses CPUs (bench::smp).
+
+pub mod smp;

@@ -1,0 +1,395 @@
+//! `mode=smp`: what crosses CPUs, measured in one boot.
+//!
+//! (a) false sharing: every CPU hammers the lock word of its own turnstile,
+//!     with the pools packed, 64-aligned and 128-aligned;
+//! (b) lock hand-off ping-pong between two CPUs;
+//! (c) the TLB: a local INVLPG against a full CR3 reload, and a remote
+//!     shootdown by IPI;
+//! (d) a forktest analog: build an address space by copying the kernel's
+//!     page-directory entries, map and touch its pages, destroy it, with two
+//!     ways to edit another address space's tables: a temporary mapping
+//!     window flushed with one INVLPG, or switching CR3 to it and back.
+//!
+//! TCG does not model caches, and the icount clock counts instructions: the
+//! report says so beside these figures.
+
+use core::arch::{asm, global_asm};
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use abi::layout::{PAGE_SIZE, USER_BASE};
+use abi::report::kind;
+
+use crate::arch::idt::{self, Gate, GateKind};
+use crate::arch::smp::{self, command};
+use crate::arch::{apic, frames, paging};
+use crate::console::Dec;
+use crate::sync::pool::Align;
+use crate::sync::turnstile;
+use crate::{kprintln, record};
+
+const HAMMER_OPS: u32 = 20_000;
+const PINGS: u32 = 2_000;
+const TLB_ROUNDS: u32 = 2_000;
+const SHOOTDOWNS: u32 = 200;
+const FORKS: usize = 32;
+const FORK_PAGES: usize = 16;
+/// The IPI vector of the TLB shootdown.
+const VECTOR_SHOOTDOWN: u8 = 0xF1;
+/// A kernel page outside the identity map: the temporary mapping window.
+const WINDOW: u32 = 0x3FC0_0000;
+/// A second window, for the page directory.
+const WINDOW_DIR: u32 = 0x3FC0_1000;
+/// The page the shootdown drops from remote TLBs.
+static SHOOT_ADDR: AtomicU32 = AtomicU32::new(0);
+/// The word two CPUs hand back and forth.
+static PING: AtomicU32 = AtomicU32::new(0);
+static START: AtomicU32 = AtomicU32::new(0);
+
+fn rdtsc() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: RDTSC reads a counter; mode=smp needs a TSC (checked by run).
+    unsafe { asm!("lfence", "rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack)) };
+    ((hi as u64) << 32) | lo as u64
+}
+
+global_asm!(
+    r#"
+    .pushsection .text.ipi, "ax"
+    .global ipi_shootdown_entry
+    /* The shootdown IPI: on an AP, in ring 0 (APs run no user code). */
+ipi_shootdown_entry:
+    pushal
+    cld
+    call {handler}
+    popal
+    iret
+    .popsection
+    "#,
+    handler = sym shootdown,
+    options(att_syntax)
+);
+
+unsafe extern "C" {
+    static ipi_shootdown_entry: u8;
+}
+
+extern "C" fn shootdown() {
+    paging::invlpg(SHOOT_ADDR.load(Ordering::Relaxed));
+    smp::this_cpu().ipis.fetch_add(1, Ordering::Release);
+    apic::eoi();
+}
+
+/// What an AP does with a posted command.
+fn worker(cpu: usize, c: u32, arg: u32) {
+    match c {
+        command::HAMMER => {
+            while START.load(Ordering::Acquire) == 0 {
+                core::hint::spin_loop();
+            }
+            let lock = &turnstile::get(cpu).spin;
+            for _ in 0..arg {
+                lock.lock();
+                lock.unlock();
+            }
+        }
+        command::PONG => {
+            for _ in 0..arg {
+                while PING.load(Ordering::Acquire) != 1 {
+                    core::hint::spin_loop();
+                }
+                PING.store(0, Ordering::Release);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// One figure of the report: a name, a per-operation value, its unit.
+fn report(name: &str, value: f64, unit: &str, note: &str) {
+    kprintln!("  {:<34} {:>14.1} {}{}", name, value, unit, note);
+    record!(kind::SMP_BENCH, "name" => name, "value" => Dec(value), "unit" => unit);
+}
+
+/// Runs the SMP benchmarks; true when they ran.
+pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
+    let cpus = smp::cpus();
+    kprintln!(
+        "smp: {} CPU(s) running, {} found via {}",
+        cpus.started,
+        cpus.count,
+        cpus.source.key()
+    );
+    record!(kind::SMP, "cpus" => cpus.started, "found" => cpus.count, "source" => cpus.source.key());
+    if tsc_hz == 0 {
+        kprintln!("smp: no TSC, nothing can be timed");
+        return false;
+    }
+    let unit = if clock_icount {
+        "instructions"
+    } else if emulated {
+        "TCG ticks"
+    } else {
+        "cycles"
+    };
+    if emulated || clock_icount {
+        kprintln!("smp: TCG does not model caches; icount counts instructions: false sharing and TLB costs need real hardware or real KVM");
+    }
+    smp::set_worker(worker);
+    idt::set(
+        VECTOR_SHOOTDOWN,
+        Gate::new(
+            &raw const ipi_shootdown_entry as u32,
+            GateKind::Interrupt,
+            0,
+        ),
+    );
+    let n = cpus.started;
+
+    // (a) False sharing.
+    kprintln!("(a) false sharing: each CPU locks and unlocks its own turnstile's word");
+    for a in [Align::Packed, Align::A64, Align::A128] {
+        turnstile::set_align(a);
+        START.store(0, Ordering::Release);
+        for cpu in 1..n {
+            smp::post(cpu, command::HAMMER, HAMMER_OPS);
+        }
+        let t0 = rdtsc();
+        START.store(1, Ordering::Release);
+        let lock = &turnstile::get(0).spin;
+        for _ in 0..HAMMER_OPS {
+            lock.lock();
+            lock.unlock();
+        }
+        for cpu in 1..n {
+            smp::wait_done(cpu);
+        }
+        let ticks = rdtsc().wrapping_sub(t0).max(1);
+        let ops = (n as u64 * HAMMER_OPS as u64) as f64 * tsc_hz as f64 / ticks as f64;
+        let (_, _, _, per128) = turnstile::layout();
+        let mut name = Name::new();
+        name.push("false sharing, pool ");
+        name.push(a.key());
+        report(
+            name.as_str(),
+            ops,
+            "ops/s",
+            if per128 > 1 {
+                "  (objects share 128-byte blocks)"
+            } else {
+                ""
+            },
+        );
+    }
+    turnstile::set_align(Align::A128);
+
+    // (b) Ping-pong between CPU 0 and CPU 1.
+    if n >= 2 {
+        PING.store(0, Ordering::Release);
+        smp::post(1, command::PONG, PINGS);
+        let t0 = rdtsc();
+        for _ in 0..PINGS {
+            PING.store(1, Ordering::Release);
+            while PING.load(Ordering::Acquire) != 0 {
+                core::hint::spin_loop();
+            }
+        }
+        let per = rdtsc().wrapping_sub(t0) as f64 / PINGS as f64;
+        smp::wait_done(1);
+        kprintln!("(b) lock hand-off between CPU 0 and CPU 1");
+        report("ping-pong round trip", per, unit, "");
+    } else {
+        kprintln!("(b) ping-pong needs 2 CPUs: boot with --smp 2");
+    }
+
+    // (c) TLB.
+    kprintln!("(c) TLB");
+    let probe = crate::boot::entry::stacks().kernel_top - PAGE_SIZE;
+    let t0 = rdtsc();
+    for _ in 0..TLB_ROUNDS {
+        paging::invlpg(probe);
+        // SAFETY: a mapped kernel page; the read refills the TLB entry.
+        unsafe { (probe as *const u32).read_volatile() };
+    }
+    let local = rdtsc().wrapping_sub(t0) as f64 / TLB_ROUNDS as f64;
+    report("invlpg + refill (local)", local, unit, "");
+    let t0 = rdtsc();
+    for _ in 0..TLB_ROUNDS {
+        // SAFETY: the same directory again.
+        unsafe { paging::load_cr3(paging::directory_address()) };
+        // SAFETY: as above.
+        unsafe { (probe as *const u32).read_volatile() };
+    }
+    let full = rdtsc().wrapping_sub(t0) as f64 / TLB_ROUNDS as f64;
+    report("CR3 reload + refill (local)", full, unit, "");
+    if n >= 2 {
+        SHOOT_ADDR.store(probe, Ordering::Relaxed);
+        let target = smp::percpu(1);
+        let id = target.apic_id as u8;
+        let t0 = rdtsc();
+        for i in 0..SHOOTDOWNS {
+            paging::invlpg(probe);
+            apic::send_ipi(id, VECTOR_SHOOTDOWN);
+            while target.ipis.load(Ordering::Acquire) < i + 1 {
+                core::hint::spin_loop();
+            }
+        }
+        let remote = rdtsc().wrapping_sub(t0) as f64 / SHOOTDOWNS as f64;
+        report("shootdown by IPI (remote, acked)", remote, unit, "");
+    } else {
+        kprintln!("  a remote shootdown needs 2 CPUs: boot with --smp 2");
+    }
+
+    // (d) forktest analog.
+    kprintln!(
+        "(d) forktest analog: build, map {FORK_PAGES} pages, touch, destroy an address space"
+    );
+    let mut medians = [0f64; 2];
+    for (k, strategy) in [Strategy::Window, Strategy::SwitchCr3]
+        .into_iter()
+        .enumerate()
+    {
+        let mut samples = [0u64; FORKS];
+        for s in samples.iter_mut() {
+            let t0 = rdtsc();
+            if fork_once(strategy).is_err() {
+                kprintln!("  forktest: out of memory");
+                return false;
+            }
+            *s = rdtsc().wrapping_sub(t0);
+        }
+        samples.sort_unstable();
+        medians[k] = samples[FORKS / 2] as f64;
+        let name = match strategy {
+            Strategy::Window => "forktest, edit through a window",
+            Strategy::SwitchCr3 => "forktest, switch CR3 to edit",
+        };
+        report(name, medians[k], unit, "");
+        record!(kind::BENCH, "name" => strategy.key(), "mech" => "smp", "path" => "forktest",
+            "call" => strategy.key(), "n" => FORKS, "min" => Dec(samples[0] as f64),
+            "p25" => Dec(samples[FORKS / 4] as f64), "median" => Dec(medians[k]),
+            "mean" => Dec(samples.iter().sum::<u64>() as f64 / FORKS as f64),
+            "p75" => Dec(samples[3 * FORKS / 4] as f64), "max" => Dec(samples[FORKS - 1] as f64),
+            "sd" => Dec(0.0), "outliers" => 0, "instructions" => "n/a", "cycles" => "n/a");
+        crate::kprint!(
+            "{}{} {} name={} batch_size=1 values=",
+            abi::report::MARKER,
+            abi::report::SCHEMA,
+            kind::SAMPLES,
+            strategy.key()
+        );
+        for (i, v) in samples.iter().enumerate() {
+            crate::kprint!("{}{}", if i == 0 { "" } else { "," }, v);
+        }
+        kprintln!();
+    }
+    kprintln!();
+    kprintln!("system         kernel   benchmark   speed up (switch CR3 / window)");
+    kprintln!(
+        "{:<14} MP       forktest    {:.2}",
+        if emulated { "TCG" } else { "this machine" },
+        medians[1] / medians[0].max(1.0)
+    );
+    true
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Strategy {
+    /// Edit the new tables through a temporary mapping, one INVLPG per remap.
+    Window,
+    /// Switch CR3 to the new address space, edit, switch back.
+    SwitchCr3,
+}
+
+impl Strategy {
+    fn key(self) -> &'static str {
+        match self {
+            Strategy::Window => "forktest.window",
+            Strategy::SwitchCr3 => "forktest.cr3",
+        }
+    }
+}
+
+/// One fork: a new page directory sharing the kernel's entries, one page
+/// table and `FORK_PAGES` pages at USER_BASE, each page touched from inside
+/// the new address space, then everything freed.
+fn fork_once(s: Strategy) -> Result<(), paging::OutOfMemory> {
+    let dir = frames::alloc().ok_or(paging::OutOfMemory)?;
+    let table = frames::alloc().ok_or(paging::OutOfMemory)?;
+    let mut pages = [0u32; FORK_PAGES];
+    for p in pages.iter_mut() {
+        *p = frames::alloc().ok_or(paging::OutOfMemory)?;
+    }
+    let user_pde = (USER_BASE >> 22) as usize;
+    let flags = paging::PRESENT | paging::WRITABLE | paging::USER;
+    match s {
+        Strategy::Window => {
+            paging::map_window(WINDOW_DIR, dir)?;
+            for (i, e) in paging::kernel_pdes() {
+                // SAFETY: the window maps `dir`, a fresh frame of ours.
+                unsafe { (WINDOW_DIR as *mut u32).add(i).write(e) };
+            }
+            // SAFETY: as above.
+            unsafe { (WINDOW_DIR as *mut u32).add(user_pde).write(table | flags) };
+            paging::map_window(WINDOW, table)?;
+            for (i, p) in pages.iter().enumerate() {
+                // SAFETY: the window maps `table`, a fresh frame of ours.
+                unsafe { (WINDOW as *mut u32).add(i).write(p | flags) };
+            }
+        }
+        Strategy::SwitchCr3 => {
+            // The directory needs the kernel's entries before CR3 can point at it.
+            for (i, e) in paging::kernel_pdes() {
+                // SAFETY: `dir` is a fresh, identity-mapped frame of ours.
+                unsafe { (dir as *mut u32).add(i).write(e) };
+            }
+            // SAFETY: `dir` maps the kernel exactly as the current directory.
+            unsafe { paging::load_cr3(dir) };
+            // SAFETY: inside the new space, its own tables through the identity map.
+            unsafe { (dir as *mut u32).add(user_pde).write(table | flags) };
+            for (i, p) in pages.iter().enumerate() {
+                // SAFETY: as above.
+                unsafe { (table as *mut u32).add(i).write(p | flags) };
+            }
+            // SAFETY: back to the kernel's own directory.
+            unsafe { paging::load_cr3(paging::directory_address()) };
+        }
+    }
+    // Touch every page from inside the new address space.
+    // SAFETY: `dir` maps the kernel as the current directory does.
+    unsafe { paging::load_cr3(dir) };
+    for i in 0..FORK_PAGES {
+        // SAFETY: mapped just above, writable.
+        unsafe { ((USER_BASE + i as u32 * PAGE_SIZE) as *mut u32).write_volatile(i as u32) };
+    }
+    // SAFETY: back to the kernel's own directory.
+    unsafe { paging::load_cr3(paging::directory_address()) };
+    for p in pages {
+        frames::free(p);
+    }
+    frames::free(table);
+    frames::free(dir);
+    Ok(())
+}
+
+/// A fixed-size string (no allocator).
+struct Name {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl Name {
+    fn new() -> Name {
+        Name {
+            buf: [0; 64],
+            len: 0,
+        }
+    }
+    fn push(&mut self, s: &str) {
+        let n = s.len().min(64 - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+    }
+    fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("?")
+    }
+}
