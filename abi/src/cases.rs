@@ -665,6 +665,28 @@ pub const FAULT_CASES: &[Case] = &[
         call(nr::WRITE, [NULL_FD, PTR, 16 << 20], Pointer::Writable),
         Expect::Errno(errno::EFAULT),
     ),
+    // The same checks where the kernel would really copy: into the ring
+    // buffer, and cpuinfo's copy out.
+    case(
+        "write to the ring from an unmapped page (EFAULT)",
+        call(nr::WRITE, [RING_FD, PTR, 16], Pointer::Unmapped),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "write to the ring from a range wrapping past 4 GiB (EFAULT)",
+        call(nr::WRITE, [RING_FD, PTR, 0x20], Pointer::Wrapping),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "cpuinfo into an unmapped page (EFAULT)",
+        call(nr::CPUINFO, [PTR, 4096, 0], Pointer::Unmapped),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "cpuinfo into read-only memory (EFAULT)",
+        call(nr::CPUINFO, [PTR, 4096, 0], Pointer::ReadOnly),
+        Expect::Errno(errno::EFAULT),
+    ),
     case(
         "write of 0 bytes from kernel memory returns 0",
         call(nr::WRITE, [NULL_FD, PTR, 0], Pointer::Kernel),

@@ -66,14 +66,18 @@ extern "C" fn main(case: u32) -> i32 {
     let info = sys::cpuinfo();
     match c.act {
         Act::WriteKernel => {
-            // SAFETY (this arm and the next two): faults on purpose; the
-            // kernel ends the task, so nothing after it runs.
+            // SAFETY: faults on purpose (a supervisor page); the kernel ends
+            // the task, so nothing after it runs.
             unsafe { (KERNEL_ADDRESS as *mut u32).write_volatile(1) }
         }
-        Act::ReadUnmapped => unsafe {
-            (UNMAPPED_USER_ADDRESS as *const u32).read_volatile();
-        },
-        Act::JumpKernel => unsafe { asm!("jmp *{}", in(reg) KERNEL_ADDRESS, options(att_syntax)) },
+        Act::ReadUnmapped => {
+            // SAFETY: faults on purpose (nothing is mapped there); as above.
+            unsafe { (UNMAPPED_USER_ADDRESS as *const u32).read_volatile() };
+        }
+        Act::JumpKernel => {
+            // SAFETY: the fetch faults on purpose (supervisor code); as above.
+            unsafe { asm!("jmp *{}", in(reg) KERNEL_ADDRESS, options(att_syntax)) }
+        }
         Act::StackOverflow => {
             #[allow(unconditional_recursion)]
             fn deeper(n: u32) -> u32 {
@@ -83,11 +87,13 @@ extern "C" fn main(case: u32) -> i32 {
             deeper(0);
         }
         Act::Privileged(p) => privileged(p),
-        // SAFETY (the next three): each raises its exception on purpose.
+        // SAFETY: raises #UD on purpose; the kernel ends the task.
         Act::Ud2 => unsafe { asm!("ud2") },
+        // SAFETY: raises #DE on purpose (divides by zero); as above.
         Act::DivideError => unsafe {
             asm!("xorl %ecx, %ecx", "divl %ecx", out("eax") _, out("edx") _, out("ecx") _, options(att_syntax))
         },
+        // SAFETY: raises #BP on purpose; as above.
         Act::Int3 => unsafe { asm!("int3") },
         Act::TfBefore(m) if !info.has(m) => return EXIT_SKIPPED,
         Act::TfBefore(m) => tf_before(m),
