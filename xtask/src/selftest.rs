@@ -60,26 +60,7 @@ const CASES: &[Case] = &[
         grub: false,
         timeout: 120,
         extra: &["-smp", "2"],
-        check: |log, r| {
-            succeeded(log)?;
-            let s = one(r, kind::SMP)?;
-            if s.get("cpus") != Some("2") || s.get("source") != Some("acpi-madt") {
-                return Err(format!("smp record {:?}", s.fields));
-            }
-            let names: Vec<&str> = report::of_kind(r, kind::SMP_BENCH).filter_map(|b| b.get("name")).collect();
-            for want in ["false sharing, pool 128", "ping-pong round trip", "shootdown by IPI (remote, acked)", "forktest, switch CR3 to edit"] {
-                if !names.contains(&want) {
-                    return Err(format!("no {want:?} figure"));
-                }
-            }
-            let res = Results::from_records(r, "smp", "qemu").map_err(|e| e.to_string())?;
-            for b in ["forktest.window", "forktest.cr3"] {
-                if res.bench(b).is_none_or(|x| x.samples.len() != 32) {
-                    return Err(format!("{b}: no benchmark with 32 samples"));
-                }
-            }
-            contains(log, "TCG does not model caches")
-        },
+        check: |log, r| smp_check(log, r, "2"),
         twice: false,
     },
     Case {
@@ -89,26 +70,7 @@ const CASES: &[Case] = &[
         grub: false,
         timeout: 120,
         extra: &["-smp", "4"],
-        check: |log, r| {
-            succeeded(log)?;
-            let s = one(r, kind::SMP)?;
-            if s.get("cpus") != Some("4") || s.get("source") != Some("acpi-madt") {
-                return Err(format!("smp record {:?}", s.fields));
-            }
-            let names: Vec<&str> = report::of_kind(r, kind::SMP_BENCH).filter_map(|b| b.get("name")).collect();
-            for want in ["false sharing, pool 128", "ping-pong round trip", "shootdown by IPI (remote, acked)", "forktest, switch CR3 to edit"] {
-                if !names.contains(&want) {
-                    return Err(format!("no {want:?} figure"));
-                }
-            }
-            let res = Results::from_records(r, "smp", "qemu").map_err(|e| e.to_string())?;
-            for b in ["forktest.window", "forktest.cr3"] {
-                if res.bench(b).is_none_or(|x| x.samples.len() != 32) {
-                    return Err(format!("{b}: no benchmark with 32 samples"));
-                }
-            }
-            contains(log, "TCG does not model caches")
-        },
+        check: |log, r| smp_check(log, r, "4"),
         twice: false,
     },
     Case {
@@ -547,6 +509,35 @@ const CASES: &[Case] = &[
         twice: false,
     },
 ];
+
+/// An SMP boot: `n` CPUs from the MADT, every figure, the forktest samples.
+fn smp_check(log: &BootLog, r: &[Record], n: &str) -> Result<(), String> {
+    succeeded(log)?;
+    let s = one(r, kind::SMP)?;
+    if s.get("cpus") != Some(n) || s.get("source") != Some("acpi-madt") {
+        return Err(format!("smp record {:?}", s.fields));
+    }
+    let names: Vec<&str> = report::of_kind(r, kind::SMP_BENCH)
+        .filter_map(|b| b.get("name"))
+        .collect();
+    for want in [
+        "false sharing, pool 128",
+        "ping-pong round trip",
+        "shootdown by IPI (remote, acked)",
+        "forktest, switch CR3 to edit",
+    ] {
+        if !names.contains(&want) {
+            return Err(format!("no {want:?} figure"));
+        }
+    }
+    let res = Results::from_records(r, "smp", "qemu").map_err(|e| e.to_string())?;
+    for b in ["forktest.window", "forktest.cr3"] {
+        if res.bench(b).is_none_or(|x| x.samples.len() != 32) {
+            return Err(format!("{b}: no benchmark with 32 samples"));
+        }
+    }
+    contains(log, "TCG does not model caches")
+}
 
 fn succeeded(log: &BootLog) -> Result<(), String> {
     outcome(log, Outcome::Success)

@@ -27,24 +27,19 @@ use abi::report::kind;
 use super::idt::{self, vector, Gate, GateKind};
 use super::{cpu, gdt, power};
 use crate::console::Hex;
+use crate::entry::Regs;
 use crate::{entry, kprintln, record, task};
 
 /// EFLAGS.TF, the single-step flag (SDM Vol. 3A §17.3.1.4).
 pub const EFLAGS_TF: u32 = 1 << 8;
 
 /// The stack after the common stub: what the CPU pushed, the vector and
-/// error code the stub pushed, the data segments and PUSHAL.
+/// error code the stub pushed, the data segments, and PUSHAL's registers
+/// (the same block the system-call entries save).
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct TrapFrame {
-    pub edi: u32,
-    pub esi: u32,
-    pub ebp: u32,
-    pub esp_at_pushal: u32,
-    pub ebx: u32,
-    pub edx: u32,
-    pub ecx: u32,
-    pub eax: u32,
+    pub regs: Regs,
     pub gs: u32,
     pub fs: u32,
     pub es: u32,
@@ -293,24 +288,24 @@ fn report(f: &TrapFrame, mode: &str) {
     );
     kprintln!(
         "  EAX {:#010x}  EBX {:#010x}  ECX {:#010x}  EDX {:#010x}",
-        f.eax,
-        f.ebx,
-        f.ecx,
-        f.edx
+        f.regs.eax,
+        f.regs.ebx,
+        f.regs.ecx,
+        f.regs.edx
     );
     kprintln!(
         "  ESI {:#010x}  EDI {:#010x}  EBP {:#010x}  DS {:#06x} ES {:#06x}",
-        f.esi,
-        f.edi,
-        f.ebp,
+        f.regs.esi,
+        f.regs.edi,
+        f.regs.ebp,
         f.ds,
         f.es
     );
     record!(kind::EXCEPTION,
         "vector" => v, "name" => vector_name(v), "mode" => mode, "error" => Hex(f.error),
         "eip" => Hex(f.eip), "cs" => Hex(f.cs), "eflags" => Hex(f.eflags),
-        "eax" => Hex(f.eax), "ebx" => Hex(f.ebx), "ecx" => Hex(f.ecx), "edx" => Hex(f.edx),
-        "esi" => Hex(f.esi), "edi" => Hex(f.edi), "ebp" => Hex(f.ebp), "esp" => Hex(f.esp()),
+        "eax" => Hex(f.regs.eax), "ebx" => Hex(f.regs.ebx), "ecx" => Hex(f.regs.ecx), "edx" => Hex(f.regs.edx),
+        "esi" => Hex(f.regs.esi), "edi" => Hex(f.regs.edi), "ebp" => Hex(f.regs.ebp), "esp" => Hex(f.esp()),
         "cr2" => Hex(cr2));
 }
 

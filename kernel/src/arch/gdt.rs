@@ -46,6 +46,37 @@ pub struct Tss {
     pub iomap_base: u16,
 }
 
+/// A TSS with every field zero (`Default` is not const).
+const EMPTY_TSS: Tss = Tss {
+    link: 0,
+    esp0: 0,
+    ss0: 0,
+    esp1: 0,
+    ss1: 0,
+    esp2: 0,
+    ss2: 0,
+    cr3: 0,
+    eip: 0,
+    eflags: 0,
+    eax: 0,
+    ecx: 0,
+    edx: 0,
+    ebx: 0,
+    esp: 0,
+    ebp: 0,
+    esi: 0,
+    edi: 0,
+    es: 0,
+    cs: 0,
+    ss: 0,
+    ds: 0,
+    fs: 0,
+    gs: 0,
+    ldt: 0,
+    trap: 0,
+    iomap_base: 0,
+};
+
 /// A segment or gate descriptor (8 bytes).
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[repr(transparent)]
@@ -197,128 +228,13 @@ impl Gdt {
 
 // GDT and TSSs: statics, since the CPU keeps their addresses for good.
 static GDT: BootCell<Gdt> = BootCell::new(Gdt::new());
-static TSS: BootCell<Tss> = BootCell::new(Tss {
-    link: 0,
-    esp0: 0,
-    ss0: 0,
-    esp1: 0,
-    ss1: 0,
-    esp2: 0,
-    ss2: 0,
-    cr3: 0,
-    eip: 0,
-    eflags: 0,
-    eax: 0,
-    ecx: 0,
-    edx: 0,
-    ebx: 0,
-    esp: 0,
-    ebp: 0,
-    esi: 0,
-    edi: 0,
-    es: 0,
-    cs: 0,
-    ss: 0,
-    ds: 0,
-    fs: 0,
-    gs: 0,
-    ldt: 0,
-    trap: 0,
-    iomap_base: 0,
-});
-static DF_TSS: BootCell<Tss> = BootCell::new(Tss {
-    link: 0,
-    esp0: 0,
-    ss0: 0,
-    esp1: 0,
-    ss1: 0,
-    esp2: 0,
-    ss2: 0,
-    cr3: 0,
-    eip: 0,
-    eflags: 0,
-    eax: 0,
-    ecx: 0,
-    edx: 0,
-    ebx: 0,
-    esp: 0,
-    ebp: 0,
-    esi: 0,
-    edi: 0,
-    es: 0,
-    cs: 0,
-    ss: 0,
-    ds: 0,
-    fs: 0,
-    gs: 0,
-    ldt: 0,
-    trap: 0,
-    iomap_base: 0,
-});
-static DB_TSS: BootCell<Tss> = BootCell::new(Tss {
-    link: 0,
-    esp0: 0,
-    ss0: 0,
-    esp1: 0,
-    ss1: 0,
-    esp2: 0,
-    ss2: 0,
-    cr3: 0,
-    eip: 0,
-    eflags: 0,
-    eax: 0,
-    ecx: 0,
-    edx: 0,
-    ebx: 0,
-    esp: 0,
-    ebp: 0,
-    esi: 0,
-    edi: 0,
-    es: 0,
-    cs: 0,
-    ss: 0,
-    ds: 0,
-    fs: 0,
-    gs: 0,
-    ldt: 0,
-    trap: 0,
-    iomap_base: 0,
-});
+static TSS: BootCell<Tss> = BootCell::new(EMPTY_TSS);
+static DF_TSS: BootCell<Tss> = BootCell::new(EMPTY_TSS);
+static DB_TSS: BootCell<Tss> = BootCell::new(EMPTY_TSS);
 
 /// The application processors' TSSs (ESP0 = each one's stack).
-static AP_TSS: BootCell<[Tss; abi::layout::MAX_CPUS - 1]> = BootCell::new(
-    [const {
-        Tss {
-            link: 0,
-            esp0: 0,
-            ss0: 0,
-            esp1: 0,
-            ss1: 0,
-            esp2: 0,
-            ss2: 0,
-            cr3: 0,
-            eip: 0,
-            eflags: 0,
-            eax: 0,
-            ecx: 0,
-            edx: 0,
-            ebx: 0,
-            esp: 0,
-            ebp: 0,
-            esi: 0,
-            edi: 0,
-            es: 0,
-            cs: 0,
-            ss: 0,
-            ds: 0,
-            fs: 0,
-            gs: 0,
-            ldt: 0,
-            trap: 0,
-            iomap_base: 0,
-        }
-    }; abi::layout::MAX_CPUS - 1],
-);
+static AP_TSS: BootCell<[Tss; abi::layout::MAX_CPUS - 1]> =
+    BootCell::new([EMPTY_TSS; abi::layout::MAX_CPUS - 1]);
 
 /// Adds the per-CPU descriptors: each AP's TSS and each CPU's GS segment
 /// (`percpu[i]` = (base, length)). Before `load`.
@@ -378,7 +294,7 @@ fn handler_tss(t: &HandlerTask) -> Tss {
         fs: selector::KERNEL_DATA as u32,
         gs: selector::KERNEL_DATA as u32,
         iomap_base: size_of::<Tss>() as u16,
-        ..Tss::default()
+        ..EMPTY_TSS
     }
 }
 
