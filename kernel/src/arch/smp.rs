@@ -438,6 +438,14 @@ extern "C" fn ap_main(cpu: u32) -> ! {
     super::gdt::init_ap(cpu);
     super::idt::load();
     apic::enable();
+    // SYSENTER's MSRs are per CPU: this one's stack, the same entry.
+    let top = {
+        // SAFETY: this CPU's own stack slot.
+        unsafe { AP_STACKS.get_mut().0[cpu].as_ptr() as u32 + AP_STACK as u32 }
+    };
+    if crate::usable_mechanisms() & (1 << abi::Mechanism::Sysenter as u32) != 0 {
+        crate::entry::sysenter::init(top);
+    }
     let me = this_cpu();
     me.started.store(1, Ordering::Release);
     loop {
