@@ -297,7 +297,7 @@ struct Export<'a> {
 fn build_variant(v: &Variant, tmp: &Path) -> Result<Artifacts> {
     let dest = tmp.join(format!("variant-{}", v.name));
     match &v.rev {
-        None => kbuild::build_into(&kbuild::root(), &v.features, &dest),
+        None => kbuild::build_into(&kbuild::root(), &v.features, &dest, None),
         Some(rev) => {
             let dir = tmp.join(format!("rev-{}", v.name));
             let _ = std::process::Command::new("git")
@@ -319,7 +319,7 @@ fn build_variant(v: &Variant, tmp: &Path) -> Result<Artifacts> {
                     String::from_utf8_lossy(&o.stderr).trim()
                 );
             }
-            kbuild::build_into(&dir, &v.features, &dest)
+            kbuild::build_into(&dir, &v.features, &dest, None)
                 .with_context(|| format!("variant {}: building {rev}", v.name))
         }
     }
@@ -327,7 +327,11 @@ fn build_variant(v: &Variant, tmp: &Path) -> Result<Artifacts> {
 
 pub fn bench(a: BenchArgs) -> Result<i32> {
     let variants = a.variants()?;
-    preflight::ensure_tools()?;
+    preflight::ensure(if a.boot.grub {
+        preflight::Need::QemuAndGrub
+    } else {
+        preflight::Need::Qemu
+    })?;
     let tmp = kbuild::root().join("target/xtask/bench");
     std::fs::create_dir_all(&tmp)?;
     let mut builds = Vec::new();

@@ -61,12 +61,21 @@ pub fn cargo_args(features: &[String]) -> Vec<String> {
     a
 }
 
-/// Builds kernel and user programs in the workspace at `dir`.
-pub fn build_in(dir: &Path, features: &[String], quiet: bool) -> Result<Artifacts> {
+/// Builds kernel and user programs in the workspace at `dir`, into cargo's
+/// usual target directory or `target_dir`.
+pub fn build_in(
+    dir: &Path,
+    features: &[String],
+    quiet: bool,
+    target_dir: Option<&Path>,
+) -> Result<Artifacts> {
     preflight::ensure_rust_src(dir)?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args(cargo_args(features)).current_dir(dir);
+    if let Some(t) = target_dir {
+        cmd.env("CARGO_TARGET_DIR", t);
+    }
     if quiet {
         cmd.arg("--quiet");
     }
@@ -74,7 +83,10 @@ pub fn build_in(dir: &Path, features: &[String], quiet: bool) -> Result<Artifact
     if !status.success() {
         bail!("the kernel build failed (cargo exited with {status})");
     }
-    let out = dir.join("target/i686-testbed/release");
+    let out = target_dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| dir.join("target"))
+        .join("i686-testbed/release");
     let a = Artifacts {
         kernel: out.join("kernel"),
         programs: USER_PROGRAMS
@@ -93,8 +105,13 @@ pub fn build_in(dir: &Path, features: &[String], quiet: bool) -> Result<Artifact
 /// Builds, then copies the kernel and the programs to `dest`, so builds with
 /// other features or revisions (which cargo writes to the same place) do not
 /// overwrite each other.
-pub fn build_into(dir: &Path, features: &[String], dest: &Path) -> Result<Artifacts> {
-    let a = build_in(dir, features, true)?;
+pub fn build_into(
+    dir: &Path,
+    features: &[String],
+    dest: &Path,
+    target_dir: Option<&Path>,
+) -> Result<Artifacts> {
+    let a = build_in(dir, features, true, target_dir)?;
     std::fs::create_dir_all(dest).with_context(|| format!("cannot create {}", dest.display()))?;
     let copy = |p: &Path| -> Result<PathBuf> {
         let to = dest.join(p.file_name().context("artifact name")?);
@@ -112,5 +129,5 @@ pub fn build_into(dir: &Path, features: &[String], dest: &Path) -> Result<Artifa
 }
 
 pub fn build(quiet: bool) -> Result<Artifacts> {
-    build_in(&root(), &[], quiet)
+    build_in(&root(), &[], quiet, None)
 }

@@ -93,7 +93,7 @@ pub struct BootArgs {
     pub append: String,
     /// Boot through GRUB (a Multiboot 2 image) instead of QEMU's -kernel.
     #[arg(long)]
-    grub: bool,
+    pub grub: bool,
     /// Seconds before a hung guest is killed.
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub timeout: u64,
@@ -308,7 +308,11 @@ fn run(a: RunArgs) -> Result<i32> {
             );
         }
     }
-    preflight::ensure_tools()?;
+    preflight::ensure(if a.boot.grub {
+        preflight::Need::QemuAndGrub
+    } else {
+        preflight::Need::Qemu
+    })?;
     let art = kbuild::build(true)?;
     let mode = match a.mode {
         ModeArg::Run => "mode=run",

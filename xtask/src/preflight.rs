@@ -51,9 +51,27 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// What a command needs: QEMU only, or QEMU and the GRUB image tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    Qemu,
+    QemuAndGrub,
+}
+
+/// The first two `TOOLS` are QEMU's.
+const QEMU_TOOLS: usize = 2;
+
 /// The tools among `TOOLS` that are missing.
 pub fn missing_tools() -> Vec<&'static str> {
     missing_on(std::env::var_os("PATH").as_deref())
+}
+
+fn missing_for(need: Need) -> Vec<&'static str> {
+    let qemu: Vec<&str> = TOOLS[..QEMU_TOOLS].iter().map(|(t, _)| *t).collect();
+    missing_tools()
+        .into_iter()
+        .filter(|t| need == Need::QemuAndGrub || qemu.contains(t))
+        .collect()
 }
 
 /// The tools among `TOOLS` that no directory of `path` holds.
@@ -81,7 +99,13 @@ fn missing_message(missing: &[&str]) -> String {
 
 /// Makes sure QEMU and the GRUB tools are there.
 pub fn ensure_tools() -> Result<()> {
-    let missing = missing_tools();
+    ensure(Need::QemuAndGrub)
+}
+
+/// Makes sure what `need` names is there (installing every package when
+/// it can: they come together).
+pub fn ensure(need: Need) -> Result<()> {
+    let missing = missing_for(need);
     if missing.is_empty() {
         return Ok(());
     }
@@ -99,7 +123,7 @@ pub fn ensure_tools() -> Result<()> {
         .status()
         .context("cannot run apt-get")?
         .success();
-    let still = missing_tools();
+    let still = missing_for(need);
     if !ok || !still.is_empty() {
         bail!(
             "apt-get could not install {} (missing still: {}).\nTry by hand:\n  {}",

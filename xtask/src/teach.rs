@@ -65,7 +65,11 @@ pub fn trace_lines(serial: &str) -> Vec<String> {
 
 /// Boots with `trace=<mechanism>` and returns the narration.
 pub fn trace_output(a: &TraceArgs) -> Result<Vec<String>> {
-    preflight::ensure_tools()?;
+    preflight::ensure(if a.boot.grub {
+        preflight::Need::QemuAndGrub
+    } else {
+        preflight::Need::Qemu
+    })?;
     let art = kbuild::build(true)?;
     let mut boot_args = a.boot.clone();
     // The AMD path needs an AMD model (and qemu-system-x86_64, chosen by model).
@@ -141,7 +145,7 @@ pub fn gdb_args(kernel: &str, program: &str, script: &str, port: u16, batch: boo
 }
 
 pub fn gdb(a: GdbArgs) -> Result<i32> {
-    preflight::ensure_tools()?;
+    preflight::ensure(preflight::Need::Qemu)?;
     preflight::ensure_gdb()?;
     let art = kbuild::build(true)?;
     let words = format!("mode=run prog={}", a.prog);
@@ -280,8 +284,8 @@ pub const EXERCISES: &[Exercise] = &[
     },
 ];
 
-/// Builds each exercise's kernel and boots its tests; (name, result) per
-/// exercise. Leaves the normal build in place afterwards.
+/// Builds each exercise's kernel (in target/exercise) and boots its tests;
+/// (name, result) per exercise.
 pub fn run_exercises(filter: Option<&str>) -> Vec<(String, Result<(), String>)> {
     let mut out = Vec::new();
     let root = kbuild::root();
@@ -291,7 +295,10 @@ pub fn run_exercises(filter: Option<&str>) -> Vec<(String, Result<(), String>)> 
             continue;
         }
         let dest = root.join("target/xtask/exercise").join(e.feature);
-        let r = kbuild::build_into(&root, &[e.feature.to_string()], &dest)
+        // A target directory of their own: an exercise build never replaces
+        // the normal kernel, and nothing else builds into it meanwhile.
+        let target = root.join("target/exercise");
+        let r = kbuild::build_into(&root, &[e.feature.to_string()], &dest, Some(&target))
             .map_err(|err| format!("{err:#}"))
             .and_then(|art| {
                 let boot = qemu::Boot {
@@ -313,11 +320,6 @@ pub fn run_exercises(filter: Option<&str>) -> Vec<(String, Result<(), String>)> 
                 (e.check)(&log, &records).map_err(|err| format!("{err}\n{}", log.explain(20)))
             });
         out.push((name, r));
-    }
-    if !out.is_empty() {
-        if let Err(e) = kbuild::build(true) {
-            out.push(("rebuilding the normal kernel".into(), Err(format!("{e:#}"))));
-        }
     }
     out
 }

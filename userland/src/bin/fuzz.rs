@@ -134,8 +134,8 @@ fn any_len(r: &mut Rng) -> u32 {
     }
 }
 
-/// A (pointer, length) pair and its kind; `fixed` forces the length (the
-/// 40-odd bytes cpuinfo copies whatever its length argument says).
+/// A (pointer, length) pair and its kind; `fixed` forces the length (cpuinfo
+/// copies one `CpuInfo` whatever its length argument says).
 fn range(r: &mut Rng, fixed: Option<u32>) -> (u32, u32, Range) {
     let small = |r: &mut Rng| match r.below(4) {
         0 => r.below(MAX_SMALL + 1),
