@@ -30,7 +30,7 @@ use crate::console::Hex;
 use crate::entry::Regs;
 use crate::{entry, kprintln, record, task};
 
-/// EFLAGS.TF, the single-step flag (SDM Vol. 3A §17.3.1.4).
+/// EFLAGS.TF, the single-step flag (SDM Vol. 3B §17.3.1.4).
 pub const EFLAGS_TF: u32 = 1 << 8;
 
 /// The stack after the common stub: what the CPU pushed, the vector and
@@ -394,10 +394,27 @@ extern "C" fn debug_trap() {
             task::current().pid
         );
         kprintln!(
-            "#DB debug (vector 1) in user mode: single step after EIP {:#010x}, ESP {:#010x}, EFLAGS {:#010x}",
+            "#DB debug (vector 1) in user mode: a single-step trap; the next instruction would be"
+        );
+        kprintln!(
+            "  EIP {:#010x}  CS {:#06x}  EFLAGS {:#010x}  ESP {:#010x}",
             t.eip,
-            t.esp,
-            t.eflags
+            t.cs,
+            t.eflags,
+            t.esp
+        );
+        kprintln!(
+            "  EAX {:#010x}  EBX {:#010x}  ECX {:#010x}  EDX {:#010x}",
+            t.eax,
+            t.ebx,
+            t.ecx,
+            t.edx
+        );
+        kprintln!(
+            "  ESI {:#010x}  EDI {:#010x}  EBP {:#010x}",
+            t.esi,
+            t.edi,
+            t.ebp
         );
         record!(kind::EXCEPTION, "vector" => 1u8, "name" => "#DB", "mode" => "user", "error" => Hex(0),
             "eip" => Hex(t.eip), "cs" => Hex(t.cs), "eflags" => Hex(t.eflags),

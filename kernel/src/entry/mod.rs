@@ -98,17 +98,32 @@ pub fn select_floor(m: Mechanism, floor: bool) {
     }
 }
 
-/// For a debug trap taken at `eip`: if `eip` is the first instruction of an
-/// entry that does not clear TF, the variant to resume at instead.
+/// For a debug trap taken at `eip` in ring 0: if `eip` is the first
+/// instruction of an entry stub, where to resume (with TF cleared). A user
+/// with TF set traps there after SYSENTER, a call gate or SYSCALL (none of
+/// them clears TF), and after an `int` that a MOV SS or POP SS delayed the
+/// trap over (the trap held off by MOV SS lands after the next instruction,
+/// SDM Vol. 3A §6.8.3). The full entries of the first three resume at their
+/// "traced" variant, which gives the user back its TF; every other entry
+/// simply goes on.
 pub fn traced_entry(eip: u32) -> Option<u32> {
-    [
+    let traced = [
         sysenter::traced(),
         callgate::traced(),
         syscall_amd::traced(),
+    ];
+    if let Some(&(_, t)) = traced.iter().find(|&&(entry, _)| entry == eip) {
+        return Some(t);
+    }
+    [
+        addr!(int80_full),
+        addr!(int80_floor),
+        addr!(sysenter_floor),
+        addr!(callgate_floor),
+        addr!(syscall_floor),
     ]
-    .into_iter()
-    .find(|&(entry, _)| entry == eip)
-    .map(|(_, traced)| traced)
+    .contains(&eip)
+    .then_some(eip)
 }
 
 /// `sym` addresses of entry stubs, as u32.
