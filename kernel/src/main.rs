@@ -39,6 +39,17 @@ impl PhysMem<'static> for Identity {
     }
 }
 
+/// The cargo features this kernel was built with, for the report.
+const FEATURES: &str = if cfg!(feature = "exercise-sysexit-always") {
+    "exercise-sysexit-always"
+} else if cfg!(feature = "exercise-trust-user-pointers") {
+    "exercise-trust-user-pointers"
+} else if cfg!(feature = "exercise-sysenter-no-flags-reset") {
+    "exercise-sysenter-no-flags-reset"
+} else {
+    "none"
+};
+
 static USABLE: BootCell<u32> = BootCell::new(0);
 static SYSINFO: BootCell<abi::syscall::CpuInfo> = BootCell::new(abi::syscall::CpuInfo {
     mechanisms: 0,
@@ -87,7 +98,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     let opts = Options::parse(bi.cmdline, &mut warn);
     record!(kind::BOOT, "loader" => bi.loader, "protocol" => bi.protocol.key(),
         "cmdline" => bi.cmdline, "mem_kib" => bi.memory_kib(),
-        "modules" => bi.modules().len(), "rev" => env!("TESTBED_REV"));
+        "modules" => bi.modules().len(), "rev" => env!("TESTBED_REV"), "features" => FEATURES);
 
     let f = &cpu::detect();
     report_cpu(f);

@@ -293,7 +293,6 @@ fn push_words(i: usize, words: &[u32]) {
 }
 
 /// A kernel thread running `entry(arg)`; it is ready at once.
-#[allow(dead_code)] // For kernel-side workers; the tests use user threads.
 pub fn spawn_kernel(entry: extern "C" fn(u32), arg: u32, prio: u32) -> Result<Tid, CreateError> {
     let i = new_thread(prio, false)?;
     // switch_stacks pops EDI, ESI, EBX, EBP, then returns to kthread_start,

@@ -42,6 +42,10 @@ const KERNEL_TESTS: &[Test] = &[
     ),
     ("kernel: mechanisms match CPUID", mechanisms_match_cpuid),
     ("kernel: mutex lock, relock (EDEADLK), unlock", kernel_mutex),
+    (
+        "kernel: kernel threads lend priority through the kernel mutex",
+        kernel_threads,
+    ),
     ("kernel: pools keep 128-byte objects apart", pool_layout),
 ];
 
@@ -419,5 +423,58 @@ fn pool_layout() -> Result<(), &'static str> {
     }
     turnstile::set_align(Align::A128);
     sleepqueue::set_align(Align::A128);
+    r
+}
+
+/// Two kernel threads and the boot thread: LOW (priority 20) takes the
+/// mutex; HIGH (priority 5) then blocks on it and lends LOW its priority;
+/// LOW sees it runs at 5, unlocks (handing HIGH the mutex), and is back at
+/// 20; HIGH finishes and wakes the boot thread.
+fn kernel_threads() -> Result<(), &'static str> {
+    use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
+
+    use crate::sync::mutex::Mutex;
+    use crate::task::sched::{self, State};
+
+    static M: Mutex = Mutex::new();
+    static LENT: AtomicU32 = AtomicU32::new(0);
+    static BACK: AtomicU32 = AtomicU32::new(0);
+    static HIGH_GOT: AtomicU32 = AtomicU32::new(0);
+    static LEFT: AtomicU32 = AtomicU32::new(2);
+
+    extern "C" fn low(_: u32) {
+        let me = sched::current_index();
+        let _ = M.lock();
+        // Hand the CPU back to the boot thread, which creates HIGH.
+        sched::make_ready(0);
+        sched::block(State::WaitingForTask);
+        LENT.store(sched::thread(me).prio as u32, SeqCst);
+        M.unlock();
+        BACK.store(sched::thread(me).prio as u32, SeqCst);
+        LEFT.fetch_sub(1, SeqCst);
+    }
+    extern "C" fn high(_: u32) {
+        let _ = M.lock();
+        HIGH_GOT.store(1, SeqCst);
+        M.unlock();
+        if LEFT.fetch_sub(1, SeqCst) == 1 {
+            sched::make_ready(0);
+        }
+    }
+
+    let low_tid = sched::spawn_kernel(low, 0, 20).map_err(|_| "no thread for LOW")?;
+    sched::block(State::WaitingForTask); // LOW takes M and wakes us
+    sched::spawn_kernel(high, 0, 5).map_err(|_| "no thread for HIGH")?;
+    if let Some(i) = sched::index_of(low_tid) {
+        sched::make_ready(i);
+    }
+    sched::block(State::WaitingForTask); // HIGH blocks, LOW unlocks, HIGH wakes us
+    let r = match (LENT.load(SeqCst), BACK.load(SeqCst), HIGH_GOT.load(SeqCst)) {
+        (5, 20, 1) => Ok(()),
+        (l, _, _) if l != 5 => Err("the owner did not run at its waiter's priority"),
+        (_, b, _) if b != 20 => Err("the owner kept the lent priority after unlocking"),
+        _ => Err("the waiter never got the mutex"),
+    };
+    sched::reset_all();
     r
 }
