@@ -351,6 +351,10 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         }
         None => None,
     };
+    // The accelerator notice once, before the progress bar takes the line.
+    if let (_, Some(notice)) = qemu::detect_accel(a.boot.accel) {
+        eprintln!("{notice}");
+    }
     let total = a.boots as usize * variants.len();
     let mut table: Table = BTreeMap::new();
     let mut clock = String::new();
