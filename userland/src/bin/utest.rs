@@ -4,11 +4,12 @@
 #![no_std]
 #![no_main]
 
+use userland::abi::cases::eflags;
 use userland::abi::layout::{USER_STACK_TOP, USER_TOP};
 use userland::abi::report::kind;
 use userland::abi::syscall::{argsum, errno, fd, nr, DEFAULT_EUID, TRACE_ARG, TRACE_ARG_MASK};
 use userland::abi::Mechanism;
-use userland::{println, record, sys};
+use userland::{flagged, println, record, sys};
 
 struct Checks {
     failed: i32,
@@ -181,10 +182,15 @@ extern "C" fn main(arg: u32) -> i32 {
         // A user may enter with DF, AC or NT set. The kernel must not run
         // with them (its copies use `rep movsb`, which DF turns backwards),
         // and the user must get its flags back.
-        for (flag, what) in [(sys::DF, "DF"), (sys::AC, "AC"), (sys::NT, "NT")] {
+        for (flag, what) in [(eflags::DF, "DF"), (eflags::AC, "AC"), (eflags::NT, "NT")] {
             let data = *b"0123456789abcdef";
-            let (w, after) =
-                sys::call_with_flags(m, flag, nr::WRITE, [fd::RING, data.as_ptr() as u32, 16]);
+            let a = flagged::call(
+                m,
+                nr::WRITE,
+                [fd::RING, data.as_ptr() as u32, 16, 0, 0, 0],
+                flag,
+            );
+            let (w, after) = (a.eax, a.eflags);
             let mut back = [0u8; 16];
             let r = call(nr::READ, [fd::RING, back.as_mut_ptr() as u32, 16, 0, 0, 0]);
             let mut name = userland::Line::new();
