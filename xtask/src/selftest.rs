@@ -54,7 +54,7 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
-        name: "SMP: 2 CPUs started from the MADT; false sharing, ping-pong, TLB shootdown, forktest",
+        name: "SMP: 2 CPUs started from the MADT; benchmarks; a wake-up and a mutex hand-off across CPUs",
         cpu: None,
         cmdline: "mode=smp",
         grub: false,
@@ -64,7 +64,7 @@ const CASES: &[Case] = &[
         twice: false,
     },
     Case {
-        name: "SMP: 4 CPUs started from the MADT; false sharing, ping-pong, TLB shootdown, forktest",
+        name: "SMP: 4 CPUs started from the MADT; benchmarks; a wake-up and a mutex hand-off across CPUs",
         cpu: None,
         cmdline: "mode=smp",
         grub: false,
@@ -529,6 +529,16 @@ fn smp_check(log: &BootLog, r: &[Record], n: &str) -> Result<(), String> {
         if !names.contains(&want) {
             return Err(format!("no {want:?} figure"));
         }
+    }
+    let cross: Vec<_> = report::of_kind(r, kind::TEST).collect();
+    if cross.len() != 2 || cross.iter().any(|t| t.get("result") != Some("pass")) {
+        return Err(format!(
+            "threads across CPUs: {:?}",
+            cross
+                .iter()
+                .map(|t| (t.get("name"), t.get("result")))
+                .collect::<Vec<_>>()
+        ));
     }
     let res = Results::from_records(r, "smp", "qemu").map_err(|e| e.to_string())?;
     for b in ["forktest.window", "forktest.cr3"] {

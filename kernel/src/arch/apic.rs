@@ -67,3 +67,38 @@ pub fn send_startup(apic_id: u8, page: u8) {
 pub fn send_ipi(apic_id: u8, vector: u8) {
     send(apic_id, ICR_ASSERT | vector as u32);
 }
+
+/// LVT timer register, initial count, current count, divide configuration.
+const LVT_TIMER: u32 = 0x320;
+const TIMER_INITIAL: u32 = 0x380;
+const TIMER_CURRENT: u32 = 0x390;
+const TIMER_DIVIDE: u32 = 0x3E0;
+/// LVT timer mode bit 17: periodic.
+const TIMER_PERIODIC: u32 = 1 << 17;
+/// Divide configuration 0b0011: the bus clock divided by 16.
+const DIVIDE_BY_16: u32 = 0b0011;
+/// The local timer's vector.
+pub const VECTOR_TIMER: u8 = 0xF3;
+
+/// Starts this CPU's local timer at `hz`, calibrated against the TSC
+/// (`tsc_hz` ticks a second): one millisecond of counting down tells its rate.
+pub fn start_timer(hz: u32, tsc_hz: u64) {
+    write(TIMER_DIVIDE, DIVIDE_BY_16);
+    write(LVT_TIMER, 1 << 16); // masked while calibrating
+    write(TIMER_INITIAL, u32::MAX);
+    let t0 = rdtsc();
+    while rdtsc().wrapping_sub(t0) < tsc_hz / 1000 {
+        core::hint::spin_loop();
+    }
+    let per_ms = u32::MAX - read(TIMER_CURRENT);
+    let count = (per_ms as u64 * 1000 / hz as u64).max(1) as u32;
+    write(LVT_TIMER, TIMER_PERIODIC | VECTOR_TIMER as u32);
+    write(TIMER_INITIAL, count);
+}
+
+fn rdtsc() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: RDTSC reads a counter; the caller has a TSC.
+    unsafe { core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack)) };
+    ((hi as u64) << 32) | lo as u64
+}

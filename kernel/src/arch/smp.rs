@@ -104,6 +104,8 @@ pub struct Cpus {
     pub started: usize,
 }
 
+static TSC_HZ: BootCell<u64> = BootCell::new(0);
+
 static CPUS: BootCell<Cpus> = BootCell::new(Cpus {
     source: Source::None,
     apic_ids: [0; MAX_CPUS],
@@ -326,10 +328,29 @@ pub fn init(tsc_hz: u64, has_apic: bool) -> usize {
     if !has_apic || tsc_hz == 0 {
         return 1;
     }
+    // SAFETY: boot, BSP only, before any AP reads it.
+    unsafe { *TSC_HZ.get_mut() = tsc_hz };
     if paging::map_identity(apic::LAPIC_BASE, 4096, paging::UNCACHED).is_err() {
         return 1;
     }
     apic::enable();
+    // The local timer only ends an idle HLT: the same stub as reschedule.
+    super::idt::set(
+        apic::VECTOR_TIMER,
+        super::idt::Gate::new(
+            &raw const ipi_reschedule_entry as u32,
+            super::idt::GateKind::Interrupt,
+            0,
+        ),
+    );
+    super::idt::set(
+        crate::task::sched::VECTOR_RESCHEDULE,
+        super::idt::Gate::new(
+            &raw const ipi_reschedule_entry as u32,
+            super::idt::GateKind::Interrupt,
+            0,
+        ),
+    );
     let bsp = apic::id();
     let mut ids = [0u8; MAX_CPUS];
     let (source, n) = match from_acpi(&mut ids) {
@@ -402,6 +423,32 @@ pub fn init(tsc_hz: u64, has_apic: bool) -> usize {
     started
 }
 
+global_asm!(
+    r#"
+    .pushsection .text.ipi, "ax"
+    .global ipi_reschedule_entry
+    /* Another CPU made a thread of ours ready: the interrupt alone ends an
+       idle HLT; the scheduler looks again. */
+ipi_reschedule_entry:
+    pushal
+    cld
+    call {eoi}
+    popal
+    iret
+    .popsection
+    "#,
+    eoi = sym reschedule_eoi,
+    options(att_syntax)
+);
+
+extern "C" fn reschedule_eoi() {
+    apic::eoi();
+}
+
+unsafe extern "C" {
+    static ipi_reschedule_entry: u8;
+}
+
 /// Commands an AP runs (`PerCpu::command`).
 pub mod command {
     pub const HAMMER: u32 = 1;
@@ -423,6 +470,8 @@ pub fn post(cpu: usize, command: u32, arg: u32) {
     p.done.store(0, Ordering::Relaxed);
     p.arg.store(arg, Ordering::Relaxed);
     p.command.store(command, Ordering::Release);
+    // Wake it if it waits in HLT.
+    apic::send_ipi(p.apic_id as u8, crate::task::sched::VECTOR_RESCHEDULE);
 }
 
 pub fn wait_done(cpu: usize) {
@@ -447,13 +496,31 @@ extern "C" fn ap_main(cpu: u32) -> ! {
         crate::entry::sysenter::init(top);
     }
     let me = this_cpu();
+    // SAFETY: written once by init before any AP starts.
+    let tsc_hz = unsafe { *TSC_HZ.get_mut() };
+    apic::start_timer(1000, tsc_hz);
+    // This context becomes the CPU's idle thread: it runs the CPU's ready
+    // threads, and the benchmark commands, and otherwise waits.
+    let idle_ok = crate::task::sched::become_idle(cpu).is_ok();
     me.started.store(1, Ordering::Release);
     loop {
-        // SAFETY: IPIs (the TLB shootdown) are taken while waiting.
+        // SAFETY: IPIs (the TLB shootdown, reschedule) are taken while waiting.
         unsafe { asm!("sti", options(nomem, nostack)) };
         let c = me.command.load(Ordering::Acquire);
         if c == 0 {
-            core::hint::spin_loop();
+            // SAFETY: the scheduler runs with interrupts off.
+            unsafe { asm!("cli", options(nomem, nostack)) };
+            if idle_ok {
+                crate::task::sched::idle_once();
+            }
+            if me.command.load(Ordering::Acquire) == 0 {
+                // Nothing to do: sleep until an interrupt (the local timer,
+                // a reschedule IPI from `make_ready` or `post`). STI's
+                // one-instruction shadow keeps an IPI from slipping in
+                // between the check and the HLT.
+                // SAFETY: only waits for an interrupt.
+                unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+            }
             continue;
         }
         // SAFETY: no IPI handler touches what the worker uses.

@@ -29,6 +29,7 @@ impl Mutex {
     }
 
     pub fn lock(&self) -> Result<(), Deadlock> {
+        let _g = sched::locked();
         let me = sched::current_index() as u32 + 1;
         loop {
             match self.owner.get() {
@@ -48,6 +49,7 @@ impl Mutex {
     }
 
     pub fn unlock(&self) {
+        let _g = sched::locked();
         let me = sched::current_index();
         match turnstile::lookup(self.key()).and_then(turnstile::signal) {
             Some(w) => self.owner.set(w as u32 + 1),

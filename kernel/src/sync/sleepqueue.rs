@@ -102,6 +102,7 @@ fn lookup(chan: u32) -> Option<usize> {
 /// Sleeps on `chan` until woken or, with `timeout` ticks > 0, timed out.
 /// Returns false on a timeout.
 pub fn sleep(chan: u32, timeout: u64) -> bool {
+    let _g = sched::locked();
     let me = sched::current_index();
     let mine = sched::thread(me)
         .sleepqueue
@@ -185,6 +186,7 @@ pub fn remove_waiter(w: usize) {
 
 /// Wakes the longest sleeper on `chan` (`all`: every sleeper); returns how many.
 pub fn wakeup(chan: u32, all: bool) -> u32 {
+    let _g = sched::locked();
     let Some(sq) = lookup(chan) else { return 0 };
     let mut n = 0;
     while let Some(w) = first_sleeper(sq) {

@@ -12,11 +12,13 @@ use crate::task::sched;
 use crate::{kprintln, record};
 
 pub extern "fastcall" fn sys_yield(r: &mut Regs) {
+    let _g = sched::locked();
     sched::yield_now();
     r.eax = 0;
 }
 
 pub extern "fastcall" fn sys_sleep(r: &mut Regs) {
+    let _g = sched::locked();
     // A private channel nobody wakes: only the timeout ends it.
     let chan = 0xffff_f000 | sched::current_index() as u32;
     sleepqueue::sleep(chan, r.ebx.max(1) as u64);
@@ -24,6 +26,7 @@ pub extern "fastcall" fn sys_sleep(r: &mut Regs) {
 }
 
 pub extern "fastcall" fn sys_thread_create(r: &mut Regs) {
+    let _g = sched::locked();
     let (eip, esp, arg, prio) = (r.ebx, r.ecx, r.edx, r.esi);
     if check(eip, 1, Access::Read).is_err() || check(esp.wrapping_sub(4), 4, Access::Write).is_err()
     {
@@ -41,14 +44,18 @@ pub extern "fastcall" fn sys_thread_create(r: &mut Regs) {
 }
 
 pub extern "fastcall" fn sys_thread_exit(_r: &mut Regs) {
+    // Held across the switch away; the next thread lets it go.
+    core::mem::forget(sched::locked());
     sched::exit_current()
 }
 
 pub extern "fastcall" fn sys_gettid(r: &mut Regs) {
+    let _g = sched::locked();
     r.eax = sched::current_tid();
 }
 
 pub extern "fastcall" fn sys_getprio(r: &mut Regs) {
+    let _g = sched::locked();
     r.eax = match sched::index_of(r.ebx) {
         Some(i) => sched::thread(i).prio as u32,
         None => err(ESRCH),
@@ -67,6 +74,7 @@ fn umtx_word(addr: u32) -> Result<&'static mut u32, i32> {
 
 /// The slow path of a user mutex lock: the word was not 0.
 pub extern "fastcall" fn sys_umtx_lock(r: &mut Regs) {
+    let _g = sched::locked();
     let addr = r.ebx;
     let me = sched::current_tid();
     r.eax = loop {
@@ -95,6 +103,7 @@ pub extern "fastcall" fn sys_umtx_lock(r: &mut Regs) {
 
 /// The slow path of a user mutex unlock: hand it to the most urgent waiter.
 pub extern "fastcall" fn sys_umtx_unlock(r: &mut Regs) {
+    let _g = sched::locked();
     let addr = r.ebx;
     let me = sched::current_index();
     let w = match umtx_word(addr) {
@@ -120,6 +129,7 @@ pub extern "fastcall" fn sys_umtx_unlock(r: &mut Regs) {
 }
 
 pub extern "fastcall" fn sys_sleep_on(r: &mut Regs) {
+    let _g = sched::locked();
     let (chan, timeout) = (r.ebx, r.ecx);
     r.eax = if sleepqueue::sleep(chan, timeout as u64) {
         0
@@ -129,10 +139,12 @@ pub extern "fastcall" fn sys_sleep_on(r: &mut Regs) {
 }
 
 pub extern "fastcall" fn sys_wakeup(r: &mut Regs) {
+    let _g = sched::locked();
     r.eax = sleepqueue::wakeup(r.ebx, r.ecx != 0);
 }
 
 pub extern "fastcall" fn sys_pool_align(r: &mut Regs) {
+    let _g = sched::locked();
     let Some(a) = Align::from_bytes(r.ebx) else {
         r.eax = err(EINVAL);
         return;
@@ -172,6 +184,7 @@ pub extern "fastcall" fn sys_pool_align(r: &mut Regs) {
 
 /// `n` lookups of a lock that is not contested (the common miss), for timing.
 pub extern "fastcall" fn sys_lookup_bench(r: &mut Regs) {
+    let _g = sched::locked();
     let mut found = 0;
     for i in 0..r.ebx {
         found += turnstile::lookup(0x4000_0000 + 64 * (i & 1023)).is_some() as u32;

@@ -55,6 +55,8 @@ pub fn current() -> &'static Task {
 
 /// Ends the running task and returns to whoever called `run`.
 pub fn end_current(why: End) -> ! {
+    // Held until the boot thread, resumed by task_done, lets it go.
+    core::mem::forget(sched::locked());
     // SAFETY: one context at a time; `run` reads it after the switch back.
     unsafe { *ENDED.get_mut() = Some(why) };
     sched::task_done()
@@ -94,12 +96,17 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
         *ENDED.get_mut() = None;
         pid
     };
-    if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER).is_err() {
-        paging::clear_user();
-        return Err(LoadError::OutOfMemory);
+    {
+        // The boot thread blocks holding the scheduler lock; the task's
+        // first thread lets it go, and the task's end hands it back.
+        let _g = sched::locked();
+        if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER).is_err() {
+            paging::clear_user();
+            return Err(LoadError::OutOfMemory);
+        }
+        sched::wait_for_task();
+        sched::reset_all();
     }
-    sched::wait_for_task();
-    sched::reset_all();
     paging::clear_user();
     // SAFETY: set by end_current before leave_user.
     let end = unsafe { ENDED.get_mut().take() }.expect("a task ends through end_current");

@@ -12,19 +12,27 @@
 //! 16 threads, picking the next one scans the table; ties go to the thread
 //! that has waited longest (FIFO within a priority).
 //!
+//! With more than one CPU (`mode=smp`), every thread is pinned to one CPU
+//! (user threads to CPU 0), one spin lock guards the scheduler and the sync
+//! objects (taken at the outermost entry, held across a switch and released
+//! by whichever thread runs next), a CPU that makes a thread of another CPU
+//! ready sends it an IPI, and each application processor has an idle thread
+//! that waits for work.
+//!
 //! Each thread owns one turnstile and one sleepqueue from the pools
 //! (`sync::turnstile`, `sync::sleepqueue`), FreeBSD's model: a thread that
 //! blocks lends its object to the lock or channel.
 
 use core::arch::global_asm;
 
-use abi::layout::selector;
+use abi::layout::{selector, MAX_CPUS};
 use abi::syscall::{MAX_THREADS, PRIO_MAX};
 
 use crate::arch::{gdt, pit};
 use crate::entry;
 use crate::sync::cell::BootCell;
 use crate::sync::{sleepqueue, turnstile};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 pub type Tid = u32;
 
@@ -39,6 +47,8 @@ pub enum State {
     Sleeping,
     /// The boot thread while a task runs.
     WaitingForTask,
+    /// An application processor's idle thread (never picked as ready).
+    Idle,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -62,6 +72,8 @@ pub struct Thread {
     /// Sleeping: the tick to wake at (0 = none); set when the timeout fired.
     pub deadline: u64,
     pub timed_out: bool,
+    /// The CPU this thread runs on.
+    pub cpu: u8,
 }
 
 const EMPTY: Thread = Thread {
@@ -78,11 +90,15 @@ const EMPTY: Thread = Thread {
     seq: 0,
     deadline: 0,
     timed_out: false,
+    cpu: 0,
 };
 
 struct Sched {
     threads: [Thread; MAX_THREADS],
-    current: usize,
+    /// The running thread of each CPU.
+    current: [usize; MAX_CPUS],
+    /// Each application processor's idle thread.
+    idle: [usize; MAX_CPUS],
     seq: u64,
     next_tid: Tid,
     /// Ticks since the timer was started, and the running thread's share.
@@ -93,7 +109,8 @@ struct Sched {
 
 static SCHED: BootCell<Sched> = BootCell::new(Sched {
     threads: [EMPTY; MAX_THREADS],
-    current: 0,
+    current: [0; MAX_CPUS],
+    idle: [0; MAX_CPUS],
     seq: 0,
     next_tid: 1,
     ticks: 0,
@@ -128,6 +145,72 @@ pub fn stack_guards() -> impl Iterator<Item = u32> {
     (1..MAX_THREADS).map(move |i| base + (i * core::mem::size_of::<KernelStack>()) as u32)
 }
 
+/// This CPU's index: from the task register, which ring 3 cannot change
+/// (the entry stubs do not reload GS, so the per-CPU segment is no help here).
+pub fn cpu() -> usize {
+    let tr: u16;
+    // SAFETY: STR only reads the task register.
+    unsafe { core::arch::asm!("str {0:x}", out(reg) tr, options(nomem, nostack, preserves_flags)) };
+    if tr == selector::TSS {
+        0
+    } else {
+        ((tr - selector::AP_TSS_BASE) / 8 + 1) as usize
+    }
+}
+
+/// The scheduler lock: the thread table, the run states, the turnstiles and
+/// the sleepqueues. Holds this CPU's index + 1 while taken.
+static LOCK: AtomicU32 = AtomicU32::new(0);
+
+/// Takes the scheduler lock for this CPU.
+pub fn lock() {
+    let me = cpu() as u32 + 1;
+    assert!(
+        LOCK.load(Ordering::Relaxed) != me,
+        "scheduler lock taken twice on one CPU"
+    );
+    while LOCK
+        .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        core::hint::spin_loop();
+    }
+}
+
+pub fn unlock() {
+    LOCK.store(0, Ordering::Release);
+}
+
+fn held_here() -> bool {
+    LOCK.load(Ordering::Relaxed) == cpu() as u32 + 1
+}
+
+/// The lock for a scope: released when the guard goes.
+pub struct Guard(bool);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if self.0 {
+            unlock();
+        }
+    }
+}
+
+/// Takes the lock unless this CPU holds it already (paths that end a task
+/// are entered both ways).
+pub fn locked() -> Guard {
+    if held_here() {
+        Guard(false)
+    } else {
+        lock();
+        Guard(true)
+    }
+}
+
+extern "C" fn start_unlock() {
+    unlock();
+}
+
 fn sched() -> &'static mut Sched {
     // SAFETY: one CPU, and the kernel runs with IF clear except in the idle
     // wait, where the timer handler only touches ticks and wakes sleepers.
@@ -158,6 +241,8 @@ switch_stacks:
 
     /* A new kernel thread: entry and argument are on its stack. */
 kthread_start:
+    /* Started by a switch: the scheduler lock is still held; let it go. */
+    call {unlock}
     popl %eax
     popl %ecx
     pushl %ecx
@@ -167,6 +252,7 @@ kthread_start:
     /* A new user thread: an IRET frame to ring 3 is on its stack, with the
        argument above it for EAX. */
 uthread_start:
+    call {unlock}
     movl ${udata}, %eax
     movl %eax, %ds
     movl %eax, %es
@@ -184,6 +270,7 @@ uthread_start:
     "#,
     udata = const selector::USER_DATA,
     kexit = sym kthread_exit,
+    unlock = sym start_unlock,
     options(att_syntax)
 );
 
@@ -194,6 +281,7 @@ unsafe extern "C" {
 }
 
 extern "C" fn kthread_exit() -> ! {
+    lock();
     exit_current()
 }
 
@@ -207,16 +295,16 @@ pub fn init() {
         prio: 0,
         ..EMPTY
     };
-    s.current = 0;
+    s.current = [0; MAX_CPUS];
 }
 
 pub fn current_index() -> usize {
-    sched().current
+    sched().current[cpu()]
 }
 
 pub fn current_tid() -> Tid {
     let s = sched();
-    s.threads[s.current].tid
+    s.threads[s.current[cpu()]].tid
 }
 
 pub fn thread(i: usize) -> &'static mut Thread {
@@ -292,9 +380,20 @@ fn push_words(i: usize, words: &[u32]) {
     t.esp = new_esp;
 }
 
-/// A kernel thread running `entry(arg)`; it is ready at once.
+/// A kernel thread running `entry(arg)` on CPU 0; it is ready at once.
 pub fn spawn_kernel(entry: extern "C" fn(u32), arg: u32, prio: u32) -> Result<Tid, CreateError> {
+    spawn_kernel_on(0, entry, arg, prio)
+}
+
+/// A kernel thread running `entry(arg)` on CPU `cpu`.
+pub fn spawn_kernel_on(
+    cpu: usize,
+    entry: extern "C" fn(u32),
+    arg: u32,
+    prio: u32,
+) -> Result<Tid, CreateError> {
     let i = new_thread(prio, false)?;
+    sched().threads[i].cpu = cpu as u8;
     // switch_stacks pops EDI, ESI, EBX, EBP, then returns to kthread_start,
     // which pops the entry and the argument.
     push_words(
@@ -305,11 +404,13 @@ pub fn spawn_kernel(entry: extern "C" fn(u32), arg: u32, prio: u32) -> Result<Ti
             0,
             0,
             &raw const kthread_start as u32,
-            entry as usize as u32,
+            entry as *const () as u32,
             arg,
         ],
     );
-    Ok(sched().threads[i].tid)
+    let tid = sched().threads[i].tid;
+    make_ready(i);
+    Ok(tid)
 }
 
 /// A user thread starting at `eip` with ESP `esp` and EAX `arg`.
@@ -341,13 +442,18 @@ pub fn spawn_user(eip: u32, esp: u32, arg: u32, prio: u32) -> Result<Tid, Create
     Ok(sched().threads[i].tid)
 }
 
-/// The most urgent ready thread, oldest first among equals.
+/// The most urgent ready thread of this CPU, oldest first among equals.
 fn pick() -> Option<usize> {
     let s = sched();
+    let me = cpu() as u8;
     (0..MAX_THREADS)
-        .filter(|&i| s.threads[i].state == State::Ready)
+        .filter(|&i| s.threads[i].state == State::Ready && s.threads[i].cpu == me)
         .min_by_key(|&i| (s.threads[i].prio, s.threads[i].seq))
 }
+
+/// The IPI that tells another CPU a thread of its own became ready (it may
+/// be waiting in HLT).
+pub const VECTOR_RESCHEDULE: u8 = 0xF2;
 
 /// Makes thread `i` ready (from any waiting state).
 pub fn make_ready(i: usize) {
@@ -356,47 +462,71 @@ pub fn make_ready(i: usize) {
     t.state = State::Ready;
     t.blocked_on = None;
     t.seq = seq;
+    let target = t.cpu as usize;
+    if target != cpu() {
+        crate::arch::apic::send_ipi(
+            crate::arch::smp::percpu(target).apic_id as u8,
+            VECTOR_RESCHEDULE,
+        );
+    }
 }
 
-/// Switches to the next ready thread; the current one must already have
-/// its new state (Ready, waiting...). Waits for the timer when nothing is
-/// ready but a sleeper has a deadline; a state in which nothing can ever
-/// run again ends the task (deadlock).
+/// Switches to the next ready thread of this CPU; the current one must
+/// already have its new state (Ready, waiting...). Called with the
+/// scheduler lock held. On CPU 0, waits for an interrupt when nothing is
+/// ready (lock released meanwhile); on another CPU, goes to its idle
+/// thread. A state in which nothing anywhere can run again ends the task
+/// (deadlock).
 pub fn schedule() {
+    debug_assert!(held_here(), "schedule without the scheduler lock");
     loop {
         if let Some(next) = pick() {
             switch_to(next);
             return;
         }
+        let me = cpu();
         let s = sched();
-        let timed = s
-            .threads
-            .iter()
-            .any(|t| t.state == State::Sleeping && t.deadline != 0);
-        if !timed {
+        if me != 0 {
+            // Nothing for this CPU: its idle thread waits for work.
+            let idle = s.idle[me];
+            if s.current[me] != idle {
+                switch_to(idle);
+            }
+            return;
+        }
+        let alive = s.threads.iter().any(|t| {
+            (t.state == State::Sleeping && t.deadline != 0)
+                || (t.cpu != 0 && matches!(t.state, State::Ready | State::Running))
+        });
+        if !alive {
             crate::kprintln!("sched: every thread is blocked and none has a timeout: deadlock");
             crate::task::end_current(crate::task::End::Deadlock);
         }
         pit::start_ticks();
-        // SAFETY: wait for the next tick with interrupts on for exactly the
-        // HLT; the handler only counts the tick and wakes sleepers, since it
-        // interrupted ring 0.
+        unlock();
+        // SAFETY: wait for the next interrupt (a tick, or another CPU's
+        // reschedule IPI) with interrupts on for exactly the HLT; the tick
+        // handler only counts and wakes sleepers, since it interrupted ring 0.
         unsafe { core::arch::asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+        lock();
     }
 }
 
 fn switch_to(next: usize) {
     let s = sched();
-    let prev = s.current;
+    let me = cpu();
+    let prev = s.current[me];
     if s.threads[prev].state == State::Running {
         s.threads[prev].state = State::Ready;
         s.threads[prev].seq = next_seq();
     }
-    s.threads[next].state = State::Running;
+    if s.threads[next].state != State::Idle {
+        s.threads[next].state = State::Running;
+    }
     if next == prev {
         return;
     }
-    s.current = next;
+    s.current[me] = next;
     s.quantum_left = QUANTUM;
     s.switches += 1;
     // The ring-0 stack for the next entry from ring 3: interrupts and call
@@ -406,7 +536,8 @@ fn switch_to(next: usize) {
     } else {
         s.threads[next].kstack_top
     };
-    if top != 0 {
+    // (User threads run on CPU 0 only: its TSS and MSRs.)
+    if top != 0 && me == 0 {
         gdt::set_esp0(top);
         entry::set_kernel_stack(top);
     }
@@ -420,7 +551,7 @@ fn switch_to(next: usize) {
 /// `yield()`: let another ready thread of the same or a more urgent priority run.
 pub fn yield_now() {
     let s = sched();
-    let me = s.current;
+    let me = s.current[cpu()];
     s.threads[me].state = State::Ready;
     s.threads[me].seq = next_seq();
     schedule();
@@ -430,16 +561,27 @@ pub fn yield_now() {
 /// someone else until it is made ready.
 pub fn block(state: State) {
     let s = sched();
-    let me = s.current;
+    let me = s.current[cpu()];
     s.threads[me].state = state;
     s.threads[me].seq = next_seq();
     schedule();
 }
 
+/// Blocks the current thread for `ticks` timer ticks (no sleepqueue: the
+/// tick wakes it). Called with the lock held.
+pub fn nap(ticks: u64) {
+    let s = sched();
+    let me = s.current[cpu()];
+    s.threads[me].deadline = s.ticks + ticks.max(1);
+    s.threads[me].blocked_on = None;
+    pit::start_ticks();
+    block(State::Sleeping);
+}
+
 /// Ends the current thread. The task ends with its last user thread.
 pub fn exit_current() -> ! {
     let s = sched();
-    let me = s.current;
+    let me = s.current[cpu()];
     release(me);
     let users_left = s.threads.iter().any(|t| t.user && t.state != State::Free);
     if s.threads[me].user && !users_left {
@@ -464,7 +606,9 @@ fn release(i: usize) {
 pub fn reset_all() {
     let s = sched();
     for i in 1..MAX_THREADS {
-        s.threads[i] = EMPTY;
+        if s.threads[i].state != State::Idle {
+            s.threads[i] = EMPTY;
+        }
     }
     turnstile::reset();
     sleepqueue::reset();
@@ -477,14 +621,15 @@ pub fn wait_for_task() {
 }
 
 /// From the task's last moment: back to the boot thread, for good.
+/// Called with the scheduler lock held; the boot thread resumes holding it.
 pub fn task_done() -> ! {
     let s = sched();
-    let me = s.current;
+    let me = s.current[0];
     s.threads[me].state = State::Free;
     make_ready(0);
     gdt::set_esp0(crate::boot::entry::stacks().kernel_top);
     entry::set_kernel_stack(crate::boot::entry::stacks().kernel_top);
-    s.current = 0;
+    s.current[0] = 0;
     s.threads[0].state = State::Running;
     let mut dead_esp = 0u32;
     // SAFETY: thread 0 saved its ESP when it blocked in wait_for_task; this
@@ -495,6 +640,7 @@ pub fn task_done() -> ! {
 
 /// The timer tick (IRQ 0), with the interrupted context's privilege.
 pub fn tick(from_user: bool) {
+    let _g = locked();
     let s = sched();
     s.ticks += 1;
     let now = s.ticks;
@@ -510,7 +656,7 @@ pub fn tick(from_user: bool) {
         return;
     }
     s.quantum_left = s.quantum_left.saturating_sub(1);
-    let me = s.current;
+    let me = s.current[cpu()];
     let contender = pick().filter(|&n| {
         let (np, mp) = (s.threads[n].prio, s.threads[me].prio);
         np < mp || (np == mp && s.quantum_left == 0)
@@ -536,4 +682,34 @@ pub fn user_threads() -> usize {
         .iter()
         .filter(|t| t.user && t.state != State::Free)
         .count()
+}
+
+/// Makes the running context of application processor `cpu` its idle
+/// thread (from `ap_main`, before it looks for work).
+pub fn become_idle(cpu: usize) -> Result<(), CreateError> {
+    let _g = locked();
+    let s = sched();
+    let i = (1..MAX_THREADS)
+        .find(|&i| s.threads[i].state == State::Free)
+        .ok_or(CreateError::Exhausted)?;
+    s.threads[i] = Thread {
+        state: State::Idle,
+        tid: s.next_tid,
+        cpu: cpu as u8,
+        ..EMPTY
+    };
+    s.next_tid += 1;
+    s.idle[cpu] = i;
+    s.current[cpu] = i;
+    Ok(())
+}
+
+/// One look for work by an idle thread: runs the most urgent ready thread
+/// of this CPU, and returns when this CPU has nothing else to run.
+pub fn idle_once() {
+    lock();
+    if let Some(next) = pick() {
+        switch_to(next);
+    }
+    unlock();
 }

@@ -446,8 +446,11 @@ fn kernel_threads() -> Result<(), &'static str> {
         let me = sched::current_index();
         let _ = M.lock();
         // Hand the CPU back to the boot thread, which creates HIGH.
-        sched::make_ready(0);
-        sched::block(State::WaitingForTask);
+        {
+            let _g = sched::locked();
+            sched::make_ready(0);
+            sched::block(State::WaitingForTask);
+        }
         LENT.store(sched::thread(me).prio as u32, SeqCst);
         M.unlock();
         BACK.store(sched::thread(me).prio as u32, SeqCst);
@@ -458,10 +461,12 @@ fn kernel_threads() -> Result<(), &'static str> {
         HIGH_GOT.store(1, SeqCst);
         M.unlock();
         if LEFT.fetch_sub(1, SeqCst) == 1 {
+            let _g = sched::locked();
             sched::make_ready(0);
         }
     }
 
+    let _g = sched::locked();
     let low_tid = sched::spawn_kernel(low, 0, 20).map_err(|_| "no thread for LOW")?;
     sched::block(State::WaitingForTask); // LOW takes M and wakes us
     sched::spawn_kernel(high, 0, 5).map_err(|_| "no thread for HIGH")?;
