@@ -137,9 +137,15 @@ impl Boot {
         let mut a: Vec<String> = Vec::new();
         let mut push = |s: &str| a.push(s.to_string());
         push("-machine");
-        push(match self.accel {
-            Accel::Kvm => "pc,accel=kvm",
-            Accel::Tcg => "pc,accel=tcg",
+        // An explicit `-accel ...` among the extra arguments (e.g.
+        // tcg,thread=multi) takes the place of the machine's accel= option.
+        push(if self.extra.iter().any(|e| e == "-accel") {
+            "pc"
+        } else {
+            match self.accel {
+                Accel::Kvm => "pc,accel=kvm",
+                Accel::Tcg => "pc,accel=tcg",
+            }
         });
         push("-cpu");
         push(&self.cpu_model());
