@@ -339,6 +339,22 @@ extern "C" fn double_fault() -> ! {
     let t = gdt::main_tss();
     let cr2 = cpu::cr2();
     kprintln!("#DF double fault (vector 8), taken through the task gate on its own stack");
+    report_tss(t, vector::DOUBLE_FAULT, "kernel");
+    let stacks = crate::boot::entry::stacks();
+    let guard = [stacks.boot_guard, stacks.kernel_guard, stacks.df_guard];
+    if guard
+        .iter()
+        .any(|&g| (g..g + abi::layout::PAGE_SIZE).contains(&cr2))
+    {
+        kprintln!("  CR2 is in a stack guard page: kernel stack overflow");
+    }
+    power::exit(EXCEPTION_BASE + vector::DOUBLE_FAULT as u32);
+}
+
+/// The register dump and the record of a context saved in a TSS (the
+/// handler tasks see the interrupted context there, not on a stack).
+fn report_tss(t: &gdt::Tss, vector: u8, mode: &str) {
+    let cr2 = cpu::cr2();
     kprintln!(
         "  EIP {:#010x}  CS {:#06x}  EFLAGS {:#010x}  ESP {:#010x}  CR2 {:#010x}",
         t.eip,
@@ -360,21 +376,12 @@ extern "C" fn double_fault() -> ! {
         t.edi,
         t.ebp
     );
-    let stacks = crate::boot::entry::stacks();
-    let guard = [stacks.boot_guard, stacks.kernel_guard, stacks.df_guard];
-    if guard
-        .iter()
-        .any(|&g| (g..g + abi::layout::PAGE_SIZE).contains(&cr2))
-    {
-        kprintln!("  CR2 is in a stack guard page: kernel stack overflow");
-    }
     record!(kind::EXCEPTION,
-        "vector" => 8u8, "name" => "#DF", "mode" => "kernel", "error" => Hex(0),
+        "vector" => vector, "name" => vector_name(vector), "mode" => mode, "error" => Hex(0),
         "eip" => Hex(t.eip), "cs" => Hex(t.cs), "eflags" => Hex(t.eflags),
         "eax" => Hex(t.eax), "ebx" => Hex(t.ebx), "ecx" => Hex(t.ecx), "edx" => Hex(t.edx),
         "esi" => Hex(t.esi), "edi" => Hex(t.edi), "ebp" => Hex(t.ebp), "esp" => Hex(t.esp),
         "cr2" => Hex(cr2));
-    power::exit(EXCEPTION_BASE + vector::DOUBLE_FAULT as u32);
 }
 
 /// Where a user thread that single-stepped was, for `debug_end_task`.
@@ -396,31 +403,7 @@ extern "C" fn debug_trap() {
         kprintln!(
             "#DB debug (vector 1) in user mode: a single-step trap; the next instruction would be"
         );
-        kprintln!(
-            "  EIP {:#010x}  CS {:#06x}  EFLAGS {:#010x}  ESP {:#010x}",
-            t.eip,
-            t.cs,
-            t.eflags,
-            t.esp
-        );
-        kprintln!(
-            "  EAX {:#010x}  EBX {:#010x}  ECX {:#010x}  EDX {:#010x}",
-            t.eax,
-            t.ebx,
-            t.ecx,
-            t.edx
-        );
-        kprintln!(
-            "  ESI {:#010x}  EDI {:#010x}  EBP {:#010x}",
-            t.esi,
-            t.edi,
-            t.ebp
-        );
-        record!(kind::EXCEPTION, "vector" => 1u8, "name" => "#DB", "mode" => "user", "error" => Hex(0),
-            "eip" => Hex(t.eip), "cs" => Hex(t.cs), "eflags" => Hex(t.eflags),
-            "eax" => Hex(t.eax), "ebx" => Hex(t.ebx), "ecx" => Hex(t.ecx), "edx" => Hex(t.edx),
-            "esi" => Hex(t.esi), "edi" => Hex(t.edi), "ebp" => Hex(t.ebp), "esp" => Hex(t.esp),
-            "cr2" => Hex(cpu::cr2()));
+        report_tss(t, vector::DEBUG, "user");
         // SAFETY: read by debug_end_task once the main task runs again.
         unsafe { DEBUG_EIP = t.eip };
         t.eip = &raw const debug_kill as u32;
