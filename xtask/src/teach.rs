@@ -109,7 +109,7 @@ pub struct GdbArgs {
     #[arg(long)]
     pub batch: bool,
     /// TCP port for QEMU's gdb stub.
-    #[arg(long, default_value_t = 1234)]
+    #[arg(long, default_value_t = 1234, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
 }
 
