@@ -221,7 +221,7 @@ impl Mechanism {
 /// What `cpuinfo` copies out: the CPU features user programs time with,
 /// which mechanisms the kernel set up, and the benchmark settings from the
 /// kernel command line.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct CpuInfo {
     /// Bit `m as u32` set when mechanism `m` is usable.

@@ -303,7 +303,7 @@ fn flag_before(m: Mechanism, flag: u32) -> i32 {
         .iter()
         .chain(&buf[at + size..])
         .all(|&b| b == 0x55);
-    if !same_info(&got, &sys::cpuinfo()) || !outside_ok {
+    if got != sys::cpuinfo() || !outside_ok {
         println!(
             "faults: cpuinfo with {} set landed wrong",
             eflags::name(flag)
@@ -311,32 +311,6 @@ fn flag_before(m: Mechanism, flag: u32) -> i32 {
         return EXIT_WRONG;
     }
     0
-}
-
-fn same_info(a: &CpuInfo, b: &CpuInfo) -> bool {
-    (
-        a.mechanisms,
-        a.signature,
-        a.features,
-        a.tsc_hz,
-        a.batches,
-        a.batch_size,
-        a.clock,
-        a.entry,
-        a.seed,
-        a.fuzz_calls,
-    ) == (
-        b.mechanisms,
-        b.signature,
-        b.features,
-        b.tsc_hz,
-        b.batches,
-        b.batch_size,
-        b.clock,
-        b.entry,
-        b.seed,
-        b.fuzz_calls,
-    )
 }
 
 /// MOV SS or POP SS immediately before the entry instruction. Without TF

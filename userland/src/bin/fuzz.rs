@@ -454,7 +454,7 @@ impl Model {
         if p.nr == nr::CPUINFO {
             // SAFETY: the same bytes, as the struct the kernel copied out.
             let c = unsafe { (at as *const CpuInfo).read_unaligned() };
-            return if same_info(&c, &self.info) {
+            return if c == self.info {
                 Ok(())
             } else {
                 Err("cpuinfo copied out something else")
@@ -469,32 +469,6 @@ impl Model {
         }
         Ok(())
     }
-}
-
-fn same_info(a: &CpuInfo, b: &CpuInfo) -> bool {
-    (
-        a.mechanisms,
-        a.signature,
-        a.features,
-        a.tsc_hz,
-        a.batches,
-        a.batch_size,
-        a.clock,
-        a.entry,
-        a.seed,
-        a.fuzz_calls,
-    ) == (
-        b.mechanisms,
-        b.signature,
-        b.features,
-        b.tsc_hz,
-        b.batches,
-        b.batch_size,
-        b.clock,
-        b.entry,
-        b.seed,
-        b.fuzz_calls,
-    )
 }
 
 /// The bytes at `[p, p+len)` of this program's memory.
