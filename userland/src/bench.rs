@@ -83,16 +83,14 @@ macro_rules! timed_loop {
     ($name:literal, $body:expr $(, $op:ident = $kind:ident $val:expr)*) => {
         core::arch::global_asm!(
             concat!(
-                ".pushsection .text.", $name, ", \"ax\"\n",
-                ".global ", $name, "\n",
-                $name, ":\n",
-                "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
+                asm_fn_head!($name),
                 "movl 20(%esp), %edi\n",
                 "movl ${null_fd}, %ebx\n movl $tb_one_byte, %ecx\n movl $1, %edx\n",
                 "testl %edi, %edi\n jz 8f\n",
                 "9:\n", $body, "decl %edi\n jnz 9b\n",
-                "8:\n popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n",
-                ".popsection\n"
+                "8:
+",
+                asm_fn_tail!()
             ),
             null_fd = const fd::NULL,
             $($op = $kind $val,)*

@@ -41,16 +41,8 @@ macro_rules! flagged_stub {
     ($name:literal, $seq:expr) => {
         core::arch::global_asm!(
             concat!(
-                ".pushsection .text.",
-                $name,
-                ", \"ax\"\n",
-                ".global ",
-                $name,
-                "\n",
-                $name,
-                ":\n",
-                // Callee-saved registers; then nr at 20, args 24, set 28, out 32.
-                "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
+                // Callee-saved registers pushed; then nr at 20, args 24, set 28, out 32.
+                asm_fn_head!($name),
                 // The caller's EFLAGS, restored at the end: nr at 24 now.
                 "pushfl\n",
                 // The flags to enter with, kept on the stack for the POPF.
@@ -80,8 +72,7 @@ macro_rules! flagged_stub {
                 "addl $36, %esp\n",
                 // The caller's EFLAGS: DF, AC, NT clear again.
                 "popfl\n",
-                "popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n",
-                ".popsection\n"
+                asm_fn_tail!()
             ),
             options(att_syntax)
         );

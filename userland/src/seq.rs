@@ -40,3 +40,29 @@ macro_rules! seq_syscall {
         "pushl %ecx\n syscall\n popl %ecx\n"
     };
 }
+
+/// The start of an assembly function `name` (cdecl) in its own section:
+/// the label, and the callee-saved registers pushed (so its arguments start
+/// at 20(%esp)).
+macro_rules! asm_fn_head {
+    ($name:literal) => {
+        concat!(
+            ".pushsection .text.",
+            $name,
+            ", \"ax\"\n",
+            ".global ",
+            $name,
+            "\n",
+            $name,
+            ":\n",
+            "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n"
+        )
+    };
+}
+
+/// The end of an `asm_fn_head!` function: callee-saved registers back, return.
+macro_rules! asm_fn_tail {
+    () => {
+        "popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n.popsection\n"
+    };
+}

@@ -10,21 +10,12 @@ macro_rules! stub {
     ($name:literal, $seq:expr) => {
         core::arch::global_asm!(
             concat!(
-                ".pushsection .text.",
-                $name,
-                ", \"ax\"\n",
-                ".global ",
-                $name,
-                "\n",
-                $name,
-                ":\n",
-                "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
+                asm_fn_head!($name),
                 "movl 20(%esp), %eax\n movl 24(%esp), %ebx\n movl 28(%esp), %ecx\n",
                 "movl 32(%esp), %edx\n movl 36(%esp), %esi\n movl 40(%esp), %edi\n",
                 "movl 44(%esp), %ebp\n",
                 $seq,
-                "popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n",
-                ".popsection\n"
+                asm_fn_tail!()
             ),
             options(att_syntax)
         );
@@ -43,10 +34,7 @@ macro_rules! regs_stub {
     ($name:literal, $seq:expr) => {
         core::arch::global_asm!(
             concat!(
-                ".pushsection .text.", $name, ", \"ax\"\n",
-                ".global ", $name, "\n",
-                $name, ":\n",
-                "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
+                asm_fn_head!($name),
                 "xorl %eax, %eax\n movw %ax, %es\n movw %ax, %fs\n movw %ax, %gs\n",
                 "movl $0x11111111, %ebx\n movl $0x22222222, %ecx\n movl $0x33333333, %edx\n",
                 "movl $0x44444444, %esi\n movl $0x55555555, %edi\n movl $0x66666666, %ebp\n",
@@ -59,8 +47,7 @@ macro_rules! regs_stub {
                 "movl %es, %eax\n movw %ax, %fs\n movw %ax, %gs\n",
                 "movl 64(%esp), %edi\n movl %esp, %esi\n movl $11, %ecx\n cld\n rep movsl\n",
                 "addl $44, %esp\n",
-                "popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n",
-                ".popsection\n"
+                asm_fn_tail!()
             ),
             options(att_syntax)
         );
@@ -79,23 +66,14 @@ macro_rules! floor_stub {
     ($name:literal, $seq:expr) => {
         core::arch::global_asm!(
             concat!(
-                ".pushsection .text.",
-                $name,
-                ", \"ax\"\n",
-                ".global ",
-                $name,
-                "\n",
-                $name,
-                ":\n",
-                "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
+                asm_fn_head!($name),
                 "movl 20(%esp), %edi\n",
                 "testl %edi, %edi\n jz 3f\n",
                 "2:\n",
                 $seq,
                 "decl %edi\n jnz 2b\n",
                 "3:\n",
-                "popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n",
-                ".popsection\n"
+                asm_fn_tail!()
             ),
             options(att_syntax)
         );
@@ -221,10 +199,7 @@ macro_rules! trace_stub {
     ($name:literal, $seq:expr) => {
         core::arch::global_asm!(
             concat!(
-                ".pushsection .text.", $name, ", \"ax\"\n",
-                ".global ", $name, "\n",
-                $name, ":\n",
-                "pushl %ebp\n pushl %ebx\n pushl %esi\n pushl %edi\n",
+                asm_fn_head!($name),
                 "movl 20(%esp), %eax\n movl %eax, tb_trace_out\n",
                 "movl $0x11111111, %ebx\n movl $0x22222222, %ecx\n movl $0x33333333, %edx\n",
                 "movl $0x44444444, %esi\n movl $0x55555555, %edi\n movl $0x66666666, %ebp\n",
@@ -236,8 +211,7 @@ macro_rules! trace_stub {
                 "addl $4, 12(%esp)\n",
                 "movl tb_trace_out, %edi\n movl %esp, %esi\n movl $9, %ecx\n cld\n rep movsl\n",
                 "addl $36, %esp\n",
-                "popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n",
-                ".popsection\n"
+                asm_fn_tail!()
             ),
             nr = const nr::TRACE,
             options(att_syntax)
