@@ -9,6 +9,7 @@ pub mod cases;
 pub mod cmdline;
 pub mod exit;
 pub mod layout;
+pub mod model;
 pub mod report;
 pub mod syscall;
 

@@ -1,0 +1,99 @@
+//! The guest ↔ model-plugin protocol (`--clock model`).
+//!
+//! The model clock is a QEMU TCG plugin (the `model` crate) that sees every
+//! guest instruction and memory access and computes modelled cycles of a
+//! named CPU family. The guest talks to it in two ways, both of which cost
+//! nothing on a real CPU and are invisible to every other clock:
+//!
+//! 1. **Markers.** A multi-byte NOP, `nopl disp32(%eax)` (bytes
+//!    [`MARKER_OPCODE`] then the 32-bit displacement, little endian), whose
+//!    displacement is [`MARKER_MAGIC`] | id. The plugin decodes it at
+//!    translation time. The magic sits in the high half so that the NOPs an
+//!    assembler emits for alignment padding (small displacements) never
+//!    match. A marker is one instruction: inside a timed region the
+//!    benchmark's overhead calibration subtracts it like any other.
+//! 2. **The argument channel.** After a marker that takes an argument
+//!    ([`takes_arg`]), the *next data load* the same CPU performs carries the
+//!    argument as its virtual address. The plugin does not charge that load
+//!    (nor any marker) to the model; it only reads its address.
+//!
+//! The plugin writes, when QEMU exits, one text file of lines:
+//!
+//! ```text
+//! model1 profile=<name> virt=<0|1> ncpus=<n>
+//! param <key>=<value> ...                      the profile's parameters
+//! snap cpu=<c> stream=<s> seq=<n> insns=<n> cycles=<n> l1_misses=<n> l2_misses=<n> tlb_misses=<n> tlb_flushes=<n> coherence_misses=<n> invalidations=<n> transfers=<n>
+//! end
+//! ```
+//!
+//! A `snap` line is the running totals of CPU `c`'s counters at the moment
+//! it executed its `seq`-th (from 0) [`SNAP_USER`] or [`SNAP_KERNEL`] marker
+//! (`stream` = the marker's id). The guest counts its own snapshots and
+//! prints the sequence numbers a benchmark used in its records, so the host
+//! pairs them without guessing.
+
+/// The first three bytes of `nopl disp32(%eax)`: 0F 1F /0 with mod=10, rm=EAX.
+pub const MARKER_OPCODE: [u8; 3] = [0x0f, 0x1f, 0x80];
+/// Length of a marker instruction in bytes.
+pub const MARKER_LEN: usize = 7;
+/// High half of every marker's displacement.
+pub const MARKER_MAGIC: u32 = 0x7e5b_0000;
+/// Mask selecting the magic half of a displacement.
+pub const MARKER_MAGIC_MASK: u32 = 0xffff_0000;
+
+/// Snapshot of this CPU's counters, user stream (the ring-3 benchmark driver).
+pub const SNAP_USER: u16 = 0x0001;
+/// Snapshot of this CPU's counters, kernel stream (kernel-side benchmarks).
+pub const SNAP_KERNEL: u16 = 0x0002;
+/// Argument: the IDT's linear address (the kernel announces it at boot, and
+/// again on each CPU that loads an IDT).
+pub const ANNOUNCE_IDT: u16 = 0x0010;
+/// Argument: the GDT's linear address (per CPU).
+pub const ANNOUNCE_GDT: u16 = 0x0011;
+/// Argument: the address of this CPU's TSS.
+pub const ANNOUNCE_TSS: u16 = 0x0012;
+/// Argument: `ARG_WINDOW + (page >> 12)`, the page an `invlpg` on this CPU
+/// is about to invalidate (the plugin cannot read `invlpg`'s operand).
+pub const INVLPG_PAGE: u16 = 0x0020;
+
+/// A range of kernel memory that is always mapped and readable in ring 0
+/// (the kernel image, identity-mapped from 1 MiB). An argument that is a
+/// small number rather than an address is passed as a load from
+/// `ARG_WINDOW + value`; values up to [`ARG_WINDOW_SIZE`] fit.
+pub const ARG_WINDOW: u32 = 0x0010_0000;
+/// Size of the argument window: 1 MiB, room for any 20-bit page number.
+pub const ARG_WINDOW_SIZE: u32 = 0x0010_0000;
+
+/// The displacement that encodes marker `id`.
+pub const fn marker_disp(id: u16) -> u32 {
+    MARKER_MAGIC | id as u32
+}
+
+/// The marker id encoded by an instruction's bytes, if it is a marker.
+pub fn decode_marker(insn: &[u8]) -> Option<u16> {
+    if insn.len() != MARKER_LEN || insn[..3] != MARKER_OPCODE {
+        return None;
+    }
+    let disp = u32::from_le_bytes([insn[3], insn[4], insn[5], insn[6]]);
+    (disp & MARKER_MAGIC_MASK == MARKER_MAGIC).then_some(disp as u16)
+}
+
+/// Whether the marker `id` is followed by an argument load.
+pub const fn takes_arg(id: u16) -> bool {
+    matches!(id, ANNOUNCE_IDT | ANNOUNCE_GDT | ANNOUNCE_TSS | INVLPG_PAGE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_round_trip_and_padding_never_matches() {
+        let d = marker_disp(SNAP_USER).to_le_bytes();
+        let insn = [0x0f, 0x1f, 0x80, d[0], d[1], d[2], d[3]];
+        assert_eq!(decode_marker(&insn), Some(SNAP_USER));
+        // The 7-byte NOP assemblers pad with: nopl 0x0(%eax).
+        assert_eq!(decode_marker(&[0x0f, 0x1f, 0x80, 0, 0, 0, 0]), None);
+        assert_eq!(decode_marker(&insn[..6]), None);
+    }
+}
