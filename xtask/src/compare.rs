@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::kbuild::{self, Artifacts};
 use crate::ministat::{self, RenderOptions};
-use crate::results::{utc_timestamp, Results};
-use crate::{preflight, qemu, BootArgs};
+use crate::results::{speedup, utc_timestamp, MetricInfo, Results};
+use crate::{preflight, qemu, BootArgs, ModeArg};
 
 /// A variant: a name and how it differs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +60,12 @@ pub struct BenchArgs {
     /// A variant by git revision, built in a temporary worktree: NAME=REV.
     #[arg(long = "rev", value_name = "NAME=REV")]
     pub revs: Vec<String>,
+    /// What each boot runs: a user program (`--prog`), or the SMP benchmarks.
+    #[arg(long, value_enum, default_value = "run")]
+    pub mode: ModeArg,
+    /// The user program each boot runs (bench, locks).
+    #[arg(long, default_value = abi::cmdline::DEFAULT_PROG)]
+    pub prog: String,
     /// Metrics to compare (benchmark names such as int80.null, or macro.int80);
     /// default: every metric that differs between the variants.
     #[arg(long = "metric")]
@@ -139,17 +145,9 @@ impl BenchArgs {
     }
 }
 
-/// Every metric of one boot: benchmark medians (per call) and macro ticks per op.
+/// Every metric of one boot: benchmark medians and macro ticks per op.
 pub fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
-    let mut m: BTreeMap<String, f64> = r
-        .benches
-        .iter()
-        .map(|b| (b.name.clone(), b.median))
-        .collect();
-    for x in &r.macros {
-        m.insert(format!("macro.{}", x.mech), x.ticks_per_op);
-    }
-    m
+    r.metrics()
 }
 
 /// Per variant, per metric, one value per boot.
@@ -162,11 +160,13 @@ pub fn compare_metric(
     metric: &str,
     sets: &[(String, Vec<f64>)],
     exact: bool,
-    unit: &str,
+    info: &MetricInfo,
     opts: &RenderOptions,
 ) -> String {
+    let unit = &info.unit;
     let mut s = format!(
-        "== {metric} ({unit} per call{})\n",
+        "== {metric} ({}{})\n",
+        info.describe(),
         if metric.starts_with("macro") {
             "; per op of the macro mix"
         } else {
@@ -183,10 +183,12 @@ pub fn compare_metric(
             } else if d == 0.0 {
                 "identical".to_string()
             } else {
+                let better = (d > 0.0) == info.measure.higher_is_better();
                 format!(
-                    "differs by exactly {} {unit} ({:+.2}%)",
+                    "differs by exactly {} {unit} ({:+.2}%, {})",
                     fmt_num(d),
-                    100.0 * d / base
+                    100.0 * d / base,
+                    if better { "better" } else { "worse" }
                 )
             };
             s += &format!("  {name:<18} {:>10}  {what}\n", fmt_num(v[0]));
@@ -228,27 +230,50 @@ fn one_mechanism_each(t: &Table) -> bool {
         })
 }
 
-/// Renames `int80.null` to `null` and `macro.int80` to `macro`, so variants
-/// that each use one mechanism are compared call by call.
-fn by_call(t: Table) -> Table {
+/// `int80.null` → `null`, `macro.int80` → `macro`: the metric's name when
+/// variants that each use one mechanism are compared call by call.
+fn call_key(k: &str) -> String {
+    if k.starts_with("macro.") {
+        "macro".to_string()
+    } else if mechanism_of(k).is_some() {
+        k.split_once('.')
+            .map_or(k.to_string(), |(_, c)| c.to_string())
+    } else {
+        k.to_string()
+    }
+}
+
+/// Renames every variant's metrics with `key`.
+fn renamed(t: Table, key: fn(&str) -> String) -> Table {
     t.into_iter()
-        .map(|(v, ms)| {
-            let renamed = ms
-                .into_iter()
-                .map(|(k, vals)| {
-                    let key = if k.starts_with("macro.") {
-                        "macro".to_string()
-                    } else if mechanism_of(&k).is_some() {
-                        k.split_once('.').map_or(k.clone(), |(_, c)| c.to_string())
-                    } else {
-                        k
-                    };
-                    (key, vals)
-                })
-                .collect();
-            (v, renamed)
-        })
+        .map(|(v, ms)| (v, ms.into_iter().map(|(k, vals)| (key(&k), vals)).collect()))
         .collect()
+}
+
+/// The pool layout a metric's name ends in (`locks.contended.packed`).
+fn layout_of(metric: &str) -> Option<&str> {
+    let (_, last) = metric.rsplit_once('.')?;
+    abi::report::names::LAYOUTS.into_iter().find(|l| *l == last)
+}
+
+/// `locks.contended.packed` → `locks.contended`: the metric's name when
+/// variants that each use one pool layout are compared layout against layout.
+fn layout_key(k: &str) -> String {
+    match layout_of(k) {
+        Some(l) => k[..k.len() - l.len() - 1].to_string(),
+        None => k.to_string(),
+    }
+}
+
+/// True when every variant measured exactly one pool layout (as with
+/// `--variant a=pool_align=packed --variant b=pool_align=128`).
+fn one_layout_each(t: &Table) -> bool {
+    t.len() > 1
+        && t.values().all(|ms| {
+            let layouts: std::collections::BTreeSet<&str> =
+                ms.keys().filter_map(|k| layout_of(k)).collect();
+            layouts.len() == 1
+        })
 }
 
 /// Which metrics to show: the asked ones, or those whose values differ.
@@ -291,6 +316,8 @@ struct Export<'a> {
     clock: &'a str,
     accel: &'a str,
     variants: Vec<(String, String)>,
+    /// Per metric: its unit and which way is better.
+    units: BTreeMap<String, String>,
     values: &'a Table,
 }
 
@@ -357,6 +384,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     }
     let total = a.boots as usize * variants.len();
     let mut table: Table = BTreeMap::new();
+    let mut infos: BTreeMap<String, MetricInfo> = BTreeMap::new();
     let mut clock = String::new();
     let mut accel = String::new();
     let started = Instant::now();
@@ -365,7 +393,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     for _round in 0..a.boots {
         for (v, art) in variants.iter().zip(&builds) {
             progress(done, total, started, &v.name);
-            let words = format!("mode=run prog=bench {}", v.cmdline);
+            let words = format!("{} prog={} {}", a.mode.word(), a.prog, v.cmdline);
             let p = crate::prepare(&a.boot, art, &words, &tmp)?;
             let log = qemu::run(&p.boot, &mut |_| {})?;
             if !log.succeeded() {
@@ -380,6 +408,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
             let r = Results::from_log(&log.serial, &v.name, "qemu")?;
             clock = r.clock.clone();
             accel = r.accel.clone();
+            infos.extend(r.metric_info());
             for (k, val) in metrics_of(&r) {
                 table
                     .entry(v.name.clone())
@@ -402,11 +431,16 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         }
         table.insert(format!("{} (baseline)", b.label), b.metrics.clone());
     }
-    let table = if one_mechanism_each(&table) {
-        by_call(table)
+    let rename: fn(&str) -> String = if one_mechanism_each(&table) {
+        call_key
+    } else if one_layout_each(&table) {
+        layout_key
     } else {
-        table
+        str::to_string
     };
+    let table = renamed(table, rename);
+    let infos: BTreeMap<String, MetricInfo> =
+        infos.into_iter().map(|(k, i)| (rename(&k), i)).collect();
     let mut order: Vec<String> = Vec::new();
     if let Some(b) = &baseline {
         order.push(format!("{} (baseline)", b.label));
@@ -416,6 +450,12 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         ("icount", _) => "instructions",
         ("tsc", "tcg") => "TCG ticks",
         _ => "cycles",
+    };
+    let info_of = |m: &str| {
+        infos.get(m).cloned().unwrap_or(MetricInfo {
+            unit: unit.into(),
+            measure: abi::report::Measure::PerOp,
+        })
     };
     let metrics = chosen_metrics(&table, &a.metrics)?;
     let opts = RenderOptions {
@@ -432,10 +472,18 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         }
     );
     if metrics.is_empty() {
-        println!("no metric differs between the variants");
+        let all: std::collections::BTreeSet<&String> =
+            table.values().flat_map(|m| m.keys()).collect();
+        println!(
+            "no metric differs between the variants; identical: {}",
+            all.into_iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     let mut md = format!(
-        "| metric | {} |\n|---|{}\n",
+        "| metric | unit | {} |\n|---|---|{}\n",
         order.join(" | "),
         "---|".repeat(order.len())
     );
@@ -457,12 +505,13 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
             println!("== {m}: not measured by every variant");
             continue;
         }
+        let info = info_of(m);
         print!(
             "{}",
-            compare_metric(m, &sets, clock == "icount", unit, &opts)
+            compare_metric(m, &sets, clock == "icount", &info, &opts)
         );
         let medians: Vec<String> = sets.iter().map(|(_, v)| fmt_num(median(v))).collect();
-        md += &format!("| {m} | {} |\n", medians.join(" | "));
+        md += &format!("| {m} | {} | {} |\n", info.describe(), medians.join(" | "));
     }
     if let Some(name) = &a.save_baseline {
         let first = &variants[0].name;
@@ -493,6 +542,11 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
             .iter()
             .map(|v| (v.name.clone(), describe(v)))
             .collect(),
+        units: table
+            .values()
+            .flat_map(|m| m.keys())
+            .map(|k| (k.clone(), info_of(k).describe()))
+            .collect(),
         values: &table,
     };
     std::fs::write(
@@ -511,7 +565,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     std::fs::write(
         base.with_extension("md"),
         format!(
-            "Medians over {} boots, {unit} per call (clock={clock}, accel={accel}).\n\n{md}",
+            "Medians over {} boots (clock={clock}, accel={accel}).\n\n{md}",
             a.boots
         ),
     )?;
@@ -599,11 +653,15 @@ pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Res
         confidence,
         ..RenderOptions::default()
     };
+    let info = MetricInfo {
+        unit: r.unit.clone(),
+        measure: abi::report::Measure::PerOp,
+    };
     Ok(compare_metric(
         call,
         &sets,
         r.clock == "icount",
-        &r.unit,
+        &info,
         &opts,
     ))
 }
@@ -640,7 +698,8 @@ fn system_of(r: &Results) -> String {
     )
 }
 
-/// Speed-up = time without the change / time with it, per system and benchmark.
+/// Speed-up = time without the change / time with it (for a throughput:
+/// rate with / rate without), per system and benchmark.
 pub fn speedup_rows(
     results: &[Results],
     base: Option<&str>,
@@ -659,18 +718,20 @@ pub fn speedup_rows(
             },
             None => rs[0],
         };
+        let infos = b.metric_info();
         for r in rs.iter().filter(|r| !std::ptr::eq(**r, b)) {
             let with = metrics_of(r);
             for (name, without) in metrics_of(b) {
+                let measure = infos.get(&name).map_or(Default::default(), |i| i.measure);
                 if !benches.is_empty() && !benches.contains(&name) {
                     continue;
                 }
-                if let Some(w) = with.get(&name).filter(|w| **w > 0.0) {
+                if let Some(w) = with.get(&name).filter(|w| **w > 0.0 && without > 0.0) {
                     rows.push([
                         system.clone(),
                         r.label.clone(),
                         name.clone(),
-                        format!("{:.2}", without / w),
+                        format!("{:.2}", speedup(measure, without, *w)),
                     ]);
                 }
             }
@@ -797,15 +858,13 @@ mod tests {
             ("b".to_string(), vec![46.0; 3]),
             ("c".to_string(), vec![24.0; 3]),
         ];
-        let s = compare_metric(
-            "int80.null",
-            &sets,
-            true,
-            "instructions",
-            &RenderOptions::default(),
-        );
+        let info = MetricInfo {
+            unit: "instructions".into(),
+            measure: abi::report::Measure::PerOp,
+        };
+        let s = compare_metric("int80.null", &sets, true, &info, &RenderOptions::default());
         assert!(
-            s.contains("differs by exactly 22 instructions (+91.67%)"),
+            s.contains("differs by exactly 22 instructions (+91.67%, worse)"),
             "{s}"
         );
         assert!(s.contains("identical"), "{s}");
@@ -817,7 +876,11 @@ mod tests {
             ("a".to_string(), vec![10.0, 11.0, 12.0, 10.5]),
             ("b".to_string(), vec![20.0, 21.0, 19.0, 20.5]),
         ];
-        let s = compare_metric("x", &sets, false, "cycles", &RenderOptions::default());
+        let info = MetricInfo {
+            unit: "cycles".into(),
+            measure: abi::report::Measure::PerOp,
+        };
+        let s = compare_metric("x", &sets, false, &info, &RenderOptions::default());
         assert!(s.contains("Difference at 95.0% confidence"), "{s}");
     }
 
@@ -865,9 +928,57 @@ mod tests {
             .or_default()
             .insert("loop".into(), vec![2.0]);
         assert!(one_mechanism_each(&t));
-        let t = by_call(t);
+        let t = renamed(t, call_key);
         assert_eq!(t["b"]["null"], [46.0]);
         assert_eq!(chosen_metrics(&t, &[]).unwrap(), ["macro", "null"]);
+    }
+
+    #[test]
+    fn one_layout_per_variant_compares_layout_against_layout() {
+        let mut t: Table = BTreeMap::new();
+        for (v, l) in [("a", "packed"), ("b", "128")] {
+            let m = t.entry(v.into()).or_default();
+            m.insert(format!("locks.contended.{l}"), vec![1476.0]);
+            m.insert(format!("ebizzy.{l}"), vec![160000.0]);
+            m.insert("smp.pingpong".into(), vec![37.5]);
+        }
+        assert!(one_layout_each(&t));
+        assert!(!one_mechanism_each(&t));
+        let t = renamed(t, layout_key);
+        assert_eq!(t["a"]["locks.contended"], [1476.0]);
+        assert_eq!(t["b"]["ebizzy"], [160000.0]);
+        assert_eq!(t["b"]["smp.pingpong"], [37.5]);
+        // A boot that measured every layout is not one layout.
+        let mut all: Table = BTreeMap::new();
+        for v in ["a", "b"] {
+            for l in abi::report::names::LAYOUTS {
+                all.entry(v.into())
+                    .or_default()
+                    .insert(format!("ebizzy.{l}"), vec![1.0]);
+            }
+        }
+        assert!(!one_layout_each(&all));
+    }
+
+    #[test]
+    fn throughputs_say_which_way_is_better() {
+        let info = MetricInfo {
+            unit: "records/s".into(),
+            measure: abi::report::Measure::Throughput,
+        };
+        let sets = vec![
+            ("a".to_string(), vec![100.0; 3]),
+            ("b".to_string(), vec![150.0; 3]),
+        ];
+        let s = compare_metric("ebizzy", &sets, true, &info, &RenderOptions::default());
+        assert!(
+            s.contains("records/s, a throughput: higher is better"),
+            "{s}"
+        );
+        assert!(
+            s.contains("differs by exactly 50 records/s (+50.00%, better)"),
+            "{s}"
+        );
     }
 
     #[test]

@@ -75,6 +75,17 @@ pub enum ModeArg {
     Smp,
 }
 
+impl ModeArg {
+    /// The kernel command-line word.
+    pub fn word(self) -> &'static str {
+        match self {
+            ModeArg::Run => "mode=run",
+            ModeArg::Test => "mode=test",
+            ModeArg::Smp => "mode=smp",
+        }
+    }
+}
+
 /// How to boot: shared by `run` and the tests.
 #[derive(Args, Clone, Debug)]
 pub struct BootArgs {
@@ -314,14 +325,10 @@ fn run(a: RunArgs) -> Result<i32> {
         preflight::Need::Qemu
     })?;
     let art = kbuild::build(true)?;
-    let mode = match a.mode {
-        ModeArg::Run => "mode=run",
-        ModeArg::Test => "mode=test",
-        ModeArg::Smp => "mode=smp",
-    };
-    let words = format!("{mode} prog={}", a.prog);
+    let words = format!("{} prog={}", a.mode.word(), a.prog);
     let p = prepare(&a.boot, &art, &words, &kbuild::root().join("target/xtask"))?;
-    println!(
+    // With --json, stdout carries the JSON alone.
+    let header = format!(
         "i386 testbed  QEMU {} {}  clock={}  cpu={}{}",
         qemu_version(p.boot.binary()),
         p.boot.accel.key().to_uppercase(),
@@ -336,6 +343,11 @@ fn run(a: RunArgs) -> Result<i32> {
             ""
         }
     );
+    if a.json {
+        eprintln!("{header}");
+    } else {
+        println!("{header}");
+    }
     let show_records = a.records;
     let json = a.json;
     let log = qemu::run(&p.boot, &mut |line| {
@@ -380,7 +392,7 @@ fn import(a: ImportArgs) -> Result<i32> {
         .with_context(|| format!("{} is not a usable testbed log", a.log.display()))?;
     if results.benches.is_empty() {
         bail!(
-            "{} holds no benchmark records (was the kernel run with mode=run prog=bench?)",
+            "{} holds no benchmark records (was the kernel run with prog=bench, prog=locks or mode=smp?)",
             a.log.display()
         );
     }

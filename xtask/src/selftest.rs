@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use abi::exit::Outcome;
-use abi::report::kind;
+use abi::report::{kind, Measure};
 use anyhow::{Context, Result};
 use clap::Args;
 
@@ -115,19 +115,37 @@ const CASES: &[Case] = &[
             if per128 != ["1", "2", "6"] {
                 return Err(format!("turnstiles per 128-byte block {per128:?}, expected 1, 2, 6"));
             }
-            let locks: Vec<_> = report::of_kind(r, kind::LOCKS).collect();
-            if locks.len() != 3 {
-                return Err(format!("{} lock benchmark records, expected 3", locks.len()));
-            }
-            for l in locks {
-                for k in ["uncontended", "contended", "sleep_wakeup", "lookup", "ebizzy_records_per_s"] {
-                    let v: f64 = l.get(k).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-                    if v <= 0.0 {
-                        return Err(format!("{k} is {v} for align {:?}", l.get("align")));
-                    }
+            let res = Results::from_records(r, "locks", "qemu").map_err(|e| e.to_string())?;
+            clock_is_icount(&res)?;
+            for layout in abi::report::names::LAYOUTS {
+                for fig in LOCK_FIGURES {
+                    has_bench(&res, &format!("locks.{fig}.{layout}"), LOCK_BATCHES, Measure::PerOp)?;
                 }
+                has_bench(&res, &format!("ebizzy.{layout}"), LOCK_BATCHES, Measure::Throughput)?;
+            }
+            if res.benches.len() != 3 * (LOCK_FIGURES.len() + 1) {
+                return Err(format!("{} benchmarks, expected {}", res.benches.len(), 3 * (LOCK_FIGURES.len() + 1)));
             }
             contains(log, "TCG does not model caches")
+        },
+        twice: false,
+    },
+    Case {
+        name: "locks with pool_align=packed: the one layout the command line names",
+        cpu: None,
+        cmdline: "mode=run prog=locks pool_align=packed",
+        grub: false,
+        timeout: 120,
+        extra: &[],
+        check: |log, r| {
+            succeeded(log)?;
+            let res = Results::from_records(r, "locks", "qemu").map_err(|e| e.to_string())?;
+            let names: Vec<&str> = res.benches.iter().map(|b| b.name.as_str()).collect();
+            let want = ["locks.uncontended.packed", "locks.contended.packed", "locks.sleep_wakeup.packed", "locks.lookup.packed", "ebizzy.packed"];
+            if names != want {
+                return Err(format!("benchmarks {names:?}, expected {want:?}"));
+            }
+            Ok(())
         },
         twice: false,
     },
@@ -527,18 +545,26 @@ fn smp_check(log: &BootLog, r: &[Record], n: &str) -> Result<(), String> {
     if s.get("cpus") != Some(n) || s.get("source") != Some("acpi-madt") {
         return Err(format!("smp record {:?}", s.fields));
     }
-    let names: Vec<&str> = report::of_kind(r, kind::SMP_BENCH)
-        .filter_map(|b| b.get("name"))
-        .collect();
-    for want in [
-        "false sharing, pool 128",
-        "ping-pong round trip",
-        "shootdown by IPI (remote, acked)",
-        "forktest, switch CR3 to edit",
+    let res = Results::from_records(r, "smp", "qemu").map_err(|e| e.to_string())?;
+    clock_is_icount(&res)?;
+    for layout in abi::report::names::LAYOUTS {
+        has_bench(
+            &res,
+            &format!("smp.false_sharing.{layout}"),
+            SMP_BATCHES,
+            Measure::Throughput,
+        )?;
+    }
+    for b in [
+        "smp.pingpong",
+        "smp.tlb.invlpg",
+        "smp.tlb.cr3",
+        "smp.tlb.shootdown",
     ] {
-        if !names.contains(&want) {
-            return Err(format!("no {want:?} figure"));
-        }
+        has_bench(&res, b, SMP_BATCHES, Measure::PerOp)?;
+    }
+    for b in ["forktest.window", "forktest.cr3"] {
+        has_bench(&res, b, FORKS, Measure::PerOp)?;
     }
     let cross: Vec<_> = report::of_kind(r, kind::TEST).collect();
     if cross.len() != 2 || cross.iter().any(|t| t.get("result") != Some("pass")) {
@@ -550,13 +576,46 @@ fn smp_check(log: &BootLog, r: &[Record], n: &str) -> Result<(), String> {
                 .collect::<Vec<_>>()
         ));
     }
-    let res = Results::from_records(r, "smp", "qemu").map_err(|e| e.to_string())?;
-    for b in ["forktest.window", "forktest.cr3"] {
-        if res.bench(b).is_none_or(|x| x.samples.len() != 32) {
-            return Err(format!("{b}: no benchmark with 32 samples"));
-        }
-    }
     contains(log, "TCG does not model caches")
+}
+
+/// The lock benchmarks' figures per layout (`locks.<figure>.<layout>`).
+const LOCK_FIGURES: [&str; 4] = ["uncontended", "contended", "sleep_wakeup", "lookup"];
+/// Batches per figure of the `locks` program and of `mode=smp`.
+const LOCK_BATCHES: usize = 8;
+const SMP_BATCHES: usize = 8;
+/// Address spaces built per forktest strategy.
+const FORKS: usize = 32;
+
+/// A results file's run-wide clock and unit, as the tests boot (icount).
+fn clock_is_icount(res: &Results) -> Result<(), String> {
+    if (res.clock.as_str(), res.unit.as_str()) != ("icount", "instructions") {
+        return Err(format!("clock {:?}, unit {:?}", res.clock, res.unit));
+    }
+    Ok(())
+}
+
+/// A benchmark with `n` samples, a positive median, and the right measure.
+fn has_bench(res: &Results, name: &str, n: usize, m: Measure) -> Result<(), String> {
+    let b = res
+        .bench(name)
+        .ok_or_else(|| format!("no benchmark {name}"))?;
+    let unit_ok = match m {
+        Measure::PerOp => b.unit == res.unit,
+        Measure::Throughput => b.unit.ends_with("/s"),
+    };
+    if b.samples.len() != n || b.n != n || b.median <= 0.0 || b.measure != m || !unit_ok {
+        return Err(format!(
+            "{name}: {} samples (n={}), median {}, measure {:?}, unit {:?}; expected {n} samples, {:?}",
+            b.samples.len(),
+            b.n,
+            b.median,
+            b.measure,
+            b.unit,
+            m
+        ));
+    }
+    Ok(())
 }
 
 fn succeeded(log: &BootLog) -> Result<(), String> {
@@ -805,7 +864,7 @@ fn bench_smoke(root: &Path) -> Result<()> {
             Some("md") => {
                 let md = std::fs::read_to_string(&p)?;
                 anyhow::ensure!(
-                    md.contains("| null | 24 | 46 |"),
+                    md.contains("| null | instructions per operation, lower is better | 24 | 46 |"),
                     "unexpected Markdown:\n{md}"
                 );
                 found += 1;
@@ -822,6 +881,79 @@ fn bench_smoke(root: &Path) -> Result<()> {
         out.join("baselines/smoke.json").is_file(),
         "the baseline was not saved"
     );
+    Ok(())
+}
+
+/// `cargo xtask bench` over two pool layouts (`pool_align=packed` against
+/// `pool_align=128`), one boot each: the `locks` program's figures, then
+/// `mode=smp`'s on 2 CPUs, compared layout against layout and exported.
+fn bench_layouts(root: &Path) -> Result<()> {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        b: crate::compare::BenchArgs,
+    }
+    /// A bench run: its name, its flags, and each metric with what its
+    /// export row must say about it.
+    type Run<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+    let runs: [Run; 2] = [
+        (
+            "locks",
+            &["--prog", "locks"],
+            &[
+                ("locks.uncontended", "lower is better"),
+                ("locks.contended", "lower is better"),
+                ("locks.sleep_wakeup", "lower is better"),
+                ("locks.lookup", "lower is better"),
+                ("ebizzy", "records/s, a throughput: higher is better"),
+            ],
+        ),
+        (
+            "smp",
+            &["--mode", "smp", "--smp", "2"],
+            &[
+                ("smp.false_sharing", "ops/s, a throughput: higher is better"),
+                ("smp.pingpong", "lower is better"),
+            ],
+        ),
+    ];
+    for (what, flags, metrics) in runs {
+        let out = root.join(format!("target/xtask/bench-layouts-{what}"));
+        let _ = std::fs::remove_dir_all(&out);
+        let mut argv = vec![
+            "bench",
+            "-n",
+            "1",
+            "--accel",
+            "tcg",
+            "--clock",
+            "icount",
+            "--variant",
+            "a=pool_align=packed",
+            "--variant",
+            "b=pool_align=128",
+            "--out",
+            out.to_str().context("path")?,
+        ];
+        argv.extend_from_slice(flags);
+        for (m, _) in metrics {
+            argv.extend(["--metric", m]);
+        }
+        crate::compare::bench(Cli::try_parse_from(argv)?.b)?;
+        let md = std::fs::read_dir(&out)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|x| x == "md"))
+            .context("no Markdown export")?;
+        let md = std::fs::read_to_string(md)?;
+        for (m, how) in metrics {
+            anyhow::ensure!(
+                md.lines()
+                    .any(|l| l.starts_with(&format!("| {m} | ")) && l.contains(how)),
+                "{what}: no row for {m} ({how}) in the Markdown export:\n{md}"
+            );
+        }
+    }
     Ok(())
 }
 
@@ -898,6 +1030,26 @@ pub fn run(a: TestArgs) -> Result<i32> {
             Err(e) => {
                 failed += 1;
                 println!("FAIL bench: {e:#}");
+            }
+        }
+    }
+    if !a.host_only
+        && a.filter
+            .as_deref()
+            .is_none_or(|f| "bench layouts".contains(f))
+    {
+        let t = Instant::now();
+        match bench_layouts(&root) {
+            Ok(()) => {
+                passed += 1;
+                println!(
+                    "PASS bench layouts: pool_align=packed against 128, the lock, ebizzy and SMP figures compared ({:.1} s)",
+                    t.elapsed().as_secs_f64()
+                );
+            }
+            Err(e) => {
+                failed += 1;
+                println!("FAIL bench layouts: {e:#}");
             }
         }
     }
