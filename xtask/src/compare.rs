@@ -718,10 +718,34 @@ pub fn speedup_rows(
             },
             None => rs[0],
         };
-        let infos = b.metric_info();
+        // Runs that each measured one pool layout compare layout against layout.
+        let one_layout = |r: &Results| {
+            let l: std::collections::BTreeSet<&str> = r
+                .benches
+                .iter()
+                .filter_map(|x| layout_of(&x.name))
+                .collect();
+            l.len() == 1
+        };
+        let rename: fn(&str) -> String = if rs.iter().all(|r| one_layout(r)) {
+            layout_key
+        } else {
+            str::to_string
+        };
+        let metrics = |r: &Results| -> BTreeMap<String, f64> {
+            metrics_of(r)
+                .into_iter()
+                .map(|(k, v)| (rename(&k), v))
+                .collect()
+        };
+        let infos: BTreeMap<String, MetricInfo> = b
+            .metric_info()
+            .into_iter()
+            .map(|(k, i)| (rename(&k), i))
+            .collect();
         for r in rs.iter().filter(|r| !std::ptr::eq(**r, b)) {
-            let with = metrics_of(r);
-            for (name, without) in metrics_of(b) {
+            let with = metrics(r);
+            for (name, without) in metrics(b) {
                 let measure = infos.get(&name).map_or(Default::default(), |i| i.measure);
                 if !benches.is_empty() && !benches.contains(&name) {
                     continue;
@@ -1016,5 +1040,27 @@ mod tests {
         .unwrap();
         assert_eq!(rows[0][3], "1.50");
         assert!(speedup_rows(&[mk("only", 1.0)], None, &[]).is_err());
+        // A throughput is better when higher; runs of one layout each pair up.
+        let rate = |label: &str, layout: &str, median: f64| {
+            let mut r = mk(label, 1.0);
+            r.benches[0] = crate::results::Bench {
+                name: format!("ebizzy.{layout}"),
+                measure: abi::report::Measure::Throughput,
+                unit: "records/s".into(),
+                median,
+                ..Default::default()
+            };
+            r
+        };
+        let rows = speedup_rows(
+            &[rate("packed", "packed", 100.0), rate("a128", "128", 150.0)],
+            Some("packed"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            (rows[0][2].as_str(), rows[0][3].as_str()),
+            ("ebizzy", "1.50")
+        );
     }
 }
