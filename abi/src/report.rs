@@ -49,8 +49,10 @@ pub mod kind {
     pub const TASK: &str = "task";
     /// A mechanism's check from a user program: `name result detail`.
     pub const CHECK: &str = "check";
-    /// The clock and its calibration: `clock tsc_hz timer_overhead loop
-    /// interrupts batches batch_size perf`.
+    /// The clock and its calibration: `clock tsc_hz`, and what the program
+    /// that prints it knows of `fence timer_overhead interrupts batches
+    /// batch_size perf`. Every benchmark program prints one before its
+    /// `bench` records.
     pub const CLOCK: &str = "clock";
     /// One benchmark's summary: `name mech path call measure [unit] n min p25
     /// median mean p75 max sd outliers [instructions cycles]`. Written by

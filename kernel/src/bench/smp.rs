@@ -124,49 +124,48 @@ struct Reporter {
 }
 
 impl Reporter {
-    /// Ticks per operation (`ops` per batch): lower is better.
-    fn per_op(&self, name: &str, call: &str, title: &str, ops: u32, samples: &[u64]) -> f64 {
-        let (group, path) = split_name(name);
-        let s = super::report(&Figure {
-            name,
-            mech: group,
-            path,
-            call,
-            measure: Measure::PerOp,
-            unit: "",
-            batch_size: ops,
-            samples,
-            tsc_hz: self.tsc_hz,
-            counters: None,
-        });
-        show(title, s.median, self.unit, "");
-        s.median
-    }
-
-    /// Operations per second (`ops` per batch): higher is better.
-    fn throughput(
+    /// Reports figure `name` (`ops` operations per batch) and shows its
+    /// median; returns the median.
+    #[allow(clippy::too_many_arguments)]
+    fn figure(
         &self,
         name: &str,
         call: &str,
+        measure: Measure,
         title: &str,
         ops: u32,
         samples: &[u64],
         note: &str,
-    ) {
+    ) -> f64 {
         let (group, path) = split_name(name);
+        let unit = match measure {
+            Measure::PerOp => "",
+            Measure::Throughput => "ops/s",
+        };
         let s = super::report(&Figure {
             name,
             mech: group,
             path,
             call,
-            measure: Measure::Throughput,
-            unit: "ops/s",
+            measure,
+            unit,
             batch_size: ops,
             samples,
             tsc_hz: self.tsc_hz,
             counters: None,
         });
-        show(title, s.median, "ops/s", note);
+        show(
+            title,
+            s.median,
+            if unit.is_empty() { self.unit } else { unit },
+            note,
+        );
+        s.median
+    }
+
+    /// Ticks per operation: lower is better.
+    fn per_op(&self, name: &str, call: &str, title: &str, ops: u32, samples: &[u64]) -> f64 {
+        self.figure(name, call, Measure::PerOp, title, ops, samples, "")
     }
 }
 
@@ -209,8 +208,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool, layout: Option<Align
     } else {
         Clock::Tsc
     };
-    record!(kind::CLOCK, "clock" => clock.key(), "fence" => "lfence+rdtsc", "tsc_hz" => tsc_hz,
-        "batches" => BATCHES);
+    record!(kind::CLOCK, "clock" => clock.key(), "fence" => "lfence+rdtsc", "tsc_hz" => tsc_hz);
     let unit = if clock_icount {
         "instructions"
     } else if emulated {
@@ -237,10 +235,8 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool, layout: Option<Align
     // (a) False sharing.
     kprintln!("(a) false sharing: each CPU locks and unlocks its own turnstile's word");
     let every = [Align::Packed, Align::A64, Align::A128];
-    let layouts = match layout {
-        Some(a) => core::slice::from_ref(every.iter().find(|x| **x == a).unwrap_or(&every[2])),
-        None => &every[..],
-    };
+    let named = [layout.unwrap_or(Align::A128)];
+    let layouts: &[Align] = if layout.is_some() { &named } else { &every };
     for &a in layouts {
         turnstile::set_align(a);
         let mut samples = [0u64; BATCHES];
@@ -268,9 +264,10 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool, layout: Option<Align
         let mut title = Name::new();
         title.push("false sharing, pool ");
         title.push(a.key());
-        rep.throughput(
+        rep.figure(
             name.as_str(),
             a.key(),
+            Measure::Throughput,
             title.as_str(),
             n as u32 * HAMMER_OPS,
             &samples,

@@ -372,7 +372,11 @@ const LOOKUPS: u32 = 1_000;
 const EBIZZY_RECORDS: u32 = 1_000;
 
 /// The layouts `pool_align(bytes)` takes, and their names in records.
-const LAYOUTS: [(u32, &str); 3] = [(128, "128"), (64, "64"), (0, "packed")];
+const LAYOUTS: [(u32, &str); 3] = [
+    (128, names::LAYOUTS[0]),
+    (64, names::LAYOUTS[1]),
+    (0, names::LAYOUTS[2]),
+];
 
 /// Times `BATCHES` batches of `f`; each sample is a batch's ticks, the
 /// timer's own overhead subtracted.
