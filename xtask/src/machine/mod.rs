@@ -443,6 +443,51 @@ mod tests {
         assert!(Clock::Tsc.emulated(true) && !Clock::Icount.emulated(true));
     }
 
+    fn art() -> Artifacts {
+        Artifacts {
+            kernel: "/k/kernel".into(),
+            programs: vec![("/k/bench".into(), "bench".into())],
+        }
+    }
+
+    fn tcg(threads: qemu::Threads) -> Spec {
+        let q = qemu::Spec {
+            threads,
+            ..qemu::Spec::new(AccelChoice::Tcg)
+        };
+        Spec::new(BackendSpec::Qemu(q), Duration::from_secs(3))
+    }
+
+    #[test]
+    fn build_decides_clock_and_writes_the_command_line() {
+        let mut spec = tcg(qemu::Threads::Single);
+        spec.append = "batches=2".into();
+        let m = Machine::build(
+            &spec,
+            &art(),
+            "mode=run prog=bench",
+            Path::new("/nonexistent"),
+        )
+        .unwrap();
+        assert_eq!(m.clock, Clock::Icount);
+        assert_eq!(
+            m.cmdline,
+            "mode=run prog=bench clock=icount accel=tcg batches=2"
+        );
+        assert_eq!(
+            (m.loader, m.cpus, m.memory_mib),
+            (Loader::Direct, 1, MEMORY_MIB)
+        );
+        assert_eq!(m.backend.accel_key(), "tcg");
+        // CPUs in parallel cannot count instructions: the TSC, or a refusal.
+        let mut spec = tcg(qemu::Threads::Multi);
+        let m = Machine::build(&spec, &art(), "mode=smp", Path::new("/nonexistent")).unwrap();
+        assert_eq!(m.clock, Clock::Tsc);
+        assert!(m.cmdline.contains("clock=tsc accel=tcg"));
+        spec.clock = Some(Clock::Icount);
+        assert!(Machine::build(&spec, &art(), "mode=smp", Path::new("/nonexistent")).is_err());
+    }
+
     #[test]
     fn verdicts_say_what_happened() {
         let log = |ending| BootLog {

@@ -662,3 +662,32 @@ fn fuzz_clean(log: &BootLog, r: &[Record], calls: u32, mechs: &[&str]) -> Result
     }
     end(r, "success")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kbuild::Artifacts;
+    use crate::machine::{Clock, Loader, Machine};
+
+    #[test]
+    fn every_case_is_a_machine() {
+        let art = Artifacts {
+            kernel: "/k/kernel".into(),
+            programs: vec![],
+        };
+        for c in CASES.iter().filter(|c| !c.grub) {
+            let m = Machine::build(&c.spec(), &art, c.cmdline, std::path::Path::new("/x"))
+                .unwrap_or_else(|e| panic!("{}: {e:#}", c.name));
+            assert!(m.cmdline.starts_with(c.cmdline), "{}", c.name);
+            assert_eq!(m.loader, Loader::Direct);
+            let want = if c.threads == Threads::Multi {
+                Clock::Tsc
+            } else {
+                Clock::Icount
+            };
+            assert_eq!(m.clock, want, "{}", c.name);
+        }
+        let names: std::collections::BTreeSet<_> = CASES.iter().map(|c| c.name).collect();
+        assert_eq!(names.len(), CASES.len(), "two cases share a name");
+    }
+}
