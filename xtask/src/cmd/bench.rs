@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::BootArgs;
 use crate::compare::{self, Table};
 use crate::kbuild::{self, Artifacts};
-use crate::machine::{qemu, Clock, Machine};
+use crate::machine::{qemu, Backend, Clock, Machine};
 use crate::ministat::RenderOptions;
 use crate::preflight;
 use crate::results::{utc_timestamp, Results};
@@ -258,11 +258,9 @@ fn boot_interleaved(
     tmp: &Path,
     started: Instant,
 ) -> Result<Measured> {
-    // The accelerator notice once, before the progress bar takes the line.
-    if let (_, Some(notice)) = qemu::detect_accel(a.boot.accel) {
-        eprintln!("{notice}");
-    }
     let spec = a.boot.spec();
+    // The accelerator notice once, before the progress bar takes the line.
+    let _ = Backend::decide(&spec.backend);
     let total = a.boots as usize * variants.len();
     let mut m = Measured {
         table: BTreeMap::new(),

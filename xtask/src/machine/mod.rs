@@ -10,11 +10,12 @@
 //! serial log, the verdict, stop. [`Machine::boot`] drives it with the
 //! timeout, so every boot of every backend ends the same way ([`BootLog`]).
 //!
-//! Adding a backend: a module beside `qemu.rs` with its typed options, a
-//! variant in [`BackendSpec`] and [`Backend`], and an arm in each `match` on
-//! them below (the compiler lists them). Adding a clock: a variant in
-//! [`Clock`] with its arms, and each backend's `check_clock` saying whether
-//! it can provide it.
+//! Adding a backend: a module beside `qemu.rs` with its typed options and
+//! a type implementing [`Running`], a variant in [`BackendSpec`] and
+//! [`Backend`], and an arm in each `match` on them (the compiler lists
+//! them). Adding a clock: a variant in [`Clock`] with its arms (its name,
+//! the guest clock it reads, its unit), and in each backend's
+//! `check_clock`, `default_clock` and arguments.
 
 pub mod qemu;
 
@@ -29,8 +30,8 @@ use anyhow::Result;
 use crate::iso;
 use crate::kbuild::Artifacts;
 
-/// Which clock the timed regions read. The name is what the kernel's
-/// command line (`clock=`), its clock record and the results JSON say.
+/// Which clock the figures are in: what `--clock` names, and what the
+/// reports say. [`Clock::guest`] is what the kernel's timed regions read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Clock {
     /// QEMU -icount: one tick per guest instruction (TCG only; exact, deterministic).
@@ -42,11 +43,21 @@ pub enum Clock {
 impl Clock {
     pub const ALL: &[Clock] = &[Clock::Icount, Clock::Tsc];
 
-    /// The name on the kernel command line and in the reports.
+    /// The clock's name, as `--clock` takes it and the reports print it.
     pub fn key(self) -> &'static str {
         match self {
-            Clock::Icount => abi::cmdline::Clock::Icount.key(),
-            Clock::Tsc => abi::cmdline::Clock::Tsc.key(),
+            Clock::Icount => "icount",
+            Clock::Tsc => "tsc",
+        }
+    }
+
+    /// The clock the guest reads, written on its command line as
+    /// `clock=<key>` (a clock computed on the host may read icount in the
+    /// guest).
+    pub fn guest(self) -> abi::cmdline::Clock {
+        match self {
+            Clock::Icount => abi::cmdline::Clock::Icount,
+            Clock::Tsc => abi::cmdline::Clock::Tsc,
         }
     }
 
@@ -151,7 +162,9 @@ pub enum Backend {
 }
 
 impl Backend {
-    fn decide(spec: &BackendSpec) -> Backend {
+    /// Looks at the host where the spec leaves a choice (`--accel auto`);
+    /// a notice about it goes to stderr once per process.
+    pub fn decide(spec: &BackendSpec) -> Backend {
         match spec {
             BackendSpec::Qemu(s) => Backend::Qemu(qemu::Options::decide(s)),
         }
@@ -228,7 +241,7 @@ impl Machine {
         backend.check_clock(clock)?;
         let cmdline = format!(
             "{words} clock={} accel={} {}",
-            clock.key(),
+            clock.guest().key(),
             backend.accel_key(),
             spec.append
         )
@@ -434,6 +447,11 @@ mod tests {
     fn clock_names_are_the_kernels() {
         for c in Clock::ALL {
             assert_eq!(Clock::from_key(c.key()), Some(*c));
+            // What the kernel's clock record will say for it.
+            assert_eq!(
+                Clock::from_key(c.guest().key()).map(Clock::guest),
+                Some(c.guest())
+            );
         }
         assert_eq!(Clock::Icount.key(), "icount");
         assert_eq!(Clock::from_key("none"), None);

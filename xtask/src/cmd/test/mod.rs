@@ -93,21 +93,20 @@ impl Tally {
     }
 }
 
-fn boot_case(c: &Case, art: &Artifacts, dir: &Path) -> Result<BootLog> {
-    Machine::build(&c.spec(), art, c.cmdline, dir)?.boot(&mut |_| {})
-}
-
-/// One case: its boot, its check, and for `twice` a second boot with the
-/// same results.
+/// One case: its boot, its check, and for `twice` a second boot of the
+/// same machine with the same results.
 fn run_case(c: &Case, art: &Artifacts, dir: &Path) -> Result<(), String> {
-    let log = boot_case(c, art, dir).map_err(|e| format!("{e:#}"))?;
+    let m = Machine::build(&c.spec(), art, c.cmdline, dir).map_err(|e| format!("{e:#}"))?;
+    let boot = || m.boot(&mut |_| {}).map_err(|e| format!("{e:#}"));
+    let log = boot()?;
     let records = report::parse_log(&log.serial).map_err(|e| e.to_string())?;
     (c.check)(&log, &records).map_err(|e| format!("{e}\n{}", log.explain(20)))?;
     if c.twice {
-        let again = boot_case(c, art, dir).map_err(|e| format!("{e:#}"))?;
-        let first = Results::from_log(&log.serial, "a", "qemu").map_err(|e| e.to_string())?;
-        let second = Results::from_log(&again.serial, "a", "qemu").map_err(|e| e.to_string())?;
-        if first.without_timestamp() != second.without_timestamp() {
+        let again = boot()?;
+        let results = |l: &BootLog| {
+            Results::from_log(&l.serial, "a", m.backend.source()).map_err(|e| e.to_string())
+        };
+        if results(&log)?.without_timestamp() != results(&again)?.without_timestamp() {
             return Err("the second boot's results differ from the first".into());
         }
     }
