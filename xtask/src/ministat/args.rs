@@ -6,10 +6,8 @@
 
 use std::ffi::OsString;
 
+use super::plot::MAX_SETS;
 use super::stats::CLASSIC_LEVELS;
-
-/// The most sets one report holds (one symbol each).
-pub const MAX_SETS: usize = 7;
 
 /// Which formulas (and so which checks of `-c`) the command line asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,10 +20,6 @@ pub enum Mode {
     Classic,
 }
 
-/// A confidence level: a column of FreeBSD's table, or (`--exact`,
-/// `--classic`) any level strictly between 0 and 100.
-pub type Level = f64;
-
 /// What the options ask for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Invocation {
@@ -34,8 +28,9 @@ pub struct Invocation {
     pub no_plot: bool,
     /// `-C`: the column, from 1.
     pub column: usize,
-    /// `-c`: the confidence level, in percent.
-    pub level: Level,
+    /// `-c`: the confidence level, in percent: one of FreeBSD's table, or
+    /// (`--exact`, `--classic`) any level strictly between 0 and 100.
+    pub level: f64,
     /// `-d`: the delimiter bytes.
     pub delimiters: Vec<u8>,
     /// `-n`: summary statistics only.
@@ -106,7 +101,7 @@ pub fn parse(args: &[OsString], mut mode: Mode) -> Result<Invocation, String> {
     };
     // FreeBSD keeps the last level that matched its table; a later -c that
     // matches nothing is then not an error.
-    let mut level: Option<Level> = None;
+    let mut level: Option<f64> = None;
     let mut i = 0;
     'words: while i < args.len() {
         let word = args[i].as_encoded_bytes();

@@ -118,8 +118,11 @@ Errors (a bad option, a non-number, fewer than 3 points, an unreadable file) exi
 
 /// `cargo xtask ministat [--exact | --classic] [-Anqs] [-C column] [-c level] [-d delims] [-w width] [file ...]`
 #[derive(clap::Args, Debug)]
-#[command(after_long_help = FORMULAS_HELP)]
+#[command(after_long_help = FORMULAS_HELP, disable_help_flag = true)]
 pub struct Args {
+    /// Print help (`-h` is an unknown option to ministat, as to FreeBSD's).
+    #[arg(long, action = clap::ArgAction::Help)]
+    help: Option<bool>,
     /// Reproduce Debian's ministat 20150715 (FreeBSD's pre-2016 formulas) line for line.
     #[arg(long, conflicts_with = "exact")]
     pub classic: bool,
@@ -168,6 +171,7 @@ pub fn main(a: Args) -> i32 {
     // `--classic` and `--exact` among the raw words are read by `args::parse`.
     let a = match raw_args() {
         Some(args) => Args {
+            help: None,
             classic: false,
             exact: false,
             args,
