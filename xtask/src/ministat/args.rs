@@ -3,6 +3,8 @@
 //! the first operand, at `--`, or at a lone `-`; a cluster like `-An` holds
 //! several flags; an option's argument is glued on or the next word), each
 //! value checked as FreeBSD checks it, and its messages word for word.
+//! `--classic` takes options after operands too, as glibc's getopt does
+//! for Debian's tool.
 
 use std::ffi::OsString;
 
@@ -102,6 +104,7 @@ pub fn parse(args: &[OsString], mut mode: Mode) -> Result<Invocation, String> {
     // FreeBSD keeps the last level that matched its table; a later -c that
     // matches nothing is then not an error.
     let mut level: Option<f64> = None;
+    let mut operands: Vec<OsString> = Vec::new();
     let mut i = 0;
     'words: while i < args.len() {
         let word = args[i].as_encoded_bytes();
@@ -115,7 +118,14 @@ pub fn parse(args: &[OsString], mut mode: Mode) -> Result<Invocation, String> {
             continue;
         }
         if word.len() < 2 || word[0] != b'-' {
-            break;
+            if mode != Mode::Classic {
+                break;
+            }
+            // Debian's tool reads its options with glibc's getopt, which
+            // takes options after operands too.
+            operands.push(args[i].clone());
+            i += 1;
+            continue;
         }
         if word == b"--" {
             i += 1;
@@ -210,7 +220,8 @@ pub fn parse(args: &[OsString], mut mode: Mode) -> Result<Invocation, String> {
         }
         inv.level = l;
     }
-    inv.files = args[i..].to_vec();
+    operands.extend_from_slice(&args[i..]);
+    inv.files = operands;
     if inv.files.len() > MAX_SETS {
         return Err(usage_error("", "Too many datasets."));
     }
@@ -286,6 +297,12 @@ mod tests {
         assert_eq!(inv.level, 97.5);
         let inv = p(&["-n", "--exact", "-c", "97.5", "f"]).unwrap();
         assert_eq!((inv.mode, inv.level), (Mode::Exact, 97.5));
+        let inv = p(&["--classic", "a", "-n", "b", "--", "-A"]).unwrap();
+        assert_eq!(
+            (inv.mode, inv.summary_only, inv.no_plot),
+            (Mode::Classic, true, false)
+        );
+        assert_eq!(inv.files, ["a", "b", "-A"]);
     }
 
     #[test]

@@ -51,9 +51,9 @@ fn extent(sets: &[PlotSet]) -> (f64, f64) {
 /// median, mean and mean ± stddev, and that is out of its buffer (a crash)
 /// when the quotient is NaN or infinite: a `nan` or `inf` in the data, or
 /// `-w 1` (dx = span / 0). With a zero span it draws nothing and is safe.
-/// Every formula refuses `-w 1` (the C tools crash alike); only
-/// [`Formula::FreeBsd`] refuses non-finite data, the others say there is no
-/// plot.
+/// Every formula refuses `-w 1` (the C tools crash alike), the others `-w
+/// 0` too; only [`Formula::FreeBsd`] refuses non-finite data, the others
+/// say there is no plot.
 pub fn unplottable(sets: &[(String, Vec<f64>)], width: usize, formula: Formula) -> Option<String> {
     let sorted: Vec<Vec<f64>> = sets.iter().map(|(_, v)| sorted(v, formula)).collect();
     let summaries: Vec<Summary> = sets
@@ -76,7 +76,8 @@ pub fn unplottable(sets: &[(String, Vec<f64>)], width: usize, formula: Formula) 
         );
     }
     if formula != Formula::FreeBsd {
-        return None;
+        // Debian's build aborts at -w 0 (glibc's realloc(p, 0) frees p).
+        return (width == 0).then(|| "a plot needs a width of at least 2".into());
     }
     let dx = span / (width as f64 - 1.0);
     let x0 = lo - 0.5 * dx;

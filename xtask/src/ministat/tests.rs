@@ -264,6 +264,10 @@ fn plot_widths() {
     assert!(text.starts_with("x a.dat\n    N "), "{text}");
     let text = run(&["-w", "1", "same.dat"], None).unwrap();
     assert!(text.contains("[no plot, span is zero width]\n"), "{text}");
+    for mode in ["--exact", "--classic"] {
+        let e = fails(&[mode, "-w", "0", "a.dat"]);
+        assert_eq!(e, "ministat: a plot needs a width of at least 2\n");
+    }
 }
 
 #[test]
