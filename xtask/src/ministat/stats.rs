@@ -700,6 +700,40 @@ mod tests {
         assert_eq!(t_for(95.0, 10, Formula::Exact), student_t(95.0, 10.0));
     }
 
+    /// FreeBSD's qsort sorts; where values compare equal its order is its
+    /// own (the fixtures nan-sort-*, zeros* check that against FreeBSD's).
+    #[test]
+    fn bsd_qsort_sorts() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for n in [0, 1, 2, 6, 7, 8, 40, 41, 42, 100, 1000] {
+            for distinct in [3, 1000] {
+                let v: Vec<f64> = (0..n).map(|_| (next() % distinct) as f64).collect();
+                let mut q = v.clone();
+                bsd_qsort(&mut q);
+                let mut s = v.clone();
+                s.sort_by(f64::total_cmp);
+                assert_eq!(q, s, "n {n}");
+            }
+        }
+        // Signed zeros keep no input order: FreeBSD's partition moves them.
+        let mut z = [
+            0.0, -0.0, 0.0, -0.0, 0.0, -0.0, -0.0, 0.0, 1.0, -1.0, 0.0, -0.0,
+        ];
+        bsd_qsort(&mut z);
+        let signs: String = z
+            .iter()
+            .map(|x| if x.is_sign_negative() { '-' } else { '+' })
+            .collect();
+        assert_eq!(signs.len(), 12);
+        assert_eq!((z[0], z[11]), (-1.0, 1.0));
+    }
+
     #[test]
     fn summaries() {
         let v = [5.0, 1.0, 4.0, 2.0, 3.0, 6.0];
