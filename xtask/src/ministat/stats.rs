@@ -722,15 +722,13 @@ mod tests {
             }
         }
         // Signed zeros keep no input order: FreeBSD's partition moves them.
+        // This is zeros.dat, whose median FreeBSD prints as -0: the two
+        // middle values are both -0.
         let mut z = [
             0.0, -0.0, 0.0, -0.0, 0.0, -0.0, -0.0, 0.0, 1.0, -1.0, 0.0, -0.0,
         ];
         bsd_qsort(&mut z);
-        let signs: String = z
-            .iter()
-            .map(|x| if x.is_sign_negative() { '-' } else { '+' })
-            .collect();
-        assert_eq!(signs.len(), 12);
+        assert!(z[5].is_sign_negative() && z[6].is_sign_negative(), "{z:?}");
         assert_eq!((z[0], z[11]), (-1.0, 1.0));
     }
 
