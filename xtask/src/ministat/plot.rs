@@ -102,8 +102,8 @@ pub fn unplottable(sets: &[(String, Vec<f64>)], width: usize, formula: Formula) 
 /// The plot at `-w 0`, as FreeBSD prints it: every point falls in the one
 /// column that is not drawn, so the frame holds a `||` line per stack level
 /// (the stack is the whole set) and per bar.
-fn render_no_columns(sets: &[PlotSet], separate_bars: bool, classic: bool) -> String {
-    let levels = if classic {
+fn render_no_columns(sets: &[PlotSet], separate_bars: bool, cut: bool) -> String {
+    let levels = if cut {
         sets.last().map_or(0, |s| s.sorted.len())
     } else {
         sets.iter().map(|s| s.sorted.len()).max().unwrap_or(0)
@@ -117,15 +117,16 @@ fn render_no_columns(sets: &[PlotSet], separate_bars: bool, classic: bool) -> St
     out
 }
 
-/// Renders the plot (its last line ends in a newline). `classic` keeps a
-/// quirk of the C tool: the plot's height is that of the *last* set's
+/// Renders the plot (its last line ends in a newline). `cut` keeps a
+/// quirk of both C tools, FreeBSD's and Debian's (every formula but
+/// `--exact` asks for it): the plot's height is that of the *last* set's
 /// tallest stack, so a later set with lower stacks cuts off the tops of an
 /// earlier set's stacks (and a later, taller one clears what was above the
 /// cut). Without it, the plot is as tall as the tallest stack of any set.
 ///
 /// Needs at most [`MAX_SETS`] sets, and a `width` other than 1 unless the
 /// span is zero.
-pub fn render(sets: &[PlotSet], width: usize, separate_bars: bool, classic: bool) -> String {
+pub fn render(sets: &[PlotSet], width: usize, separate_bars: bool, cut: bool) -> String {
     assert!(sets.len() <= MAX_SETS, "at most {MAX_SETS} sets");
     let (lo, span) = extent(sets);
     if span == 0.0 {
@@ -137,7 +138,7 @@ pub fn render(sets: &[PlotSet], width: usize, separate_bars: bool, classic: bool
         return "[no plot, span is not finite]\n".to_string();
     }
     if width == 0 {
-        return render_no_columns(sets, separate_bars, classic);
+        return render_no_columns(sets, separate_bars, cut);
     }
     let dx = span / (width as f64 - 1.0);
     let x0 = lo - 0.5 * dx;
@@ -162,7 +163,7 @@ pub fn render(sets: &[PlotSet], width: usize, separate_bars: bool, classic: bool
             height = height.max(run);
         }
         let height = height + 1;
-        if classic {
+        if cut {
             // The C tool reallocates only to grow and clears only the new
             // rows, but always sets the height to this set's.
             rows.truncate(height);
