@@ -50,8 +50,9 @@
 //! `--classic` reads input as the default does except for FreeBSD's
 //! 1023-byte line pieces (white space at the end of a line is dropped;
 //! Debian's tool calls a CRLF line invalid), names standard input
-//! `<stdin>`, and exits with status 2 on every error (Debian's tool exits 1
-//! when a file cannot be opened).
+//! `<stdin>`, takes options after files as Debian's glibc build does, and
+//! exits with status 2 on every error (Debian's tool exits 1 when a file
+//! cannot be opened); its usage messages are FreeBSD's wording.
 //!
 //! # Library
 //!
@@ -87,7 +88,8 @@ type Opener<'a> = dyn FnMut(Option<&OsStr>) -> io::Result<Box<dyn BufRead>> + 'a
 
 /// Text `--help` adds after the options.
 const FORMULAS_HELP: &str = "\
-Options, read as FreeBSD's ministat reads them (options end at the first FILE):
+Options, read as FreeBSD's ministat reads them (options end at the first FILE; with --classic,
+as Debian's build reads them, they may follow FILEs):
   -A            statistics and comparisons only: no plot
   -C COLUMN     the column to read, counting from 1
   -c LEVEL      confidence level in percent: 80, 90, 95 (the default), 98, 99 or 99.5,
