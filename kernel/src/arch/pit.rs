@@ -7,6 +7,8 @@ use core::arch::asm;
 
 use super::port::{inb, outb};
 use abi::layout::selector;
+
+use crate::sync::cell::SetOnce;
 use core::arch::global_asm;
 
 /// The PIT's input clock (Hz).
@@ -26,11 +28,22 @@ fn rdtsc() -> u64 {
     ((hi as u64) << 32) | lo as u64
 }
 
-/// TSC ticks per second, or 0 without a TSC.
-pub fn tsc_hz(has_tsc: bool) -> u64 {
-    if !has_tsc {
-        return 0;
-    }
+/// TSC ticks per second as measured at boot (0: no TSC, or no PIT).
+static TSC_HZ: SetOnce<u64> = SetOnce::new();
+
+/// The boot's TSC frequency (0 before `measure_tsc_hz`, or without a TSC).
+pub fn tsc_hz() -> u64 {
+    TSC_HZ.get().copied().unwrap_or(0)
+}
+
+/// Measures TSC ticks per second once, at boot, and keeps the answer.
+pub fn measure_tsc_hz(has_tsc: bool) -> u64 {
+    let hz = if has_tsc { measure() } else { 0 };
+    TSC_HZ.set(hz);
+    hz
+}
+
+fn measure() -> u64 {
     let count = (PIT_HZ / CALIBRATION_HZ) as u16;
     // SAFETY: the PIT and port B belong to the kernel; the speaker stays off.
     unsafe {

@@ -20,6 +20,7 @@ pub mod sysenter;
 use abi::Mechanism;
 
 use crate::arch::cpu::Features;
+use crate::sync::cell::SetOnce;
 
 /// The general registers as PUSHAL leaves them (SDM Vol. 2B, PUSHA/PUSHAD).
 /// EAX holds the number on entry and the result on return.
@@ -61,6 +62,19 @@ pub fn unavailable_reason(m: Mechanism, f: &Features) -> Option<&'static str> {
     }
 }
 
+/// The bit set of mechanisms set up on this machine (`1 << Mechanism`),
+/// learnt once by `init`.
+static USABLE: SetOnce<u32> = SetOnce::new();
+
+/// The bit set of usable mechanisms (0 before `init`).
+pub fn usable() -> u32 {
+    USABLE.get().copied().unwrap_or(0)
+}
+
+pub fn is_usable(m: Mechanism) -> bool {
+    usable() & (1 << m as u32) != 0
+}
+
 /// Sets up every available mechanism; returns the bit set of usable ones.
 pub fn init(f: &Features, kernel_stack_top: u32) -> u32 {
     int80::init();
@@ -73,17 +87,26 @@ pub fn init(f: &Features, kernel_stack_top: u32) -> u32 {
         syscall_amd::init();
         usable |= 1 << Mechanism::Syscall as u32;
     }
+    USABLE.set(usable);
     usable
+}
+
+/// An application processor's share of `init`: its own SYSENTER MSRs
+/// (per CPU: this one's stack, the same entry). Threads on APs are kernel
+/// threads; SYSCALL stays on the bootstrap processor.
+pub fn init_ap(kernel_stack_top: u32) {
+    if is_usable(Mechanism::Sysenter) {
+        sysenter::init(kernel_stack_top);
+    }
 }
 
 /// Points SYSENTER and SYSCALL at the running thread's kernel stack (the
 /// interrupt and call-gate entries read TSS.ESP0, which gdt::set_esp0 sets).
 pub fn set_kernel_stack(top: u32) {
-    let usable = crate::usable_mechanisms();
-    if usable & (1 << Mechanism::Sysenter as u32) != 0 {
+    if is_usable(Mechanism::Sysenter) {
         sysenter::set_kernel_stack(top);
     }
-    if usable & (1 << Mechanism::Syscall as u32) != 0 {
+    if is_usable(Mechanism::Syscall) {
         syscall_amd::set_kernel_stack(top);
     }
 }

@@ -25,7 +25,7 @@
 
 use core::arch::global_asm;
 
-use abi::layout::{selector, MAX_CPUS};
+use abi::layout::{selector, MAX_CPUS, VECTOR_RESCHEDULE};
 use abi::syscall::{MAX_THREADS, PRIO_MAX};
 
 use crate::arch::{gdt, pit};
@@ -450,10 +450,6 @@ fn pick() -> Option<usize> {
         .filter(|&i| s.threads[i].state == State::Ready && s.threads[i].cpu == me)
         .min_by_key(|&i| (s.threads[i].prio, s.threads[i].seq))
 }
-
-/// The IPI that tells another CPU a thread of its own became ready (it may
-/// be waiting in HLT).
-pub const VECTOR_RESCHEDULE: u8 = 0xF2;
 
 /// Makes thread `i` ready (from any waiting state).
 pub fn make_ready(i: usize) {

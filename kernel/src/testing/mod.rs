@@ -378,7 +378,7 @@ fn extable_fixup() -> Result<(), &'static str> {
 
 fn mechanisms_match_cpuid() -> Result<(), &'static str> {
     let f = cpu::features();
-    let usable = crate::usable_mechanisms();
+    let usable = entry::usable();
     for m in Mechanism::ALL {
         let has = usable & (1 << m as u32) != 0;
         if has != entry::unavailable_reason(m, f).is_none() {
