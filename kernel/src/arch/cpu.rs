@@ -7,8 +7,6 @@ use raw_cpuid::{CpuId, CpuIdResult};
 
 use crate::sync::cell::SetOnce;
 
-/// EFLAGS.ID (bit 21): software can flip it only when CPUID exists (SDM Vol. 1 §20.1).
-const EFLAGS_ID: u32 = 1 << 21;
 /// The Pentium Pro reports SEP but has no working SYSENTER: it needs family 6,
 /// model 3, stepping 3 or later (SDM Vol. 2B, SYSENTER, "Operation" note).
 const SEP_MIN_SIGNATURE: u32 = 0x633;
@@ -69,11 +67,11 @@ fn cpuid_present() -> bool {
             "popfl",
             a = out(reg) after,
             b = out(reg) before,
-            id = const EFLAGS_ID,
+            id = const abi::eflags::ID,
             options(att_syntax)
         );
     }
-    (before ^ after) & EFLAGS_ID != 0
+    (before ^ after) & abi::eflags::ID != 0
 }
 
 /// `cpuid` for raw-cpuid's reader (its own `CpuId::new` is gated on SSE).

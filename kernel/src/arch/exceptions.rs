@@ -20,18 +20,16 @@
 
 use core::arch::global_asm;
 
+use abi::eflags;
 use abi::exit::{vector_name, EXCEPTION_BASE};
 use abi::layout::selector;
 use abi::report::kind;
 
 use super::idt::{self, vector, Gate, GateKind};
+use super::regs::Regs;
 use super::{cpu, gdt, power};
 use crate::console::Hex;
-use crate::entry::Regs;
 use crate::{entry, kprintln, record, task};
-
-/// EFLAGS.TF, the single-step flag (SDM Vol. 3B §17.3.1.4).
-pub const EFLAGS_TF: u32 = 1 << 8;
 
 /// The stack after the common stub: what the CPU pushed, the vector and
 /// error code the stub pushed, the data segments, and PUSHAL's registers
@@ -409,7 +407,7 @@ extern "C" fn debug_trap() {
         t.eip = &raw const debug_kill as u32;
         t.cs = selector::KERNEL_CODE as u32;
         t.esp = t.esp0;
-        t.eflags = 0x2;
+        t.eflags = eflags::RESERVED_1;
         for seg in [&mut t.ss, &mut t.ds, &mut t.es, &mut t.fs, &mut t.gs] {
             *seg = selector::KERNEL_DATA as u32;
         }
@@ -420,7 +418,7 @@ extern "C" fn debug_trap() {
         // set. Stop stepping the kernel, and go on through the entry variant
         // that gives the user back its TF on return. For SYSCALL, ESP is
         // still the user's: the traced variant swaps stacks first.
-        t.eflags &= !EFLAGS_TF;
+        t.eflags &= !eflags::TF;
         t.eip = traced;
         return;
     }

@@ -14,4 +14,5 @@ pub mod pit;
 pub mod pmu;
 pub mod port;
 pub mod power;
+pub mod regs;
 pub mod smp;

@@ -121,8 +121,8 @@ irq0_entry:
     movl %ecx, %ds
     movl %ecx, %es
     cld
-    /* The interrupted CS is above PUSHAL (32), ES, DS and EIP. */
-    movl 44(%esp), %ecx
+    /* The interrupted CS: the same frame as a system-call entry. */
+    movl {cs}(%esp), %ecx
     call {handler}
     popal
     popl %es
@@ -131,6 +131,7 @@ irq0_entry:
     .popsection
     "#,
     kdata = const selector::KERNEL_DATA,
+    cs = const super::regs::frame::CS,
     handler = sym timer_irq,
     options(att_syntax)
 );

@@ -6,9 +6,13 @@
 //! dispatcher reads the number and arguments in one place whichever way the
 //! user came in, and writes the result into the saved EAX.
 //!
-//! Hygiene on every full path: EFLAGS is reset to a known value with
-//! `pushl $2; popfl`, which clears DF (Rust assumes it clear), AC and NT (a
-//! stale NT would make a later IRET attempt a task return), and TF; the
+//! The stubs address that block and the IRET frame above it through
+//! [`EntryFrame`]'s named offsets ([`frame`]), never bare numbers.
+//!
+//! Hygiene on every full path: EFLAGS is reset to a known value
+//! (`abi::eflags::KERNEL_ENTRY`, by `pushl; popfl`), which clears DF (Rust
+//! assumes it clear), AC and NT (a stale NT would make a later IRET attempt
+//! a task return), and TF; the
 //! user's segment registers DS and ES are saved and restored (FS and GS the
 //! kernel never touches); the syscall number is checked by the dispatcher.
 
@@ -22,28 +26,7 @@ use abi::Mechanism;
 use crate::arch::cpu::Features;
 use crate::sync::cell::SetOnce;
 
-/// The general registers as PUSHAL leaves them (SDM Vol. 2B, PUSHA/PUSHAD).
-/// EAX holds the number on entry and the result on return.
-#[derive(Clone, Copy, Debug)]
-#[repr(C)]
-pub struct Regs {
-    pub edi: u32,
-    pub esi: u32,
-    pub ebp: u32,
-    pub esp_at_pushal: u32,
-    pub ebx: u32,
-    pub edx: u32,
-    pub ecx: u32,
-    pub eax: u32,
-}
-
-/// EFLAGS bits a SYSEXIT or SYSRET cannot give back (it leaves the kernel's
-/// flags in place): TF, DF, NT, AC and ID. A user whose saved flags have any
-/// of them set returns through IRET instead, which restores all of EFLAGS.
-pub const EFLAGS_NOT_RESTORED_BY_FAST_RETURN: u32 =
-    (1 << 8) | (1 << 10) | (1 << 14) | (1 << 18) | (1 << 21);
-/// EFLAGS.IF.
-pub const EFLAGS_IF: u32 = 1 << 9;
+pub use crate::arch::regs::{frame, Regs};
 
 /// Why a mechanism is not usable on this CPU.
 pub fn unavailable_reason(m: Mechanism, f: &Features) -> Option<&'static str> {

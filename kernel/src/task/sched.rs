@@ -25,9 +25,11 @@
 
 use core::arch::global_asm;
 
+use abi::eflags;
 use abi::layout::{selector, MAX_CPUS, VECTOR_RESCHEDULE};
 use abi::syscall::{MAX_THREADS, PRIO_MAX};
 
+use crate::arch::regs::IretFrame;
 use crate::arch::{gdt, pit};
 use crate::entry;
 use crate::sync::cell::BootCell;
@@ -369,14 +371,54 @@ fn new_thread(prio: u32, user: bool) -> Result<usize, CreateError> {
     Ok(i)
 }
 
-/// Pushes `words` (first = lowest address) below the thread's saved ESP.
-fn push_words(i: usize, words: &[u32]) {
-    let t = &mut sched().threads[i];
-    let new_esp = t.esp - 4 * words.len() as u32;
-    for (k, w) in words.iter().enumerate() {
-        // SAFETY: inside the thread's own, unused kernel stack.
-        unsafe { ((new_esp + 4 * k as u32) as *mut u32).write(*w) };
+/// What `switch_stacks` pops when it resumes a thread: the callee-saved
+/// registers, then the address `ret` goes to.
+#[repr(C)]
+struct SwitchFrame {
+    edi: u32,
+    esi: u32,
+    ebx: u32,
+    ebp: u32,
+    ret: u32,
+}
+
+impl SwitchFrame {
+    /// A first switch to a new thread: zero registers, then `start`.
+    fn to(start: *const u8) -> SwitchFrame {
+        SwitchFrame {
+            edi: 0,
+            esi: 0,
+            ebx: 0,
+            ebp: 0,
+            ret: start as u32,
+        }
     }
+}
+
+/// A new kernel thread's stack: `kthread_start` pops the entry and its argument.
+#[repr(C)]
+struct KernelStart {
+    switch: SwitchFrame,
+    entry: u32,
+    arg: u32,
+}
+
+/// A new user thread's stack: `uthread_start` pops the argument into EAX
+/// and IRETs to ring 3.
+#[repr(C)]
+struct UserStart {
+    switch: SwitchFrame,
+    arg: u32,
+    iret: IretFrame,
+}
+
+/// Pushes `frame` below the thread's saved ESP (a new thread's start frame).
+fn push_frame<F>(i: usize, frame: F) {
+    let t = &mut sched().threads[i];
+    let new_esp = t.esp - core::mem::size_of::<F>() as u32;
+    // SAFETY: inside the thread's own kernel stack, which nothing uses yet
+    // (the thread has never run); u32-aligned like every frame here.
+    unsafe { (new_esp as *mut F).write(frame) };
     t.esp = new_esp;
 }
 
@@ -394,19 +436,13 @@ pub fn spawn_kernel_on(
 ) -> Result<Tid, CreateError> {
     let i = new_thread(prio, false)?;
     sched().threads[i].cpu = cpu as u8;
-    // switch_stacks pops EDI, ESI, EBX, EBP, then returns to kthread_start,
-    // which pops the entry and the argument.
-    push_words(
+    push_frame(
         i,
-        &[
-            0,
-            0,
-            0,
-            0,
-            &raw const kthread_start as u32,
-            entry as *const () as u32,
+        KernelStart {
+            switch: SwitchFrame::to(&raw const kthread_start),
+            entry: entry as *const () as u32,
             arg,
-        ],
+        },
     );
     let tid = sched().threads[i].tid;
     make_ready(i);
@@ -416,19 +452,20 @@ pub fn spawn_kernel_on(
 /// A user thread starting at `eip` with ESP `esp` and EAX `arg`.
 pub fn spawn_user(eip: u32, esp: u32, arg: u32, prio: u32) -> Result<Tid, CreateError> {
     let i = new_thread(prio, true)?;
-    let iret_frame = [
-        eip,
-        selector::USER_CODE as u32,
-        0x202,
-        esp,
-        selector::USER_DATA as u32,
-    ];
-    let mut words = [0u32; 11];
-    words[..4].copy_from_slice(&[0, 0, 0, 0]);
-    words[4] = &raw const uthread_start as u32;
-    words[5] = arg;
-    words[6..].copy_from_slice(&iret_frame);
-    push_words(i, &words);
+    push_frame(
+        i,
+        UserStart {
+            switch: SwitchFrame::to(&raw const uthread_start),
+            arg,
+            iret: IretFrame {
+                eip,
+                cs: selector::USER_CODE as u32,
+                eflags: eflags::USER_START,
+                esp,
+                ss: selector::USER_DATA as u32,
+            },
+        },
+    );
     // A second user thread is what needs the timer: preemption.
     if sched()
         .threads
