@@ -233,6 +233,8 @@ fn warn(w: Warning) {
 fn sync_pools(opts: &Options) {
     use sync::pool::Align;
     use sync::{sleepqueue, turnstile};
+    // The pools are guarded by the scheduler lock, even at boot.
+    let _g = task::sched::locked();
     let a = Align::from_bytes(opts.pool_align).unwrap_or(Align::A128);
     turnstile::set_align(a);
     sleepqueue::set_align(a);

@@ -79,12 +79,15 @@ const PIC1_CMD: u16 = 0x20;
 const PIC1_DATA: u16 = 0x21;
 const EOI: u8 = 0x20;
 
+/// Whether the tick runs. Guarded by the scheduler lock: the scheduler is
+/// the only caller of `start_ticks` and `stop_ticks`, always holding it.
 static mut TICKING: bool = false;
 
 /// Starts the 1 kHz tick and unmasks IRQ 0. The kernel runs with IF clear,
 /// so ticks arrive only in ring 3 or in the scheduler's idle wait.
 pub fn start_ticks() {
-    // SAFETY: one CPU; the PIT channel 0 and the PIC mask are the kernel's.
+    // SAFETY: the caller (the scheduler) holds the scheduler lock, which
+    // guards TICKING; the PIT channel 0 and the PIC mask are the kernel's.
     unsafe {
         if TICKING {
             return;
@@ -100,7 +103,7 @@ pub fn start_ticks() {
 
 /// Masks IRQ 0 again (between tasks, and while benchmarks time).
 pub fn stop_ticks() {
-    // SAFETY: as in start_ticks.
+    // SAFETY: as in start_ticks (the scheduler lock is held).
     unsafe {
         TICKING = false;
         outb(PIC1_DATA, inb(PIC1_DATA) | 1);

@@ -339,12 +339,12 @@ fn cross_cpu_tests() -> bool {
         STAGE.store(2, Ordering::SeqCst);
         sleepqueue::sleep(GO, 0);
         LENT.store(
-            sched::thread(sched::current_index()).prio as u32,
+            sched::prio_of(sched::current_index()) as u32,
             Ordering::SeqCst,
         );
         M.unlock();
         BACK.store(
-            sched::thread(sched::current_index()).prio as u32,
+            sched::prio_of(sched::current_index()) as u32,
             Ordering::SeqCst,
         );
         finished();

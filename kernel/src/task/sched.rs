@@ -22,6 +22,14 @@
 //! Each thread owns one turnstile and one sleepqueue from the pools
 //! (`sync::turnstile`, `sync::sleepqueue`), FreeBSD's model: a thread that
 //! blocks lends its object to the lock or channel.
+//!
+//! Locking key (FreeBSD's style: each field says what guards it):
+//!   (s) the scheduler lock ([`lock`]): the thread table, every thread's
+//!       fields, the run queue order, the ticks; also the turnstiles, the
+//!       sleepqueues and the kernel mutexes (`sync`). [`sched`] asserts it.
+//!   (c) this CPU only: written by its own CPU with interrupts off, read
+//!       without a lock (which thread runs here).
+//!   (b) boot: written before any other CPU runs, read-only afterwards.
 
 use core::arch::global_asm;
 
@@ -34,7 +42,7 @@ use crate::arch::{gdt, pit};
 use crate::entry;
 use crate::sync::cell::BootCell;
 use crate::sync::{sleepqueue, turnstile};
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 pub type Tid = u32;
 
@@ -53,6 +61,7 @@ pub enum State {
     Idle,
 }
 
+/// A thread; every field is (s).
 #[derive(Clone, Copy, Debug)]
 pub struct Thread {
     pub state: State,
@@ -95,12 +104,12 @@ const EMPTY: Thread = Thread {
     cpu: 0,
 };
 
+/// The scheduler's state: all of it (s).
 struct Sched {
     threads: [Thread; MAX_THREADS],
-    /// The running thread of each CPU.
-    current: [usize; MAX_CPUS],
     /// Each application processor's idle thread.
     idle: [usize; MAX_CPUS],
+    /// The FIFO clock among equal priorities.
     seq: u64,
     next_tid: Tid,
     /// Ticks since the timer was started, and the running thread's share.
@@ -111,7 +120,6 @@ struct Sched {
 
 static SCHED: BootCell<Sched> = BootCell::new(Sched {
     threads: [EMPTY; MAX_THREADS],
-    current: [0; MAX_CPUS],
     idle: [0; MAX_CPUS],
     seq: 0,
     next_tid: 1,
@@ -119,6 +127,13 @@ static SCHED: BootCell<Sched> = BootCell::new(Sched {
     quantum_left: QUANTUM,
     switches: 0,
 });
+
+/// The running thread (table index) of each CPU (c): FreeBSD's curthread.
+static CURRENT: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
+
+fn set_current(cpu: usize, i: usize) {
+    CURRENT[cpu].store(i, Ordering::Relaxed);
+}
 
 /// Ticks a user thread runs before an equal-priority thread gets the CPU.
 const QUANTUM: u32 = 10;
@@ -183,7 +198,8 @@ pub fn unlock() {
     LOCK.store(0, Ordering::Release);
 }
 
-fn held_here() -> bool {
+/// Whether this CPU holds the scheduler lock (what the sync objects assert).
+pub fn held_here() -> bool {
     LOCK.load(Ordering::Relaxed) == cpu() as u32 + 1
 }
 
@@ -213,9 +229,12 @@ extern "C" fn start_unlock() {
     unlock();
 }
 
+/// The scheduler's state, under the scheduler lock (asserted).
 fn sched() -> &'static mut Sched {
-    // SAFETY: one CPU, and the kernel runs with IF clear except in the idle
-    // wait, where the timer handler only touches ticks and wakes sleepers.
+    debug_assert!(held_here(), "scheduler state without the scheduler lock");
+    // SAFETY: this CPU holds the scheduler lock, so no other CPU touches the
+    // state until it lets go; on this CPU one path runs at a time (IF is
+    // clear in ring 0, and the idle wait drops the lock before STI).
     unsafe { SCHED.get_mut() }
 }
 
@@ -289,6 +308,7 @@ extern "C" fn kthread_exit() -> ! {
 
 /// Puts the boot thread in slot 0 (it runs on the boot stack already).
 pub fn init() {
+    let _g = locked();
     let s = sched();
     s.threads[0] = Thread {
         state: State::Running,
@@ -297,20 +317,29 @@ pub fn init() {
         prio: 0,
         ..EMPTY
     };
-    s.current = [0; MAX_CPUS];
+    for c in 0..MAX_CPUS {
+        set_current(c, 0);
+    }
 }
 
+/// The thread running on this CPU (no lock: see CURRENT).
 pub fn current_index() -> usize {
-    sched().current[cpu()]
+    CURRENT[cpu()].load(Ordering::Relaxed)
 }
 
 pub fn current_tid() -> Tid {
-    let s = sched();
-    s.threads[s.current[cpu()]].tid
+    sched().threads[current_index()].tid
 }
 
+/// Thread `i`, under the scheduler lock (asserted in `sched`).
 pub fn thread(i: usize) -> &'static mut Thread {
     &mut sched().threads[i]
+}
+
+/// Thread `i`'s current priority, for code that does not hold the lock.
+pub fn prio_of(i: usize) -> u8 {
+    let _g = locked();
+    sched().threads[i].prio
 }
 
 pub fn index_of(tid: Tid) -> Option<usize> {
@@ -350,7 +379,8 @@ fn new_thread(prio: u32, user: bool) -> Result<usize, CreateError> {
     let tid = s.next_tid;
     s.next_tid += 1;
     let top = {
-        // SAFETY: slot i's stack is unused (its thread is Free).
+        // SAFETY: slot i's stack is unused (its thread is Free), and the
+        // scheduler lock (held) keeps another CPU from taking the slot.
         let st = unsafe { &mut STACKS.get_mut()[i] };
         st.stack.as_ptr() as u32 + KSTACK_SIZE as u32
     };
@@ -522,7 +552,7 @@ pub fn schedule() {
         if me != 0 {
             // Nothing for this CPU: its idle thread waits for work.
             let idle = s.idle[me];
-            if s.current[me] != idle {
+            if current_index() != idle {
                 switch_to(idle);
             }
             return;
@@ -548,7 +578,7 @@ pub fn schedule() {
 fn switch_to(next: usize) {
     let s = sched();
     let me = cpu();
-    let prev = s.current[me];
+    let prev = current_index();
     if s.threads[prev].state == State::Running {
         s.threads[prev].state = State::Ready;
         s.threads[prev].seq = next_seq();
@@ -559,7 +589,7 @@ fn switch_to(next: usize) {
     if next == prev {
         return;
     }
-    s.current[me] = next;
+    set_current(me, next);
     s.quantum_left = QUANTUM;
     s.switches += 1;
     // The ring-0 stack for the next entry from ring 3: interrupts and call
@@ -584,7 +614,7 @@ fn switch_to(next: usize) {
 /// `yield()`: let another ready thread of the same or a more urgent priority run.
 pub fn yield_now() {
     let s = sched();
-    let me = s.current[cpu()];
+    let me = current_index();
     s.threads[me].state = State::Ready;
     s.threads[me].seq = next_seq();
     schedule();
@@ -594,7 +624,7 @@ pub fn yield_now() {
 /// someone else until it is made ready.
 pub fn block(state: State) {
     let s = sched();
-    let me = s.current[cpu()];
+    let me = current_index();
     s.threads[me].state = state;
     s.threads[me].seq = next_seq();
     schedule();
@@ -604,7 +634,7 @@ pub fn block(state: State) {
 /// tick wakes it). Called with the lock held.
 pub fn nap(ticks: u64) {
     let s = sched();
-    let me = s.current[cpu()];
+    let me = current_index();
     s.threads[me].deadline = s.ticks + ticks.max(1);
     s.threads[me].blocked_on = None;
     pit::start_ticks();
@@ -614,7 +644,7 @@ pub fn nap(ticks: u64) {
 /// Ends the current thread. The task ends with its last user thread.
 pub fn exit_current() -> ! {
     let s = sched();
-    let me = s.current[cpu()];
+    let me = current_index();
     release(me);
     let users_left = s.threads.iter().any(|t| t.user && t.state != State::Free);
     if s.threads[me].user && !users_left {
@@ -657,12 +687,13 @@ pub fn wait_for_task() {
 /// Called with the scheduler lock held; the boot thread resumes holding it.
 pub fn task_done() -> ! {
     let s = sched();
-    let me = s.current[0];
+    // User threads run on CPU 0, where the boot thread waits.
+    let me = CURRENT[0].load(Ordering::Relaxed);
     s.threads[me].state = State::Free;
     make_ready(0);
     gdt::set_esp0(crate::boot::entry::stacks().kernel_top);
     entry::set_kernel_stack(crate::boot::entry::stacks().kernel_top);
-    s.current[0] = 0;
+    set_current(0, 0);
     s.threads[0].state = State::Running;
     let mut dead_esp = 0u32;
     // SAFETY: thread 0 saved its ESP when it blocked in wait_for_task; this
@@ -689,7 +720,7 @@ pub fn tick(from_user: bool) {
         return;
     }
     s.quantum_left = s.quantum_left.saturating_sub(1);
-    let me = s.current[cpu()];
+    let me = current_index();
     let contender = pick().filter(|&n| {
         let (np, mp) = (s.threads[n].prio, s.threads[me].prio);
         np < mp || (np == mp && s.quantum_left == 0)
@@ -733,7 +764,7 @@ pub fn become_idle(cpu: usize) -> Result<(), CreateError> {
     };
     s.next_tid += 1;
     s.idle[cpu] = i;
-    s.current[cpu] = i;
+    set_current(cpu, i);
     Ok(())
 }
 
