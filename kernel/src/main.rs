@@ -39,16 +39,75 @@ impl PhysMem<'static> for Identity {
     }
 }
 
-/// The cargo features this kernel was built with, for the report.
-const FEATURES: &str = if cfg!(feature = "exercise-sysexit-always") {
-    "exercise-sysexit-always"
-} else if cfg!(feature = "exercise-trust-user-pointers") {
-    "exercise-trust-user-pointers"
-} else if cfg!(feature = "exercise-sysenter-no-flags-reset") {
-    "exercise-sysenter-no-flags-reset"
-} else {
-    "none"
+/// Every cargo feature of the kernel, and whether this build has it.
+const ALL_FEATURES: [(&str, bool); 3] = [
+    (
+        "exercise-sysexit-always",
+        cfg!(feature = "exercise-sysexit-always"),
+    ),
+    (
+        "exercise-trust-user-pointers",
+        cfg!(feature = "exercise-trust-user-pointers"),
+    ),
+    (
+        "exercise-sysenter-no-flags-reset",
+        cfg!(feature = "exercise-sysenter-no-flags-reset"),
+    ),
+];
+
+/// The enabled features, comma-separated ("none" without any), built at
+/// compile time for the boot record.
+const FEATURES: &str = match core::str::from_utf8(&FEATURE_LIST) {
+    Ok(s) => s,
+    Err(_) => panic!("feature names are ASCII"),
 };
+const FEATURE_LIST: [u8; feature_list_len()] = feature_list();
+const NO_FEATURES: &str = "none";
+
+const fn feature_list_len() -> usize {
+    let (mut len, mut i) = (0, 0);
+    while i < ALL_FEATURES.len() {
+        if ALL_FEATURES[i].1 {
+            len += ALL_FEATURES[i].0.len() + (len != 0) as usize;
+        }
+        i += 1;
+    }
+    if len == 0 {
+        NO_FEATURES.len()
+    } else {
+        len
+    }
+}
+
+const fn feature_list() -> [u8; feature_list_len()] {
+    let mut out = [0u8; feature_list_len()];
+    let mut at = 0;
+    let mut i = 0;
+    while i < ALL_FEATURES.len() {
+        if ALL_FEATURES[i].1 {
+            if at != 0 {
+                out[at] = b',';
+                at += 1;
+            }
+            let name = ALL_FEATURES[i].0.as_bytes();
+            let mut k = 0;
+            while k < name.len() {
+                out[at] = name[k];
+                at += 1;
+                k += 1;
+            }
+        }
+        i += 1;
+    }
+    if at == 0 {
+        let none = NO_FEATURES.as_bytes();
+        while at < none.len() {
+            out[at] = none[at];
+            at += 1;
+        }
+    }
+    out
+}
 
 unsafe extern "C" {
     static __kernel_start: u8;
