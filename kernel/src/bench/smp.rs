@@ -86,7 +86,7 @@ fn worker(cpu: usize, c: u32, arg: u32) {
             while START.load(Ordering::Acquire) == 0 {
                 core::hint::spin_loop();
             }
-            let lock = &turnstile::get(cpu).spin;
+            let lock = turnstile::spin(cpu);
             for _ in 0..arg {
                 lock.lock();
                 lock.unlock();
@@ -102,6 +102,13 @@ fn worker(cpu: usize, c: u32, arg: u32) {
         }
         _ => {}
     }
+}
+
+/// `f` with the scheduler lock, which guards the sync-object pools (held
+/// only around the call: the APs take it to look for threads).
+fn with_sched_lock<R>(f: impl FnOnce() -> R) -> R {
+    let _g = crate::task::sched::locked();
+    f()
 }
 
 /// One figure of the report: a name, a per-operation value, its unit.
@@ -148,14 +155,14 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
     // (a) False sharing.
     kprintln!("(a) false sharing: each CPU locks and unlocks its own turnstile's word");
     for a in [Align::Packed, Align::A64, Align::A128] {
-        turnstile::set_align(a);
+        with_sched_lock(|| turnstile::set_align(a));
         START.store(0, Ordering::Release);
         for cpu in 1..n {
             smp::post(cpu, command::HAMMER, HAMMER_OPS);
         }
         let t0 = rdtsc();
         START.store(1, Ordering::Release);
-        let lock = &turnstile::get(0).spin;
+        let lock = turnstile::spin(0);
         for _ in 0..HAMMER_OPS {
             lock.lock();
             lock.unlock();
@@ -165,7 +172,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
         }
         let ticks = rdtsc().wrapping_sub(t0).max(1);
         let ops = (n as u64 * HAMMER_OPS as u64) as f64 * tsc_hz as f64 / ticks as f64;
-        let (_, _, _, per128) = turnstile::layout();
+        let (_, _, _, per128) = with_sched_lock(turnstile::layout);
         let mut name = Name::new();
         name.push("false sharing, pool ");
         name.push(a.key());
@@ -180,7 +187,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
             },
         );
     }
-    turnstile::set_align(Align::A128);
+    with_sched_lock(|| turnstile::set_align(Align::A128));
 
     // (b) Ping-pong between CPU 0 and CPU 1.
     if n >= 2 {

@@ -128,6 +128,17 @@ pub fn get(i: usize) -> &'static mut Turnstile {
     pool().get(i)
 }
 
+/// Turnstile `i`'s own spin lock, shared between CPUs without the
+/// scheduler lock (the false-sharing benchmark hammers each CPU's word).
+pub fn spin(i: usize) -> &'static SpinLock {
+    // SAFETY: only the pool's layout (base and stride) is read, which
+    // changes in `set_align` alone, never while a benchmark uses the words.
+    let addr = unsafe { (*POOL.as_ptr()).addr(i) };
+    // SAFETY: `addr` is object `i` inside the arena; only its SpinLock is
+    // referenced, and a SpinLock is an atomic, safe to share.
+    unsafe { &(*(addr as *const Turnstile)).spin }
+}
+
 pub fn reset() {
     pool().reset();
     let c = chains();
