@@ -11,7 +11,8 @@ pub mod usercopy;
 use abi::syscall::{errno, fd, nr, CpuInfo};
 use abi::Mechanism;
 
-use crate::entry::{self, Regs};
+use crate::arch::regs::Regs;
+use crate::entry;
 use crate::sync::cell::SetOnce;
 use crate::task;
 
