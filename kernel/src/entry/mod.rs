@@ -26,7 +26,7 @@ use abi::Mechanism;
 use crate::arch::cpu::Features;
 use crate::sync::cell::SetOnce;
 
-pub use crate::arch::regs::{frame, Regs};
+use crate::arch::regs::frame;
 
 /// Why a mechanism is not usable on this CPU.
 pub fn unavailable_reason(m: Mechanism, f: &Features) -> Option<&'static str> {
