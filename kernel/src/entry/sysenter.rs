@@ -34,8 +34,9 @@ use crate::arch::msr::{wrmsr, IA32_SYSENTER_CS, IA32_SYSENTER_EIP, IA32_SYSENTER
 use crate::syscall::dispatch;
 use crate::task;
 
-/// The exercises (docs/exercises.md) each remove one piece of hygiene; the
-/// stub stays one string and its `.if` blocks read these.
+// The exercises (docs/exercises.md) each remove one piece of hygiene; the
+// stub stays one string, and its `.if` blocks read these two (1: keep).
+
 /// Known EFLAGS on entry (DF, AC, NT, TF clear).
 const RESET_FLAGS: u32 = !cfg!(feature = "exercise-sysenter-no-flags-reset") as u32;
 /// The check that sends a dirty frame back through IRET.
