@@ -552,7 +552,7 @@ pub fn schedule() {
         if me != 0 {
             // Nothing for this CPU: its idle thread waits for work.
             let idle = s.idle[me];
-            if current_index() != idle {
+            if CURRENT[me].load(Ordering::Relaxed) != idle {
                 switch_to(idle);
             }
             return;
@@ -578,7 +578,7 @@ pub fn schedule() {
 fn switch_to(next: usize) {
     let s = sched();
     let me = cpu();
-    let prev = current_index();
+    let prev = CURRENT[me].load(Ordering::Relaxed);
     if s.threads[prev].state == State::Running {
         s.threads[prev].state = State::Ready;
         s.threads[prev].seq = next_seq();
