@@ -251,9 +251,10 @@ switch_stacks:
     pushl %ebx
     pushl %esi
     pushl %edi
-    movl 20(%esp), %eax
+    /* Above the SwitchFrame just pushed: the two arguments. */
+    movl {arg_save}(%esp), %eax
     movl %esp, (%eax)
-    movl 24(%esp), %esp
+    movl {arg_next}(%esp), %esp
     popl %edi
     popl %esi
     popl %ebx
@@ -290,6 +291,8 @@ uthread_start:
     .popsection
     "#,
     udata = const selector::USER_DATA,
+    arg_save = const core::mem::size_of::<SwitchFrame>(),
+    arg_next = const core::mem::size_of::<SwitchFrame>() + 4,
     kexit = sym kthread_exit,
     unlock = sym start_unlock,
     options(att_syntax)
