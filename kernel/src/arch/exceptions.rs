@@ -26,14 +26,15 @@ use abi::layout::selector;
 use abi::report::kind;
 
 use super::idt::{self, vector, Gate, GateKind};
-use super::regs::Regs;
+use super::regs::{IretFrame, Regs};
 use super::{cpu, gdt, power};
 use crate::console::Hex;
 use crate::{entry, kprintln, record, task};
 
-/// The stack after the common stub: what the CPU pushed, the vector and
-/// error code the stub pushed, the data segments, and PUSHAL's registers
-/// (the same block the system-call entries save).
+/// The stack after the common stub: PUSHAL's registers (the same block the
+/// system-call entries save), the data segments, the vector and error code
+/// the stub pushed, and the IRET frame the CPU pushed. Its ESP and SS slots
+/// exist only when the exception came from ring 3.
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct TrapFrame {
@@ -44,26 +45,21 @@ pub struct TrapFrame {
     pub ds: u32,
     pub vector: u32,
     pub error: u32,
-    pub eip: u32,
-    pub cs: u32,
-    pub eflags: u32,
-    /// Present only when the exception came from ring 3.
-    pub user_esp: u32,
-    pub user_ss: u32,
+    pub iret: IretFrame,
 }
 
 impl TrapFrame {
     pub fn from_user(&self) -> bool {
-        self.cs & 3 == 3
+        self.iret.cs & 3 == 3
     }
 
     /// The interrupted ESP: pushed by the CPU on a ring change, otherwise
-    /// just above the frame the CPU pushed.
+    /// just above the part of the frame the CPU pushed (at its ESP slot).
     pub fn esp(&self) -> u32 {
         if self.from_user() {
-            self.user_esp
+            self.iret.esp
         } else {
-            &self.user_esp as *const u32 as u32
+            &self.iret.esp as *const u32 as u32
         }
     }
 }
@@ -251,12 +247,12 @@ extern "fastcall" fn exception_handler(f: &mut TrapFrame) {
         report(f, "user");
         task::end_current(task::End::Fault {
             vector: v,
-            eip: f.eip,
+            eip: f.iret.eip,
         });
     }
     if v == vector::PAGE_FAULT || v == vector::GENERAL_PROTECTION {
-        if let Some(fixup) = fixup_for(f.eip) {
-            f.eip = fixup;
+        if let Some(fixup) = fixup_for(f.iret.eip) {
+            f.iret.eip = fixup;
             return;
         }
     }
@@ -302,9 +298,9 @@ struct Context {
 impl From<&TrapFrame> for Context {
     fn from(f: &TrapFrame) -> Context {
         Context {
-            eip: f.eip,
-            cs: f.cs,
-            eflags: f.eflags,
+            eip: f.iret.eip,
+            cs: f.iret.cs,
+            eflags: f.iret.eflags,
             esp: f.esp(),
             eax: f.regs.eax,
             ebx: f.regs.ebx,
