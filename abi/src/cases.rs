@@ -18,6 +18,26 @@ pub use crate::eflags;
 /// The exit status a case uses for "this CPU lacks the mechanism I need".
 pub const EXIT_SKIPPED: i32 = 2;
 
+/// What the `rogue` program does (its argument): a program that tries to
+/// outlive its task or to speak for the kernel. The kernel's tests run the
+/// `SPOIL_*` acts and then every other user test; `mode=run prog=rogue`
+/// runs [`rogue::FORGE`].
+pub mod rogue {
+    /// Prints forged records on the console (whole, split across writes,
+    /// mid-line) and offers the `record` call bodies it must refuse; exits 0
+    /// when every refusal came back as expected.
+    pub const FORGE: u32 = 0;
+    /// Moves sysenter's and syscall's entries to their floors, lays the
+    /// pools out in another alignment, fills the ring buffer, and exits 0.
+    pub const SPOIL_EXIT: u32 = 1;
+    /// The same, then ends by a fault (#UD).
+    pub const SPOIL_FAULT: u32 = 2;
+    /// The same, then ends by its last thread's `thread_exit`.
+    pub const SPOIL_THREAD_EXIT: u32 = 3;
+    /// Every spoiling act, for the kernel's test.
+    pub const SPOILS: [u32; 3] = [SPOIL_EXIT, SPOIL_FAULT, SPOIL_THREAD_EXIT];
+}
+
 /// How a case must end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Expect {
@@ -177,6 +197,17 @@ pub const KERNEL_ADDRESS: u32 = 0x0010_0000;
 /// The page just below the user stack, never mapped.
 pub const STACK_GUARD: u32 = USER_STACK_TOP - USER_STACK_SIZE - PAGE_SIZE;
 
+/// The instruction after a MOV SS with TF set ([`Act::HeldOnto`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeldOnto {
+    /// #BP through its DPL-3 gate.
+    Int3,
+    /// With OF set: #OF's gate is DPL 0, so #GP.
+    Into,
+    /// `int $0x20` (the timer's DPL-0 gate): #GP.
+    IntKernelGate,
+}
+
 /// A system call in an errno case: `(number, a1, a2, a3)`, where
 /// [`PTR`] in an argument stands for the case's [`Pointer`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -213,6 +244,12 @@ pub enum Act {
         pop: bool,
         tf: bool,
     },
+    /// TF set, then `mov %ss` right before an instruction that raises an
+    /// exception from ring 3: the single-step trap the MOV SS held off is
+    /// delivered, on a real CPU, at the exception stub's first instruction
+    /// in ring 0 (SDM Vol. 3A §6.8.3); the kernel must go on into the
+    /// exception, which ends the task.
+    HeldOnto(HeldOnto),
     /// sysenter with a chosen EBP/ESP.
     Sysenter(SysenterStack),
     /// AMD syscall with ESP at this address (the kernel reads argument 2 at [ESP]).
@@ -465,6 +502,26 @@ pub const FAULT_CASES: &[Case] = &[
             tf: true,
         },
         DB,
+    ),
+    // The same held-off trap onto an instruction that raises an exception:
+    // QEMU delivers the exception (its TCG does not keep the trap pending
+    // across the delivery); a real CPU traps at the stub's first
+    // instruction in ring 0, which the kernel resumes. Either way the
+    // exception ends the task (or the #DB, where a CPU delivers it in ring 3).
+    case(
+        "TF and mov ss right before int3 (#BP, not a kernel #DB)",
+        Act::HeldOnto(HeldOnto::Int3),
+        Expect::FaultEither(3, 1),
+    ),
+    case(
+        "TF and mov ss right before into with OF set (#GP, not a kernel #DB)",
+        Act::HeldOnto(HeldOnto::Into),
+        Expect::FaultEither(13, 1),
+    ),
+    case(
+        "TF and mov ss right before int through a DPL-0 gate (#GP, not a kernel #DB)",
+        Act::HeldOnto(HeldOnto::IntKernelGate),
+        Expect::FaultEither(13, 1),
     ),
     // sysenter's stack: the kernel reads [EBP-4, EBP+4) only.
     case(

@@ -141,6 +141,10 @@ pub const DEFAULT_BATCHES: u32 = 64;
 pub const DEFAULT_BATCH_SIZE: u32 = 4096;
 /// Upper bound on `batches`: the kernel keeps every per-batch sample.
 pub const MAX_BATCHES: u32 = 1024;
+/// Upper bound on `batch_size`: a boot's benchmark program makes about
+/// 20 figures × `batches` × `batch_size` calls, so an unbounded size would
+/// never finish (2^20 × 64 batches is already minutes under TCG).
+pub const MAX_BATCH_SIZE: u32 = 1 << 20;
 pub const DEFAULT_SEED: u32 = 1;
 /// The pools' alignment when `pool_align=` is not given.
 pub const DEFAULT_POOL_ALIGN: u32 = 128;
@@ -224,8 +228,8 @@ impl<'a> Options<'a> {
                     _ => bad("a whole number from 1 to 1024"),
                 },
                 KEY_BATCH_SIZE => match value.parse::<u32>() {
-                    Ok(n) if n >= 1 => o.batch_size = n,
-                    _ => bad("a whole number of at least 1"),
+                    Ok(n) if (1..=MAX_BATCH_SIZE).contains(&n) => o.batch_size = n,
+                    _ => bad("a whole number from 1 to 1048576 (2^20)"),
                 },
                 KEY_TRACE => match Mechanism::from_key(value) {
                     Some(m) => o.trace = Some(m),
@@ -355,6 +359,13 @@ mod tests {
         assert_eq!(o, Options::default());
         let (_, w) = parse("batches=1025");
         assert_eq!(w.len(), 1);
+        // batch_size is bounded too (issue 17: 2^32 - 1 hung the guest).
+        let (o, w) = parse("batch_size=4294967295");
+        assert_eq!((w.len(), o.batch_size), (1, DEFAULT_BATCH_SIZE));
+        let (o, w) = parse("batch_size=1048577");
+        assert_eq!((w.len(), o.batch_size), (1, DEFAULT_BATCH_SIZE));
+        let (o, w) = parse("batch_size=1048576");
+        assert_eq!((w.len(), o.batch_size), (0, MAX_BATCH_SIZE));
     }
 
     #[test]

@@ -13,6 +13,13 @@
 //! carries many numbers (samples) lists them comma-separated in one value.
 //! A record line may follow other text on the same line (a serial console
 //! can interleave); the parser looks for the marker anywhere in the line.
+//!
+//! Provenance: every record on the console is the kernel's. Ring 3's
+//! console writes cannot hold the marker (the kernel prints each `@` in them
+//! as [`USER_AT`]), and [`Escaped`] values never hold an `@`; a user
+//! program's records go through the `record` system call, which checks
+//! them ([`check_user_record`]) and tags them with the program
+//! ([`KEY_PROG`], [`KEY_PID`]).
 
 use core::fmt;
 
@@ -20,6 +27,81 @@ use core::fmt;
 pub const MARKER: &str = "@@tb";
 /// Bumped whenever a record's meaning changes.
 pub const SCHEMA: u32 = 1;
+
+/// What the kernel prints for each `@` a user program writes to the
+/// console: the records' own escape, so no user line can hold a marker.
+pub const USER_AT: &str = "%40";
+
+/// The tags the kernel puts on a record it prints for a user program: the
+/// program's name and its task's pid. A user record may not carry them.
+pub const KEY_PROG: &str = "prog";
+pub const KEY_PID: &str = "pid";
+
+/// The kinds a user program may report through the `record` system call;
+/// the rest (boot, cpu, test, task, end, ...) only the kernel writes.
+pub const USER_KINDS: [&str; 6] = [
+    kind::CHECK,
+    kind::CLOCK,
+    kind::BENCH,
+    kind::SAMPLES,
+    kind::MACRO,
+    kind::FUZZ,
+];
+
+/// The longest record body the `record` system call takes (a `samples`
+/// record of [`crate::cmdline::MAX_BATCHES`] batches fits with room).
+pub const MAX_USER_RECORD: usize = 24 * 1024;
+
+/// Why the kernel refused a user record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadRecord {
+    /// Empty, or longer than [`MAX_USER_RECORD`].
+    Length,
+    /// Not one of [`USER_KINDS`].
+    Kind,
+    /// A byte outside printable ASCII and single spaces, or an `@`.
+    Byte,
+    /// A word that is not `key=value` (key `[a-z0-9_]+`, value non-empty
+    /// without `=`), or an empty word (two spaces, a space at an end).
+    Field,
+    /// A key the kernel writes itself ([`KEY_PROG`], [`KEY_PID`]).
+    Reserved,
+}
+
+/// Checks a user record's body, `kind key=value ...` without the marker
+/// and without a newline; returns its kind. Pure, so the host tests it.
+pub fn check_user_record(body: &[u8]) -> Result<&str, BadRecord> {
+    if body.is_empty() || body.len() > MAX_USER_RECORD {
+        return Err(BadRecord::Length);
+    }
+    if body
+        .iter()
+        .any(|&b| !(b' '..=b'~').contains(&b) || b == b'@')
+    {
+        return Err(BadRecord::Byte);
+    }
+    // Printable ASCII: valid UTF-8.
+    let text = core::str::from_utf8(body).map_err(|_| BadRecord::Byte)?;
+    let mut words = text.split(' ');
+    let k = words.next().unwrap_or("");
+    let Some(&k) = USER_KINDS.iter().find(|&&u| u == k) else {
+        return Err(BadRecord::Kind);
+    };
+    for w in words {
+        let (key, value) = w.split_once('=').ok_or(BadRecord::Field)?;
+        let key_ok = !key.is_empty()
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !key_ok || value.is_empty() || value.contains('=') {
+            return Err(BadRecord::Field);
+        }
+        if key == KEY_PROG || key == KEY_PID {
+            return Err(BadRecord::Reserved);
+        }
+    }
+    Ok(k)
+}
 
 /// Record kinds. Each names the keys it carries.
 pub mod kind {
@@ -232,8 +314,10 @@ impl fmt::Display for Escaped<'_> {
     }
 }
 
+/// Space, `%`, `=`, control bytes, non-ASCII, and `@` (so no value can
+/// hold a marker).
 fn needs_escape(b: u8) -> bool {
-    b <= b' ' || b == b'%' || b == b'=' || b >= 0x7f
+    b <= b' ' || b == b'%' || b == b'=' || b == b'@' || b >= 0x7f
 }
 
 /// A `%` not followed by two hex digits.
@@ -323,6 +407,60 @@ mod tests {
         assert_eq!(per_op.value(2_000_000), 2000.0);
         assert_eq!(Measure::from_key("throughput"), Some(Measure::Throughput));
         assert!(Measure::Throughput.higher_is_better() && !Measure::PerOp.higher_is_better());
+    }
+
+    #[test]
+    fn user_records_are_checked() {
+        let ok = b"bench name=int80.null mech=int80 n=4 median=36.0000";
+        assert_eq!(check_user_record(ok), Ok("bench"));
+        assert_eq!(check_user_record(b"check"), Ok("check"));
+        for (body, why) in [
+            (&b""[..], BadRecord::Length),
+            (b"end status=success", BadRecord::Kind),
+            (b"test name=x result=pass", BadRecord::Kind),
+            (b"@@tb1 bench oops", BadRecord::Byte),
+            (b"bench name=a@b", BadRecord::Byte),
+            (b"bench name=x\n@@tb1", BadRecord::Byte),
+            (b"bench name=x\n", BadRecord::Byte),
+            (b"bench oops", BadRecord::Field),
+            (b"bench  name=x", BadRecord::Field),
+            (b"bench name=x ", BadRecord::Field),
+            (b"bench name=", BadRecord::Field),
+            (b"bench Name=x", BadRecord::Field),
+            (b"bench a=b=c", BadRecord::Field),
+            (b"bench prog=bench", BadRecord::Reserved),
+            (b"clock pid=1", BadRecord::Reserved),
+        ] {
+            assert_eq!(
+                check_user_record(body),
+                Err(why),
+                "{:?}",
+                std::str::from_utf8(body)
+            );
+        }
+        let long = [b'x'; MAX_USER_RECORD + 1];
+        assert_eq!(check_user_record(&long), Err(BadRecord::Length));
+        // What write_bench writes is a valid body once the marker is cut.
+        let f = Figure {
+            name: "a b@c",
+            mech: "m",
+            path: "p",
+            call: "c",
+            measure: Measure::PerOp,
+            unit: "",
+            batch_size: 4,
+            samples: &[1, 2],
+            tsc_hz: 1,
+            counters: None,
+        };
+        let (mut v, mut s) = ([0.0; 2], [0.0; 2]);
+        let sum = f.summarize(&mut v, &mut s);
+        let mut out = String::new();
+        write_bench(&mut out, &f, &sum).unwrap();
+        for line in out.lines() {
+            let body = line.strip_prefix("@@tb1 ").unwrap();
+            assert!(check_user_record(body.as_bytes()).is_ok(), "{body}");
+        }
     }
 
     #[test]

@@ -60,10 +60,19 @@ pub mod nr {
     /// `getprio(tid)` → the thread's effective priority (lent ones included).
     pub const GETPRIO: u32 = 20;
     /// `lookup_bench(n)`: `n` turnstile-chain lookups in the kernel, for
-    /// timing one lookup.
+    /// timing one lookup; -EINVAL for `n` above [`super::LOOKUP_BENCH_MAX`]
+    /// (the loop runs with interrupts masked and the scheduler lock held).
     pub const LOOKUP_BENCH: u32 = 21;
+    /// `record(buf, len)`: one report record from ring 3, its body
+    /// (`kind key=value ...`, no marker, no newline) at `buf`. The kernel
+    /// checks it (`abi::report::check_user_record`: -EINVAL, or -EFAULT for
+    /// the buffer) and prints it tagged with the program that made it:
+    /// `@@tb1 kind prog=<name> pid=<pid> key=value ...`. The only way a
+    /// user program's figures reach the report: ring 3's console writes
+    /// cannot hold the marker (the kernel escapes every `@` in them).
+    pub const RECORD: u32 = 22;
     /// One past the last number: anything `>= COUNT` returns `-ENOSYS`.
-    pub const COUNT: u32 = 22;
+    pub const COUNT: u32 = 23;
 
     /// The name of a call, for reports.
     pub fn name(n: u32) -> &'static str {
@@ -90,6 +99,7 @@ pub mod nr {
             GETTID => "gettid",
             GETPRIO => "getprio",
             LOOKUP_BENCH => "lookup_bench",
+            RECORD => "record",
             _ => "unknown",
         }
     }
@@ -144,6 +154,11 @@ pub mod fd {
 /// mode; the low bits name the mechanism (`Mechanism as u32`).
 pub const TRACE_ARG: u32 = 0x7472_0000;
 pub const TRACE_ARG_MASK: u32 = 0xffff_0000;
+
+/// The most lookups one `lookup_bench` call makes: about 40 instructions
+/// each, so one call keeps interrupts masked for a few million
+/// instructions at most (a few milliseconds on the oldest CPUs here).
+pub const LOOKUP_BENCH_MAX: u32 = 1 << 16;
 
 /// Threads the kernel can hold at once (the boot thread included).
 pub const MAX_THREADS: usize = 16;

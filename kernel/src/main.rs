@@ -298,6 +298,7 @@ fn sync_pools(opts: &Options) {
     let _g = task::sched::locked();
     let a = Align::from_bytes(opts.pool_align.unwrap_or(abi::cmdline::DEFAULT_POOL_ALIGN))
         .unwrap_or(Align::A128);
+    sync::pool::set_boot_align(a);
     turnstile::set_align(a);
     sleepqueue::set_align(a);
     let (size, stride, per64, per128) = turnstile::layout();

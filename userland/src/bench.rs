@@ -10,10 +10,8 @@
 use core::arch::asm;
 
 use abi::layout::selector::CALL_GATE_FLOOR;
-use abi::report::{write_bench, Figure};
+use abi::report::{write_bench, Figure, MARKER};
 use abi::syscall::{fd, nr, CpuInfo, FEATURE_RDTSCP, FEATURE_SSE2};
-
-use crate::Line;
 
 /// How RDTSC is ordered against the loop (Intel SDM Vol. 2B, RDTSC/RDTSCP).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -202,22 +200,46 @@ pub const MAX_SAMPLES: usize = abi::cmdline::MAX_BATCHES as usize;
 static mut VALUES: [f64; MAX_SAMPLES] = [0.0; MAX_SAMPLES];
 static mut SCRATCH: [f64; MAX_SAMPLES] = [0.0; MAX_SAMPLES];
 
-/// A record stream to the console in pieces that fit one line buffer.
-struct Records(Line);
+/// Room for one record body: a `samples` record of the most batches.
+const RECORD_CAPACITY: usize = abi::report::MAX_USER_RECORD;
+static mut RECORD: [u8; RECORD_CAPACITY] = [0; RECORD_CAPACITY];
 
-impl core::fmt::Write for Records {
+/// A record stream (`write_bench`'s lines) to the kernel: each line, its
+/// marker cut, goes out as one `record` system call.
+struct Records<'a> {
+    buf: &'a mut [u8; RECORD_CAPACITY],
+    len: usize,
+}
+
+impl core::fmt::Write for Records<'_> {
     fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        if self.0.len() + s.len() > Line::CAPACITY {
-            self.0.flush();
+        for piece in s.split_inclusive('\n') {
+            let (text, end) = match piece.strip_suffix('\n') {
+                Some(t) => (t, true),
+                None => (piece, false),
+            };
+            let n = text.len().min(RECORD_CAPACITY - self.len);
+            self.buf[self.len..self.len + n].copy_from_slice(&text.as_bytes()[..n]);
+            self.len += n;
+            if end {
+                // Cut the marker and schema (`@@tb1 `): the kernel writes its own.
+                let line = &self.buf[..self.len];
+                let body = match line.iter().position(|&b| b == b' ') {
+                    Some(i) if line.starts_with(MARKER.as_bytes()) => &line[i + 1..],
+                    _ => line,
+                };
+                crate::submit_record(body);
+                self.len = 0;
+            }
         }
-        self.0.write_str(s)
+        Ok(())
     }
 }
 
 /// Summarises a figure and reports it: its `bench` and `samples` records
-/// (`abi::report::write_bench`). Every figure a user program measures leaves
-/// through here, so this is the one place to re-route them (e.g. through a
-/// system call for the kernel to tag). Call it from one thread at a time.
+/// (`abi::report::write_bench`), through the `record` system call, which
+/// checks each and tags it with this program. Every figure a user program
+/// measures leaves through here. Call it from one thread at a time.
 pub fn report(f: &Figure) -> Summary {
     let f = Figure {
         samples: &f.samples[..f.samples.len().min(MAX_SAMPLES)],
@@ -227,9 +249,10 @@ pub fn report(f: &Figure) -> Summary {
     // thread at a time (the contract above).
     let (vals, scratch) = unsafe { (&mut *(&raw mut VALUES), &mut *(&raw mut SCRATCH)) };
     let s = f.summarize(vals, scratch);
-    let mut out = Records(Line::new());
+    // SAFETY: as for the value buffers.
+    let buf = unsafe { &mut *(&raw mut RECORD) };
+    let mut out = Records { buf, len: 0 };
     let _ = write_bench(&mut out, &f, &s);
-    out.0.flush();
     s
 }
 

@@ -59,16 +59,17 @@ macro_rules! println {
     }};
 }
 
-/// One record line (see `abi::report`), from ring 3.
+/// One record (see `abi::report`), from ring 3: its body goes to the
+/// kernel through the `record` system call, which checks it and prints it
+/// tagged with this program (a console write cannot carry a record).
 #[macro_export]
 macro_rules! record {
     ($kind:expr $(, $k:literal => $v:expr)* $(,)?) => {{
         use core::fmt::Write as _;
         let mut buf = $crate::Line::new();
-        let _ = write!(buf, "{}{} {}", $crate::abi::report::MARKER, $crate::abi::report::SCHEMA, $kind);
+        let _ = write!(buf, "{}", $kind);
         $( let _ = write!(buf, " {}={}", $k, $v); )*
-        let _ = writeln!(buf);
-        buf.flush();
+        buf.submit_record();
     }};
 }
 
@@ -102,6 +103,12 @@ impl Line {
         sys::write(abi::syscall::fd::STDOUT, &self.buf[..self.len]);
         self.len = 0;
     }
+    /// Sends the buffer as one record's body (`sys::record`); a refused
+    /// record is said on the console.
+    pub fn submit_record(&mut self) {
+        submit_record(&self.buf[..self.len]);
+        self.len = 0;
+    }
 }
 
 impl Write for Line {
@@ -110,6 +117,18 @@ impl Write for Line {
         self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
         self.len += n;
         Ok(())
+    }
+}
+
+/// Sends one record's body through `sys::record`; says so on the console
+/// when the kernel refuses it (a bug in the program: the body is ours).
+pub fn submit_record(body: &[u8]) {
+    if let Err(e) = sys::record(body) {
+        println!(
+            "record refused ({}): {}",
+            abi::syscall::errno::name(e),
+            core::str::from_utf8(body).unwrap_or("?")
+        );
     }
 }
 

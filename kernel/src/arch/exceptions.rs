@@ -399,6 +399,52 @@ extern "C" fn double_fault() -> ! {
     power::exit(EXCEPTION_BASE + vector::DOUBLE_FAULT as u32);
 }
 
+/// Where a #DB taken in ring 0 at `eip` resumes, if it is a trap ring 3
+/// caused (the caller clears TF); `None` for anything else, a kernel bug.
+///
+/// - At a system-call entry's first instruction: SYSENTER, a call gate and
+///   SYSCALL keep TF, and an `int` that a MOV SS or POP SS held the trap
+///   over delivers it there (`entry::traced_entry`: the full entries go on
+///   through their "traced" variant, which gives the user back its TF).
+/// - At an exception stub's first instruction: the same held-off trap
+///   (MOV SS / POP SS, SDM Vol. 3A §6.8.3) when the next instruction raised
+///   an exception instead: `int3` (#BP, a DPL-3 gate), `into` or `int n`
+///   through a DPL-0 gate (#GP), any fault. The CPU then delivers the #DB
+///   after the transition, on the stub's first instruction in ring 0.
+///   The stub simply goes on: the exception it is entering ends the task.
+///   #DB and #DF are task gates, not stubs, so they are not in the list.
+fn held_trap_resume(eip: u32) -> Option<u32> {
+    if let Some(traced) = entry::traced_entry(eip) {
+        return Some(traced);
+    }
+    stubs()
+        .iter()
+        .enumerate()
+        .any(|(v, &stub)| {
+            stub == eip && v as u8 != vector::DEBUG && v as u8 != vector::DOUBLE_FAULT
+        })
+        .then_some(eip)
+}
+
+/// For the kernel tests: every exception stub's first instruction and each
+/// system-call entry's resume, with whether a #DB there resumes.
+pub fn held_trap_check() -> Result<(), &'static str> {
+    for (v, &stub) in stubs().iter().enumerate() {
+        let task_gate = v as u8 == vector::DEBUG || v as u8 == vector::DOUBLE_FAULT;
+        if held_trap_resume(stub).is_some() == task_gate {
+            return Err(if task_gate {
+                "a trap at a task gate's unused stub would be resumed"
+            } else {
+                "a trap held off onto an exception stub (int3, into, a #GP) would power off"
+            });
+        }
+    }
+    if held_trap_resume(stubs()[vector::BREAKPOINT as usize] + 1).is_some() {
+        return Err("a trap inside a stub (not at its first instruction) would be resumed");
+    }
+    Ok(())
+}
+
 /// Where a user thread that single-stepped was, for `debug_end_task`.
 static mut DEBUG_EIP: u32 = 0;
 
@@ -430,13 +476,12 @@ extern "C" fn debug_trap() {
         }
         return;
     }
-    if let Some(traced) = entry::traced_entry(t.eip) {
-        // The trap came at an entry's first instruction: the user had TF
-        // set. Stop stepping the kernel, and go on through the entry variant
-        // that gives the user back its TF on return. For SYSCALL, ESP is
-        // still the user's: the traced variant swaps stacks first.
+    if let Some(resume) = held_trap_resume(t.eip) {
+        // The trap came at an entry's or an exception stub's first
+        // instruction: the user had TF set. Stop stepping the kernel and go
+        // on (see `held_trap_resume`).
         t.eflags &= !eflags::TF;
-        t.eip = traced;
+        t.eip = resume;
         return;
     }
     kprintln!(

@@ -31,10 +31,23 @@ pub fn _print(args: fmt::Arguments) {
     let _ = Console.write_fmt(args);
 }
 
-/// Raw bytes from a user buffer (already validated by the caller).
+/// A user program's bytes (already validated by the caller). Each `@`
+/// comes out as `abi::report::USER_AT`, so no user write can put a record
+/// marker on the console, however it splits or interleaves its writes;
+/// invalid UTF-8 comes out as `?`.
 pub fn write_bytes(b: &[u8]) {
     for chunk in b.utf8_chunks() {
-        let _ = Console.write_str(chunk.valid());
+        for piece in chunk.valid().split_inclusive('@') {
+            match piece.strip_suffix('@') {
+                Some(text) => {
+                    let _ = Console.write_str(text);
+                    let _ = Console.write_str(abi::report::USER_AT);
+                }
+                None => {
+                    let _ = Console.write_str(piece);
+                }
+            }
+        }
         if !chunk.invalid().is_empty() {
             let _ = Console.write_str("?");
         }

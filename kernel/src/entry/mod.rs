@@ -104,6 +104,27 @@ pub fn select_floor(m: Mechanism, floor: bool) {
     }
 }
 
+/// Points every MSR-based mechanism back at its full entry, the boot's
+/// choice (a task may have moved one to its floor with `entry_floor`).
+/// This CPU's MSRs only: each CPU that ran user threads resets its own.
+pub fn restore_full_entries() {
+    for m in [Mechanism::Sysenter, Mechanism::Syscall] {
+        if is_usable(m) {
+            select_floor(m, false);
+        }
+    }
+}
+
+/// Where the MSR-based mechanisms point on this CPU now: for each of
+/// sysenter and syscall, `Some(true)` at its floor, `Some(false)` at its
+/// full entry, `None` when unusable (for the tests).
+pub fn floors_selected() -> [Option<bool>; 2] {
+    [
+        is_usable(Mechanism::Sysenter).then(sysenter::at_floor),
+        is_usable(Mechanism::Syscall).then(syscall_amd::at_floor),
+    ]
+}
+
 /// For a debug trap taken at `eip` in ring 0: if `eip` is the first
 /// instruction of an entry stub, where to resume (with TF cleared). A user
 /// with TF set traps there after SYSENTER, a call gate or SYSCALL (none of

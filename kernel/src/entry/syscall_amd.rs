@@ -177,6 +177,12 @@ pub fn set_kernel_stack(top: u32) {
     }
 }
 
+/// Whether STAR's target is anything else than the full entry.
+pub fn at_floor() -> bool {
+    // SAFETY: STAR exists (the caller checked the mechanism is usable).
+    unsafe { rdmsr(STAR) as u32 != addr!(syscall_full) }
+}
+
 /// (full entry, traced variant).
 pub fn traced() -> (u32, u32) {
     (addr!(syscall_full), addr!(syscall_traced))

@@ -30,7 +30,7 @@ use abi::eflags;
 use abi::layout::{selector, USER_BASE, USER_TOP};
 
 use super::{addr, frame};
-use crate::arch::msr::{wrmsr, IA32_SYSENTER_CS, IA32_SYSENTER_EIP, IA32_SYSENTER_ESP};
+use crate::arch::msr::{rdmsr, wrmsr, IA32_SYSENTER_CS, IA32_SYSENTER_EIP, IA32_SYSENTER_ESP};
 use crate::syscall::dispatch;
 use crate::task;
 
@@ -191,6 +191,13 @@ pub fn select(floor: bool) {
     };
     // SAFETY: SEP is present (init ran); the target is an entry stub.
     unsafe { wrmsr(IA32_SYSENTER_EIP, target as u64) };
+}
+
+/// Whether IA32_SYSENTER_EIP points at the floor (anything else than the
+/// full entry counts as not full).
+pub fn at_floor() -> bool {
+    // SAFETY: SEP is present (the caller checked the mechanism is usable).
+    unsafe { rdmsr(IA32_SYSENTER_EIP) != addr!(sysenter_full) as u64 }
 }
 
 /// (full entry, traced variant).

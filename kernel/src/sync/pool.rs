@@ -11,6 +11,22 @@ use core::mem::{align_of, size_of};
 
 use abi::syscall::MAX_THREADS;
 
+use crate::sync::cell::SetOnce;
+
+/// The layout `pool_align=` chose at boot: what every task's end restores
+/// (a task may change it with the `pool_align` system call).
+static BOOT_ALIGN: SetOnce<Align> = SetOnce::new();
+
+/// Records the boot's layout (once, in `kmain`).
+pub fn set_boot_align(a: Align) {
+    BOOT_ALIGN.set(a);
+}
+
+/// The boot's layout (128 before `kmain` has chosen).
+pub fn boot_align() -> Align {
+    BOOT_ALIGN.get().copied().unwrap_or(Align::A128)
+}
+
 /// Pool alignment: 128, 64, or packed (the type's own alignment).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Align {

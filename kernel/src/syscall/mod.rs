@@ -64,6 +64,7 @@ const fn table() -> [Handler; nr::COUNT as usize] {
     t[nr::GETTID as usize] = threads::sys_gettid;
     t[nr::GETPRIO as usize] = threads::sys_getprio;
     t[nr::LOOKUP_BENCH as usize] = threads::sys_lookup_bench;
+    t[nr::RECORD as usize] = sys_record;
     t
 }
 
@@ -117,6 +118,36 @@ extern "fastcall" fn sys_entry_floor(r: &mut Regs) {
 
 extern "fastcall" fn sys_argsum(r: &mut Regs) {
     r.eax = abi::syscall::argsum([r.ebx, r.ecx, r.edx, r.esi, r.edi, r.ebp]);
+}
+
+extern "fastcall" fn sys_record(r: &mut Regs) {
+    r.eax = record(r.ebx, r.ecx);
+}
+
+/// `record(buf, len)`: checks one user record and prints it tagged with the
+/// calling program (`abi::report::check_user_record`, `nr::RECORD`).
+#[inline(never)]
+fn record(buf: u32, len: u32) -> u32 {
+    use abi::report::{check_user_record, KEY_PID, KEY_PROG, MARKER, MAX_USER_RECORD, SCHEMA};
+    if len == 0 || len as usize > MAX_USER_RECORD {
+        return err(errno::EINVAL);
+    }
+    let body = match usercopy::user_slice(buf, len, usercopy::Access::Read) {
+        Ok(b) => b,
+        Err(e) => return err(e),
+    };
+    let Ok(kind) = check_user_record(body) else {
+        return err(errno::EINVAL);
+    };
+    // Printable ASCII, checked: the rest of the line after the kind.
+    let rest = core::str::from_utf8(&body[kind.len()..]).unwrap_or("");
+    let t = task::current();
+    crate::kprintln!(
+        "{MARKER}{SCHEMA} {kind} {KEY_PROG}={} {KEY_PID}={}{rest}",
+        abi::report::Escaped(t.name),
+        t.pid
+    );
+    0
 }
 
 /// `write(fd, buf, len)`.

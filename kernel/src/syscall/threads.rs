@@ -2,7 +2,7 @@
 
 use abi::report::kind;
 use abi::syscall::errno::{EAGAIN, EBUSY, EDEADLK, EFAULT, EINVAL, EPERM, ESRCH, ETIMEDOUT};
-use abi::syscall::{PRIO_MAX, UMTX_CONTESTED};
+use abi::syscall::{LOOKUP_BENCH_MAX, PRIO_MAX, UMTX_CONTESTED};
 
 use super::usercopy::{check, Access};
 use super::{err, Regs};
@@ -183,7 +183,13 @@ pub extern "fastcall" fn sys_pool_align(r: &mut Regs) {
 }
 
 /// `n` lookups of a lock that is not contested (the common miss), for timing.
+/// The loop holds the scheduler lock with interrupts masked, so `n` is
+/// bounded (`LOOKUP_BENCH_MAX`).
 pub extern "fastcall" fn sys_lookup_bench(r: &mut Regs) {
+    if r.ebx > LOOKUP_BENCH_MAX {
+        r.eax = err(EINVAL);
+        return;
+    }
     let _g = sched::locked();
     let mut found = 0;
     for i in 0..r.ebx {

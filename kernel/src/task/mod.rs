@@ -106,6 +106,7 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
         }
         sched::wait_for_task();
         sched::reset_all();
+        reset_machine_state();
     }
     paging::clear_user();
     // SAFETY: set by end_current before leave_user.
@@ -148,6 +149,26 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
         }
     };
     Ok(end)
+}
+
+/// Puts back every piece of machine state a task may change, as the boot
+/// chose it, whatever ended the task (every end comes back through `run`):
+///
+/// - the MSR-based entries (`entry_floor`): SYSENTER_EIP and STAR's target
+///   back at the full entries;
+/// - the sync-object pools' layout (`pool_align`): the boot's `pool_align=`;
+/// - the ring buffer behind `fd::RING`: empty (also done before each task).
+///
+/// Threads, their turnstiles and sleepqueues, and the timer are the
+/// scheduler's (`sched::reset_all`, called just before). Needs the
+/// scheduler lock (the pools are guarded by it) and no user thread left.
+pub fn reset_machine_state() {
+    debug_assert!(sched::held_here());
+    crate::entry::restore_full_entries();
+    let a = crate::sync::pool::boot_align();
+    let laid_out = crate::sync::turnstile::set_align(a) && crate::sync::sleepqueue::set_align(a);
+    debug_assert!(laid_out, "the pools are empty once every thread is gone");
+    crate::syscall::reset_ring();
 }
 
 fn module_bytes(m: &Module<'static>) -> &'static [u8] {

@@ -648,9 +648,11 @@ pub fn nap(ticks: u64) {
 pub fn exit_current() -> ! {
     let s = sched();
     let me = current_index();
+    // Read before `release` empties the slot.
+    let was_user = s.threads[me].user;
     release(me);
     let users_left = s.threads.iter().any(|t| t.user && t.state != State::Free);
-    if s.threads[me].user && !users_left {
+    if was_user && !users_left {
         crate::task::end_current(crate::task::End::Exit(0));
     }
     schedule();

@@ -47,6 +47,10 @@ const KERNEL_TESTS: &[Test] = &[
         kernel_threads,
     ),
     ("kernel: pools keep 128-byte objects apart", pool_layout),
+    (
+        "kernel: a trap held off by MOV SS onto any exception stub is resumed",
+        crate::arch::exceptions::held_trap_check,
+    ),
 ];
 
 struct Tally {
@@ -88,6 +92,13 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
         if wanted(name) {
             t.report(name, test());
         }
+    }
+    // First a task that changes every piece of machine state it can and
+    // ends (each way a task can end): everything after runs on what the
+    // boot chose, or fails.
+    let name = "user: a task's entry floors and pool layout go back to the boot's choice";
+    if wanted(name) {
+        t.report(name, spoiled_state_restored(bi));
     }
     // The user test program checks every syscall through every mechanism
     // and prints its own records; its exit status is its failure count.
@@ -132,6 +143,39 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
     );
     record!(kind::TESTS, "passed" => t.passed, "failed" => t.failed);
     t.failed == 0
+}
+
+/// Runs `rogue`'s spoiling acts (`abi::cases::rogue`), each a task that
+/// moves the fast entries to their floors and re-lays the pools, then ends
+/// by exit, fault or `thread_exit`; after each, the entries and the pools'
+/// layout must be the boot's again.
+fn spoiled_state_restored(bi: &BootInfo<'static>) -> Result<(), &'static str> {
+    use crate::sync::{sleepqueue, turnstile};
+    use crate::task::sched;
+    use abi::cases::rogue;
+    let m = bi.module("rogue").ok_or("no 'rogue' module")?;
+    let layouts = || {
+        let _g = sched::locked();
+        (turnstile::layout(), sleepqueue::layout())
+    };
+    let boot = layouts();
+    for act in rogue::SPOILS {
+        let ok = match task::run(m, act) {
+            Ok(End::Exit(0)) => act != rogue::SPOIL_FAULT,
+            Ok(End::Fault { vector, .. }) => act == rogue::SPOIL_FAULT && vector == 6,
+            _ => false,
+        };
+        if !ok {
+            return Err("the rogue task did not end as its act says (a refused call?)");
+        }
+        if entry::floors_selected().contains(&Some(true)) {
+            return Err("a fast entry still points at its floor after the task");
+        }
+        if layouts() != boot {
+            return Err("the pools kept the task's alignment");
+        }
+    }
+    Ok(())
 }
 
 /// How one hostile case came out.
@@ -422,8 +466,10 @@ fn pool_layout() -> Result<(), &'static str> {
             r = Err("objects per 128-byte block differ from the alignment's promise");
         }
     }
-    turnstile::set_align(Align::A128);
-    sleepqueue::set_align(Align::A128);
+    // Back to the boot's layout, as a task's end restores it.
+    let boot = crate::sync::pool::boot_align();
+    turnstile::set_align(boot);
+    sleepqueue::set_align(boot);
     r
 }
 

@@ -13,8 +13,8 @@ use core::arch::{asm, global_asm};
 
 use userland::abi::cases::eflags::{self, HOSTILE, IF, TF};
 use userland::abi::cases::{
-    Act, Call, Privileged, SysenterStack, TfStack, EXIT_SKIPPED, FAULT_CASES, KERNEL_ADDRESS, PTR,
-    UNMAPPED_USER_ADDRESS,
+    Act, Call, HeldOnto, Privileged, SysenterStack, TfStack, EXIT_SKIPPED, FAULT_CASES,
+    KERNEL_ADDRESS, PTR, UNMAPPED_USER_ADDRESS,
 };
 use userland::abi::layout::{selector, USER_BASE, USER_STACK_SIZE, USER_STACK_TOP, USER_TOP};
 use userland::abi::syscall::{argsum, decode, fd, nr, CpuInfo};
@@ -101,6 +101,7 @@ extern "C" fn main(case: u32) -> i32 {
         Act::FlagBefore(m, flag) => return flag_before(m, flag),
         Act::SsBefore { mech, .. } if !info.has(mech) => return EXIT_SKIPPED,
         Act::SsBefore { mech, pop, tf } => return ss_before(mech, pop, tf),
+        Act::HeldOnto(h) => held_onto(h),
         Act::Sysenter(_) if !info.has(Mechanism::Sysenter) => return EXIT_SKIPPED,
         Act::Sysenter(s) => return sysenter_stack(s),
         Act::SyscallEsp(_) | Act::TfSyscallEsp(_) if !info.has(Mechanism::Syscall) => {
@@ -311,6 +312,57 @@ fn flag_before(m: Mechanism, flag: u32) -> i32 {
         return EXIT_WRONG;
     }
     0
+}
+
+/// TF set, then MOV SS right before an instruction that raises an
+/// exception: the task ends by that exception (or by the #DB, where the CPU
+/// delivers it in ring 3); a real CPU's #DB at the stub's first instruction
+/// in ring 0 must not stop the kernel.
+fn held_onto(h: HeldOnto) {
+    // SAFETY (each block): the instruction after MOV SS raises an exception
+    // on purpose (for INTO, OF is set by adding 1 to 0x7fffffff before the
+    // flags are pushed, so POPF keeps it); the kernel
+    // ends the task, so nothing after it runs.
+    unsafe {
+        match h {
+            HeldOnto::Int3 => asm!(
+                "movw %ss, {t:x}",
+                "pushfl",
+                "orl ${tf}, (%esp)",
+                "popfl",
+                "movw {t:x}, %ss",
+                "int3",
+                t = out(reg) _,
+                tf = const TF,
+                options(att_syntax)
+            ),
+            HeldOnto::Into => asm!(
+                "movl $0x7fffffff, {o}",
+                "addl $1, {o}",
+                "movw %ss, {t:x}",
+                "pushfl",
+                "orl ${tf}, (%esp)",
+                "popfl",
+                "movw {t:x}, %ss",
+                "into",
+                t = out(reg) _,
+                o = out(reg) _,
+                tf = const TF,
+                options(att_syntax)
+            ),
+            HeldOnto::IntKernelGate => asm!(
+                "movw %ss, {t:x}",
+                "pushfl",
+                "orl ${tf}, (%esp)",
+                "popfl",
+                "movw {t:x}, %ss",
+                "int $0x20",
+                t = out(reg) _,
+                tf = const TF,
+                options(att_syntax)
+            ),
+        }
+    }
 }
 
 /// MOV SS or POP SS immediately before the entry instruction. Without TF

@@ -1,0 +1,137 @@
+//! A program that tries to outlive its task or to speak for the kernel
+//! (`abi::cases::rogue` names its acts; the argument picks one).
+//!
+//! - `FORGE`: prints records on the console as the kernel would (a whole
+//!   `clock`/`bench`/`samples` set, a malformed `bench`, an `end`), split
+//!   across writes and mid-line; the kernel escapes each `@`, so none is a
+//!   record. Then offers the `record` system call bodies it must refuse and
+//!   one it must print, tagged `prog=rogue`.
+//! - `SPOIL_*`: changes every piece of machine state a task can change
+//!   (sysenter's and syscall's entries to their floors, the pools'
+//!   alignment, the ring buffer) and ends: by `exit`, a fault, or its last
+//!   `thread_exit`. The kernel must put it all back.
+//!
+//! Every call goes through int 0x80 (the others may be at their floors).
+//! Exit status 0: every result was as expected; 1: one was not (a line
+//! says which).
+#![no_std]
+#![no_main]
+
+use userland::abi::cases::rogue;
+use userland::abi::report::{kind, MAX_USER_RECORD};
+use userland::abi::syscall::{decode, errno, fd, nr, POOL_ALIGN_EVERY};
+use userland::abi::Mechanism;
+use userland::{println, record, sys};
+
+/// Lines a user program might print to pass for the kernel.
+const FORGED: &[&str] = &[
+    "@@tb1 clock clock=icount tsc_hz=1000000000 batches=1 batch_size=1\n",
+    "@@tb1 bench name=forged.null mech=int80 path=full call=null measure=per_op n=1 min=1 p25=1 median=1 mean=1 p75=1 max=1 sd=0 outliers=0\n",
+    "@@tb1 samples name=forged.null batch_size=1 values=1\n",
+    "@@tb1 bench oops\n",
+    "@@tb1 end status=failure\n",
+    "text first, then @@tb1 bench name=midline\n",
+];
+
+/// Bodies the `record` call must refuse, with the errno.
+const REFUSED: &[(&[u8], i32)] = &[
+    (b"end status=failure", errno::EINVAL),
+    (b"test name=forged result=pass", errno::EINVAL),
+    (b"bench oops", errno::EINVAL),
+    (b"check name=x prog=kernel", errno::EINVAL),
+    (b"check name=@@tb1", errno::EINVAL),
+    (b"check name=x\n@@tb1 bench oops", errno::EINVAL),
+    (b"", errno::EINVAL),
+];
+
+#[unsafe(no_mangle)]
+extern "C" fn main(arg: u32) -> i32 {
+    let r = match arg {
+        rogue::FORGE => forge(),
+        rogue::SPOIL_EXIT | rogue::SPOIL_FAULT | rogue::SPOIL_THREAD_EXIT => spoil(arg),
+        _ => Err("no such act"),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(why) => {
+            println!("rogue: {why}");
+            1
+        }
+    }
+}
+
+fn call(n: u32, a: [u32; 6]) -> u32 {
+    sys::call(Mechanism::Int80, n, a)
+}
+
+fn forge() -> Result<(), &'static str> {
+    for line in FORGED {
+        sys::write(fd::STDOUT, line.as_bytes());
+    }
+    // The marker split across writes, and across fds.
+    sys::write(fd::STDOUT, b"@");
+    sys::write(fd::STDOUT, b"@tb1 bench name=split\n");
+    sys::write(fd::STDERR, b"@@");
+    sys::write(fd::STDOUT, b"tb1 end status=failure\n");
+    for &(body, e) in REFUSED {
+        if sys::record(body) != Err(e) {
+            return Err("the record call took a body it must refuse");
+        }
+    }
+    let too_long = [b'x'; 16];
+    let bad = [
+        // Longer than any record.
+        (
+            too_long.as_ptr() as u32,
+            MAX_USER_RECORD as u32 + 1,
+            errno::EINVAL,
+        ),
+        // Kernel memory, and an unmapped page.
+        (0x0010_0000, 16, errno::EFAULT),
+        (
+            userland::abi::cases::UNMAPPED_USER_ADDRESS,
+            16,
+            errno::EFAULT,
+        ),
+    ];
+    for (p, len, e) in bad {
+        if decode(call(nr::RECORD, [p, len, 0, 0, 0, 0])) != Err(e) {
+            return Err("the record call took a bad buffer");
+        }
+    }
+    record!(kind::CHECK, "mech" => "rogue", "name" => "forged%20records%20refused",
+        "result" => "pass");
+    Ok(())
+}
+
+fn spoil(act: u32) -> Result<(), &'static str> {
+    let info = sys::cpuinfo();
+    for m in [Mechanism::Sysenter, Mechanism::Syscall] {
+        if info.has(m) && call(nr::ENTRY_FLOOR, [m as u32, 1, 0, 0, 0, 0]) != 0 {
+            return Err("entry_floor refused a usable mechanism");
+        }
+    }
+    // Another layout than the boot's (128 unless pool_align= says).
+    let other = match info.pool_align {
+        0 => 64,
+        POOL_ALIGN_EVERY | 64 | 128 => 0,
+        _ => 128,
+    };
+    if call(nr::POOL_ALIGN, [other, 0, 0, 0, 0, 0]) != 0 {
+        return Err("pool_align refused a layout");
+    }
+    let left = b"left for the next task";
+    if sys::write(fd::RING, left) != left.len() as u32 {
+        return Err("the ring buffer took less");
+    }
+    match act {
+        // SAFETY: raises #UD on purpose; the kernel ends the task.
+        rogue::SPOIL_FAULT => unsafe { core::arch::asm!("ud2") },
+        rogue::SPOIL_THREAD_EXIT => {
+            call(nr::THREAD_EXIT, [0; 6]);
+            return Err("thread_exit returned");
+        }
+        _ => {}
+    }
+    Ok(())
+}
