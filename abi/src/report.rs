@@ -61,7 +61,7 @@ pub enum BadRecord {
     Kind,
     /// A byte outside printable ASCII and single spaces, or an `@`.
     Byte,
-    /// A word that is not `key=value` (key `[a-z0-9_]+`, value non-empty
+    /// A word that is not `key=value` (key `[A-Za-z0-9_]+`, value non-empty
     /// without `=`), or an empty word (two spaces, a space at an end).
     Field,
     /// A key the kernel writes itself ([`KEY_PROG`], [`KEY_PID`]).
@@ -89,10 +89,7 @@ pub fn check_user_record(body: &[u8]) -> Result<&str, BadRecord> {
     };
     for w in words {
         let (key, value) = w.split_once('=').ok_or(BadRecord::Field)?;
-        let key_ok = !key.is_empty()
-            && key
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        let key_ok = !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
         if !key_ok || value.is_empty() || value.contains('=') {
             return Err(BadRecord::Field);
         }
@@ -426,7 +423,7 @@ mod tests {
             (b"bench  name=x", BadRecord::Field),
             (b"bench name=x ", BadRecord::Field),
             (b"bench name=", BadRecord::Field),
-            (b"bench Name=x", BadRecord::Field),
+            (b"bench na-me=x", BadRecord::Field),
             (b"bench a=b=c", BadRecord::Field),
             (b"bench prog=bench", BadRecord::Reserved),
             (b"clock pid=1", BadRecord::Reserved),

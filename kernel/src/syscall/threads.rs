@@ -17,11 +17,11 @@ pub extern "fastcall" fn sys_yield(r: &mut Regs) {
     r.eax = 0;
 }
 
+/// `sleep(ticks)`: a nap on no channel, so no `wakeup` can cut it short
+/// (a channel of its own would be a number any thread could name).
 pub extern "fastcall" fn sys_sleep(r: &mut Regs) {
     let _g = sched::locked();
-    // A private channel nobody wakes: only the timeout ends it.
-    let chan = 0xffff_f000 | sched::current_index() as u32;
-    sleepqueue::sleep(chan, r.ebx.max(1) as u64);
+    sched::nap(r.ebx.max(1) as u64);
     r.eax = 0;
 }
 

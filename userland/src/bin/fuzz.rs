@@ -20,24 +20,49 @@
 //! prints the seed, the call's number, mechanism, system-call number,
 //! arguments and flags, and exits with status 1.
 //!
+//! Every system call but `exit`, `thread_exit` and `trace` is called, each
+//! with hostile arguments and a model of its result: threads (creation
+//! with arguments it must refuse; the pool filled until EAGAIN once per
+//! run), the user mutex (`umtx_lock`/`unlock` on the main thread's own word,
+//! misaligned and bad words, EDEADLK, EPERM), `sleep`, `sleep_on` with
+//! timeouts, `wakeup` (of channels nobody sleeps on, among them the numbers
+//! a kernel might use for channels of its own), `pool_align` (EBUSY while
+//! other threads live), `lookup_bench` (EINVAL past its bound), `record`
+//! (bodies the kernel must refuse), `getprio`, `gettid`.
+//!
+//! Several threads: the calls run in rounds of [`ROUND_CALLS`]; in a crowd
+//! round (the first, then one in two) one to three helper threads make
+//! their own checked calls meanwhile, contend for a shared mutex around a
+//! read-yield-write of a counter (which must come out exact), and sleep on a
+//! channel without timeout until the main thread wakes them (`wakeup` must
+//! count them) and sees each gone (`getprio` gives ESRCH).
+//!
 //! Calls that would touch memory outside the scratch buffer are never
 //! valid ones (so the fuzzer cannot overwrite itself), valid writes to the
-//! console are sent to the null device instead, and `entry_floor` never
-//! turns a fast entry's floor on (its floor does no work: the next call's
-//! return would jump to a random address).
+//! console are sent to the null device instead, valid `record` bodies are
+//! never sent, `sleep` and `sleep_on` only get short timeouts (a long one is
+//! a hang of the program's own making), and `entry_floor` never turns a
+//! fast entry's floor on (its floor does no work: the next call's return
+//! would jump to a random address).
 #![no_std]
 #![no_main]
 
 use core::fmt::Write as _;
 
+use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use userland::abi::cases::eflags::{self, HOSTILE, IF};
 use userland::abi::layout::{
     KERNEL_MAP_END, PAGE_SIZE, USER_BASE, USER_STACK_SIZE, USER_STACK_TOP, USER_TOP,
 };
-use userland::abi::report::kind;
-use userland::abi::syscall::{argsum, errno, fd, nr, CpuInfo, DEFAULT_EUID, FEATURE_TSC};
+
+use userland::abi::report::{check_user_record, kind, MAX_USER_RECORD};
+use userland::abi::syscall::{
+    argsum, decode, errno, fd, nr, CpuInfo, DEFAULT_EUID, FEATURE_TSC, LOOKUP_BENCH_MAX,
+    MAX_THREADS, PRIO_MAX, PRIO_USER,
+};
 use userland::abi::Mechanism;
 use userland::flagged::{self, After};
+use userland::threads::{self, Umtx};
 use userland::{println, record, sys, Line};
 
 /// xorshift32 (Marsaglia 2003): period 2^32 - 1, never 0.
@@ -259,9 +284,11 @@ fn any_fd(r: &mut Rng) -> u32 {
     }
 }
 
-/// Numbers the table has that the fuzzer calls. Not EXIT (it ends the
-/// fuzzer) and not TRACE (it prints a page per call).
-const VALID: [u32; 9] = [
+/// Numbers the table has that the fuzzer calls: all but EXIT and
+/// THREAD_EXIT (they end the caller) and TRACE (it prints a page per call).
+/// THREAD_CREATE is called here with arguments it must refuse; the rounds
+/// ([`Round`]) create the threads.
+const VALID: [u32; 20] = [
     nr::NULL,
     nr::WRITE,
     nr::READ,
@@ -271,7 +298,43 @@ const VALID: [u32; 9] = [
     nr::CPUINFO,
     nr::ENTRY_FLOOR,
     nr::ARGSUM,
+    nr::SLEEP,
+    nr::THREAD_CREATE,
+    nr::UMTX_LOCK,
+    nr::UMTX_UNLOCK,
+    nr::SLEEP_ON,
+    nr::WAKEUP,
+    nr::POOL_ALIGN,
+    nr::GETTID,
+    nr::GETPRIO,
+    nr::LOOKUP_BENCH,
+    nr::RECORD,
 ];
+
+/// The main thread's own user mutex word: the model knows its value (0 or
+/// the main thread's tid); no other thread touches it.
+static MAIN_UMTX: AtomicU32 = AtomicU32::new(0);
+
+/// Channels the helpers sleep on: their own (with a timeout) and the one
+/// they wait on at the end of a round. The main thread's channels avoid
+/// them, so its `wakeup` wakes nobody.
+const HELPER_CHAN: u32 = 0x4845_4c00;
+const DONE_CHAN: u32 = 0x444f_4e45;
+
+/// A channel for the main thread: any word but the helpers'. Often one
+/// of the numbers a kernel might use for a channel of its own (the old
+/// `sleep` used `0xfffff000 | thread`): `sleep` must not be woken by them.
+fn main_chan(r: &mut Rng) -> u32 {
+    let c = match r.below(4) {
+        0 => 0xffff_f000 + r.below(MAX_THREADS as u32),
+        _ => word(r),
+    };
+    if c == DONE_CHAN || (HELPER_CHAN..HELPER_CHAN + MAX_THREADS as u32).contains(&c) {
+        c ^ 0x0100_0000
+    } else {
+        c
+    }
+}
 
 /// What the kernel must return.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -297,6 +360,13 @@ struct Model {
     pid: u32,
     usable: u32,
     info: CpuInfo,
+    /// The main thread's tid.
+    tid: u32,
+    /// Helper threads are alive (a crowd round): `pool_align` is -EBUSY,
+    /// and a turnstile may exist, so `lookup_bench` gets counts it refuses.
+    crowd: bool,
+    /// The main thread owns [`MAIN_UMTX`] (the word holds its tid).
+    umtx_mine: bool,
 }
 
 /// One generated call and what it must give.
@@ -431,6 +501,159 @@ impl Model {
                     Want::Errno(errno::EINVAL)
                 }
             }
+            nr::GETTID => Want::Value(self.tid),
+            nr::GETPRIO => {
+                // Its own tid (the base priority: nobody waits on what it
+                // holds), or one no thread has.
+                args[0] = match r.below(2) {
+                    0 => self.tid,
+                    _ => 0x8000_0000 | r.next(),
+                };
+                if args[0] == self.tid {
+                    Want::Value(PRIO_USER)
+                } else {
+                    Want::Errno(errno::ESRCH)
+                }
+            }
+            nr::SLEEP => {
+                // Short naps only: a long one is a hang of our own making.
+                args[0] = r.below(3);
+                Want::Value(0)
+            }
+            nr::SLEEP_ON => {
+                args[0] = main_chan(r);
+                args[1] = 1 + r.below(3);
+                Want::Errno(errno::ETIMEDOUT)
+            }
+            nr::WAKEUP => {
+                args[0] = main_chan(r);
+                Want::Value(0)
+            }
+            nr::THREAD_CREATE => {
+                // Arguments it must refuse: a bad entry or stack, or a
+                // priority past PRIO_MAX with good ones.
+                let code = main as *const () as u32;
+                // Addresses no program maps, or the kernel's, or past user space.
+                let bad = |r: &mut Rng| {
+                    let unmapped = IMAGE_LIMIT + (r.below(0x1000) & !3);
+                    r.pick(&[
+                        0,
+                        4,
+                        KERNEL_MAP_END - 4,
+                        0x10_0000,
+                        USER_BASE - 4,
+                        unmapped,
+                        STACK_BOTTOM - PAGE_SIZE,
+                        USER_TOP,
+                        u32::MAX & !3,
+                    ])
+                };
+                let (eip, eip_ok) = match r.below(3) {
+                    0 => (code, true),
+                    1 => (READ_ONLY.as_ptr() as u32, true),
+                    _ => (bad(r), false),
+                };
+                // The kernel checks [esp - 4, esp) writable.
+                let (esp, esp_ok) = match r.below(3) {
+                    0 => (scratch() + 4 + (r.below(MAX_SMALL) & !3), true),
+                    1 => ((READ_ONLY.as_ptr() as u32 + 4) & !3, false),
+                    _ => (bad(r).wrapping_add(4), false),
+                };
+                args[0] = eip;
+                args[1] = esp;
+                if !(eip_ok && esp_ok) {
+                    Want::Errno(errno::EFAULT)
+                } else {
+                    args[3] = PRIO_MAX + 1 + r.below(u32::MAX - PRIO_MAX - 1);
+                    Want::Errno(errno::EINVAL)
+                }
+            }
+            nr::UMTX_LOCK | nr::UMTX_UNLOCK => {
+                let w = (&raw const MAIN_UMTX) as u32;
+                let addr = match r.below(4) {
+                    0 | 1 => w,
+                    2 => w + 1 + r.below(3),
+                    _ => range(r, Some(4)).0,
+                };
+                args[0] = addr;
+                let mine = self.umtx_mine;
+                if addr % 4 != 0 {
+                    Want::Errno(errno::EINVAL)
+                } else if addr != w {
+                    // Read-only, kernel, unmapped: never our writable words
+                    // (range() keeps writable ones in the scratch buffer,
+                    // which a fixed length of 4 marks Writable: avoid it).
+                    if (scratch()..scratch() + SCRATCH_SIZE as u32).contains(&addr) {
+                        args[0] = (READ_ONLY.as_ptr() as u32 + 3) & !3;
+                    }
+                    Want::Errno(errno::EFAULT)
+                } else if number == nr::UMTX_LOCK {
+                    if mine {
+                        Want::Errno(errno::EDEADLK)
+                    } else {
+                        self.umtx_mine = true;
+                        Want::Value(0)
+                    }
+                } else if mine {
+                    self.umtx_mine = false;
+                    Want::Value(0)
+                } else {
+                    Want::Errno(errno::EPERM)
+                }
+            }
+            nr::POOL_ALIGN => {
+                // A valid layout rarely: each prints the layout.
+                args[0] = match r.below(64) {
+                    0 => r.pick(&[128, 64, 0]),
+                    _ => match word(r) {
+                        128 | 64 | 0 => 1,
+                        v => v,
+                    },
+                };
+                match args[0] {
+                    128 | 64 | 0 if self.crowd => Want::Errno(errno::EBUSY),
+                    128 | 64 | 0 => Want::Value(0),
+                    _ => Want::Errno(errno::EINVAL),
+                }
+            }
+            nr::LOOKUP_BENCH => {
+                args[0] = match r.below(8) {
+                    0 => LOOKUP_BENCH_MAX + 1 + r.below(u32::MAX - LOOKUP_BENCH_MAX),
+                    1 => u32::MAX,
+                    2 if r.below(32) == 0 => LOOKUP_BENCH_MAX,
+                    _ => r.below(257),
+                };
+                if self.crowd && args[0] <= LOOKUP_BENCH_MAX {
+                    args[0] = LOOKUP_BENCH_MAX + 1;
+                }
+                if args[0] > LOOKUP_BENCH_MAX {
+                    Want::Errno(errno::EINVAL)
+                } else {
+                    Want::Value(0)
+                }
+            }
+            nr::RECORD => {
+                let (p, len, kind) = range(r, None);
+                let len = match r.below(8) {
+                    0 => MAX_USER_RECORD as u32 + 1 + r.below(1 << 16),
+                    _ => len,
+                };
+                args[0] = p;
+                args[1] = len;
+                if len == 0 || len as usize > MAX_USER_RECORD {
+                    Want::Errno(errno::EINVAL)
+                } else if !kind.readable() {
+                    Want::Errno(errno::EFAULT)
+                } else {
+                    // SAFETY: a readable range of this program's memory.
+                    let body = unsafe { user_bytes(p, len) };
+                    if check_user_record(body).is_ok() {
+                        // A body the kernel would print: send none instead.
+                        args[1] = 0;
+                    }
+                    Want::Errno(errno::EINVAL)
+                }
+            }
             _ => Want::Errno(errno::ENOSYS),
         };
         Plan {
@@ -510,9 +733,294 @@ struct Stats {
     /// EFAULT, EBADF, EINVAL, ENOSYS.
     errnos: [u32; 4],
     flagged: u32,
+    /// Helper threads started by the crowd rounds.
+    helpers: u32,
 }
 
 const COUNTED: [i32; 4] = [errno::EFAULT, errno::EBADF, errno::EINVAL, errno::ENOSYS];
+
+/// The main thread's calls per round. Each round is solo or a crowd (one
+/// to [`MAX_HELPERS`] helper threads run their own calls meanwhile).
+const ROUND_CALLS: u32 = 1_000;
+const MAX_HELPERS: u32 = 3;
+/// Calls each helper makes, and how many times it takes [`SHARED`].
+const HELPER_CALLS: u32 = 200;
+const LOCK_ROUNDS: u32 = 4;
+/// How long the main thread waits (sleeps of one tick, or yields) for the
+/// helpers before it calls the round hung.
+const MAX_WAITS: u32 = 10_000;
+
+/// The helpers' mutex; [`COUNTER`] is what it guards.
+static SHARED: Umtx = Umtx::new();
+static mut COUNTER: u32 = 0;
+/// What the helpers need from the main thread: a seed per round, the
+/// mechanisms (`1 << Mechanism`), the pid.
+static HELPER_SEED: AtomicU32 = AtomicU32::new(0);
+static MECH_MASK: AtomicU32 = AtomicU32::new(0);
+static PID: AtomicU32 = AtomicU32::new(0);
+/// Helpers that saw a wrong result (each printed it), and calls made.
+static HELPER_FAILS: AtomicU32 = AtomicU32::new(0);
+static HELPER_MADE: AtomicU32 = AtomicU32::new(0);
+
+fn mechs_of(mask: u32, out: &mut [Mechanism; 4]) -> usize {
+    let mut n = 0;
+    for m in Mechanism::ALL {
+        if mask & (1 << m as u32) != 0 {
+            out[n] = m;
+            n += 1;
+        }
+    }
+    n
+}
+
+/// A helper's call: the ones whose result does not depend on what the
+/// main thread does, with hostile arguments.
+fn helper_plan(r: &mut Rng, mechs: &[Mechanism], tid: u32, h: u32) -> Plan {
+    let mech = r.pick(mechs);
+    let flags = r.next() & HOSTILE;
+    let mut args = [word(r), word(r), word(r), word(r), word(r), word(r)];
+    let (number, want) = match r.below(12) {
+        0 => (nr::NULL, Want::Value(0)),
+        1 => (nr::GETPID, Want::Value(PID.load(SeqCst))),
+        2 => (nr::GETEUID, Want::Value(DEFAULT_EUID)),
+        3 => (nr::GETTID, Want::Value(tid)),
+        4 => (nr::ARGSUM, Want::Value(argsum(args))),
+        5 => {
+            args[0] = 0x8000_0000 | r.next();
+            (nr::GETPRIO, Want::Errno(errno::ESRCH))
+        }
+        6 => {
+            // To the null device: only whether the range is readable counts.
+            let (p, len, kind) = range(r, None);
+            args[..3].copy_from_slice(&[fd::NULL, p, len]);
+            let want = if kind.readable() {
+                Want::Value(len)
+            } else {
+                Want::Errno(errno::EFAULT)
+            };
+            (nr::WRITE, want)
+        }
+        7 => {
+            // From stdin: nothing is written, whether the range is writable counts.
+            let (p, len, kind) = range(r, None);
+            args[..3].copy_from_slice(&[fd::STDIN, p, len]);
+            let want = if kind.writable() {
+                Want::Value(0)
+            } else {
+                Want::Errno(errno::EFAULT)
+            };
+            (nr::READ, want)
+        }
+        8 => {
+            // A mutex this thread does not hold: another may.
+            args[0] = &SHARED.0 as *const AtomicU32 as u32;
+            (nr::UMTX_UNLOCK, Want::Errno(errno::EPERM))
+        }
+        9 => {
+            args[0] = HELPER_CHAN + h;
+            args[1] = 1;
+            (nr::SLEEP_ON, Want::Errno(errno::ETIMEDOUT))
+        }
+        10 => match r.below(4) {
+            0 => {
+                args[0] = 1;
+                (nr::SLEEP, Want::Value(0))
+            }
+            _ => (nr::YIELD, Want::Value(0)),
+        },
+        _ => match r.below(2) {
+            0 => {
+                args[0] = LOOKUP_BENCH_MAX + 1 + r.below(0x1000);
+                (nr::LOOKUP_BENCH, Want::Errno(errno::EINVAL))
+            }
+            _ => (nr::COUNT + r.below(64), Want::Errno(errno::ENOSYS)),
+        },
+    };
+    Plan {
+        mech,
+        nr: number,
+        args,
+        flags,
+        want,
+        out: None,
+    }
+}
+
+/// A helper thread of a crowd round: its calls, each checked; the shared
+/// mutex taken [`LOCK_ROUNDS`] times around a read-yield-write of
+/// [`COUNTER`]; then it sleeps on [`DONE_CHAN`] until the round ends.
+fn helper(h: u32) {
+    let me = threads::gettid();
+    let seed = HELPER_SEED.load(SeqCst) ^ (h + 1).wrapping_mul(0x9e37_79b9);
+    let mut r = Rng::new(seed);
+    let mut all = [Mechanism::Int80; 4];
+    let n = mechs_of(MECH_MASK.load(SeqCst), &mut all);
+    let mechs = &all[..n];
+    let fail = |what: &str| {
+        println!("fuzz: helper {h} (tid {me}) FAILED: {what}");
+        HELPER_FAILS.fetch_add(1, SeqCst);
+    };
+    for i in 0..HELPER_CALLS {
+        if i % (HELPER_CALLS / LOCK_ROUNDS) == 0 {
+            if SHARED.lock(me).is_err() {
+                fail("umtx_lock of the shared mutex failed");
+                break;
+            }
+            // SAFETY: guarded by SHARED; the yield lets the others try it.
+            let c = unsafe { COUNTER };
+            threads::yield_now();
+            unsafe { COUNTER = c + 1 };
+            if SHARED.unlock(me).is_err() {
+                fail("umtx_unlock of the shared mutex failed");
+                break;
+            }
+        }
+        let p = helper_plan(&mut r, mechs, me, h);
+        let a = flagged::call(p.mech, p.nr, p.args, p.flags);
+        HELPER_MADE.fetch_add(1, SeqCst);
+        if let Err(why) = judge(&p, &a) {
+            report_failure(seed, i, &p, &a, why);
+            fail("a call's result");
+            break;
+        }
+    }
+    if threads::sleep_on(DONE_CHAN, 0).is_err() {
+        fail("the sleep until the round's end timed out");
+    }
+}
+
+/// Sleeps on [`DONE_CHAN`] until woken: the threads that fill the pools.
+fn sleeper(_: u32) {
+    if threads::sleep_on(DONE_CHAN, 0).is_err() {
+        println!("fuzz: a sleeper's sleep without timeout timed out");
+        HELPER_FAILS.fetch_add(1, SeqCst);
+    }
+}
+
+/// Wakes the `n` threads that are, or will soon be, asleep on
+/// [`DONE_CHAN`]; then waits until each of `tids` is gone (getprio gives
+/// ESRCH).
+fn wake_and_join(n: u32, tids: &[u32]) -> Result<(), &'static str> {
+    let mut woken = 0;
+    let mut waits = 0;
+    while woken < n {
+        let w = threads::wakeup(DONE_CHAN, true);
+        if w > n - woken {
+            return Err("wakeup woke more threads than sleep on the channel");
+        }
+        woken += w;
+        if woken < n {
+            threads::sleep(1);
+            waits += 1;
+            if waits > MAX_WAITS {
+                return Err("the helpers never went to sleep at the round's end");
+            }
+        }
+    }
+    for &tid in tids {
+        let mut waits = 0;
+        loop {
+            match decode(threads::getprio(tid)) {
+                Err(errno::ESRCH) => break,
+                Ok(_) if waits < MAX_WAITS => {
+                    threads::yield_now();
+                    waits += 1;
+                }
+                Ok(_) => return Err("a woken thread never exited"),
+                Err(_) => return Err("getprio of a thread gave an errno other than ESRCH"),
+            }
+        }
+    }
+    threads::reset_slots();
+    if HELPER_FAILS.load(SeqCst) != 0 {
+        return Err("a helper thread saw a wrong result (printed above)");
+    }
+    Ok(())
+}
+
+/// Fills the kernel's thread pool with sleepers until `thread_create`
+/// says EAGAIN; wakes and joins them. Returns how many it made.
+fn exhaust() -> Result<u32, &'static str> {
+    let mut tids = [0u32; MAX_THREADS];
+    let mut n = 0;
+    loop {
+        match threads::spawn(sleeper, 0, PRIO_USER) {
+            Ok(tid) if n < MAX_THREADS => {
+                tids[n] = tid;
+                n += 1;
+            }
+            Ok(_) => return Err("more threads than the kernel holds"),
+            Err(errno::EAGAIN) => break,
+            Err(_) => return Err("thread_create failed with an errno other than EAGAIN"),
+        }
+    }
+    if n == 0 {
+        return Err("not one thread could be created");
+    }
+    wake_and_join(n as u32, &tids[..n])?;
+    Ok(n as u32)
+}
+
+/// The helpers of the running round.
+struct Round {
+    tids: [u32; MAX_HELPERS as usize],
+    n: u32,
+}
+
+impl Round {
+    const SOLO: Round = Round {
+        tids: [0; MAX_HELPERS as usize],
+        n: 0,
+    };
+
+    /// Starts a round: solo, or a crowd of helpers (always the first, so
+    /// that even a short run has one).
+    fn start(r: &mut Rng, model: &mut Model, first: bool) -> Result<Round, &'static str> {
+        let mut round = Round::SOLO;
+        model.crowd = r.below(2) == 0 || first;
+        if !model.crowd {
+            return Ok(round);
+        }
+        HELPER_SEED.store(r.next(), SeqCst);
+        // SAFETY: no helper runs between rounds.
+        unsafe { COUNTER = 0 };
+        round.n = 1 + r.below(MAX_HELPERS);
+        for h in 0..round.n {
+            round.tids[h as usize] = threads::spawn(helper, h, PRIO_USER)
+                .map_err(|_| "thread_create refused a helper")?;
+        }
+        Ok(round)
+    }
+
+    /// Ends it: every helper done and gone, the mutex's count right.
+    fn end(&self, model: &mut Model) -> Result<(), &'static str> {
+        if self.n == 0 {
+            return Ok(());
+        }
+        wake_and_join(self.n, &self.tids[..self.n as usize])?;
+        model.crowd = false;
+        // SAFETY: every helper has exited.
+        if unsafe { COUNTER } != self.n * LOCK_ROUNDS {
+            return Err("the shared mutex let two threads in at once");
+        }
+        Ok(())
+    }
+}
+
+/// Checks one call's outcome against its plan (result, registers, flags).
+fn judge(p: &Plan, a: &After) -> Result<(), &'static str> {
+    if a.eax != p.want.raw() {
+        Err("wrong result")
+    } else if a.args() != p.args {
+        Err("an argument register changed")
+    } else if a.eflags & HOSTILE != p.flags {
+        Err("EFLAGS did not come back as they went in")
+    } else if a.eflags & IF == 0 {
+        Err("IF is off after the return")
+    } else {
+        Ok(())
+    }
+}
 
 #[unsafe(no_mangle)]
 extern "C" fn main(_arg: u32) -> i32 {
@@ -553,12 +1061,42 @@ extern "C" fn main(_arg: u32) -> i32 {
         pid: sys::call(Mechanism::Int80, nr::GETPID, [0; 6]),
         usable: info.mechanisms,
         info,
+        tid: threads::gettid(),
+        crowd: false,
+        umtx_mine: false,
     };
+    PID.store(model.pid, SeqCst);
+    let mut mask = 0;
+    for m in mechs {
+        mask |= 1 << *m as u32;
+    }
+    MECH_MASK.store(mask, SeqCst);
     let mut rng = Rng::new(seed);
     let mut stats = Stats::default();
     let has_tsc = info.features & FEATURE_TSC != 0;
     let start = if has_tsc { rdtsc() } else { 0 };
+    let stop = |why: &str| {
+        println!("fuzz: FAILED (seed {seed}): {why}");
+        record!(kind::FUZZ, "seed" => seed, "calls" => calls, "failures" => 1,
+            "why" => userland::abi::report::Escaped(why));
+        1
+    };
+    let exhausted = match exhaust() {
+        Ok(n) => n,
+        Err(why) => return stop(why),
+    };
+    let mut round = Round::SOLO;
     for i in 0..calls {
+        if i % ROUND_CALLS == 0 {
+            if let Err(why) = round.end(&mut model) {
+                return stop(why);
+            }
+            round = match Round::start(&mut rng, &mut model, i == 0) {
+                Ok(r) => r,
+                Err(why) => return stop(why),
+            };
+            stats.helpers += round.n;
+        }
         let p = model.plan(&mut rng, mechs);
         let a = flagged::call(p.mech, p.nr, p.args, p.flags);
         stats.per_mech[p.mech as usize] += 1;
@@ -567,21 +1105,21 @@ extern "C" fn main(_arg: u32) -> i32 {
             Some(k) => stats.errnos[k] += 1,
             None => stats.ok += 1,
         }
-        let verdict = if a.eax != p.want.raw() {
-            Err("wrong result")
-        } else if a.args() != p.args {
-            Err("an argument register changed")
-        } else if a.eflags & HOSTILE != p.flags {
-            Err("EFLAGS did not come back as they went in")
-        } else if a.eflags & IF == 0 {
-            Err("IF is off after the return")
-        } else {
-            model.check_out(&p)
-        };
+        let umtx = if model.umtx_mine { model.tid } else { 0 };
+        let verdict = judge(&p, &a).and_then(|()| {
+            if MAIN_UMTX.load(SeqCst) != umtx {
+                Err("the umtx word is not what the model says")
+            } else {
+                model.check_out(&p)
+            }
+        });
         if let Err(why) = verdict {
             report_failure(seed, i, &p, &a, why);
             return 1;
         }
+    }
+    if let Err(why) = round.end(&mut model) {
+        return stop(why);
     }
     let ticks = if has_tsc { rdtsc() - start } else { 0 };
     let [efault, ebadf, einval, enosys] = stats.errnos;
@@ -606,7 +1144,9 @@ extern "C" fn main(_arg: u32) -> i32 {
         "int80" => stats.per_mech[0], "sysenter" => stats.per_mech[1],
         "callgate" => stats.per_mech[2], "syscall" => stats.per_mech[3],
         "ok" => stats.ok, "EFAULT" => efault, "EBADF" => ebadf, "EINVAL" => einval,
-        "ENOSYS" => enosys, "flagged" => stats.flagged, "ticks" => ticks);
+        "ENOSYS" => enosys, "flagged" => stats.flagged, "ticks" => ticks,
+        "helpers" => stats.helpers, "helper_calls" => HELPER_MADE.load(SeqCst),
+        "exhausted" => exhausted);
     0
 }
 

@@ -163,6 +163,32 @@ pub const CASES: &[Case] = &[
         ..CASE
     },
     Case {
+        name: "forged records: a user program's console lines are never records, its record calls come tagged",
+        cmdline: "mode=run prog=rogue",
+        check: |log, r| {
+            succeeded(log)?;
+            end(r, "success")?;
+            // Each forged line is on the console, escaped, and none is a record.
+            contains(log, "%40%40tb1 bench oops")?;
+            contains(log, "%40%40tb1 bench name=split")?;
+            let res = Results::from_records(r, "test", "qemu").map_err(|e| e.to_string())?;
+            let forged = [kind::CLOCK, kind::BENCH, kind::SAMPLES];
+            if !res.benches.is_empty() || forged.iter().any(|k| report::of_kind(r, k).next().is_some()) {
+                return Err(format!("a forged record was taken: {:?}", res.benches));
+            }
+            if report::of_kind(r, kind::END).count() != 1 {
+                return Err("a forged end record was taken".into());
+            }
+            // The one record the program made through the record call, tagged.
+            let c = one(r, kind::CHECK)?;
+            match (c.get(abi::report::KEY_PROG), c.get("result")) {
+                (Some("rogue"), Some("pass")) => Ok(()),
+                other => Err(format!("check record {other:?}")),
+            }
+        },
+        ..CASE
+    },
+    Case {
         name: "kernel and user tests on qemu32 (Intel: no AMD syscall)",
         cmdline: "mode=test",
         check: |log, r| {
@@ -453,6 +479,50 @@ pub const CASES: &[Case] = &[
         check: |log, r| fuzz_clean(log, r, 20_000, &["int80", "callgate"]),
         ..CASE
     },
+    // The fuzzer on the rest of the CPU matrix, short (5,000 calls, every
+    // system call, a crowd round of helper threads among them).
+    Case {
+        name: "fuzzer on pentium (no SEP): 5,000 calls",
+        cpu: Some("pentium"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=5000 seed=11",
+        check: |log, r| fuzz_clean(log, r, 5_000, &["int80", "callgate"]),
+        ..CASE
+    },
+    Case {
+        name: "fuzzer on pentium2: 5,000 calls",
+        cpu: Some("pentium2"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=5000 seed=12",
+        check: |log, r| fuzz_clean(log, r, 5_000, &["int80", "sysenter", "callgate"]),
+        ..CASE
+    },
+    Case {
+        name: "fuzzer on pentium3: 5,000 calls",
+        cpu: Some("pentium3"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=5000 seed=13",
+        check: |log, r| fuzz_clean(log, r, 5_000, &["int80", "sysenter", "callgate"]),
+        ..CASE
+    },
+    Case {
+        name: "fuzzer on coreduo: 5,000 calls",
+        cpu: Some("coreduo"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=5000 seed=14",
+        check: |log, r| fuzz_clean(log, r, 5_000, &["int80", "sysenter", "callgate"]),
+        ..CASE
+    },
+    Case {
+        name: "fuzzer on core2duo: 5,000 calls",
+        cpu: Some("core2duo"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=5000 seed=15",
+        check: |log, r| fuzz_clean(log, r, 5_000, &["int80", "sysenter", "callgate"]),
+        ..CASE
+    },
+    Case {
+        name: "fuzzer with 2 CPUs: 5,000 calls",
+        cpus: 2,
+        cmdline: "mode=run prog=fuzz fuzz_calls=5000 seed=16",
+        check: |log, r| fuzz_clean(log, r, 5_000, &["int80", "sysenter", "callgate"]),
+        ..CASE
+    },
     Case {
         name: "fuzzer on phenom: 20,000 calls, AMD syscall among the mechanisms",
         cpu: Some("phenom"),
@@ -721,6 +791,19 @@ fn fuzz_clean(log: &BootLog, r: &[Record], calls: u32, mechs: &[&str]) -> Result
     }
     if f.get("flagged").unwrap_or("0") == "0" {
         return Err("no call entered with DF, AC or NT set".into());
+    }
+    // Several threads: helpers ran their calls, and the pool was filled.
+    for k in ["helpers", "helper_calls", "exhausted"] {
+        if f.get(k).unwrap_or("0") == "0" {
+            return Err(format!("the fuzzer's {k} is 0: {:?}", f.fields));
+        }
+    }
+    // The record came through the record call, tagged with the program.
+    if f.get(abi::report::KEY_PROG) != Some("fuzz") {
+        return Err(format!(
+            "the fuzz record is not tagged prog=fuzz: {:?}",
+            f.fields
+        ));
     }
     end(r, "success")
 }
