@@ -755,6 +755,33 @@ pub const FAULT_CASES: &[Case] = &[
         call(nr::ENTRY_FLOOR, [7, 0, 0], Pointer::Null),
         Expect::Errno(errno::EINVAL),
     ),
+    // Counts that reach a kernel loop are bounded (issue 17: 2^32 - 1
+    // lookups held the scheduler lock with interrupts masked for 90 s).
+    case(
+        "lookup_bench of 2^32 - 1 lookups (EINVAL, not a hang)",
+        call(nr::LOOKUP_BENCH, [u32::MAX, 0, 0], Pointer::Null),
+        Expect::Errno(errno::EINVAL),
+    ),
+    case(
+        "lookup_bench one past its bound (EINVAL)",
+        call(nr::LOOKUP_BENCH, [crate::syscall::LOOKUP_BENCH_MAX + 1, 0, 0], Pointer::Null),
+        Expect::Errno(errno::EINVAL),
+    ),
+    // The record call: a body from kernel memory, and one too long.
+    case(
+        "record from kernel memory (EFAULT)",
+        call(nr::RECORD, [PTR, 16, 0], Pointer::Kernel),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "record longer than any record (EINVAL)",
+        call(
+            nr::RECORD,
+            [PTR, crate::report::MAX_USER_RECORD as u32 + 1, 0],
+            Pointer::Writable
+        ),
+        Expect::Errno(errno::EINVAL),
+    ),
 ];
 
 #[cfg(test)]
