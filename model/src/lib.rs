@@ -14,6 +14,7 @@
 //! target/release/libmodel.so,profile=NAME,virt=off,out=FILE ...`.
 
 pub mod cache;
+pub mod coherence;
 pub mod decode;
 pub mod machine;
 pub mod plugin;
