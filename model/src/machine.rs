@@ -36,10 +36,14 @@
 //! events it has been given, and it treats a CPU as not running, so as
 //! constraining nobody, until its first event and after a `hlt` with
 //! nothing queued; when such a CPU's events arrive, its clock is moved up
-//! to the latest clock applied so far (it woke "now"; the idle time counts
-//! in its clock but not in its cycles). Synchronisation needs no more: a
-//! CPU spinning on a lock produces events, so it keeps the others from
-//! running ahead of it; one that halts stops doing so. When more than
+//! to the clock of the IPI that woke it (below), or else to the latest
+//! clock applied so far (it woke "now"); the idle time counts in its clock
+//! but not in its cycles. QEMU lets an IPI's sender run on for the rest of
+//! its slice before the target runs, so a CPU that sends an IPI (a store to
+//! the local APIC's ICR) waits at the send's clock until another CPU
+//! produces an event; a halted CPU woken then resumes at that clock. Other
+//! synchronisation needs no more: a CPU spinning on a lock produces events,
+//! so it keeps the others from running ahead of it. When more than
 //! [`MAX_BUFFERED`] events wait, the lowest-clock event is applied anyway
 //! (counted, and reported when QEMU exits).
 //!
@@ -73,6 +77,11 @@ const XLATE_ENTRIES: usize = 512;
 const NO_PAGE: u32 = u32::MAX;
 /// A translation cache value: the page is MMIO (not modelled).
 const IO_PAGE: u32 = u32::MAX;
+/// The local APIC's interrupt command register, low half: a store there
+/// sends an IPI. The architectural default base (SDM Vol. 3A §10.4.1),
+/// where this kernel maps it (identity, kernel/src/arch/apic.rs), and the
+/// register's offset (SDM Vol. 3A Table 10-1).
+const LAPIC_ICR_LOW: u32 = 0xFEE0_0000 + 0x300;
 /// Events that may wait for clock order before the oldest is forced
 /// (about 100 MB of queue).
 pub const MAX_BUFFERED: usize = 4 << 20;
@@ -142,9 +151,15 @@ enum Event {
     },
     /// A marker's argument (the address of the load after it).
     Arg(u16, u32),
-    /// The CPU starts or wakes from `hlt`: its clock moves up to the latest
-    /// clock applied so far.
-    Wake,
+    /// The CPU starts or wakes from `hlt`: its clock moves up to the clock
+    /// of IPI number `ipi` (counted from 1, in QEMU's order), the last one
+    /// sent since it halted, or, with none (0), to the latest clock applied.
+    /// It waits until that IPI is applied.
+    Wake {
+        ipi: u64,
+    },
+    /// The CPU sent an IPI (a store to the local APIC's ICR).
+    Ipi,
 }
 
 /// The plugin-side state of a CPU, kept in QEMU's order: what QEMU's own
@@ -172,6 +187,18 @@ struct Lane {
     queue: VecDeque<Event>,
     /// Not yet started, or its last event was a `hlt`.
     stopped: bool,
+    /// It sent an IPI, and no other CPU has produced an event since: once
+    /// the IPI is applied (`ipi_applied`), it waits at the send's clock.
+    hold: bool,
+    ipi_applied: bool,
+    /// IPIs sent (in QEMU's order) when this CPU last halted.
+    ipis_at_stop: u64,
+}
+
+impl Lane {
+    fn held(&self) -> bool {
+        self.hold && self.ipi_applied
+    }
 }
 
 /// The modelled state of one CPU.
@@ -247,6 +274,9 @@ pub struct Machine {
     dir: Directory,
     /// The highest clock of an applied event.
     frontier: u64,
+    /// IPIs sent, in QEMU's order, and the clock of each one applied.
+    ipis_sent: u64,
+    ipi_clocks: Vec<u64>,
     buffered: usize,
     /// Events applied out of clock order because the queues were full.
     pub forced: u64,
@@ -277,6 +307,8 @@ impl Machine {
             ordered: ncpus > 1,
             dir: Directory::new(),
             frontier: 0,
+            ipis_sent: 0,
+            ipi_clocks: Vec::new(),
             buffered: 0,
             forced: 0,
             idt: None,
@@ -322,8 +354,8 @@ impl Machine {
             self.cpus.push(Cpu::new(&self.profile));
             self.fronts.push(Front::new());
             self.lanes.push(Lane {
-                queue: VecDeque::new(),
                 stopped: true,
+                ..Lane::default()
             });
             if self.l2.is_empty() || self.profile.l2_shared == 0 {
                 self.l2.push(Cache::new(self.profile.l2()));
@@ -391,6 +423,10 @@ impl Machine {
             self.submit(cpu, Event::Arg(id, vaddr));
             return;
         }
+        if write && vaddr == LAPIC_ICR_LOW && self.ordered {
+            self.submit(cpu, Event::Ipi);
+            return;
+        }
         let paddr = if vaddr < KERNEL_MAP_END {
             // Identity-mapped in every address space (abi::layout).
             u64::from(vaddr)
@@ -431,16 +467,35 @@ impl Machine {
             self.apply(cpu, ev);
             return;
         }
+        // Another CPU runs: the IPI senders wait no longer (their target, if
+        // it was halted, is this CPU or will wake at the send's clock).
+        for (j, lane) in self.lanes.iter_mut().enumerate() {
+            if j != cpu && lane.hold {
+                lane.hold = false;
+                lane.ipi_applied = false;
+            }
+        }
         let lane = &mut self.lanes[cpu];
+        if matches!(ev, Event::Ipi) {
+            lane.hold = true;
+            self.ipis_sent += 1;
+        }
         if lane.stopped {
-            // It starts, or wakes, now.
+            // It starts, or wakes, now: by the last IPI sent since it
+            // halted, if there was one.
             lane.stopped = false;
-            lane.queue.push_back(Event::Wake);
+            let ipi = if self.ipis_sent > lane.ipis_at_stop {
+                self.ipis_sent
+            } else {
+                0
+            };
+            lane.queue.push_back(Event::Wake { ipi });
             self.buffered += 1;
         }
         if let Event::Exec(i) = ev {
             if i.decoded.class == Class::Hlt {
                 lane.stopped = true;
+                lane.ipis_at_stop = self.ipis_sent;
             }
         }
         lane.queue.push_back(ev);
@@ -453,8 +508,12 @@ impl Machine {
     fn drain(&mut self, all: bool) {
         loop {
             let mut next: Option<(u64, usize)> = None;
+            let applied = self.ipi_clocks.len() as u64;
+            // A CPU whose wake-up waits for its IPI is still halted: it
+            // neither runs nor holds anybody back.
+            let waking = |lane: &Lane| matches!(lane.queue.front(), Some(Event::Wake { ipi }) if *ipi > applied);
             for (i, lane) in self.lanes.iter().enumerate() {
-                if !lane.queue.is_empty() {
+                if !lane.queue.is_empty() && (all || !(lane.held() || waking(lane))) {
                     let t = self.cpus[i].clock();
                     if next.is_none_or(|(nt, _)| t < nt) {
                         next = Some((t, i));
@@ -464,7 +523,11 @@ impl Machine {
             let Some((t, k)) = next else { return };
             let blocked = !all
                 && self.lanes.iter().enumerate().any(|(j, lane)| {
-                    j != k && !lane.stopped && lane.queue.is_empty() && self.cpus[j].clock() < t
+                    j != k
+                        && !lane.stopped
+                        && !waking(lane)
+                        && (lane.queue.is_empty() || lane.held())
+                        && self.cpus[j].clock() < t
                 });
             if blocked {
                 if self.buffered <= MAX_BUFFERED {
@@ -496,9 +559,21 @@ impl Machine {
                 write,
             } => self.data(cpu, vaddr, paddr, size, write),
             Event::Arg(id, value) => self.argument(cpu, id, value),
-            Event::Wake => {
+            Event::Wake { ipi } => {
+                let at = match ipi {
+                    0 => self.frontier,
+                    n => self
+                        .ipi_clocks
+                        .get(n as usize - 1)
+                        .copied()
+                        .unwrap_or(self.frontier),
+                };
                 let c = &mut self.cpus[cpu];
-                c.idle += self.frontier.saturating_sub(c.clock());
+                c.idle += at.saturating_sub(c.clock());
+            }
+            Event::Ipi => {
+                self.ipi_clocks.push(self.cpus[cpu].clock());
+                self.lanes[cpu].ipi_applied = true;
             }
         }
     }
@@ -1337,6 +1412,32 @@ upgrade_latency = 20
         assert!(c1.clock() > woke && c1.idle > 0, "{} vs {woke}", c1.clock());
         // hlt and the NOP (one ITLB walk), the write (a DTLB walk, memory).
         assert_eq!(c1.c.cycles, 1 + 30 + 1 + 30 + 100);
+    }
+
+    #[test]
+    fn an_ipi_wakes_its_target_at_the_send_and_holds_the_sender() {
+        let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        let (nop, hlt) = (m.decode(&NOP, KERNEL_PAGE), m.decode(&[0xf4], KERNEL_PAGE));
+        m.exec(1, &hlt);
+        m.exec(0, &nop);
+        m.mem(0, LAPIC_ICR_LOW, 4, true, || None);
+        let sent = m.cpus[0].clock();
+        // QEMU runs the sender on; its events wait for the target.
+        for _ in 0..300 {
+            nop_and_write(&mut m, 0, KERNEL_PAGE);
+        }
+        assert!(m.buffered >= 600, "{}", m.buffered);
+        assert_eq!(m.cpus[0].clock(), sent);
+        for _ in 0..300 {
+            nop_and_write(&mut m, 1, KERNEL_PAGE + 4);
+        }
+        m.finish();
+        let c1 = &m.cpus[1];
+        assert_eq!(c1.idle + 1 + 30, sent, "CPU 1 woke at the send");
+        let misses = m.counters(0).coherence_misses + m.counters(1).coherence_misses;
+        // CPU 0's cold miss puts it ahead; once CPU 1 catches up, every
+        // write takes the line from the other CPU.
+        assert!(misses > 300, "{misses}");
     }
 
     #[test]
