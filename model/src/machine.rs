@@ -41,9 +41,13 @@
 //! but not in its cycles. QEMU lets an IPI's sender run on for the rest of
 //! its slice before the target runs, so a CPU that sends an IPI (a store to
 //! the local APIC's ICR) waits at the send's clock until another CPU
-//! produces an event; a halted CPU woken then resumes at that clock. Other
-//! synchronisation needs no more: a CPU spinning on a lock produces events,
-//! so it keeps the others from running ahead of it. When more than
+//! produces an event; a halted CPU woken then resumes at that clock.
+//! Communication through memory orders events too: an access to a 4-byte
+//! word whose last write, in QEMU's order, was another CPU's saw that
+//! write's value, so it is applied after it and its CPU's clock moves up to
+//! the writer's clock at the write (a lock hand-off, a barrier, ping-pong).
+//! Different words of one line (false sharing) impose no order. The tables
+//! of last writes are direct-mapped: a collision loses one constraint. When more than
 //! [`MAX_BUFFERED`] events wait, the lowest-clock event is applied anyway
 //! (counted, and reported when QEMU exits).
 //!
@@ -82,6 +86,8 @@ const IO_PAGE: u32 = u32::MAX;
 /// where this kernel maps it (identity, kernel/src/arch/apic.rs), and the
 /// register's offset (SDM Vol. 3A Table 10-1).
 const LAPIC_ICR_LOW: u32 = 0xFEE0_0000 + 0x300;
+/// Entries of the tables of last writes per 4-byte word (multi-CPU only).
+const WORDS: usize = 1 << 20;
 /// Events that may wait for clock order before the oldest is forced
 /// (about 100 MB of queue).
 pub const MAX_BUFFERED: usize = 4 << 20;
@@ -148,6 +154,9 @@ enum Event {
         paddr: u64,
         size: u32,
         write: bool,
+        /// The last write to this word by another CPU in QEMU's order (the
+        /// access saw its value): (CPU, that event's serial in its lane).
+        after: Option<(u8, u64)>,
     },
     /// A marker's argument (the address of the load after it).
     Arg(u16, u32),
@@ -193,6 +202,9 @@ struct Lane {
     ipi_applied: bool,
     /// IPIs sent (in QEMU's order) when this CPU last halted.
     ipis_at_stop: u64,
+    /// Events applied so far: the serial number of the queue's head (an
+    /// event's serial is its position in everything the lane was given).
+    applied: u64,
 }
 
 impl Lane {
@@ -274,6 +286,11 @@ pub struct Machine {
     dir: Directory,
     /// The highest clock of an applied event.
     frontier: u64,
+    /// The last write to each word, in QEMU's order: (word, CPU, serial);
+    /// and in applied order, with the writer's clock after it. Direct-
+    /// mapped; a collision only loses an ordering constraint.
+    front_writes: Vec<(u32, u8, u64)>,
+    applied_writes: Vec<(u32, u8, u64, u64)>,
     /// IPIs sent, in QEMU's order, and the clock of each one applied.
     ipis_sent: u64,
     ipi_clocks: Vec<u64>,
@@ -307,6 +324,8 @@ impl Machine {
             ordered: ncpus > 1,
             dir: Directory::new(),
             frontier: 0,
+            front_writes: Vec::new(),
+            applied_writes: Vec::new(),
             ipis_sent: 0,
             ipi_clocks: Vec::new(),
             buffered: 0,
@@ -362,6 +381,10 @@ impl Machine {
             }
         }
         self.ordered |= self.cpus.len() > 1;
+        if self.ordered && self.front_writes.is_empty() {
+            self.front_writes = vec![(u32::MAX, 0, 0); WORDS];
+            self.applied_writes = vec![(u32::MAX, 0, 0, 0); WORDS];
+        }
     }
 
     fn l2_of(&self, cpu: usize) -> usize {
@@ -452,6 +475,7 @@ impl Machine {
                 paddr,
                 size,
                 write,
+                after: None,
             };
             self.submit(cpu, access);
         } else {
@@ -492,11 +516,28 @@ impl Machine {
             lane.queue.push_back(Event::Wake { ipi });
             self.buffered += 1;
         }
-        if let Event::Exec(i) = ev {
-            if i.decoded.class == Class::Hlt {
+        let mut ev = ev;
+        match &mut ev {
+            Event::Exec(i) if i.decoded.class == Class::Hlt => {
                 lane.stopped = true;
                 lane.ipis_at_stop = self.ipis_sent;
             }
+            Event::Access {
+                paddr,
+                write,
+                after,
+                ..
+            } => {
+                let word = word_of(*paddr);
+                let slot = &mut self.front_writes[word as usize & (WORDS - 1)];
+                if slot.0 == word && slot.1 as usize != cpu {
+                    *after = Some((slot.1, slot.2));
+                }
+                if *write {
+                    *slot = (word, cpu as u8, lane.applied + lane.queue.len() as u64);
+                }
+            }
+            _ => {}
         }
         lane.queue.push_back(ev);
         self.buffered += 1;
@@ -508,12 +549,21 @@ impl Machine {
     fn drain(&mut self, all: bool) {
         loop {
             let mut next: Option<(u64, usize)> = None;
-            let applied = self.ipi_clocks.len() as u64;
-            // A CPU whose wake-up waits for its IPI is still halted: it
-            // neither runs nor holds anybody back.
-            let waking = |lane: &Lane| matches!(lane.queue.front(), Some(Event::Wake { ipi }) if *ipi > applied);
+            let ipis = self.ipi_clocks.len() as u64;
+            let lanes = &self.lanes;
+            // A CPU whose wake-up waits for its IPI is still halted, and one
+            // whose access waits for the write it saw cannot move before
+            // that write: neither runs nor holds anybody back.
+            let waiting = |lane: &Lane| match lane.queue.front() {
+                Some(Event::Wake { ipi }) => *ipi > ipis,
+                Some(Event::Access {
+                    after: Some((a, serial)),
+                    ..
+                }) => lanes[*a as usize].applied <= *serial,
+                _ => false,
+            };
             for (i, lane) in self.lanes.iter().enumerate() {
-                if !lane.queue.is_empty() && (all || !(lane.held() || waking(lane))) {
+                if !lane.queue.is_empty() && !waiting(lane) && (all || !lane.held()) {
                     let t = self.cpus[i].clock();
                     if next.is_none_or(|(nt, _)| t < nt) {
                         next = Some((t, i));
@@ -525,7 +575,7 @@ impl Machine {
                 && self.lanes.iter().enumerate().any(|(j, lane)| {
                     j != k
                         && !lane.stopped
-                        && !waking(lane)
+                        && !waiting(lane)
                         && (lane.queue.is_empty() || lane.held())
                         && self.cpus[j].clock() < t
                 });
@@ -538,6 +588,7 @@ impl Machine {
             let ev = self.lanes[k].queue.pop_front().expect("non-empty lane");
             self.buffered -= 1;
             self.apply(k, ev);
+            self.lanes[k].applied += 1;
             self.frontier = self.frontier.max(self.cpus[k].clock());
         }
     }
@@ -557,7 +608,24 @@ impl Machine {
                 paddr,
                 size,
                 write,
-            } => self.data(cpu, vaddr, paddr, size, write),
+                after,
+            } => {
+                let word = word_of(paddr);
+                let slot = word as usize & (WORDS - 1);
+                if let Some((a, serial)) = after {
+                    // Not before the write it saw: the clock moves up to it.
+                    let (tag, by, at_serial, at) = self.applied_writes[slot];
+                    if tag == word && by == a && at_serial >= serial {
+                        let c = &mut self.cpus[cpu];
+                        c.idle += at.saturating_sub(c.clock());
+                    }
+                }
+                self.data(cpu, vaddr, paddr, size, write);
+                if write {
+                    let serial = self.lanes[cpu].applied;
+                    self.applied_writes[slot] = (word, cpu as u8, serial, self.cpus[cpu].clock());
+                }
+            }
             Event::Arg(id, value) => self.argument(cpu, id, value),
             Event::Wake { ipi } => {
                 let at = match ipi {
@@ -960,6 +1028,13 @@ impl Machine {
         out.push_str("end\n");
         out
     }
+}
+
+/// The 4-byte word of a physical address (the granule of data dependence:
+/// CPUs writing different words of one line are false sharing, not
+/// communication).
+fn word_of(paddr: u64) -> u32 {
+    (paddr >> 2) as u32
 }
 
 /// Byte offset of a selector's descriptor in its table.
@@ -1438,6 +1513,40 @@ upgrade_latency = 20
         // CPU 0's cold miss puts it ahead; once CPU 1 catches up, every
         // write takes the line from the other CPU.
         assert!(misses > 300, "{misses}");
+    }
+
+    #[test]
+    fn a_hand_off_through_one_word_moves_it_every_round_trip() {
+        // Ping-pong as QEMU runs it: CPU 0 stores the word and spins, CPU 1
+        // sees the store, answers, spins; CPU 0 sees the answer. Every read
+        // of the other CPU's store follows that store in modelled time.
+        let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        let word = KERNEL_PAGE + 0x100;
+        let access = |m: &mut Machine, cpu: usize, write: bool| {
+            let i = m.decode(&NOP, KERNEL_PAGE);
+            m.exec(cpu, &i);
+            m.mem(cpu, word, 4, write, || None);
+        };
+        for _ in 0..100 {
+            access(&mut m, 0, true);
+            access(&mut m, 0, false);
+            access(&mut m, 1, false);
+            access(&mut m, 1, true);
+            access(&mut m, 1, false);
+            access(&mut m, 0, false);
+        }
+        m.finish();
+        let (a, b) = (m.counters(0), m.counters(1));
+        // A coherence miss (42) and an upgrade (20) per CPU per round trip.
+        assert!(
+            a.coherence_misses >= 99 && b.coherence_misses >= 99,
+            "{a:?} {b:?}"
+        );
+        assert!(a.upgrades >= 99 && b.upgrades >= 99);
+        // The two clocks stay together: each waits for the other's store.
+        let (ca, cb) = (m.cpus[0].clock(), m.cpus[1].clock());
+        assert!(ca.abs_diff(cb) < 200, "{ca} {cb}");
+        assert!(ca > 100 * 2 * (40 + 20));
     }
 
     #[test]
