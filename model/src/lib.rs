@@ -3,9 +3,11 @@
 //! and data access.
 //!
 //! - [`cache`], [`tlb`]: small pure structures over access streams.
+//! - [`coherence`]: the MESI directory over the CPUs' private caches.
 //! - [`decode`]: instruction classes, from bytes, at translation time.
 //! - [`profile`]: the CPU descriptions of `profiles.toml`.
-//! - [`machine`]: the whole model, one event at a time.
+//! - [`machine`]: the whole model, one event at a time (with several CPUs,
+//!   applied in modelled-clock order).
 //! - `plugin`: the QEMU plugin API (version 1) around [`machine`]; the
 //!   cdylib of this crate, `target/release/libmodel.so`, is the plugin.
 //!
