@@ -50,3 +50,21 @@ pub fn plugin_arg(lib: &Path, profile: &str, virt: bool, out: &Path) -> Result<S
     let virt = if virt { "on" } else { "off" };
     Ok(format!("{lib},profile={profile},virt={virt},out={out}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_path_and_argument() {
+        let lib = plugin_path(Path::new("/w/target"));
+        assert_eq!(lib, PathBuf::from("/w/target/release/libmodel.so"));
+        assert_eq!(
+            plugin_arg(&lib, "p4", true, Path::new("/tmp/m.txt")).unwrap(),
+            "/w/target/release/libmodel.so,profile=p4,virt=on,out=/tmp/m.txt"
+        );
+        assert!(plugin_arg(&lib, "p4", false, Path::new("/tmp/a,b"))
+            .unwrap_err()
+            .contains("comma"));
+    }
+}

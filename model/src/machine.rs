@@ -89,7 +89,7 @@ const LAPIC_ICR_LOW: u32 = 0xFEE0_0000 + 0x300;
 /// Entries of the tables of last writes per 4-byte word (multi-CPU only).
 const WORDS: usize = 1 << 20;
 /// Events that may wait for clock order before the oldest is forced
-/// (about 100 MB of queue).
+/// (48 bytes each: at most about 200 MB of queue).
 pub const MAX_BUFFERED: usize = 4 << 20;
 
 /// One CPU's running totals, as the snapshot lines give them.
