@@ -6,6 +6,7 @@
 //! - [`coherence`]: the MESI directory over the CPUs' private caches.
 //! - [`decode`]: instruction classes, from bytes, at translation time.
 //! - [`profile`]: the CPU descriptions of `profiles.toml`.
+//! - [`report`]: reading the snapshot file back.
 //! - [`machine`]: the whole model, one event at a time (with several CPUs,
 //!   applied in modelled-clock order).
 //! - `plugin`: the QEMU plugin API (version 1) around [`machine`]; the
@@ -21,6 +22,7 @@ pub mod decode;
 pub mod machine;
 pub mod plugin;
 pub mod profile;
+pub mod report;
 pub mod tlb;
 
 use std::path::{Path, PathBuf};
