@@ -1,0 +1,12 @@
+//! `cargo xtask setup`: install what the testbed needs.
+
+use anyhow::Result;
+
+use crate::{kbuild, preflight};
+
+pub fn setup() -> Result<i32> {
+    preflight::ensure_rust_src(&kbuild::root())?;
+    preflight::ensure_tools()?;
+    println!("setup: rust-src, QEMU and the GRUB tools are present");
+    Ok(0)
+}
