@@ -28,7 +28,8 @@ pub mod rogue {
     /// when every refusal came back as expected.
     pub const FORGE: u32 = 0;
     /// Moves sysenter's and syscall's entries to their floors, lays the
-    /// pools out in another alignment, fills the ring buffer, and exits 0.
+    /// pools out in another alignment, fills the ring buffer, unmasks every
+    /// x87 exception, and exits 0.
     pub const SPOIL_EXIT: u32 = 1;
     /// The same, then ends by a fault (#UD).
     pub const SPOIL_FAULT: u32 = 2;
@@ -764,7 +765,11 @@ pub const FAULT_CASES: &[Case] = &[
     ),
     case(
         "lookup_bench one past its bound (EINVAL)",
-        call(nr::LOOKUP_BENCH, [crate::syscall::LOOKUP_BENCH_MAX + 1, 0, 0], Pointer::Null),
+        call(
+            nr::LOOKUP_BENCH,
+            [crate::syscall::LOOKUP_BENCH_MAX + 1, 0, 0],
+            Pointer::Null,
+        ),
         Expect::Errno(errno::EINVAL),
     ),
     // The record call: a body from kernel memory, and one too long.
@@ -778,7 +783,7 @@ pub const FAULT_CASES: &[Case] = &[
         call(
             nr::RECORD,
             [PTR, crate::report::MAX_USER_RECORD as u32 + 1, 0],
-            Pointer::Writable
+            Pointer::Writable,
         ),
         Expect::Errno(errno::EINVAL),
     ),

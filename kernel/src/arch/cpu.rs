@@ -206,3 +206,46 @@ pub fn cr2() -> u32 {
     unsafe { asm!("movl %cr2, {}", out(reg) v, options(att_syntax, nomem, nostack)) };
     v
 }
+
+/// CR0.EM: x87 instructions raise #NM (no FPU to use).
+const CR0_EM: u32 = 1 << 2;
+/// CPUID leaf 1 EDX bit 0: an x87 FPU on the chip.
+const CPUID_1_EDX_FPU: u32 = 1 << 0;
+/// The x87 control word FNINIT leaves: every exception masked, 64-bit
+/// precision, round to nearest (SDM Vol. 1 §8.1.5).
+pub const X87_CONTROL_INIT: u16 = 0x037f;
+
+/// Whether ring 3 can use the x87 here: CPUID says there is an FPU and
+/// CR0.EM does not send its instructions to #NM.
+fn x87_usable() -> bool {
+    let cr0: u32;
+    // SAFETY: reading CR0 has no side effect.
+    unsafe { asm!("movl %cr0, {}", out(reg) cr0, options(att_syntax, nomem, nostack)) };
+    cpuid_present() && cpuid(1, 0).edx & CPUID_1_EDX_FPU != 0 && cr0 & CR0_EM == 0
+}
+
+/// Puts the x87 back in its initial state (FNINIT): the kernel saves no FPU
+/// state, so a task's control word, tags and pending exceptions would
+/// otherwise meet the next task. CLTS first: every hardware task switch
+/// (the #DB and #DF task gates) sets CR0.TS, which would make FNINIT raise
+/// #NM (SDM Vol. 3A §2.5). No-op without a usable x87.
+pub fn reset_x87() {
+    if x87_usable() {
+        // SAFETY: ring 0; an FPU exists and CR0.EM is clear, so with TS
+        // cleared FNINIT runs (and raises nothing: it discards pending
+        // exceptions). The kernel keeps no FPU state that TS would protect.
+        unsafe { asm!("clts", "fninit", options(nomem, nostack)) };
+    }
+}
+
+/// The x87 control word, `None` without a usable x87 (for the tests).
+pub fn x87_control() -> Option<u16> {
+    if !x87_usable() {
+        return None;
+    }
+    let mut cw: u16 = 0;
+    // SAFETY: ring 0; an FPU exists, CR0.EM is clear and TS is cleared
+    // (as in reset_x87); FNSTCW stores two bytes.
+    unsafe { asm!("clts", "fnstcw ({})", in(reg) &mut cw, options(att_syntax, nostack)) };
+    Some(cw)
+}

@@ -157,7 +157,13 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
 /// - the MSR-based entries (`entry_floor`): SYSENTER_EIP and STAR's target
 ///   back at the full entries;
 /// - the sync-object pools' layout (`pool_align`): the boot's `pool_align=`;
-/// - the ring buffer behind `fd::RING`: empty (also done before each task).
+/// - the ring buffer behind `fd::RING`: empty (also done before each task);
+/// - the x87 (FNINIT): the kernel keeps no FPU state per task, so a task's
+///   control word or pending exception would meet the next one.
+///
+/// Segment registers, EFLAGS and the general registers are set afresh for
+/// every thread (`sched::spawn_user`); CR0, CR4, the debug registers, the
+/// GDT, IDT and TSS are out of ring 3's reach.
 ///
 /// Threads, their turnstiles and sleepqueues, and the timer are the
 /// scheduler's (`sched::reset_all`, called just before). Needs the
@@ -169,6 +175,7 @@ pub fn reset_machine_state() {
     let laid_out = crate::sync::turnstile::set_align(a) && crate::sync::sleepqueue::set_align(a);
     debug_assert!(laid_out, "the pools are empty once every thread is gone");
     crate::syscall::reset_ring();
+    crate::arch::cpu::reset_x87();
 }
 
 fn module_bytes(m: &Module<'static>) -> &'static [u8] {

@@ -96,7 +96,7 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
     // First a task that changes every piece of machine state it can and
     // ends (each way a task can end): everything after runs on what the
     // boot chose, or fails.
-    let name = "user: a task's entry floors and pool layout go back to the boot's choice";
+    let name = "user: a task's entry floors, pool layout and x87 go back to the boot's choice";
     if wanted(name) {
         t.report(name, spoiled_state_restored(bi));
     }
@@ -146,9 +146,10 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
 }
 
 /// Runs `rogue`'s spoiling acts (`abi::cases::rogue`), each a task that
-/// moves the fast entries to their floors and re-lays the pools, then ends
-/// by exit, fault or `thread_exit`; after each, the entries and the pools'
-/// layout must be the boot's again.
+/// moves the fast entries to their floors, re-lays the pools and changes
+/// the x87 control word, then ends
+/// by exit, fault or `thread_exit`; after each, the entries, the pools'
+/// layout and the x87 must be the boot's again.
 fn spoiled_state_restored(bi: &BootInfo<'static>) -> Result<(), &'static str> {
     use crate::sync::{sleepqueue, turnstile};
     use crate::task::sched;
@@ -173,6 +174,9 @@ fn spoiled_state_restored(bi: &BootInfo<'static>) -> Result<(), &'static str> {
         }
         if layouts() != boot {
             return Err("the pools kept the task's alignment");
+        }
+        if cpu::x87_control().is_some_and(|cw| cw != cpu::X87_CONTROL_INIT) {
+            return Err("the x87 control word is the task's");
         }
     }
     Ok(())

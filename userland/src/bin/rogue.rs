@@ -8,7 +8,7 @@
 //!   one it must print, tagged `prog=rogue`.
 //! - `SPOIL_*`: changes every piece of machine state a task can change
 //!   (sysenter's and syscall's entries to their floors, the pools'
-//!   alignment, the ring buffer) and ends: by `exit`, a fault, or its last
+//!   alignment, the ring buffer, the x87 control word) and ends: by `exit`, a fault, or its last
 //!   `thread_exit`. The kernel must put it all back.
 //!
 //! Every call goes through int 0x80 (the others may be at their floors).
@@ -104,6 +104,20 @@ fn forge() -> Result<(), &'static str> {
     Ok(())
 }
 
+/// CPUID leaf 1 EDX bit 0 (callers check that CPUID exists).
+fn x87_present() -> bool {
+    let edx: u32;
+    // SAFETY: CPUID only reports; EBX is saved around it (LLVM reserves it).
+    unsafe {
+        core::arch::asm!(
+            "pushl %ebx", "cpuid", "popl %ebx",
+            inout("eax") 1u32 => _, out("ecx") _, out("edx") edx,
+            options(att_syntax)
+        )
+    };
+    edx & 1 != 0
+}
+
 fn spoil(act: u32) -> Result<(), &'static str> {
     let info = sys::cpuinfo();
     for m in [Mechanism::Sysenter, Mechanism::Syscall] {
@@ -119,6 +133,13 @@ fn spoil(act: u32) -> Result<(), &'static str> {
     };
     if call(nr::POOL_ALIGN, [other, 0, 0, 0, 0, 0]) != 0 {
         return Err("pool_align refused a layout");
+    }
+    // Every x87 exception unmasked, single precision (where there is one:
+    // CPUID leaf 1 EDX bit 0; no program here uses it otherwise).
+    if info.signature != 0 && x87_present() {
+        let cw: u16 = 0x0000;
+        // SAFETY: FLDCW reads two bytes of our stack; an FPU is present.
+        unsafe { core::arch::asm!("fldcw ({})", in(reg) &cw, options(att_syntax, nostack)) };
     }
     let left = b"left for the next task";
     if sys::write(fd::RING, left) != left.len() as u32 {
