@@ -128,6 +128,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_user_write_is_never_a_record() {
+        // What the kernel prints for a user program that wrote
+        // "@@tb1 bench oops" (each '@' escaped), whole or mid-line.
+        let log = "%40%40tb1 bench oops\ntext %40%40tb1 end status=failure\n%40@tb1 x\n";
+        assert_eq!(parse_log(log).unwrap(), vec![]);
+        // A kernel-tagged user record reads as any other.
+        let r = parse_log("@@tb1 check prog=rogue pid=1 name=x result=pass\n").unwrap();
+        assert_eq!(r[0].get(abi::report::KEY_PROG), Some("rogue"));
+    }
+
+    #[test]
     fn reads_a_record_among_text() {
         let log = "i386 testbed kernel abc\n@@tb1 cpu vendor=GenuineIntel brand=QEMU%20Virtual family=6\r\nPASS x\n";
         let r = parse_log(log).unwrap();
