@@ -961,6 +961,36 @@ fn exhaust() -> Result<u32, &'static str> {
     Ok(n as u32)
 }
 
+/// A helper that naps: `sleep` must not be cut short by a `wakeup`.
+fn napper(_: u32) {
+    threads::sleep(NAP_TICKS);
+}
+const NAP_TICKS: u32 = 5;
+
+/// `sleep` is no channel anyone can name: while a helper naps, `wakeup` of
+/// every number a kernel might use for a thread's private channel (the
+/// old `sleep` used `0xfffff000 | thread`) wakes nobody.
+fn nap_unwakeable() -> Result<(), &'static str> {
+    let tid = threads::spawn(napper, 0, PRIO_USER).map_err(|_| "no thread for the napper")?;
+    // Let it start its nap.
+    threads::sleep(1);
+    for c in 0..MAX_THREADS as u32 {
+        if threads::wakeup(0xffff_f000 | c, true) != 0 {
+            return Err("a wakeup cut a sleep short");
+        }
+    }
+    let mut waits = 0;
+    while decode(threads::getprio(tid)) != Err(errno::ESRCH) {
+        threads::sleep(1);
+        waits += 1;
+        if waits > MAX_WAITS {
+            return Err("the napper never woke");
+        }
+    }
+    threads::reset_slots();
+    Ok(())
+}
+
 /// The helpers of the running round.
 struct Round {
     tids: [u32; MAX_HELPERS as usize],
@@ -1081,6 +1111,9 @@ extern "C" fn main(_arg: u32) -> i32 {
             "why" => userland::abi::report::Escaped(why));
         1
     };
+    if let Err(why) = nap_unwakeable() {
+        return stop(why);
+    }
     let exhausted = match exhaust() {
         Ok(n) => n,
         Err(why) => return stop(why),
