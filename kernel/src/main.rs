@@ -160,7 +160,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             entry: opts.entry,
             seed: opts.seed,
             fuzz_calls: opts.fuzz_calls,
-            emulated: (opts.accel == "tcg") as u32,
+            emulated: abi::syscall::emulator_of(opts.accel),
         }
     };
     for m in Mechanism::ALL {
@@ -185,7 +185,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             bench::smp::run(
                 tsc_hz,
                 opts.clock == abi::cmdline::Clock::Icount,
-                opts.accel == "tcg",
+                abi::syscall::emulator_of(opts.accel),
             )
         }
     };

@@ -23,9 +23,9 @@ pub struct Results {
     pub label: String,
     /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
     pub timestamp: String,
-    /// Where the figures come from: "qemu" or "import".
+    /// Where the figures come from: "qemu", "bochs" or "import".
     pub source: String,
-    /// The machine that ran QEMU (its host name), or "hardware" for an import.
+    /// The machine that ran the emulator (its host name), or "hardware" for an import.
     #[serde(default)]
     pub host: String,
     /// The kernel's build (git describe) and command line.
@@ -34,7 +34,8 @@ pub struct Results {
     pub protocol: String,
     pub accel: String,
     pub clock: String,
-    /// "instructions" under icount, "cycles" under tsc.
+    /// "instructions" under icount; under tsc "cycles", "TCG ticks" or
+    /// "Bochs ticks" (accel=bochs: 1 tick = 1 instruction).
     pub unit: String,
     pub tsc_hz: u64,
     pub cpu: BTreeMap<String, String>,
@@ -121,7 +122,7 @@ impl Results {
             label: label.to_string(),
             timestamp: utc_timestamp(SystemTime::now()),
             source: source.to_string(),
-            host: if source == "qemu" {
+            host: if source != "import" {
                 std::fs::read_to_string("/proc/sys/kernel/hostname")
                     .map(|h| h.trim().to_string())
                     .unwrap_or_else(|_| "localhost".into())
@@ -211,6 +212,7 @@ impl Results {
             r.accel = "hw".into();
         }
         r.unit = match r.clock() {
+            Some(Clock::Tsc) if r.bochs() => abi::syscall::tsc_unit(abi::syscall::EMULATOR_BOCHS),
             Some(c) => c.unit(r.tcg()),
             None => "ticks",
         }
@@ -251,6 +253,11 @@ impl Results {
         self.accel == Accel::Tcg.key()
     }
 
+    /// The guest ran under Bochs.
+    pub fn bochs(&self) -> bool {
+        self.accel == crate::machine::bochs::ACCEL
+    }
+
     pub fn bench(&self, name: &str) -> Option<&Bench> {
         self.benches.iter().find(|b| b.name == name)
     }
@@ -259,8 +266,14 @@ impl Results {
     /// to int 0x80 for the same call; then the macro mix.
     pub fn table(&self) -> String {
         let mut s = String::new();
+        let bochs_note = format!(
+            "  ({}; emulator figures, not cycles)",
+            abi::syscall::BOCHS_TICK
+        );
         let emulated = if self.clock().is_some_and(|c| c.emulated(self.tcg())) {
             "  (TCG: emulator artefacts, not cycles)"
+        } else if self.bochs() && self.clock() == Some(Clock::Tsc) {
+            bochs_note.as_str()
         } else {
             ""
         };

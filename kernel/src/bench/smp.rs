@@ -111,7 +111,8 @@ fn report(name: &str, value: f64, unit: &str, note: &str) {
 }
 
 /// Runs the SMP benchmarks; true when they ran.
-pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
+/// `emulated`: the emulator the host named (`abi::syscall::EMULATOR_*`).
+pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32) -> bool {
     let cpus = smp::cpus();
     kprintln!(
         "smp: {} CPU(s) running, {} found via {}",
@@ -126,12 +127,13 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
     }
     let unit = if clock_icount {
         "instructions"
-    } else if emulated {
-        "TCG ticks"
     } else {
-        "cycles"
+        abi::syscall::tsc_unit(emulated)
     };
-    if emulated || clock_icount {
+    let bochs = emulated == abi::syscall::EMULATOR_BOCHS;
+    if bochs {
+        kprintln!("smp: Bochs does not model caches ({}): false sharing and TLB costs need real hardware or real KVM", abi::syscall::BOCHS_TICK);
+    } else if emulated != abi::syscall::EMULATOR_NONE || clock_icount {
         kprintln!("smp: TCG does not model caches; icount counts instructions: false sharing and TLB costs need real hardware or real KVM");
     }
     smp::set_worker(worker);
@@ -287,7 +289,11 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
     let ok_tests = n < 2 || cross_cpu_tests();
     kprintln!(
         "{:<14} MP       forktest    {:.2}",
-        if emulated { "TCG" } else { "this machine" },
+        match emulated {
+            abi::syscall::EMULATOR_TCG => "TCG",
+            abi::syscall::EMULATOR_BOCHS => "Bochs",
+            _ => "this machine",
+        },
         medians[1] / medians[0].max(1.0)
     );
     ok_tests
