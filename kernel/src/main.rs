@@ -244,8 +244,8 @@ fn report_cpu(f: &cpu::Features) {
         "family" => f.family, "model" => f.model, "stepping" => f.stepping,
         "signature" => Hex(f.signature), "hypervisor" => f.hypervisor_str(),
         "tsc" => f.tsc, "sep" => f.sep, "sse2" => f.sse2, "rdtscp" => f.rdtscp,
-        "invariant_tsc" => f.invariant_tsc, "syscall" => f.syscall,
-        "perfmon" => f.perfmon_version, "counters" => f.perfmon_counters);
+        "invariant_tsc" => f.invariant_tsc, "syscall" => f.syscall, "pae" => f.pae,
+        "apic" => f.apic, "perfmon" => f.perfmon_version, "counters" => f.perfmon_counters);
 }
 
 /// Runs the program `prog` names; true when it exits with status 0.

@@ -483,6 +483,27 @@ i386 testbed kernel abc
     }
 
     #[test]
+    fn a_bochs_boot_says_bochs_ticks() {
+        let log = LOG
+            .replace(
+                "clock%3Dicount%20accel%3Dtcg",
+                "clock%3Dtsc%20accel%3Dbochs",
+            )
+            .replace("clock clock=icount", "clock clock=tsc");
+        let r = Results::from_log(&log, "b", "bochs").unwrap();
+        assert_eq!(
+            (r.clock.as_str(), r.unit.as_str(), r.accel.as_str()),
+            ("tsc", "Bochs ticks", "bochs")
+        );
+        assert!(r.bochs() && !r.tcg() && r.host != "hardware");
+        let t = r.table();
+        assert!(
+            t.contains("Bochs: 1 tick = 1 instruction") && !t.contains("cycles per"),
+            "{t}"
+        );
+    }
+
+    #[test]
     fn sample_count_must_match_batches() {
         let log = LOG.replace("values=1536,1536", "values=1536");
         let e = Results::from_log(&log, "x", "qemu")

@@ -108,3 +108,27 @@ pub fn test_boot_args(cpu: Option<&str>) -> BootArgs {
         clock: Some(Clock::Icount),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_emulator_flag_chooses_the_backend() {
+        let mut a = test_boot_args(None);
+        assert!(matches!(
+            a.spec().unwrap().backend,
+            machine::BackendSpec::Qemu(_)
+        ));
+        assert_eq!(a.need(), preflight::Need::Qemu);
+        a.emulator = Emulator::Bochs;
+        // --accel is QEMU's: refused unless left at auto.
+        assert!(a.spec().unwrap_err().to_string().contains("--accel"));
+        a.accel = AccelChoice::Auto;
+        assert!(matches!(
+            a.spec().unwrap().backend,
+            machine::BackendSpec::Bochs(_)
+        ));
+        assert_eq!(a.need(), preflight::Need::Bochs);
+    }
+}

@@ -544,6 +544,22 @@ mod tests {
     }
 
     #[test]
+    fn bochs_boots_grub_on_the_tsc() {
+        let b = Backend::decide(&BackendSpec::Bochs(bochs::Spec::default()));
+        assert!(
+            b.grub_only()
+                && !Backend::Qemu(qemu::Options::decide(&qemu::Spec::new(AccelChoice::Tcg)))
+                    .grub_only()
+        );
+        assert_eq!(
+            (b.default_clock(), b.accel_key(), b.source()),
+            (Clock::Tsc, "bochs", "bochs")
+        );
+        assert!(b.check_clock(Clock::Icount).is_err());
+        assert!(b.check_cpu(None).is_ok());
+    }
+
+    #[test]
     fn verdicts_say_what_happened() {
         let log = |ending| BootLog {
             backend: "QEMU",
