@@ -536,6 +536,42 @@ pub const CASES: &[Case] = &[
 /// on an idle 2-CPU machine (BIOS and GRUB included).
 const BOCHS_TIMEOUT: u64 = 240;
 
+/// A boot asked for on the command line (`cargo xtask test --emulator E
+/// --cpu MODEL --smp N`): `mode=test` must pass every test and the hostile
+/// suite, `mode=smp` must start `cpus` CPUs and pass the SMP checks.
+pub fn model_case(
+    emulator: Emulator,
+    cpu: Option<&str>,
+    cpus: u32,
+    cmdline: &str,
+    art: &crate::kbuild::Artifacts,
+    dir: &std::path::Path,
+) -> Result<(), String> {
+    let base = Case {
+        emulator,
+        cpus,
+        timeout: BOCHS_TIMEOUT,
+        ..CASE
+    };
+    let spec = machine::Spec {
+        cpu: cpu.map(str::to_string),
+        ..base.spec()
+    };
+    let m = machine::Machine::build(&spec, art, cmdline, dir).map_err(|e| format!("{e:#}"))?;
+    let log = m.boot(&mut |_| {}).map_err(|e| format!("{e:#}"))?;
+    let r = report::parse_log(&log.serial).map_err(|e| e.to_string())?;
+    let checked = if cmdline == "mode=smp" {
+        let note = match emulator {
+            Emulator::Qemu => "TCG does not model caches",
+            Emulator::Bochs => "Bochs does not model caches",
+        };
+        smp_check_on(&log, &r, &cpus.to_string(), note)
+    } else {
+        all_tests_pass(&log, &r, 20).and_then(|()| hostile_all_expected(&log, &r))
+    };
+    checked.map_err(|e| format!("{e}\n{}", log.explain(20)))
+}
+
 /// An SMP boot under TCG: `n` CPUs from the MADT, every figure, the
 /// forktest samples.
 fn smp_check(log: &BootLog, r: &[Record], n: &str) -> Result<(), String> {

@@ -35,6 +35,17 @@ pub struct TestArgs {
     /// Only boot tests whose name contains this.
     #[arg(long)]
     filter: Option<String>,
+    /// Only the boots on this emulator (default: QEMU's and Bochs's).
+    #[arg(long, value_enum)]
+    emulator: Option<Emulator>,
+    /// Instead of the built-in boots: the kernel tests and the hostile suite
+    /// on this CPU model of --emulator (QEMU's or Bochs's names).
+    #[arg(long, requires = "emulator")]
+    cpu: Option<String>,
+    /// Instead of the built-in boots: mode=smp with this many CPUs on
+    /// --emulator (with --cpu, on that model).
+    #[arg(long, requires = "emulator", value_parser = clap::value_parser!(u32).range(2..=16))]
+    smp: Option<u32>,
 }
 
 /// Every test of the run counted in one place, as the kernel's own runner
@@ -282,9 +293,17 @@ pub fn run(a: TestArgs) -> Result<i32> {
     if a.host_only {
         return Ok(tally.finish());
     }
+    if let Some(emulator) = a.emulator.filter(|_| a.cpu.is_some() || a.smp.is_some()) {
+        return model_boots(emulator, a.cpu.as_deref(), a.smp, &root, tally);
+    }
+    let on = |e: Emulator| a.emulator.is_none_or(|x| x == e);
     let wanted = |name: &str| a.filter.as_deref().is_none_or(|f| name.contains(f));
     preflight::ensure_tools()?;
-    let bochs_jobs = bochs_jobs(&wanted);
+    let bochs_jobs = if on(Emulator::Bochs) {
+        bochs_jobs(&wanted)
+    } else {
+        Vec::new()
+    };
     if !bochs_jobs.is_empty() {
         preflight::ensure(preflight::Need::Bochs)?;
     }
@@ -295,7 +314,7 @@ pub fn run(a: TestArgs) -> Result<i32> {
     println!("== boots under QEMU TCG (clock=icount)");
     for c in CASES
         .iter()
-        .filter(|c| c.emulator == Emulator::Qemu && wanted(c.name))
+        .filter(|c| c.emulator == Emulator::Qemu && on(Emulator::Qemu) && wanted(c.name))
     {
         let t = Instant::now();
         tally.report(c.name, Some(t), run_case(c, &art, &dir));
@@ -308,8 +327,9 @@ pub fn run(a: TestArgs) -> Result<i32> {
         );
         run_parallel(&bochs_jobs, workers, &art, &dir, &mut tally);
     }
-    // These two are selected when the filter is part of their short name.
-    let selected = |short: &str| a.filter.as_deref().is_none_or(|f| short.contains(f));
+    // These are QEMU's, selected when the filter is part of their short name.
+    let selected =
+        |short: &str| on(Emulator::Qemu) && a.filter.as_deref().is_none_or(|f| short.contains(f));
     if selected("bench") {
         let t = Instant::now();
         tally.report_as(
@@ -328,8 +348,43 @@ pub fn run(a: TestArgs) -> Result<i32> {
             docs_current(),
         );
     }
-    for (name, r) in teaching::self_tests(a.filter.as_deref()) {
-        tally.report(&name, None, r);
+    if on(Emulator::Qemu) {
+        for (name, r) in teaching::self_tests(a.filter.as_deref()) {
+            tally.report(&name, None, r);
+        }
+    }
+    Ok(tally.finish())
+}
+
+/// `--cpu`/`--smp`: the kernel tests and the hostile suite on one model,
+/// and mode=smp with `smp` CPUs, on `emulator`.
+fn model_boots(
+    emulator: Emulator,
+    cpu: Option<&str>,
+    smp: Option<u32>,
+    root: &Path,
+    mut tally: Tally,
+) -> Result<i32> {
+    preflight::ensure(match emulator {
+        Emulator::Qemu => preflight::Need::Qemu,
+        Emulator::Bochs => preflight::Need::Bochs,
+    })?;
+    println!("== building the kernel and the user programs");
+    let art = kbuild::build(true)?;
+    let dir = root.join("target/xtask");
+    std::fs::create_dir_all(&dir)?;
+    let model = cpu.map_or_else(|| "the default CPU".to_string(), str::to_string);
+    if let Some(cpu) = cpu {
+        let name = format!("{emulator:?} {cpu}: kernel tests and the hostile suite");
+        let t = Instant::now();
+        let r = cases::model_case(emulator, Some(cpu), 1, "mode=test", &art, &dir);
+        tally.report(&name, Some(t), r);
+    }
+    if let Some(n) = smp {
+        let name = format!("{emulator:?} {model}: mode=smp with {n} CPUs");
+        let t = Instant::now();
+        let r = cases::model_case(emulator, cpu, n, "mode=smp", &art, &dir);
+        tally.report(&name, Some(t), r);
     }
     Ok(tally.finish())
 }
