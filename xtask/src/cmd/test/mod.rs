@@ -374,14 +374,18 @@ fn model_boots(
     let dir = root.join("target/xtask");
     std::fs::create_dir_all(&dir)?;
     let model = cpu.map_or_else(|| "the default CPU".to_string(), str::to_string);
+    let emulator_name = match emulator {
+        Emulator::Qemu => "QEMU",
+        Emulator::Bochs => "Bochs",
+    };
     if let Some(cpu) = cpu {
-        let name = format!("{emulator:?} {cpu}: kernel tests and the hostile suite");
+        let name = format!("{emulator_name} {cpu}: kernel tests and the hostile suite");
         let t = Instant::now();
         let r = cases::model_case(emulator, Some(cpu), 1, "mode=test", &art, &dir);
         tally.report(&name, Some(t), r);
     }
     if let Some(n) = smp {
-        let name = format!("{emulator:?} {model}: mode=smp with {n} CPUs");
+        let name = format!("{emulator_name} {model}: mode=smp with {n} CPUs");
         let t = Instant::now();
         let r = cases::model_case(emulator, cpu, n, "mode=smp", &art, &dir);
         tally.report(&name, Some(t), r);
