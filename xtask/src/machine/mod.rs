@@ -396,7 +396,8 @@ pub trait Running {
 pub struct Stopped {
     /// Serial lines not yet taken.
     pub rest: Vec<String>,
-    /// The backend's own messages (QEMU's stderr).
+    /// The backend's own messages (QEMU's stderr; the panics and errors of
+    /// Bochs's log).
     pub messages: String,
 }
 
