@@ -7,10 +7,12 @@
 
 pub mod cases;
 pub mod cmdline;
+pub mod eflags;
 pub mod exit;
 pub mod layout;
 pub mod model;
 pub mod report;
+pub mod stats;
 pub mod syscall;
 
 pub use syscall::{errno, nr, Mechanism};
