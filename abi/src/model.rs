@@ -83,6 +83,66 @@ pub const fn takes_arg(id: u16) -> bool {
     matches!(id, ANNOUNCE_IDT | ANNOUNCE_GDT | ANNOUNCE_TSS | INVLPG_PAGE)
 }
 
+/// Where one benchmark's snapshots lie in a stream, as its `samples` record
+/// carries them (`abi::report::kind::SAMPLES`): calibration run `k` (the
+/// timed region with an empty loop) spans snapshots `calib + 2k` and
+/// `calib + 2k + 1`; batch `i` spans `batches + 2i` and `batches + 2i + 1`.
+/// The host subtracts the calibration runs' median from every batch, as the
+/// guest does with ticks. `calib_runs` may be 0 (nothing to subtract).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Snaps {
+    /// [`SNAP_USER`] or [`SNAP_KERNEL`].
+    pub stream: u16,
+    pub calib: u32,
+    pub calib_runs: u32,
+    pub batches: u32,
+}
+
+/// The record value naming a stream (`stream=user|kernel`).
+pub const fn stream_key(stream: u16) -> &'static str {
+    match stream {
+        SNAP_KERNEL => "kernel",
+        _ => "user",
+    }
+}
+
+/// The stream a record value names.
+pub fn stream_from_key(key: &str) -> Option<u16> {
+    match key {
+        "user" => Some(SNAP_USER),
+        "kernel" => Some(SNAP_KERNEL),
+        _ => None,
+    }
+}
+
+impl core::fmt::Display for Snaps {
+    /// The record keys, each with a leading space.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            " stream={} snap_calib={} calib_runs={} snap_batches={}",
+            stream_key(self.stream),
+            self.calib,
+            self.calib_runs,
+            self.batches
+        )
+    }
+}
+
+/// The pointer-chase benchmark (`prog=chase`): a cyclic chain of loads, one
+/// per [`chase::STRIDE`] bytes, over each working set in [`chase::SETS`]
+/// (benchmark `chase.<KiB>k`).
+/// The stride is two 64-byte lines, so every load touches a line of its own
+/// under every profile (32- and 64-byte lines) and an adjacent-line
+/// prefetch never brings in a line the chase will use.
+pub mod chase {
+    /// Bytes between two loads of the chain.
+    pub const STRIDE: u32 = 128;
+    /// The working sets, in bytes: one that fits every profile's L1 data
+    /// cache, one larger than any profile's L1 and smaller than any L2.
+    pub const SETS: [u32; 2] = [4 << 10, 128 << 10];
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

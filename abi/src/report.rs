@@ -56,7 +56,9 @@ pub mod kind {
     /// n min p25 median mean p75 max sd outliers`.
     pub const BENCH: &str = "bench";
     /// One benchmark's per-batch values: `name batch_size values` (comma list
-    /// of batch totals in ticks, timer overhead subtracted).
+    /// of batch totals in ticks, timer overhead subtracted). Where the run
+    /// took model snapshots also `stream snap_calib calib_runs snap_batches`
+    /// (see `crate::model::Snaps`).
     pub const SAMPLES: &str = "samples";
     /// A macro workload: `mech ops ticks_per_op ops_per_s syscalls_per_op`.
     pub const MACRO: &str = "macro";

@@ -131,6 +131,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     // SAFETY: boot, single CPU.
     unsafe { *USABLE.get_mut() = usable };
     idt::load();
+    arch::marker::announce_tables(idt::address(), gdt::gdtr().1, gdt::tss_address(0));
     paging::init(&stacks);
     task::sched::init();
     sync_pools(&opts);

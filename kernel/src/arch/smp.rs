@@ -486,6 +486,11 @@ extern "C" fn ap_main(cpu: u32) -> ! {
     let cpu = cpu as usize;
     super::gdt::init_ap(cpu);
     super::idt::load();
+    super::marker::announce_tables(
+        super::idt::address(),
+        super::gdt::gdtr().1,
+        super::gdt::tss_address(cpu),
+    );
     apic::enable();
     // SYSENTER's MSRs are per CPU: this one's stack, the same entry.
     let top = {

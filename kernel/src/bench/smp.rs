@@ -21,7 +21,7 @@ use abi::report::kind;
 
 use crate::arch::idt::{self, Gate, GateKind};
 use crate::arch::smp::{self, command};
-use crate::arch::{apic, frames, paging};
+use crate::arch::{apic, frames, marker, paging};
 use crate::console::Dec;
 use crate::sync::pool::Align;
 use crate::sync::turnstile;
@@ -249,13 +249,22 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
         .enumerate()
     {
         let mut samples = [0u64; FORKS];
+        let snaps = abi::model::Snaps {
+            stream: abi::model::SNAP_KERNEL,
+            calib: 0,
+            calib_runs: 0,
+            batches: marker::snap_seq(),
+        };
         for s in samples.iter_mut() {
+            marker::snap();
             let t0 = rdtsc();
-            if fork_once(strategy).is_err() {
+            let forked = fork_once(strategy);
+            *s = rdtsc().wrapping_sub(t0);
+            marker::snap();
+            if forked.is_err() {
                 kprintln!("  forktest: out of memory");
                 return false;
             }
-            *s = rdtsc().wrapping_sub(t0);
         }
         samples.sort_unstable();
         medians[k] = samples[FORKS / 2] as f64;
@@ -271,7 +280,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
             "p75" => Dec(samples[3 * FORKS / 4] as f64), "max" => Dec(samples[FORKS - 1] as f64),
             "sd" => Dec(0.0), "outliers" => 0, "instructions" => "n/a", "cycles" => "n/a");
         crate::kprint!(
-            "{}{} {} name={} batch_size=1 values=",
+            "{}{} {} name={} batch_size=1{snaps} values=",
             abi::report::MARKER,
             abi::report::SCHEMA,
             kind::SAMPLES,

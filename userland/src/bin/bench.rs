@@ -75,7 +75,7 @@ impl Run {
                 buf(&raw mut SCRATCH, self.batches),
             )
         };
-        bench::measure(self.fence, f, self.size, samples);
+        let snaps = bench::measure(self.fence, f, self.size, samples);
         let pmc = self.pmc.then(|| bench::counters(f, self.size));
         for (v, s) in values.iter_mut().zip(samples.iter()) {
             *v = *s as f64 / self.size as f64;
@@ -86,25 +86,7 @@ impl Run {
             "mean" => F(s.mean), "p75" => F(s.p75), "max" => F(s.max), "sd" => F(s.sd),
             "outliers" => s.outliers, "instructions" => Opt(pmc.map(|p| p.0)),
             "cycles" => Opt(pmc.map(|p| p.1)));
-        // The samples line can be long: written in pieces, one record line.
-        let mut line = Line::new();
-        let _ = write!(
-            line,
-            "{}{} {} name={} batch_size={} values=",
-            userland::abi::report::MARKER,
-            userland::abi::report::SCHEMA,
-            kind::SAMPLES,
-            name,
-            self.size
-        );
-        for (i, v) in samples.iter().enumerate() {
-            if line.len() > 400 {
-                line.flush();
-            }
-            let _ = write!(line, "{}{}", if i == 0 { "" } else { "," }, v);
-        }
-        let _ = writeln!(line);
-        line.flush();
+        bench::print_samples(name, self.size, snaps, samples);
         s
     }
 }
