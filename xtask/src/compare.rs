@@ -139,8 +139,13 @@ impl BenchArgs {
     }
 }
 
-/// Every metric of one boot: benchmark medians (per call) and macro ticks per op.
+/// Every metric of one boot: benchmark medians (per call) and macro ticks
+/// per op; for a model run, the modelled cycles per call of every benchmark
+/// the model measured (see `model::metrics`).
 pub fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
+    if r.model_profile.is_some() {
+        return crate::model::metrics(r);
+    }
     let mut m: BTreeMap<String, f64> = r
         .benches
         .iter()
@@ -359,6 +364,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     let mut table: Table = BTreeMap::new();
     let mut clock = String::new();
     let mut accel = String::new();
+    let mut model_unit = None;
     let started = Instant::now();
     let mut done = 0usize;
     // Interleaved: A B A B ..., so drift in the host hits every variant alike.
@@ -377,7 +383,11 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
                     log.explain(20)
                 );
             }
-            let r = Results::from_log(&log.serial, &v.name, "qemu")?;
+            let mut r = Results::from_log(&log.serial, &v.name, "qemu")?;
+            crate::model::finish(&p, &log.serial, &mut r)?;
+            if let Some(u) = crate::model::unit(&r) {
+                model_unit = Some(u);
+            }
             clock = r.clock.clone();
             accel = r.accel.clone();
             for (k, val) in metrics_of(&r) {
@@ -413,6 +423,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     }
     order.extend(variants.iter().map(|v| v.name.clone()));
     let unit = match (clock.as_str(), accel.as_str()) {
+        _ if model_unit.is_some() => model_unit.as_deref().unwrap_or_default(),
         ("icount", _) => "instructions",
         ("tsc", "tcg") => "TCG ticks",
         _ => "cycles",
@@ -585,11 +596,14 @@ pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Res
         let b = r.bench(&name).with_context(|| {
             format!("no benchmark {name} in this boot (mechanisms: int80, sysenter, callgate, syscall; calls: floor, null, getpid, geteuid, write1)")
         })?;
-        let per_call: Vec<f64> = b
-            .samples
-            .iter()
-            .map(|s| *s as f64 / b.batch_size as f64)
-            .collect();
+        let per_call: Vec<f64> = match crate::model::cycle_samples(b) {
+            Some(cycles) => cycles,
+            None => b
+                .samples
+                .iter()
+                .map(|s| *s as f64 / b.batch_size as f64)
+                .collect(),
+        };
         sets.push((name, per_call));
     }
     if sets.len() < 2 {
@@ -603,7 +617,7 @@ pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Res
         call,
         &sets,
         r.clock == "icount",
-        &r.unit,
+        crate::model::unit(r).as_deref().unwrap_or(&r.unit),
         &opts,
     ))
 }
@@ -624,8 +638,12 @@ pub struct TableArgs {
     pub md: bool,
 }
 
-/// The system a result comes from: host, accelerator, CPU model.
+/// The system a result comes from: host, accelerator, CPU model; for a
+/// model run, the profile.
 fn system_of(r: &Results) -> String {
+    if let Some(p) = &r.model_profile {
+        return crate::model::label(p, r.model_virt);
+    }
     let model = r.cpu.get("brand").cloned().unwrap_or_default();
     let model = if model.is_empty() {
         r.cpu.get("vendor").cloned().unwrap_or_default()

@@ -5,6 +5,7 @@ mod compare;
 mod iso;
 mod kbuild;
 mod ministat;
+mod model;
 mod preflight;
 mod qemu;
 mod report;
@@ -65,6 +66,8 @@ pub enum ClockArg {
     Icount,
     /// RDTSC: real cycles under KVM and on real hardware.
     Tsc,
+    /// icount plus the model plugin: modelled cycles of a CPU profile (TCG only).
+    Model,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -100,6 +103,12 @@ pub struct BootArgs {
     /// Clock for timed regions (default: icount under TCG, tsc under KVM).
     #[arg(long, value_enum)]
     clock: Option<ClockArg>,
+    /// The model's CPU profile (with --clock model; see model/profiles.toml).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// With --clock model: add a VM exit's cost to CR3 writes and invlpg.
+    #[arg(long)]
+    pub virt: bool,
 }
 
 #[derive(Args)]
@@ -203,6 +212,8 @@ fn setup() -> Result<i32> {
 pub struct Prepared {
     pub boot: Boot,
     pub clock: ClockArg,
+    /// `--clock model`: the options and the file the plugin writes.
+    pub model: Option<(model::ModelOpts, PathBuf)>,
 }
 
 pub fn prepare(
@@ -222,8 +233,28 @@ pub fn prepare(
     if clock == ClockArg::Icount && accel == Accel::Kvm {
         bail!("--clock icount needs TCG (QEMU's -icount); use --clock tsc or --accel tcg");
     }
+    if clock == ClockArg::Model && accel == Accel::Kvm {
+        bail!("--clock model needs TCG (a TCG plugin under -icount); use --accel tcg");
+    }
+    let model = match clock {
+        ClockArg::Model => {
+            let opts = model_opts(a)?;
+            let lib = model::build_plugin(&kbuild::root())?;
+            std::fs::create_dir_all(iso_dir)?;
+            let out = iso_dir.join(format!("model-{}.txt", std::process::id()));
+            let _ = std::fs::remove_file(&out);
+            Some((opts, lib, out))
+        }
+        _ => {
+            if a.profile.is_some() || a.virt {
+                bail!("--profile and --virt choose the model: use them with --clock model");
+            }
+            None
+        }
+    };
+    // The guest's clock: the model runs under icount.
     let clock_key = match clock {
-        ClockArg::Icount => "icount",
+        ClockArg::Icount | ClockArg::Model => "icount",
         ClockArg::Tsc => "tsc",
     };
     let cmdline = format!(
@@ -241,7 +272,7 @@ pub fn prepare(
         cpu: a.cpu.clone(),
         smp: a.smp,
         accel,
-        icount: clock == ClockArg::Icount,
+        icount: clock != ClockArg::Tsc,
         memory_mib: 128,
         timeout: Duration::from_secs(a.timeout),
         extra: vec![],
@@ -256,7 +287,28 @@ pub fn prepare(
         let out = iso_dir.join("run.iso");
         boot.cdrom = Some(iso::build(art, &[entry], 0, &out)?);
     }
-    Ok(Prepared { boot, clock })
+    let model = match model {
+        Some((opts, lib, out)) => {
+            boot.extra.extend(model::qemu_args(&lib, &opts, &out)?);
+            Some((opts, out))
+        }
+        None => None,
+    };
+    Ok(Prepared { boot, clock, model })
+}
+
+/// The model options of `--profile`/`--virt`, the profile checked against
+/// the model's list before anything boots.
+pub fn model_opts(a: &BootArgs) -> Result<model::ModelOpts> {
+    let profile = a
+        .profile
+        .clone()
+        .unwrap_or_else(|| model::DEFAULT_PROFILE.to_string());
+    model::check_profile(&profile, &model::known_profiles(&kbuild::root())?)?;
+    Ok(model::ModelOpts {
+        profile,
+        virt: a.virt,
+    })
 }
 
 impl BootArgs {
@@ -275,6 +327,8 @@ pub fn test_boot_args(cpu: Option<&str>) -> BootArgs {
         grub: false,
         timeout: 60,
         clock: Some(ClockArg::Icount),
+        profile: None,
+        virt: false,
     }
 }
 
@@ -308,6 +362,10 @@ fn run(a: RunArgs) -> Result<i32> {
             );
         }
     }
+    if a.boot.clock == Some(ClockArg::Model) {
+        // An unknown profile is refused before anything is built or booted.
+        model_opts(&a.boot)?;
+    }
     preflight::ensure(if a.boot.grub {
         preflight::Need::QemuAndGrub
     } else {
@@ -326,8 +384,12 @@ fn run(a: RunArgs) -> Result<i32> {
         qemu_version(p.boot.binary()),
         p.boot.accel.key().to_uppercase(),
         match p.clock {
-            ClockArg::Icount => "icount (1 tick = 1 guest instruction)",
-            ClockArg::Tsc => "tsc",
+            ClockArg::Icount => "icount (1 tick = 1 guest instruction)".to_string(),
+            ClockArg::Tsc => "tsc".to_string(),
+            ClockArg::Model => format!(
+                "model (icount, plus cycles {})",
+                p.model.as_ref().map_or(String::new(), |(o, _)| o.label())
+            ),
         },
         p.boot.cpu_model(),
         if a.boot.grub {
@@ -352,8 +414,13 @@ fn run(a: RunArgs) -> Result<i32> {
         eprintln!("run failed: {}", log.explain(20));
         return Ok(1);
     }
-    let results = results::Results::from_log(&log.serial, &a.label, "qemu")
+    let mut results = results::Results::from_log(&log.serial, &a.label, "qemu")
         .context("reading the kernel's report")?;
+    model::finish(&p, &log.serial, &mut results)?;
+    if results.model_profile.is_some() {
+        println!();
+        print!("{}", model::table(&results));
+    }
     if !results.benches.is_empty() && !a.no_save {
         let path = results.save(&kbuild::root().join("results"))?;
         eprintln!("results: {}", path.display());

@@ -13,6 +13,7 @@ use abi::report::kind;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::model::ModelFigures;
 use crate::report::{self, Record};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -42,6 +43,14 @@ pub struct Results {
     pub macros: Vec<Macro>,
     /// The clock record's other fields (fence, overheads, interrupts, perf).
     pub timing: BTreeMap<String, String>,
+    /// `--clock model`: the profile the model plugin ran, whether its
+    /// `virt` costs were on, and the profile's parameters as it used them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub model_virt: bool,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub model_params: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -76,6 +85,10 @@ pub struct Bench {
     pub cycles: Option<f64>,
     pub batch_size: u64,
     pub samples: Vec<u64>,
+    /// `--clock model`: modelled cycles, misses and flushes per call and
+    /// per batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelFigures>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -179,6 +192,7 @@ impl Results {
                     cycles: rec.get("cycles").and_then(|v| v.parse().ok()),
                     batch_size: 0,
                     samples: vec![],
+                    model: None,
                 }),
                 kind::SAMPLES => {
                     let name = field(rec, "name")?.to_string();
@@ -264,9 +278,26 @@ impl Results {
             self.cpu.get("brand").map_or("?", String::as_str),
             emulated
         );
+        if let Some(p) = &self.model_profile {
+            s += &format!(
+                "modelled: cycles per call from the model plugin ({}); the other columns are {}\n",
+                crate::model::label(p, self.model_virt),
+                self.unit
+            );
+        }
         s += &format!(
-            "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}\n",
-            "entry", "call", "median", "min", "full/floor", "vs int 0x80"
+            "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}{}\n",
+            "entry",
+            "call",
+            "median",
+            "min",
+            "full/floor",
+            "vs int 0x80",
+            if self.model_profile.is_some() {
+                format!(" {:>10}", "modelled")
+            } else {
+                String::new()
+            }
         );
         for m in abi::Mechanism::ALL {
             if let Some(mech) = self.mechanisms.iter().find(|x| x.name == m.key()) {
@@ -292,14 +323,20 @@ impl Results {
                     }
                     _ => String::new(),
                 };
+                let modelled = match (&self.model_profile, &b.model) {
+                    (None, _) => String::new(),
+                    (Some(_), Some(x)) => format!(" {:>10.1}", x.cycles),
+                    (Some(_), None) => format!(" {:>10}", "-"),
+                };
                 s += &format!(
-                    "{:<10} {:<8} {:>10.2} {:>10.2} {:>11} {:>12}{}\n",
+                    "{:<10} {:<8} {:>10.2} {:>10.2} {:>11} {:>12}{}{}\n",
                     m.title(),
                     b.call,
                     b.median,
                     b.min,
                     ratio,
                     vs,
+                    modelled,
                     pmc
                 );
             }
