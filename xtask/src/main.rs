@@ -6,6 +6,7 @@ mod iso;
 mod kbuild;
 mod ministat;
 mod model;
+mod modeltest;
 mod preflight;
 mod qemu;
 mod report;

@@ -273,7 +273,8 @@ impl ModelFile {
                     }
                     let key = (
                         cpu.ok_or_else(|| anyhow!("model file line {n}: snap without cpu"))?,
-                        stream.ok_or_else(|| anyhow!("model file line {n}: snap without stream"))?,
+                        stream
+                            .ok_or_else(|| anyhow!("model file line {n}: snap without stream"))?,
                         seq.ok_or_else(|| anyhow!("model file line {n}: snap without seq"))?,
                     );
                     if f.snaps.insert(key, c).is_some() {
@@ -506,9 +507,12 @@ pub fn finish(p: &crate::Prepared, log: &str, results: &mut Results) -> Result<(
 
 /// The unit of a model run's comparisons: "modelled cycles (profile X)".
 pub fn unit(r: &Results) -> Option<String> {
-    r.model_profile
-        .as_ref()
-        .map(|p| format!("modelled cycles ({})", label(p, r.model_virt).trim_start_matches("modelled, ")))
+    r.model_profile.as_ref().map(|p| {
+        format!(
+            "modelled cycles ({})",
+            label(p, r.model_virt).trim_start_matches("modelled, ")
+        )
+    })
 }
 
 /// A model run's metrics: modelled cycles per call of each benchmark.
@@ -523,7 +527,13 @@ pub fn metrics(r: &Results) -> BTreeMap<String, f64> {
 pub fn cycle_samples(b: &crate::results::Bench) -> Option<Vec<f64>> {
     let m = b.model.as_ref()?;
     let size = b.batch_size.max(1) as f64;
-    Some(m.samples.get("cycles")?.iter().map(|c| *c as f64 / size).collect())
+    Some(
+        m.samples
+            .get("cycles")?
+            .iter()
+            .map(|c| *c as f64 / size)
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -561,7 +571,10 @@ description = \"a [recent] core\"
         let a = qemu_args(Path::new("/t/libmodel.so"), &o, Path::new("/t/out.txt")).unwrap();
         assert_eq!(
             a,
-            ["-plugin", "/t/libmodel.so,profile=p4,virt=on,out=/t/out.txt"]
+            [
+                "-plugin",
+                "/t/libmodel.so,profile=p4,virt=on,out=/t/out.txt"
+            ]
         );
         assert!(qemu_args(Path::new("/a,b/lib.so"), &o, Path::new("/o")).is_err());
         assert_eq!(o.label(), "modelled, profile p4, virt");
@@ -576,7 +589,8 @@ description = \"a [recent] core\"
 
     /// Two calibration runs of 10 cycles (one of 14, cold), two batches.
     fn file() -> String {
-        let mut s = String::from("model1 profile=p3 virt=0 ncpus=1\nparam line=32 l1d_size=16384\n");
+        let mut s =
+            String::from("model1 profile=p3 virt=0 ncpus=1\nparam line=32 l1d_size=16384\n");
         for (seq, c, l1) in [
             (0, 100, 0),
             (1, 114, 1),

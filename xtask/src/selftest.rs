@@ -884,6 +884,19 @@ pub fn run(a: TestArgs) -> Result<i32> {
                 }
             }
         }
+        println!("== boots under the model clock (QEMU TCG, icount, the model plugin)");
+        for (name, r) in crate::modeltest::self_tests(&art, &dir, a.filter.as_deref()) {
+            match r {
+                Ok(()) => {
+                    passed += 1;
+                    println!("PASS {name}");
+                }
+                Err(e) => {
+                    failed += 1;
+                    println!("FAIL {name}: {e}");
+                }
+            }
+        }
     }
     if !a.host_only && a.filter.as_deref().is_none_or(|f| "bench".contains(f)) {
         let t = Instant::now();
