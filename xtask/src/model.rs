@@ -664,4 +664,82 @@ description = \"a [recent] core\"
             "{e}"
         );
     }
+
+    /// A results file with two mechanisms' null calls under the model.
+    fn model_results() -> Results {
+        let bench = |name: &str, mech: &str, insns: f64, cycles: &[u64]| crate::results::Bench {
+            name: name.into(),
+            mech: mech.into(),
+            path: "full".into(),
+            call: "null".into(),
+            n: cycles.len(),
+            median: insns,
+            batch_size: 4,
+            samples: vec![insns as u64 * 4; cycles.len()],
+            model: Some(ModelFigures {
+                label: label("p4", false),
+                cycles: cycles[0] as f64 / 4.0,
+                samples: [("cycles".to_string(), cycles.to_vec())].into(),
+                ..ModelFigures::default()
+            }),
+            ..Default::default()
+        };
+        Results {
+            clock: "icount".into(),
+            unit: "instructions".into(),
+            model_profile: Some("p4".into()),
+            benches: vec![
+                bench("int80.null", "int80", 24.0, &[4000, 4000, 4000]),
+                bench("sysenter.null", "sysenter", 46.0, &[1200, 1200, 1200]),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn comparisons_use_modelled_cycles() {
+        let r = model_results();
+        assert_eq!(
+            crate::compare::metrics_of(&r),
+            [
+                ("int80.null".to_string(), 1000.0),
+                ("sysenter.null".to_string(), 300.0)
+            ]
+            .into()
+        );
+        assert_eq!(unit(&r).unwrap(), "modelled cycles (profile p4)");
+        let s = crate::compare::within_boot(&r, "int80,sysenter", "null", 95.0).unwrap();
+        assert!(
+            s.contains("modelled cycles (profile p4) per call")
+                && s.contains("differs by exactly -700 modelled cycles (profile p4) (-70.00%)"),
+            "{s}"
+        );
+        let t = r.table();
+        assert!(
+            t.contains("modelled, profile p4") && t.contains("   1000.0"),
+            "{t}"
+        );
+        assert!(
+            table(&r).contains("sysenter.null               46.00      300.0"),
+            "{}",
+            table(&r)
+        );
+    }
+
+    #[test]
+    fn table_names_the_profile_as_the_system() {
+        let mut before = model_results();
+        before.label = "before".into();
+        let mut after = model_results();
+        after.label = "after".into();
+        after.benches[0].model.as_mut().unwrap().cycles = 500.0;
+        let mut other = model_results();
+        other.model_profile = Some("p3".into());
+        let rows =
+            crate::compare::speedup_rows(&[before, after, other], Some("before"), &[]).unwrap();
+        assert_eq!(
+            rows[0],
+            ["modelled, profile p4", "after", "int80.null", "2.00"].map(String::from)
+        );
+    }
 }

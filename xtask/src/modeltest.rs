@@ -151,14 +151,28 @@ fn deterministic(art: &Artifacts, dir: &Path) -> Result<()> {
             .map(str::to_string)
             .collect()
     };
-    let (a, fa, _) = boot(art, dir, words, model::DEFAULT_PROFILE)?;
+    let (a, fa, r) = boot(art, dir, words, model::DEFAULT_PROFILE)?;
     let (b, fb, _) = boot(art, dir, words, model::DEFAULT_PROFILE)?;
     ensure!(records(&a) == records(&b), "the two boots' records differ");
     ensure!(fa == fb, "the two boots' plugin files differ");
-    ensure!(
-        fa.lines().any(|l| l.starts_with("snap ")),
-        "the plugin file holds no snapshot"
-    );
+    // The pairing of snapshots and batches, checked against icount: the
+    // model's own instruction count per call is the guest's.
+    let mut modelled = 0;
+    for b in &r.benches {
+        let m = b
+            .model
+            .as_ref()
+            .with_context(|| format!("{} has no model figures", b.name))?;
+        ensure!(
+            m.insns == b.median,
+            "{}: the model counted {} instructions per call, icount {}",
+            b.name,
+            m.insns,
+            b.median
+        );
+        modelled += 1;
+    }
+    ensure!(modelled > 0, "no benchmark has model figures");
     Ok(())
 }
 
@@ -243,7 +257,7 @@ pub fn self_tests(
         }
         Err(e) => out.push(("model: profiles".into(), Err(format!("{e:#}")))),
     }
-    let name = "model: two boots give byte-identical records and plugin files".to_string();
+    let name = "model: two boots give byte-identical records and plugin files; the model counts the instructions icount does".to_string();
     if wanted(&name) {
         out.push(run(name, &|| {
             deterministic(art, dir).map(|()| String::new())
