@@ -102,8 +102,14 @@ struct Cpu {
     dtlb: Tlb,
     itlb: Tlb,
     stlb: Option<Tlb>,
-    /// The page of the last instruction: it hit (or was filled) in the ITLB.
+    /// The page of the last instruction: it is the most recently used entry
+    /// of the ITLB, so the next instruction on that page hits without a
+    /// lookup. Likewise the last data page (DTLB) and the last data line
+    /// (L1D, with whether it is already Modified). Cleared by every flush.
     last_ipage: u32,
+    last_dpage: u32,
+    last_line: u64,
+    last_line_dirty: bool,
     /// A marker that waits for its argument load (0: none).
     pending_arg: u16,
     invlpg_page: Option<u32>,
@@ -125,6 +131,9 @@ impl Cpu {
             itlb: Tlb::new(p.itlb()),
             stlb: p.stlb().map(Tlb::new),
             last_ipage: NO_PAGE,
+            last_dpage: NO_PAGE,
+            last_line: u64::MAX,
+            last_line_dirty: false,
             pending_arg: 0,
             invlpg_page: None,
             gdt: None,
@@ -138,6 +147,7 @@ impl Cpu {
     fn forget_translations(&mut self) {
         self.xlate.fill((NO_PAGE, 0));
         self.last_ipage = NO_PAGE;
+        self.last_dpage = NO_PAGE;
     }
 }
 
@@ -193,14 +203,22 @@ impl Machine {
         &self.snaps
     }
 
+    #[inline(always)]
     fn cpu(&mut self, cpu: usize) -> &mut Cpu {
+        if cpu >= self.cpus.len() {
+            self.grow(cpu);
+        }
+        &mut self.cpus[cpu]
+    }
+
+    #[cold]
+    fn grow(&mut self, cpu: usize) {
         while self.cpus.len() <= cpu {
             self.cpus.push(Cpu::new(&self.profile));
             if self.l2.is_empty() || self.profile.l2_shared == 0 {
                 self.l2.push(Cache::new(self.profile.l2()));
             }
         }
-        &mut self.cpus[cpu]
     }
 
     fn l2_of(&self, cpu: usize) -> usize {
@@ -254,6 +272,11 @@ impl Machine {
         let l2i = self.l2_of(cpu);
         let p = &self.profile;
         let c = &mut self.cpus[cpu];
+        if line == c.last_line && (c.last_line_dirty || !write) {
+            return 0;
+        }
+        c.last_line = line;
+        c.last_line_dirty = write;
         if c.l1.lookup(line, write) != LineState::Invalid {
             return 0;
         }
@@ -314,10 +337,16 @@ impl Machine {
         self.cpu(cpu);
         let size = size.max(1);
         let end = vaddr.wrapping_add(size - 1);
-        let mut stall = self.tlb(cpu, vaddr >> PAGE_SHIFT, false);
-        if end >> PAGE_SHIFT != vaddr >> PAGE_SHIFT {
-            stall += self.tlb(cpu, end >> PAGE_SHIFT, false);
+        let page = vaddr >> PAGE_SHIFT;
+        let mut stall = 0;
+        if page != self.cpus[cpu].last_dpage {
+            stall += self.tlb(cpu, page, false);
         }
+        let last_page = end >> PAGE_SHIFT;
+        if last_page != page {
+            stall += self.tlb(cpu, last_page, false);
+        }
+        self.cpus[cpu].last_dpage = last_page;
         let first = paddr >> self.line_shift;
         let last = (paddr + u64::from(size) - 1) >> self.line_shift;
         for line in first..=last {

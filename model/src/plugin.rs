@@ -12,10 +12,12 @@
 //! clear refusal instead of a failed `dlopen`. The declarations below follow
 //! the documented v1 API (include/qemu/qemu-plugin.h in QEMU 7.2).
 
+use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use crate::machine::{Insn, Machine, Options};
 use crate::profile;
@@ -125,9 +127,9 @@ fn symbol(name: &str) -> Result<*mut c_void, String> {
 
 static API: OnceLock<Api> = OnceLock::new();
 
-/// Everything the callbacks share. One lock: under `-icount` QEMU runs the
-/// vCPUs on one thread, so it is never contended; under multi-threaded TCG
-/// it keeps the model whole.
+/// Everything the callbacks share, under one lock: under `-icount` QEMU runs
+/// the vCPUs on one thread, so it is never contended; under multi-threaded
+/// TCG it keeps the model whole.
 struct State {
     machine: Machine,
     out: PathBuf,
@@ -137,13 +139,49 @@ struct State {
     interned: HashMap<(u32, Vec<u8>), &'static Insn>,
 }
 
-static STATE: Mutex<Option<State>> = Mutex::new(None);
+/// A spin lock: one compare-and-swap to take, one release store to give
+/// back; a callback runs a few hundred nanoseconds at most, and the lock is
+/// uncontended whenever the model is used as intended (icount).
+struct SpinLock<T> {
+    taken: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is only reached through `with`, which holds `taken`.
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+
+impl<T> SpinLock<T> {
+    const fn new(value: T) -> SpinLock<T> {
+        SpinLock {
+            taken: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        while self
+            .taken
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        // SAFETY: `taken` is ours until the store below, so no other
+        // reference to the value exists.
+        let r = f(unsafe { &mut *self.value.get() });
+        self.taken.store(false, Ordering::Release);
+        r
+    }
+}
+
+static STATE: SpinLock<Option<State>> = SpinLock::new(None);
 
 fn with_state(f: impl FnOnce(&mut State)) {
-    let mut g = STATE.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(s) = g.as_mut() {
-        f(s);
-    }
+    STATE.with(|s| {
+        if let Some(s) = s.as_mut() {
+            f(s);
+        }
+    });
 }
 
 /// The plugin's arguments.
@@ -189,21 +227,32 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Args, S
     })
 }
 
-fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
-    if info.version_cur < API_VERSION || info.version_min > API_VERSION {
+/// Whether this QEMU can serve the plugin: API version 1 within what it
+/// serves, system emulation, an x86 guest.
+pub fn check_qemu(min: i32, cur: i32, system: bool, target: &str) -> Result<(), String> {
+    if cur < API_VERSION || min > API_VERSION {
         return Err(format!(
-            "this QEMU serves plugin API {}..{}, the model needs version {API_VERSION}",
-            info.version_min, info.version_cur
+            "this QEMU serves plugin API versions {min} to {cur}; the model needs version {API_VERSION}"
         ));
     }
-    if !info.system_emulation {
-        return Err("the model needs system emulation (qemu-system-*)".into());
+    if !system {
+        return Err("the model needs system emulation (qemu-system-*), not user mode".into());
     }
-    // SAFETY: QEMU passes a NUL-terminated target name, live during install.
-    let target = unsafe { CStr::from_ptr(info.target_name) }.to_string_lossy();
     if target != "i386" && target != "x86_64" {
         return Err(format!("the model is for x86 guests, not {target}"));
     }
+    Ok(())
+}
+
+fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
+    // SAFETY: QEMU passes a NUL-terminated target name, live during install.
+    let target = unsafe { CStr::from_ptr(info.target_name) }.to_string_lossy();
+    check_qemu(
+        info.version_min,
+        info.version_cur,
+        info.system_emulation,
+        &target,
+    )?;
     let a = parse_args(args.iter().copied())?;
     let profile = profile::find(&a.profile)?;
     let ncpus = info.smp_vcpus.max(1) as usize;
@@ -211,12 +260,13 @@ fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
     let api = Api::resolve()?;
     // A first check that the output file can be written, before the boot.
     std::fs::write(&a.out, "").map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
-    *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(State {
+    let state = State {
         machine,
         out: a.out,
         ncpus,
         interned: HashMap::new(),
-    });
+    };
+    STATE.with(|s| *s = Some(state));
     API.get_or_init(|| api);
     Ok(())
 }
@@ -337,5 +387,23 @@ mod tests {
             .unwrap_err()
             .contains("unknown argument speed"));
         assert!(parse_args(["p4"]).unwrap_err().contains("key=value"));
+    }
+
+    #[test]
+    fn qemu_versions() {
+        assert!(check_qemu(0, 1, true, "i386").is_ok());
+        assert!(check_qemu(0, 2, true, "x86_64").is_ok());
+        let e = check_qemu(2, 3, true, "i386").unwrap_err();
+        assert!(
+            e.contains("versions 2 to 3; the model needs version 1"),
+            "{e}"
+        );
+        assert!(check_qemu(0, 0, true, "i386").is_err());
+        assert!(check_qemu(0, 1, false, "i386")
+            .unwrap_err()
+            .contains("system emulation"));
+        assert!(check_qemu(0, 1, true, "aarch64")
+            .unwrap_err()
+            .contains("not aarch64"));
     }
 }
