@@ -20,6 +20,8 @@ use abi::report::kind;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::kbuild;
+use crate::machine::{Clock, Machine};
 use crate::report::{self, Record};
 use crate::results::Results;
 
@@ -38,10 +40,72 @@ pub struct ModelOpts {
     pub virt: bool,
 }
 
+impl Default for ModelOpts {
+    fn default() -> ModelOpts {
+        ModelOpts {
+            profile: DEFAULT_PROFILE.into(),
+            virt: false,
+        }
+    }
+}
+
 impl ModelOpts {
     /// How every model figure is labelled.
     pub fn label(&self) -> String {
         label(&self.profile, self.virt)
+    }
+}
+
+/// The model's options for a boot on `clock`: the defaults under
+/// [`Clock::Model`]; an error when model options come with another clock.
+/// The profile is checked against the model's list (nothing is built).
+pub fn options_for(clock: Clock, asked: Option<&ModelOpts>) -> Result<Option<ModelOpts>> {
+    match (clock, asked) {
+        (Clock::Model, asked) => {
+            let opts = asked.cloned().unwrap_or_default();
+            check_profile(&opts.profile, &known_profiles(&kbuild::root())?)?;
+            Ok(Some(opts))
+        }
+        (_, Some(_)) => {
+            bail!("--profile and --virt choose the model's CPU: use them with --clock model")
+        }
+        (_, None) => Ok(None),
+    }
+}
+
+/// The plugin of one model boot: what it models, the library, the file it
+/// writes when QEMU exits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plugin {
+    pub opts: ModelOpts,
+    pub lib: PathBuf,
+    pub out: PathBuf,
+}
+
+impl Plugin {
+    /// For a boot on `clock` (`None` unless [`Clock::Model`]): checks the
+    /// options, builds the plugin, picks a file in `scratch`.
+    pub fn for_clock(
+        clock: Clock,
+        asked: Option<&ModelOpts>,
+        scratch: &Path,
+    ) -> Result<Option<Plugin>> {
+        let Some(opts) = options_for(clock, asked)? else {
+            return Ok(None);
+        };
+        let lib = build_plugin(&kbuild::root())?;
+        std::fs::create_dir_all(scratch)
+            .with_context(|| format!("cannot create {}", scratch.display()))?;
+        // One file per process and boot, so parallel runs never share one.
+        static BOOTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = BOOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let out = scratch.join(format!("model-{}-{n}.txt", std::process::id()));
+        Ok(Some(Plugin { opts, lib, out }))
+    }
+
+    /// QEMU's arguments that load it.
+    pub fn qemu_args(&self) -> Result<Vec<String>> {
+        qemu_args(&self.lib, &self.opts, &self.out)
     }
 }
 
@@ -459,17 +523,6 @@ pub fn apply(results: &mut Results, log: &str, file: &ModelFile) -> Result<()> {
     Ok(())
 }
 
-/// Reads the plugin's file after QEMU exited.
-pub fn read_file(path: &Path) -> Result<ModelFile> {
-    let text = std::fs::read_to_string(path).with_context(|| {
-        format!(
-            "the model plugin wrote no file {} (did QEMU load it?)",
-            path.display()
-        )
-    })?;
-    ModelFile::parse(&text).with_context(|| format!("reading {}", path.display()))
-}
-
 /// The model's table: every benchmark with model figures, per call.
 pub fn table(r: &Results) -> String {
     let Some(profile) = &r.model_profile else {
@@ -496,13 +549,21 @@ pub fn table(r: &Results) -> String {
 
 /// After a boot: for a model boot, reads the plugin's file and merges it
 /// into the boot's results (and removes the file); otherwise nothing.
-pub fn finish(p: &crate::Prepared, log: &str, results: &mut Results) -> Result<()> {
-    if let Some((_, out)) = &p.model {
-        let file = read_file(out)?;
-        apply(results, log, &file)?;
-        let _ = std::fs::remove_file(out);
-    }
-    Ok(())
+/// Returns the file's text.
+pub fn finish(m: &Machine, log: &str, results: &mut Results) -> Result<Option<String>> {
+    let Some(p) = &m.model else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(&p.out).with_context(|| {
+        format!(
+            "the model plugin wrote no file {} (did QEMU load it?)",
+            p.out.display()
+        )
+    })?;
+    let _ = std::fs::remove_file(&p.out);
+    let file = ModelFile::parse(&text).with_context(|| format!("reading {}", p.out.display()))?;
+    apply(results, log, &file)?;
+    Ok(Some(text))
 }
 
 /// The unit of a model run's comparisons: "modelled cycles (profile X)".
@@ -736,7 +797,7 @@ description = \"a [recent] core\"
         let mut other = model_results();
         other.model_profile = Some("p3".into());
         let rows =
-            crate::compare::speedup_rows(&[before, after, other], Some("before"), &[]).unwrap();
+            crate::cmd::table::speedup_rows(&[before, after, other], Some("before"), &[]).unwrap();
         assert_eq!(
             rows[0],
             ["modelled, profile p4", "after", "int80.null", "2.00"].map(String::from)

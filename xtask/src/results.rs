@@ -13,6 +13,7 @@ use abi::report::kind;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::machine::{Accel, Clock};
 use crate::model::ModelFigures;
 use crate::report::{self, Record};
 
@@ -223,12 +224,9 @@ impl Results {
         if r.accel.is_empty() {
             r.accel = "hw".into();
         }
-        r.unit = match (r.clock.as_str(), r.accel.as_str()) {
-            ("icount", _) => "instructions",
-            // TCG's TSC follows the host's clock: emulator artefacts.
-            ("tsc", "tcg") => "TCG ticks",
-            ("tsc", _) => "cycles",
-            _ => "ticks",
+        r.unit = match r.clock() {
+            Some(c) => c.unit(r.tcg()),
+            None => "ticks",
         }
         .into();
         for b in &mut r.benches {
@@ -256,6 +254,17 @@ impl Results {
         Ok(r)
     }
 
+    /// The clock the kernel reported, if this tool knows it (a CPU without
+    /// a TSC reports `none`).
+    pub fn clock(&self) -> Option<Clock> {
+        Clock::from_key(&self.clock)
+    }
+
+    /// The guest ran under TCG.
+    pub fn tcg(&self) -> bool {
+        self.accel == Accel::Tcg.key()
+    }
+
     pub fn bench(&self, name: &str) -> Option<&Bench> {
         self.benches.iter().find(|b| b.name == name)
     }
@@ -264,7 +273,7 @@ impl Results {
     /// to int 0x80 for the same call; then the macro mix.
     pub fn table(&self) -> String {
         let mut s = String::new();
-        let emulated = if self.accel == "tcg" && self.clock == "tsc" {
+        let emulated = if self.clock().is_some_and(|c| c.emulated(self.tcg())) {
             "  (TCG: emulator artefacts, not cycles)"
         } else {
             ""
@@ -364,7 +373,7 @@ impl Results {
                     .find(|x| x.key() == m.mech)
                     .map_or(m.mech.as_str(), |x| x.title()),
                 m.ops_per_s,
-                if self.clock == "icount" {
+                if self.clock().is_some_and(Clock::virtual_time) {
                     " (virtual)"
                 } else {
                     ""

@@ -3,8 +3,8 @@
 //! it for integration tests), so these are the messages a user sees.
 //!
 //! Covered elsewhere: a hung guest, a triple fault and a kernel panic are
-//! boots in `cargo xtask test` (xtask/src/selftest.rs) with their verdicts
-//! unit-tested in xtask/src/qemu.rs; noise on the serial line is
+//! boots in `cargo xtask test` (xtask/src/cmd/test/cases.rs) with their verdicts
+//! unit-tested in xtask/src/machine/mod.rs; noise on the serial line is
 //! unit-tested in xtask/src/report.rs.
 
 use std::path::{Path, PathBuf};

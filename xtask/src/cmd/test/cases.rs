@@ -1,17 +1,13 @@
-//! `cargo xtask test`: host unit tests, then real boots of the real kernel in
-//! QEMU (TCG is enough), each checked against what the kernel printed.
+//! The boots of `cargo xtask test`: each a machine (typed settings, no
+//! emulator arguments), a command line, and what the kernel must print.
 
-use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use abi::exit::Outcome;
 use abi::report::kind;
-use anyhow::{Context, Result};
-use clap::Args;
 
-use crate::kbuild::{self, Artifacts};
-use crate::qemu::{self, Accel, Boot, BootLog, Ending};
+use crate::machine::qemu::{self, Threads};
+use crate::machine::{self, AccelChoice, BootLog, Ending};
 use crate::report::{self, Record};
 use crate::results::Results;
 
@@ -21,75 +17,97 @@ const PATH_LENGTH_LIMITS: &[(&str, f64)] = &[
     ("callgate.null", 40.0),
     ("sysenter.null", 52.0),
 ];
-use crate::{iso, preflight};
 
-#[derive(Args)]
-pub struct TestArgs {
-    /// Only the host unit tests.
-    #[arg(long, conflicts_with = "boots_only")]
-    host_only: bool,
-    /// Only the QEMU boots.
-    #[arg(long)]
-    boots_only: bool,
-    /// Only boot tests whose name contains this.
-    #[arg(long)]
-    filter: Option<String>,
-}
+pub type Check = fn(&BootLog, &[Record]) -> Result<(), String>;
 
-type Check = fn(&BootLog, &[Record]) -> Result<(), String>;
-
-/// One boot and what it must show.
-struct Case {
-    name: &'static str,
-    cpu: Option<&'static str>,
-    cmdline: &'static str,
+/// One boot and what it must show. Every case boots QEMU under TCG with
+/// the backend's default clock: icount, or the TSC when the CPUs run in
+/// parallel (`threads: Threads::Multi`), which -icount cannot.
+pub struct Case {
+    pub name: &'static str,
+    /// The kernel command line (`clock=` and `accel=` are added).
+    pub cmdline: &'static str,
+    /// CPU model; `None`: QEMU's default (qemu32).
+    pub cpu: Option<&'static str>,
+    /// Number of CPUs.
+    pub cpus: u32,
+    /// How TCG runs the CPUs.
+    pub threads: Threads,
+    /// Start with the CPUs stopped: the surest hang there is.
+    pub paused: bool,
     /// Boot through a GRUB image whose only entry has this command line.
-    grub: bool,
-    timeout: u64,
-    extra: &'static [&'static str],
-    check: Check,
+    pub grub: bool,
+    /// Seconds before the guest is called hung.
+    pub timeout: u64,
+    pub check: Check,
     /// Boot a second time and require identical results (timestamps aside).
-    twice: bool,
+    pub twice: bool,
 }
 
-const CASES: &[Case] = &[
+/// What a case is unless it says otherwise: one CPU of the default model,
+/// booted directly, 60 s.
+const CASE: Case = Case {
+    name: "",
+    cmdline: "",
+    cpu: None,
+    cpus: 1,
+    threads: Threads::Single,
+    paused: false,
+    grub: false,
+    timeout: 60,
+    check: |_, _| Err("the case has no check".into()),
+    twice: false,
+};
+
+impl Case {
+    /// The machine this case asks for.
+    pub fn spec(&self) -> machine::Spec {
+        let backend = qemu::Spec {
+            accel: AccelChoice::Tcg,
+            threads: self.threads,
+            paused: self.paused,
+        };
+        machine::Spec {
+            cpu: self.cpu.map(str::to_string),
+            cpus: self.cpus,
+            grub: self.grub,
+            ..machine::Spec::new(
+                machine::BackendSpec::Qemu(backend),
+                Duration::from_secs(self.timeout),
+            )
+        }
+    }
+}
+
+pub const CASES: &[Case] = &[
     Case {
         name: "SMP under multi-threaded TCG: 4 CPUs in parallel, the same checks",
-        cpu: None,
         cmdline: "mode=smp",
-        grub: false,
         timeout: 120,
-        extra: &["-smp", "4", "-accel", "tcg,thread=multi"],
+        cpus: 4,
+        threads: Threads::Multi,
         check: |log, r| smp_check(log, r, "4"),
-        twice: false,
+        ..CASE
     },
     Case {
         name: "SMP: 2 CPUs started from the MADT; benchmarks; a wake-up and a mutex hand-off across CPUs",
-        cpu: None,
         cmdline: "mode=smp",
-        grub: false,
         timeout: 120,
-        extra: &["-smp", "2"],
+        cpus: 2,
         check: |log, r| smp_check(log, r, "2"),
-        twice: false,
+        ..CASE
     },
     Case {
         name: "SMP: 4 CPUs started from the MADT; benchmarks; a wake-up and a mutex hand-off across CPUs",
-        cpu: None,
         cmdline: "mode=smp",
-        grub: false,
         timeout: 120,
-        extra: &["-smp", "4"],
+        cpus: 4,
         check: |log, r| smp_check(log, r, "4"),
-        twice: false,
+        ..CASE
     },
     Case {
         name: "pool_align=packed on the command line lays the pools out packed",
-        cpu: None,
         cmdline: "mode=run pool_align=packed batches=1 batch_size=16",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| {
             succeeded(log)?;
             let p = one(r, kind::POOL)?;
@@ -98,15 +116,12 @@ const CASES: &[Case] = &[
                 other => Err(format!("pool record {other:?}")),
             }
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "locks: turnstile/sleepqueue benchmarks for pool alignments 128, 64 and packed in one boot",
-        cpu: None,
         cmdline: "mode=run prog=locks",
-        grub: false,
         timeout: 120,
-        extra: &[],
         check: |log, r| {
             succeeded(log)?;
             let pools: Vec<_> = report::of_kind(r, kind::POOL).collect();
@@ -129,30 +144,22 @@ const CASES: &[Case] = &[
             }
             contains(log, "TCG does not model caches")
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "kernel and user tests on qemu32 (Intel: no AMD syscall)",
-        cpu: None,
         cmdline: "mode=test",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| {
             all_tests_pass(log, r, 20)?;
             mech(r, "syscall", "unavailable")?;
             mech(r, "sysenter", "ok")?;
             reason_mentions(r, "syscall", "Intel")
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "icount path lengths: full null round trip <= 40 (int 0x80, call gate), <= 52 (sysenter)",
-        cpu: None,
         cmdline: "mode=run batches=4 batch_size=256",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| {
             succeeded(log)?;
             let res = Results::from_records(r, "test", "qemu").map_err(|e| e.to_string())?;
@@ -168,15 +175,11 @@ const CASES: &[Case] = &[
             }
             Ok(())
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "icount: two boots give identical records; samples match the configured batches",
-        cpu: None,
         cmdline: "mode=run batches=5 batch_size=64",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| {
             succeeded(log)?;
             let res = Results::from_records(r, "test", "qemu").map_err(|e| e.to_string())?;
@@ -191,28 +194,23 @@ const CASES: &[Case] = &[
             Ok(())
         },
         twice: true,
+        ..CASE
     },
     Case {
         name: "kernel and user tests on pentium (no SEP: sysenter skipped)",
         cpu: Some("pentium"),
         cmdline: "mode=test",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| {
             all_tests_pass(log, r, 20)?;
             mech(r, "sysenter", "unavailable")?;
             mech(r, "syscall", "unavailable")
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "kernel and user tests on phenom (AMD syscall/sysret in 32-bit mode)",
         cpu: Some("phenom"),
         cmdline: "mode=test",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| {
             all_tests_pass(log, r, 20)?;
             mech(r, "syscall", "ok")?;
@@ -224,15 +222,11 @@ const CASES: &[Case] = &[
             }
             Ok(())
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "run: the benchmark table has every mechanism, its floor and the macro mix",
-        cpu: None,
         cmdline: "mode=run batches=4 batch_size=256",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| {
             succeeded(log)?;
             for m in ["int 0x80", "sysenter", "call gate"] {
@@ -248,15 +242,13 @@ const CASES: &[Case] = &[
             contains(log, "syscall    unavailable on this CPU")?;
             end(r, "success")
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "GRUB image: Multiboot 2 and the command line from grub.cfg",
-        cpu: None,
         cmdline: "mode=run prog=bench entry=int80,sysenter,callgate,syscall",
         grub: true,
         timeout: 120,
-        extra: &[],
         check: |log, r| {
             succeeded(log)?;
             let b = one(r, kind::BOOT)?;
@@ -272,15 +264,11 @@ const CASES: &[Case] = &[
             }
             Ok(())
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "bad command line: warnings name the valid keys, the boot goes on",
-        cpu: None,
         cmdline: "mode=run colour=blue batches=zero",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| {
             succeeded(log)?;
             let warns = report::of_kind(r, kind::WARN).count();
@@ -290,15 +278,11 @@ const CASES: &[Case] = &[
             contains(log, "valid keys: mode prog")?;
             contains(log, "batches=zero is not valid")
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "missing program: a clear message and a failure status",
-        cpu: None,
         cmdline: "mode=run prog=nosuch",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, _| {
             outcome(log, Outcome::Failure)?;
             contains(
@@ -306,60 +290,40 @@ const CASES: &[Case] = &[
                 "no program 'nosuch' among the boot modules: bench utest faults",
             )
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "kernel stack overflow is reported by the #DF task",
-        cpu: None,
         cmdline: "crash=overflow",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| {
             outcome(log, Outcome::Exception(8))?;
             contains(log, "#DF double fault")?;
             contains(log, "kernel stack overflow")?;
             exception(r, 8, "kernel")
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "kernel #BP is reported",
-        cpu: None,
         cmdline: "crash=bp",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| kernel_exception(log, r, 3),
-        twice: false,
+        ..CASE
     },
     Case {
         name: "kernel #UD is reported",
-        cpu: None,
         cmdline: "crash=ud",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| kernel_exception(log, r, 6),
-        twice: false,
+        ..CASE
     },
     Case {
         name: "kernel #DE is reported",
-        cpu: None,
         cmdline: "crash=de",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| kernel_exception(log, r, 0),
-        twice: false,
+        ..CASE
     },
     Case {
         name: "kernel #PF is reported with CR2",
-        cpu: None,
         cmdline: "crash=pf",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| {
             kernel_exception(log, r, 14)?;
             let e = one(r, kind::EXCEPTION)?;
@@ -368,29 +332,21 @@ const CASES: &[Case] = &[
                 other => Err(format!("CR2 is {other:?}, expected 0xc0000000")),
             }
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "kernel panic prints its location and message",
-        cpu: None,
         cmdline: "crash=panic",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, _| {
             outcome(log, Outcome::Panic)?;
             contains(log, "kernel panic at kernel/src/main.rs")?;
             contains(log, "deliberate panic")
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "a triple fault is told apart from a verdict",
-        cpu: None,
         cmdline: "crash=triple",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, _| {
             outcome(log, Outcome::ResetOrTripleFault)?;
             if !log.verdict().contains("triple fault") {
@@ -398,21 +354,19 @@ const CASES: &[Case] = &[
             }
             Ok(())
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "a hung guest is killed at the timeout",
-        cpu: None,
         cmdline: "mode=run",
-        grub: false,
         timeout: 2,
         // -S: the CPU never starts, the surest hang there is.
-        extra: &["-S"],
+        paused: true,
         check: |log, _| match log.ending {
             Ending::TimedOut(_) if log.verdict().contains("hung") => Ok(()),
             _ => Err(format!("not a timeout: {}", log.verdict())),
         },
-        twice: false,
+        ..CASE
     },
     // The CPU matrix: test mode on every i386 model QEMU has (qemu32,
     // pentium and phenom are the test boots above). Correct means the
@@ -422,9 +376,6 @@ const CASES: &[Case] = &[
         name: "cpu matrix: 486 (no TSC, no SEP): tests and the hostile suite",
         cpu: Some("486"),
         cmdline: "mode=test",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| {
             matrix(log, r, "GenuineIntel", "4", ["ok", "unavailable", "ok", "unavailable"])?;
             match one(r, kind::CPU)?.get("tsc") {
@@ -432,91 +383,66 @@ const CASES: &[Case] = &[
                 other => Err(format!("the 486 model reports tsc={other:?}")),
             }
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "cpu matrix: 486 runs the benchmark program, which says it cannot time",
         cpu: Some("486"),
         cmdline: "mode=run prog=bench",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| {
             succeeded(log)?;
             contains(log, "no TSC")?;
             end(r, "success")
         },
-        twice: false,
+        ..CASE
     },
     Case {
         name: "cpu matrix: pentium2 (SEP): tests and the hostile suite",
         cpu: Some("pentium2"),
         cmdline: "mode=test",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| matrix(log, r, "GenuineIntel", "6", ["ok", "ok", "ok", "unavailable"]),
-        twice: false,
+        ..CASE
     },
     Case {
         name: "cpu matrix: pentium3: tests and the hostile suite",
         cpu: Some("pentium3"),
         cmdline: "mode=test",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| matrix(log, r, "GenuineIntel", "6", ["ok", "ok", "ok", "unavailable"]),
-        twice: false,
+        ..CASE
     },
     Case {
         name: "cpu matrix: coreduo: tests and the hostile suite",
         cpu: Some("coreduo"),
         cmdline: "mode=test",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| matrix(log, r, "GenuineIntel", "6", ["ok", "ok", "ok", "unavailable"]),
-        twice: false,
+        ..CASE
     },
     Case {
         name: "cpu matrix: core2duo: tests and the hostile suite",
         cpu: Some("core2duo"),
         cmdline: "mode=test",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| matrix(log, r, "GenuineIntel", "6", ["ok", "ok", "ok", "unavailable"]),
-        twice: false,
+        ..CASE
     },
     Case {
         name: "fuzzer: 50,000 seeded calls (seed=7), every result right, 0 kernel faults",
-        cpu: None,
         cmdline: "mode=run prog=fuzz fuzz_calls=50000 seed=7",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"]),
-        twice: false,
+        ..CASE
     },
     Case {
         name: "fuzzer on 486: 20,000 calls through int 0x80 and the call gate",
         cpu: Some("486"),
         cmdline: "mode=run prog=fuzz fuzz_calls=20000 seed=9",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| fuzz_clean(log, r, 20_000, &["int80", "callgate"]),
-        twice: false,
+        ..CASE
     },
     Case {
         name: "fuzzer on phenom: 20,000 calls, AMD syscall among the mechanisms",
         cpu: Some("phenom"),
         cmdline: "mode=run prog=fuzz fuzz_calls=20000 seed=8",
-        grub: false,
-        timeout: 60,
-        extra: &[],
         check: |log, r| fuzz_clean(log, r, 20_000, &["int80", "sysenter", "callgate", "syscall"]),
-        twice: false,
+        ..CASE
     },
 ];
 
@@ -737,221 +663,31 @@ fn fuzz_clean(log: &BootLog, r: &[Record], calls: u32, mechs: &[&str]) -> Result
     end(r, "success")
 }
 
-fn boot_case(c: &Case, art: &Artifacts, dir: &Path) -> Result<BootLog> {
-    // Multi-threaded TCG (CPUs in parallel host threads) cannot take
-    // -icount: such a case runs on the TSC clock.
-    let mttcg = c.extra.iter().any(|e| e.contains("thread=multi"));
-    let clock = if mttcg { "tsc" } else { "icount" };
-    let cmdline = format!("{} clock={clock} accel=tcg", c.cmdline);
-    let mut boot = Boot {
-        kernel: art.kernel.clone(),
-        modules: art.programs.clone(),
-        cmdline: cmdline.clone(),
-        cdrom: None,
-        cpu: c.cpu.map(str::to_string),
-        smp: 1,
-        accel: Accel::Tcg,
-        icount: !mttcg,
-        memory_mib: 128,
-        timeout: Duration::from_secs(c.timeout),
-        extra: c.extra.iter().map(|s| s.to_string()).collect(),
-    };
-    if c.grub {
-        let entry = iso::Entry {
-            title: "i386 testbed (test)".into(),
-            cmdline: c.cmdline.to_string(),
-            multiboot2: true,
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kbuild::Artifacts;
+    use crate::machine::{Clock, Loader, Machine};
+
+    #[test]
+    fn every_case_is_a_machine() {
+        let art = Artifacts {
+            kernel: "/k/kernel".into(),
+            programs: vec![],
         };
-        boot.cdrom = Some(iso::build(art, &[entry], 0, &dir.join("test.iso"))?);
-    }
-    qemu::run(&boot, &mut |_| {})
-}
-
-/// `cargo xtask bench` end to end, small: two variants by command line, two
-/// boots each, and the three exports.
-fn bench_smoke(root: &Path) -> Result<()> {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        b: crate::compare::BenchArgs,
-    }
-    let out = root.join("target/xtask/bench-test");
-    let _ = std::fs::remove_dir_all(&out);
-    let cli = Cli::try_parse_from([
-        "bench",
-        "-n",
-        "2",
-        "--accel",
-        "tcg",
-        "--clock",
-        "icount",
-        "--variant",
-        "a=entry=int80",
-        "--variant",
-        "b=entry=sysenter",
-        "--append",
-        "batches=3 batch_size=64",
-        "--out",
-        out.to_str().context("path")?,
-        "--save-baseline",
-        "smoke",
-    ])?;
-    crate::compare::bench(cli.b)?;
-    let mut found = 0;
-    for e in std::fs::read_dir(&out)? {
-        let p = e?.path();
-        match p.extension().and_then(|x| x.to_str()) {
-            Some("md") => {
-                let md = std::fs::read_to_string(&p)?;
-                anyhow::ensure!(
-                    md.contains("| null | 24 | 46 |"),
-                    "unexpected Markdown:\n{md}"
-                );
-                found += 1;
-            }
-            Some("json") | Some("csv") => found += 1,
-            _ => {}
+        for c in CASES.iter().filter(|c| !c.grub) {
+            let m = Machine::build(&c.spec(), &art, c.cmdline, std::path::Path::new("/x"))
+                .unwrap_or_else(|e| panic!("{}: {e:#}", c.name));
+            assert!(m.cmdline.starts_with(c.cmdline), "{}", c.name);
+            assert_eq!(m.loader, Loader::Direct);
+            let want = if c.threads == Threads::Multi {
+                Clock::Tsc
+            } else {
+                Clock::Icount
+            };
+            assert_eq!(m.clock, want, "{}", c.name);
         }
+        let names: std::collections::BTreeSet<_> = CASES.iter().map(|c| c.name).collect();
+        assert_eq!(names.len(), CASES.len(), "two cases share a name");
     }
-    anyhow::ensure!(
-        found == 3,
-        "expected JSON, CSV and Markdown exports, found {found} files"
-    );
-    anyhow::ensure!(
-        out.join("baselines/smoke.json").is_file(),
-        "the baseline was not saved"
-    );
-    Ok(())
-}
-
-pub fn run(a: TestArgs) -> Result<i32> {
-    let root = kbuild::root();
-    let mut passed = 0;
-    let mut failed = 0;
-    if !a.boots_only {
-        println!("== host unit tests (cargo test -p abi -p xtask)");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let ok = Command::new(cargo)
-            .args(["test", "-p", "abi", "-p", "xtask"])
-            .current_dir(&root)
-            .status()?
-            .success();
-        if ok {
-            passed += 1;
-        } else {
-            failed += 1;
-            println!("FAIL host unit tests");
-        }
-    }
-    if !a.host_only {
-        preflight::ensure_tools()?;
-        println!("== building the kernel and the user programs");
-        let art = kbuild::build(true)?;
-        let dir = root.join("target/xtask");
-        std::fs::create_dir_all(&dir)?;
-        println!("== boots under QEMU TCG (clock=icount)");
-        for c in CASES {
-            if a.filter.as_deref().is_some_and(|f| !c.name.contains(f)) {
-                continue;
-            }
-            let t = Instant::now();
-            let result = boot_case(c, &art, &dir)
-                .map_err(|e| format!("{e:#}"))
-                .and_then(|log| {
-                    let records = report::parse_log(&log.serial).map_err(|e| e.to_string())?;
-                    (c.check)(&log, &records).map_err(|e| format!("{e}\n{}", log.explain(20)))?;
-                    if c.twice {
-                        let again = boot_case(c, &art, &dir).map_err(|e| format!("{e:#}"))?;
-                        let first = Results::from_log(&log.serial, "a", "qemu")
-                            .map_err(|e| e.to_string())?;
-                        let second = Results::from_log(&again.serial, "a", "qemu")
-                            .map_err(|e| e.to_string())?;
-                        if first.without_timestamp() != second.without_timestamp() {
-                            return Err("the second boot's results differ from the first".into());
-                        }
-                    }
-                    Ok(())
-                });
-            match result {
-                Ok(()) => {
-                    passed += 1;
-                    println!("PASS {} ({:.1} s)", c.name, t.elapsed().as_secs_f64());
-                }
-                Err(e) => {
-                    failed += 1;
-                    println!("FAIL {}: {e}", c.name);
-                }
-            }
-        }
-        println!("== boots under the model clock (QEMU TCG, icount, the model plugin)");
-        for (name, r) in crate::modeltest::self_tests(&art, &dir, a.filter.as_deref()) {
-            match r {
-                Ok(()) => {
-                    passed += 1;
-                    println!("PASS {name}");
-                }
-                Err(e) => {
-                    failed += 1;
-                    println!("FAIL {name}: {e}");
-                }
-            }
-        }
-    }
-    if !a.host_only && a.filter.as_deref().is_none_or(|f| "bench".contains(f)) {
-        let t = Instant::now();
-        match bench_smoke(&root) {
-            Ok(()) => {
-                passed += 1;
-                println!(
-                    "PASS bench: two variants interleaved, compared and exported ({:.1} s)",
-                    t.elapsed().as_secs_f64()
-                );
-            }
-            Err(e) => {
-                failed += 1;
-                println!("FAIL bench: {e:#}");
-            }
-        }
-    }
-    if !a.host_only && a.filter.as_deref().is_none_or(|f| "docs".contains(f)) {
-        // The outputs docs/*.md show must still be what the commands print.
-        let t = Instant::now();
-        match crate::teach::docs_stale(true) {
-            Ok(stale) if stale.is_empty() => {
-                passed += 1;
-                println!(
-                    "PASS docs: every output block matches the code ({:.1} s)",
-                    t.elapsed().as_secs_f64()
-                );
-            }
-            Ok(stale) => {
-                failed += 1;
-                println!(
-                    "FAIL docs: stale output blocks (run `cargo xtask docs`):\n  {}",
-                    stale.join("\n  ")
-                );
-            }
-            Err(e) => {
-                failed += 1;
-                println!("FAIL docs: {e:#}");
-            }
-        }
-    }
-    if !a.host_only {
-        for (name, r) in crate::teach::self_tests(a.filter.as_deref()) {
-            match r {
-                Ok(()) => {
-                    passed += 1;
-                    println!("PASS {name}");
-                }
-                Err(e) => {
-                    failed += 1;
-                    println!("FAIL {name}: {e}");
-                }
-            }
-        }
-    }
-    println!("testbed: {passed} passed, {failed} failed");
-    Ok(if failed == 0 { 0 } else { 1 })
 }

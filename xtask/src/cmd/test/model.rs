@@ -14,11 +14,11 @@ use std::time::Instant;
 use abi::model::chase::{SETS, STRIDE};
 use anyhow::{bail, ensure, Context, Result};
 
+use crate::cmd::test_boot_args;
 use crate::kbuild::{self, Artifacts};
-use crate::model::{self, ModelFile};
-use crate::qemu::{self, BootLog};
+use crate::machine::{BootLog, Clock, Machine};
+use crate::model;
 use crate::results::Results;
-use crate::{test_boot_args, ClockArg};
 
 /// Lines the code between a chase batch's loop and its closing snapshot
 /// touches (stack and the chase's position): L1 misses a thrashing chase
@@ -34,20 +34,16 @@ fn boot(
     profile: &str,
 ) -> Result<(BootLog, String, Results)> {
     let mut a = test_boot_args(None);
-    a.clock = Some(ClockArg::Model);
+    a.clock = Some(Clock::Model);
     a.profile = Some(profile.to_string());
     a.timeout = 300;
-    let p = crate::prepare(&a, art, words, dir)?;
-    let log = qemu::run(&p.boot, &mut |_| {})?;
+    let m = Machine::build(&a.spec(), art, words, dir)?;
+    let log = m.boot(&mut |_| {})?;
     if !log.succeeded() {
         bail!("{}", log.explain(20));
     }
-    let (_, out) = p.model.as_ref().context("a model boot without its file")?;
-    let text = std::fs::read_to_string(out)
-        .with_context(|| format!("the plugin wrote no {}", out.display()))?;
-    let _ = std::fs::remove_file(out);
-    let mut r = Results::from_log(&log.serial, "model", "qemu")?;
-    model::apply(&mut r, &log.serial, &ModelFile::parse(&text)?)?;
+    let mut r = Results::from_log(&log.serial, "model", m.backend.source())?;
+    let text = model::finish(&m, &log.serial, &mut r)?.context("a model boot without its file")?;
     Ok((log, text, r))
 }
 

@@ -1,0 +1,141 @@
+//! `cargo xtask run`: build, boot, and show what the kernel reports.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+
+use super::BootArgs;
+use crate::machine::{Loader, Machine};
+use crate::{compare, kbuild, model, preflight, results};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    Run,
+    Test,
+    /// Start every CPU and run the SMP benchmarks (use with --smp N).
+    Smp,
+}
+
+impl ModeArg {
+    /// The command-line word.
+    fn word(self) -> &'static str {
+        match self {
+            ModeArg::Run => "mode=run",
+            ModeArg::Test => "mode=test",
+            ModeArg::Smp => "mode=smp",
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    boot: BootArgs,
+    /// What the kernel does: run a user program, or its tests.
+    #[arg(long, value_enum, default_value = "run")]
+    mode: ModeArg,
+    /// The user program to run.
+    #[arg(long, default_value = abi::cmdline::DEFAULT_PROG)]
+    prog: String,
+    /// Show the machine records too, not only the human text.
+    #[arg(long)]
+    records: bool,
+    /// Print the results JSON on stdout (the kernel's text goes to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Label in the results file name: results/<timestamp>-<label>.json.
+    #[arg(long, default_value = "default")]
+    label: String,
+    /// Do not write a results file.
+    #[arg(long)]
+    no_save: bool,
+    /// Compare mechanisms over this boot's batches, e.g. int80,sysenter.
+    #[arg(long, value_name = "MECHS")]
+    compare: Option<String>,
+    /// The call --compare looks at: floor, null, getpid, geteuid, write1.
+    #[arg(long, default_value = "null")]
+    call: String,
+    /// Confidence level for --compare, in percent.
+    #[arg(long, default_value_t = 95.0)]
+    confidence: f64,
+}
+
+/// `--compare` and `--call` name real mechanisms and calls.
+fn check_compare(a: &RunArgs) -> Result<()> {
+    if let Some(m) = &a.compare {
+        for k in m.split(',') {
+            if abi::Mechanism::from_key(k).is_none() {
+                bail!(
+                    "--compare {m}: {k:?} is not a mechanism (int80, sysenter, callgate, syscall)"
+                );
+            }
+        }
+        if !["floor", "null", "getpid", "geteuid", "write1"].contains(&a.call.as_str()) {
+            bail!(
+                "--call {}: not one of floor, null, getpid, geteuid, write1",
+                a.call
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn run(a: RunArgs) -> Result<i32> {
+    check_compare(&a)?;
+    a.boot.check()?;
+    preflight::ensure(a.boot.need())?;
+    let art = kbuild::build(true)?;
+    let words = format!("{} prog={}", a.mode.word(), a.prog);
+    let m = Machine::build(
+        &a.boot.spec(),
+        &art,
+        &words,
+        &kbuild::root().join("target/xtask"),
+    )?;
+    println!(
+        "i386 testbed  {}{}",
+        m.describe(),
+        match m.loader {
+            Loader::Grub(_) => "  via GRUB (Multiboot 2)",
+            Loader::Direct => "",
+        }
+    );
+    let show_records = a.records;
+    let json = a.json;
+    let log = m
+        .boot(&mut |line| {
+            if show_records || !line.contains(abi::report::MARKER) {
+                if json {
+                    eprintln!("{line}");
+                } else {
+                    println!("{line}");
+                }
+            }
+        })
+        .with_context(|| format!("booting {}", m.backend.name()))?;
+    if !log.succeeded() {
+        eprintln!("run failed: {}", log.explain(20));
+        return Ok(1);
+    }
+    let mut results = results::Results::from_log(&log.serial, &a.label, m.backend.source())
+        .context("reading the kernel's report")?;
+    if model::finish(&m, &log.serial, &mut results)?.is_some() && !json {
+        println!();
+        print!("{}", model::table(&results));
+    }
+    if !results.benches.is_empty() && !a.no_save {
+        let path = results.save(&kbuild::root().join("results"))?;
+        eprintln!("results: {}", path.display());
+    }
+    if json {
+        print!("{}", results.to_json()?);
+    }
+    if let Some(mechs) = &a.compare {
+        println!();
+        print!(
+            "{}",
+            compare::within_boot(&results, mechs, &a.call, a.confidence)?
+        );
+    }
+    eprintln!("run: finished in {:.2} s", log.wall.as_secs_f64());
+    Ok(0)
+}

@@ -1,0 +1,183 @@
+//! `cargo xtask table`: the speed-up table across results files
+//! (time without the change / time with it), per system and benchmark.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+use crate::compare::metrics_of;
+use crate::results::Results;
+
+#[derive(Args, Debug)]
+pub struct TableArgs {
+    /// Results files (results/*.json).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// The label of the runs "without the change"; default: the first file of each system.
+    #[arg(long)]
+    pub base: Option<String>,
+    /// Benchmarks to show (default: every one).
+    #[arg(long = "bench")]
+    pub benches: Vec<String>,
+    /// Markdown instead of plain text.
+    #[arg(long)]
+    pub md: bool,
+}
+
+/// The system a result comes from: host, accelerator, CPU model; for a
+/// model run, the profile.
+fn system_of(r: &Results) -> String {
+    // A model run's system is its profile.
+    if let Some(p) = &r.model_profile {
+        return crate::model::label(p, r.model_virt);
+    }
+    let model = r.cpu.get("brand").cloned().unwrap_or_default();
+    let model = if model.is_empty() {
+        r.cpu.get("vendor").cloned().unwrap_or_default()
+    } else {
+        model
+    };
+    format!(
+        "{} {} {}",
+        if r.host.is_empty() { "?" } else { &r.host },
+        r.accel,
+        model.replace(' ', "_")
+    )
+}
+
+/// Speed-up = time without the change / time with it, per system and benchmark.
+pub fn speedup_rows(
+    results: &[Results],
+    base: Option<&str>,
+    benches: &[String],
+) -> Result<Vec<[String; 4]>> {
+    let mut by_system: BTreeMap<String, Vec<&Results>> = BTreeMap::new();
+    for r in results {
+        by_system.entry(system_of(r)).or_default().push(r);
+    }
+    let mut rows = Vec::new();
+    for (system, rs) in by_system {
+        let b = match base {
+            Some(l) => match rs.iter().find(|r| r.label == l) {
+                Some(b) => *b,
+                None => continue,
+            },
+            None => rs[0],
+        };
+        for r in rs.iter().filter(|r| !std::ptr::eq(**r, b)) {
+            let with = metrics_of(r);
+            for (name, without) in metrics_of(b) {
+                if !benches.is_empty() && !benches.contains(&name) {
+                    continue;
+                }
+                if let Some(w) = with.get(&name).filter(|w| **w > 0.0) {
+                    rows.push([
+                        system.clone(),
+                        r.label.clone(),
+                        name.clone(),
+                        format!("{:.2}", without / w),
+                    ]);
+                }
+            }
+        }
+    }
+    if rows.is_empty() {
+        bail!("no pairs to compare: each system needs a base run and at least one other run (labels: use --label on run, --base here)");
+    }
+    Ok(rows)
+}
+
+pub fn table(a: TableArgs) -> Result<i32> {
+    let results = a
+        .files
+        .iter()
+        .map(|p| Results::load(p))
+        .collect::<Result<Vec<_>>>()?;
+    let rows = speedup_rows(&results, a.base.as_deref(), &a.benches)?;
+    let head = ["system", "kernel", "benchmark", "speed up"];
+    if a.md {
+        println!("| {} |\n|---|---|---|---:|", head.join(" | "));
+        for r in &rows {
+            println!("| {} |", r.join(" | "));
+        }
+    } else {
+        let w: Vec<usize> = (0..4)
+            .map(|i| {
+                rows.iter()
+                    .map(|r| r[i].len())
+                    .chain([head[i].len()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        println!(
+            "{:<a$}   {:<b$}   {:<c$}   {:>d$}",
+            head[0],
+            head[1],
+            head[2],
+            head[3],
+            a = w[0],
+            b = w[1],
+            c = w[2],
+            d = w[3]
+        );
+        for r in &rows {
+            println!(
+                "{:<a$}   {:<b$}   {:<c$}   {:>d$}",
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                a = w[0],
+                b = w[1],
+                c = w[2],
+                d = w[3]
+            );
+        }
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speedups() {
+        let mk = |label: &str, median: f64| {
+            let mut r = Results {
+                label: label.into(),
+                accel: "tcg".into(),
+                host: "h".into(),
+                ..Results::default()
+            };
+            r.cpu.insert("brand".into(), "QEMU CPU".into());
+            r.benches.push(crate::results::Bench {
+                name: "int80.null".into(),
+                median,
+                ..Default::default()
+            });
+            r
+        };
+        let rows = speedup_rows(&[mk("before", 30.0), mk("after", 20.0)], None, &[]).unwrap();
+        assert_eq!(
+            rows,
+            [[
+                "h tcg QEMU_CPU".to_string(),
+                "after".into(),
+                "int80.null".into(),
+                "1.50".into()
+            ]]
+        );
+        let rows = speedup_rows(
+            &[mk("after", 20.0), mk("before", 30.0)],
+            Some("before"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(rows[0][3], "1.50");
+        assert!(speedup_rows(&[mk("only", 1.0)], None, &[]).is_err());
+    }
+}

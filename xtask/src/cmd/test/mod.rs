@@ -1,0 +1,243 @@
+//! `cargo xtask test`: host unit tests, then real boots of the real kernel in
+//! QEMU (TCG is enough), each checked against what the kernel printed; then
+//! `bench` end to end, the docs' outputs, and the teaching tools.
+
+mod cases;
+mod model;
+mod teaching;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use crate::kbuild::{self, Artifacts};
+use crate::machine::{BootLog, Machine};
+use crate::preflight;
+use crate::report;
+use crate::results::Results;
+use cases::{Case, CASES};
+
+#[derive(Args)]
+pub struct TestArgs {
+    /// Only the host unit tests.
+    #[arg(long, conflicts_with = "boots_only")]
+    host_only: bool,
+    /// Only the QEMU boots.
+    #[arg(long)]
+    boots_only: bool,
+    /// Only boot tests whose name contains this.
+    #[arg(long)]
+    filter: Option<String>,
+}
+
+/// Every test of the run counted in one place, as the kernel's own runner
+/// counts its tests: one PASS or FAIL line each, the totals at the end.
+#[derive(Default)]
+struct Tally {
+    passed: u32,
+    failed: u32,
+}
+
+impl Tally {
+    /// Counts `result` and prints `PASS name (t s)` or `FAIL name: why`;
+    /// `started`: when the test began, if its time is worth showing.
+    fn report(&mut self, name: &str, started: Option<Instant>, result: Result<(), String>) {
+        self.report_as(name, name, started, result);
+    }
+
+    /// As [`Tally::report`], the PASS line saying `what` the test showed
+    /// (`bench: two variants ...`), the FAIL line naming it `name`.
+    fn report_as(
+        &mut self,
+        name: &str,
+        what: &str,
+        started: Option<Instant>,
+        result: Result<(), String>,
+    ) {
+        match result {
+            Ok(()) => {
+                self.passed += 1;
+                match started {
+                    Some(t) => println!("PASS {what} ({:.1} s)", t.elapsed().as_secs_f64()),
+                    None => println!("PASS {what}"),
+                }
+            }
+            Err(why) => {
+                self.failed += 1;
+                println!("FAIL {name}: {why}");
+            }
+        }
+    }
+
+    /// A test whose output speaks for itself (cargo's): counted, and only a
+    /// failure gets a line.
+    fn count(&mut self, name: &str, passed: bool) {
+        if passed {
+            self.passed += 1;
+        } else {
+            self.failed += 1;
+            println!("FAIL {name}");
+        }
+    }
+
+    /// The totals line; the exit status (0 when nothing failed).
+    fn finish(self) -> i32 {
+        println!("testbed: {} passed, {} failed", self.passed, self.failed);
+        if self.failed == 0 {
+            0
+        } else {
+            1
+        }
+    }
+}
+
+/// One case: its boot, its check, and for `twice` a second boot of the
+/// same machine with the same results.
+fn run_case(c: &Case, art: &Artifacts, dir: &Path) -> Result<(), String> {
+    let m = Machine::build(&c.spec(), art, c.cmdline, dir).map_err(|e| format!("{e:#}"))?;
+    let boot = || m.boot(&mut |_| {}).map_err(|e| format!("{e:#}"));
+    let log = boot()?;
+    let records = report::parse_log(&log.serial).map_err(|e| e.to_string())?;
+    (c.check)(&log, &records).map_err(|e| format!("{e}\n{}", log.explain(20)))?;
+    if c.twice {
+        let again = boot()?;
+        let results = |l: &BootLog| {
+            Results::from_log(&l.serial, "a", m.backend.source()).map_err(|e| e.to_string())
+        };
+        if results(&log)?.without_timestamp() != results(&again)?.without_timestamp() {
+            return Err("the second boot's results differ from the first".into());
+        }
+    }
+    Ok(())
+}
+
+/// `cargo test -p abi -p xtask -p model`; true when it passed.
+fn host_unit_tests(root: &Path) -> Result<bool> {
+    println!("== host unit tests (cargo test -p abi -p xtask -p model)");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    Ok(Command::new(cargo)
+        .args(["test", "-p", "abi", "-p", "xtask", "-p", "model"])
+        .current_dir(root)
+        .status()?
+        .success())
+}
+
+/// The outputs docs/*.md show must still be what the commands print.
+fn docs_current() -> Result<(), String> {
+    match crate::cmd::docs::docs_stale(true) {
+        Ok(stale) if stale.is_empty() => Ok(()),
+        Ok(stale) => Err(format!(
+            "stale output blocks (run `cargo xtask docs`):\n  {}",
+            stale.join("\n  ")
+        )),
+        Err(e) => Err(format!("{e:#}")),
+    }
+}
+fn bench_smoke(root: &Path) -> Result<()> {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        b: crate::cmd::bench::BenchArgs,
+    }
+    let out = root.join("target/xtask/bench-test");
+    let _ = std::fs::remove_dir_all(&out);
+    let cli = Cli::try_parse_from([
+        "bench",
+        "-n",
+        "2",
+        "--accel",
+        "tcg",
+        "--clock",
+        "icount",
+        "--variant",
+        "a=entry=int80",
+        "--variant",
+        "b=entry=sysenter",
+        "--append",
+        "batches=3 batch_size=64",
+        "--out",
+        out.to_str().context("path")?,
+        "--save-baseline",
+        "smoke",
+    ])?;
+    crate::cmd::bench::bench(cli.b)?;
+    let mut found = 0;
+    for e in std::fs::read_dir(&out)? {
+        let p = e?.path();
+        match p.extension().and_then(|x| x.to_str()) {
+            Some("md") => {
+                let md = std::fs::read_to_string(&p)?;
+                anyhow::ensure!(
+                    md.contains("| null | 24 | 46 |"),
+                    "unexpected Markdown:\n{md}"
+                );
+                found += 1;
+            }
+            Some("json") | Some("csv") => found += 1,
+            _ => {}
+        }
+    }
+    anyhow::ensure!(
+        found == 3,
+        "expected JSON, CSV and Markdown exports, found {found} files"
+    );
+    anyhow::ensure!(
+        out.join("baselines/smoke.json").is_file(),
+        "the baseline was not saved"
+    );
+    Ok(())
+}
+
+pub fn run(a: TestArgs) -> Result<i32> {
+    let root = kbuild::root();
+    let mut tally = Tally::default();
+    if !a.boots_only {
+        tally.count("host unit tests", host_unit_tests(&root)?);
+    }
+    if a.host_only {
+        return Ok(tally.finish());
+    }
+    let wanted = |name: &str| a.filter.as_deref().is_none_or(|f| name.contains(f));
+    preflight::ensure_tools()?;
+    println!("== building the kernel and the user programs");
+    let art = kbuild::build(true)?;
+    let dir = root.join("target/xtask");
+    std::fs::create_dir_all(&dir)?;
+    println!("== boots under QEMU TCG (clock=icount)");
+    for c in CASES.iter().filter(|c| wanted(c.name)) {
+        let t = Instant::now();
+        tally.report(c.name, Some(t), run_case(c, &art, &dir));
+    }
+    println!("== boots under the model clock (QEMU TCG, icount, the model plugin)");
+    for (name, r) in model::self_tests(&art, &dir, a.filter.as_deref()) {
+        tally.report(&name, None, r);
+    }
+    // These two are selected when the filter is part of their short name.
+    let selected = |short: &str| a.filter.as_deref().is_none_or(|f| short.contains(f));
+    if selected("bench") {
+        let t = Instant::now();
+        tally.report_as(
+            "bench",
+            "bench: two variants interleaved, compared and exported",
+            Some(t),
+            bench_smoke(&root).map_err(|e| format!("{e:#}")),
+        );
+    }
+    if selected("docs") {
+        let t = Instant::now();
+        tally.report_as(
+            "docs",
+            "docs: every output block matches the code",
+            Some(t),
+            docs_current(),
+        );
+    }
+    for (name, r) in teaching::self_tests(a.filter.as_deref()) {
+        tally.report(&name, None, r);
+    }
+    Ok(tally.finish())
+}

@@ -1,0 +1,554 @@
+//! The machines the kernel boots on, described once.
+//!
+//! A boot is asked for as a [`Spec`] (what the flags or a test case want:
+//! the accelerator may still be `auto`, the clock unset), and
+//! [`Machine::build`] turns it into a [`Machine`]: the host looked at, the
+//! clock chosen and checked against the backend, the kernel command line
+//! written, the GRUB image made when asked. Nothing else assembles a boot.
+//!
+//! Every backend gives the same interface ([`Running`]): start, stream the
+//! serial log, the verdict, stop. [`Machine::boot`] drives it with the
+//! timeout, so every boot of every backend ends the same way ([`BootLog`]).
+//!
+//! Adding a backend: a module beside `qemu.rs` with its typed options and
+//! a type implementing [`Running`], a variant in [`BackendSpec`] and
+//! [`Backend`], and an arm in each `match` on them (the compiler lists
+//! them). Adding a clock: a variant in [`Clock`] with its arms (its name,
+//! the guest clock it reads, its unit), and in each backend's
+//! `check_clock`, `default_clock` and arguments.
+
+pub mod qemu;
+
+pub use qemu::{Accel, AccelChoice};
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use abi::exit::{self, Outcome};
+use anyhow::Result;
+
+use crate::iso;
+use crate::kbuild::Artifacts;
+
+/// Which clock the figures are in: what `--clock` names, and what the
+/// reports say. [`Clock::guest`] is what the kernel's timed regions read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Clock {
+    /// QEMU -icount: one tick per guest instruction (TCG only; exact, deterministic).
+    Icount,
+    /// RDTSC: real cycles under KVM and on real hardware.
+    Tsc,
+    /// icount plus the model plugin: modelled cycles of a CPU profile
+    /// (--profile, --virt) beside the exact instruction counts (TCG only).
+    Model,
+}
+
+impl Clock {
+    pub const ALL: &[Clock] = &[Clock::Icount, Clock::Tsc, Clock::Model];
+
+    /// The clock's name, as `--clock` takes it and the reports print it.
+    pub fn key(self) -> &'static str {
+        match self {
+            Clock::Icount => "icount",
+            Clock::Tsc => "tsc",
+            Clock::Model => "model",
+        }
+    }
+
+    /// The clock the guest reads, written on its command line as
+    /// `clock=<key>` (a clock computed on the host may read icount in the
+    /// guest).
+    pub fn guest(self) -> abi::cmdline::Clock {
+        match self {
+            // The model runs under icount: the guest counts instructions,
+            // the plugin computes the cycles.
+            Clock::Icount | Clock::Model => abi::cmdline::Clock::Icount,
+            Clock::Tsc => abi::cmdline::Clock::Tsc,
+        }
+    }
+
+    /// The clock a report names (`None` for the kernel's `none`, a CPU
+    /// without a TSC, or a name this tool does not know).
+    pub fn from_key(key: &str) -> Option<Clock> {
+        Self::ALL.iter().copied().find(|c| c.key() == key)
+    }
+
+    /// What `run`'s banner says after `clock=`.
+    pub fn banner(self) -> &'static str {
+        match self {
+            Clock::Icount => "icount (1 tick = 1 guest instruction)",
+            Clock::Tsc => "tsc",
+            Clock::Model => "model (modelled cycles from the model plugin)",
+        }
+    }
+
+    /// Every boot gives the same count: there is no distribution to test,
+    /// only "identical" or "differs by exactly N".
+    pub fn exact(self) -> bool {
+        match self {
+            Clock::Icount | Clock::Model => true,
+            Clock::Tsc => false,
+        }
+    }
+
+    /// Seconds derived from this clock are the guest's virtual time, not
+    /// the host's.
+    pub fn virtual_time(self) -> bool {
+        match self {
+            Clock::Icount | Clock::Model => true,
+            Clock::Tsc => false,
+        }
+    }
+
+    /// The figures are emulator artefacts when read under TCG (`tcg`): TCG's
+    /// TSC follows the host's clock.
+    pub fn emulated(self, tcg: bool) -> bool {
+        match self {
+            Clock::Icount | Clock::Model => false,
+            Clock::Tsc => tcg,
+        }
+    }
+
+    /// What one tick is; `tcg`: the guest ran under TCG.
+    pub fn unit(self, tcg: bool) -> &'static str {
+        match self {
+            // The guest's ticks; the model's cycles carry their own label.
+            Clock::Icount | Clock::Model => "instructions",
+            Clock::Tsc if tcg => "TCG ticks",
+            Clock::Tsc => "cycles",
+        }
+    }
+}
+
+/// A boot as asked for, before the host is looked at.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub backend: BackendSpec,
+    /// CPU model; `None`: the backend's default.
+    pub cpu: Option<String>,
+    /// Number of CPUs.
+    pub cpus: u32,
+    pub memory_mib: u32,
+    /// `None`: the backend's default for its accelerator.
+    pub clock: Option<Clock>,
+    pub timeout: Duration,
+    /// Boot through a GRUB image (Multiboot 2) instead of the backend's own loader.
+    pub grub: bool,
+    /// Extra kernel command-line words, appended last.
+    pub append: String,
+    /// The model's profile and options; `None`: the defaults (only with
+    /// [`Clock::Model`]).
+    pub model: Option<crate::model::ModelOpts>,
+}
+
+/// Memory every boot gets.
+pub const MEMORY_MIB: u32 = 128;
+
+impl Spec {
+    /// One CPU, the default memory, nothing appended, on `backend`.
+    pub fn new(backend: BackendSpec, timeout: Duration) -> Spec {
+        Spec {
+            backend,
+            cpu: None,
+            cpus: 1,
+            memory_mib: MEMORY_MIB,
+            clock: None,
+            timeout,
+            grub: false,
+            append: String::new(),
+            model: None,
+        }
+    }
+}
+
+/// A backend as asked for, with its own typed options.
+#[derive(Clone, Debug)]
+pub enum BackendSpec {
+    Qemu(qemu::Spec),
+}
+
+/// The backend a machine runs on, decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Qemu(qemu::Options),
+}
+
+impl Backend {
+    /// Looks at the host where the spec leaves a choice (`--accel auto`);
+    /// a notice about it goes to stderr once per process.
+    pub fn decide(spec: &BackendSpec) -> Backend {
+        match spec {
+            BackendSpec::Qemu(s) => Backend::Qemu(qemu::Options::decide(s)),
+        }
+    }
+
+    /// The backend's name as reports print it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Qemu(_) => "QEMU",
+        }
+    }
+
+    /// Where the figures come from, as the results JSON's `source` says.
+    pub fn source(&self) -> &'static str {
+        match self {
+            Backend::Qemu(_) => "qemu",
+        }
+    }
+
+    /// The accelerator, as the kernel command line's `accel=` says.
+    pub fn accel_key(&self) -> &'static str {
+        match self {
+            Backend::Qemu(o) => o.accel.key(),
+        }
+    }
+
+    fn default_clock(&self) -> Clock {
+        match self {
+            Backend::Qemu(o) => o.default_clock(),
+        }
+    }
+
+    fn check_clock(&self, clock: Clock) -> Result<()> {
+        match self {
+            Backend::Qemu(o) => o.check_clock(clock),
+        }
+    }
+}
+
+/// How the kernel is loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Loader {
+    /// The backend's own Multiboot (1) loader: QEMU's `-kernel`.
+    Direct,
+    /// This GRUB image, booted as a CD; its menu holds the command line.
+    Grub(PathBuf),
+}
+
+/// One boot, every setting decided.
+#[derive(Clone, Debug)]
+pub struct Machine {
+    pub kernel: PathBuf,
+    /// (path, name) of each Multiboot module.
+    pub modules: Vec<(PathBuf, String)>,
+    /// The whole kernel command line (`clock=` and `accel=` included).
+    pub cmdline: String,
+    pub loader: Loader,
+    /// CPU model; `None`: the backend's default ([`Machine::cpu_model`]).
+    pub cpu: Option<String>,
+    pub cpus: u32,
+    pub memory_mib: u32,
+    pub clock: Clock,
+    /// A guest that has not ended by then is stopped and called hung.
+    pub timeout: Duration,
+    pub backend: Backend,
+    /// [`Clock::Model`]: the plugin, its options and the file it writes.
+    pub model: Option<crate::model::Plugin>,
+}
+
+impl Machine {
+    /// The one place a boot is put together. `words`: the command-line words
+    /// of the mode (`mode=run prog=bench`); `scratch`: where a GRUB image goes.
+    pub fn build(spec: &Spec, art: &Artifacts, words: &str, scratch: &Path) -> Result<Machine> {
+        let backend = Backend::decide(&spec.backend);
+        let clock = spec.clock.unwrap_or_else(|| backend.default_clock());
+        backend.check_clock(clock)?;
+        let model = crate::model::Plugin::for_clock(clock, spec.model.as_ref(), scratch)?;
+        let cmdline = format!(
+            "{words} clock={} accel={} {}",
+            clock.guest().key(),
+            backend.accel_key(),
+            spec.append
+        )
+        .trim()
+        .to_string();
+        let loader = if spec.grub {
+            std::fs::create_dir_all(scratch)?;
+            let entry = iso::Entry {
+                title: "i386 testbed".into(),
+                cmdline: cmdline.clone(),
+                multiboot2: true,
+            };
+            Loader::Grub(iso::build(art, &[entry], 0, &scratch.join("run.iso"))?)
+        } else {
+            Loader::Direct
+        };
+        Ok(Machine {
+            kernel: art.kernel.clone(),
+            modules: art.programs.clone(),
+            cmdline,
+            loader,
+            cpu: spec.cpu.clone(),
+            cpus: spec.cpus,
+            memory_mib: spec.memory_mib,
+            clock,
+            timeout: spec.timeout,
+            backend,
+            model,
+        })
+    }
+
+    /// The CPU model the guest sees.
+    pub fn cpu_model(&self) -> String {
+        match &self.backend {
+            Backend::Qemu(o) => qemu::cpu_model(self.cpu.as_deref(), o.accel),
+        }
+    }
+
+    /// Which machine, accelerator, clock and CPU: what a report says first
+    /// (`QEMU 7.2.0 TCG  clock=icount (...)  cpu=qemu32`).
+    pub fn describe(&self) -> String {
+        let backend = match &self.backend {
+            Backend::Qemu(o) => format!(
+                "QEMU {} {}",
+                qemu::version(self),
+                o.accel.key().to_uppercase()
+            ),
+        };
+        let clock = match &self.model {
+            Some(p) => format!("model ({}; the guest counts instructions)", p.opts.label()),
+            None => self.clock.banner().to_string(),
+        };
+        format!("{backend}  clock={clock}  cpu={}", self.cpu_model())
+    }
+
+    /// Starts the machine.
+    pub fn start(&self) -> Result<Box<dyn Running>> {
+        match &self.backend {
+            Backend::Qemu(o) => Ok(Box::new(qemu::start(self, o)?)),
+        }
+    }
+
+    /// Boots: starts the machine, streams its serial log (each line to
+    /// `echo` as it arrives), waits for the verdict or the timeout, stops it.
+    pub fn boot(&self, echo: &mut dyn FnMut(&str)) -> Result<BootLog> {
+        let started = Instant::now();
+        let deadline = started + self.timeout;
+        let mut running = self.start()?;
+        let mut serial = String::new();
+        let mut take = |line: String, serial: &mut String| {
+            echo(&line);
+            serial.push_str(&line);
+            serial.push('\n');
+        };
+        let ending = loop {
+            while let Some(line) = running.next_line(Duration::ZERO) {
+                take(line, &mut serial);
+            }
+            if let Some(outcome) = running.verdict(&serial)? {
+                break Ending::Exited(outcome);
+            }
+            if Instant::now() >= deadline {
+                break Ending::TimedOut(self.timeout);
+            }
+            if let Some(line) = running.next_line(POLL) {
+                take(line, &mut serial);
+            }
+        };
+        let stopped = running.stop();
+        for line in stopped.rest {
+            take(line, &mut serial);
+        }
+        Ok(BootLog {
+            backend: self.backend.name(),
+            ending,
+            serial,
+            stderr: stopped.messages,
+            wall: started.elapsed(),
+        })
+    }
+}
+
+/// How long [`Machine::boot`] waits for a serial line before it looks at the
+/// verdict and the clock again.
+const POLL: Duration = Duration::from_millis(20);
+
+/// A started machine: the interface every backend gives.
+pub trait Running {
+    /// The next line the guest printed on its serial port (COM1), line end
+    /// removed, waiting at most `wait`; `None` if none came.
+    fn next_line(&mut self, wait: Duration) -> Option<String>;
+    /// The verdict once the machine has ended by itself, `None` while it
+    /// runs. `serial` is the log so far, for a backend that has no exit
+    /// device and reads the kernel's end record instead.
+    fn verdict(&mut self, serial: &str) -> Result<Option<Outcome>>;
+    /// Stops the machine if it still runs and collects what is left.
+    fn stop(self: Box<Self>) -> Stopped;
+}
+
+/// What a stopped machine leaves.
+pub struct Stopped {
+    /// Serial lines not yet taken.
+    pub rest: Vec<String>,
+    /// The backend's own messages (QEMU's stderr).
+    pub messages: String,
+}
+
+/// How a boot ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// The machine ended by itself; what its verdict means.
+    Exited(Outcome),
+    /// No verdict within the timeout: the guest hung (the machine was stopped).
+    TimedOut(Duration),
+}
+
+#[derive(Clone, Debug)]
+pub struct BootLog {
+    /// The backend's name ("QEMU").
+    pub backend: &'static str,
+    pub ending: Ending,
+    /// Everything the guest printed on COM1, CR LF folded to LF.
+    pub serial: String,
+    /// The backend's own messages.
+    pub stderr: String,
+    pub wall: Duration,
+}
+
+impl BootLog {
+    pub fn succeeded(&self) -> bool {
+        self.ending == Ending::Exited(Outcome::Success)
+    }
+
+    /// What went wrong, in one sentence.
+    pub fn verdict(&self) -> String {
+        match &self.ending {
+            Ending::Exited(Outcome::Success) => "the kernel reported success".into(),
+            Ending::Exited(Outcome::Failure) => "the kernel reported a failure".into(),
+            Ending::Exited(Outcome::Panic) => "the kernel panicked".into(),
+            Ending::Exited(Outcome::Exception(v)) => format!(
+                "the kernel stopped on a CPU exception in ring 0: {} (vector {v})",
+                exit::vector_name(*v)
+            ),
+            Ending::Exited(Outcome::ResetOrTripleFault) => {
+                "the guest reset without reporting: a triple fault (QEMU exits with 0 under -no-reboot)".into()
+            }
+            Ending::Exited(Outcome::Other(s)) => {
+                format!(
+                    "{} exited with status {s}, which is not a kernel verdict",
+                    self.backend
+                )
+            }
+            Ending::TimedOut(t) => {
+                format!(
+                    "the guest hung: no exit after {} s, {} was killed",
+                    t.as_secs(),
+                    self.backend
+                )
+            }
+        }
+    }
+
+    /// The verdict, the backend's messages and the last `n` serial lines.
+    pub fn explain(&self, n: usize) -> String {
+        let mut s = format!("{}\n", self.verdict());
+        if !self.stderr.trim().is_empty() {
+            s += &format!("{} said:\n{}\n", self.backend, self.stderr.trim_end());
+        }
+        let lines: Vec<&str> = self.serial.lines().collect();
+        let from = lines.len().saturating_sub(n);
+        s += &format!("last {} serial lines:\n", lines.len() - from);
+        for l in &lines[from..] {
+            s += &format!("  | {l}\n");
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_names_are_the_kernels() {
+        for c in Clock::ALL {
+            assert_eq!(Clock::from_key(c.key()), Some(*c));
+            // What the kernel's clock record will say for it.
+            assert_eq!(
+                Clock::from_key(c.guest().key()).map(Clock::guest),
+                Some(c.guest())
+            );
+        }
+        assert_eq!(Clock::Icount.key(), "icount");
+        assert_eq!(Clock::from_key("none"), None);
+        assert_eq!(Clock::Tsc.unit(true), "TCG ticks");
+        assert_eq!(Clock::Tsc.unit(false), "cycles");
+        assert!(Clock::Icount.exact() && !Clock::Tsc.exact());
+        assert!(Clock::Tsc.emulated(true) && !Clock::Icount.emulated(true));
+        // The model's guest counts instructions; its cycles come from the plugin.
+        assert_eq!(Clock::Model.guest(), abi::cmdline::Clock::Icount);
+        assert!(Clock::Model.exact() && Clock::Model.virtual_time());
+    }
+
+    fn art() -> Artifacts {
+        Artifacts {
+            kernel: "/k/kernel".into(),
+            programs: vec![("/k/bench".into(), "bench".into())],
+        }
+    }
+
+    fn tcg(threads: qemu::Threads) -> Spec {
+        let q = qemu::Spec {
+            threads,
+            ..qemu::Spec::new(AccelChoice::Tcg)
+        };
+        Spec::new(BackendSpec::Qemu(q), Duration::from_secs(3))
+    }
+
+    #[test]
+    fn build_decides_clock_and_writes_the_command_line() {
+        let mut spec = tcg(qemu::Threads::Single);
+        spec.append = "batches=2".into();
+        let m = Machine::build(
+            &spec,
+            &art(),
+            "mode=run prog=bench",
+            Path::new("/nonexistent"),
+        )
+        .unwrap();
+        assert_eq!(m.clock, Clock::Icount);
+        assert_eq!(
+            m.cmdline,
+            "mode=run prog=bench clock=icount accel=tcg batches=2"
+        );
+        assert_eq!(
+            (m.loader, m.cpus, m.memory_mib),
+            (Loader::Direct, 1, MEMORY_MIB)
+        );
+        assert_eq!(m.backend.accel_key(), "tcg");
+        // CPUs in parallel cannot count instructions: the TSC, or a refusal.
+        let mut spec = tcg(qemu::Threads::Multi);
+        let m = Machine::build(&spec, &art(), "mode=smp", Path::new("/nonexistent")).unwrap();
+        assert_eq!(m.clock, Clock::Tsc);
+        assert!(m.cmdline.contains("clock=tsc accel=tcg"));
+        spec.clock = Some(Clock::Icount);
+        assert!(Machine::build(&spec, &art(), "mode=smp", Path::new("/nonexistent")).is_err());
+    }
+
+    #[test]
+    fn verdicts_say_what_happened() {
+        let log = |ending| BootLog {
+            backend: "QEMU",
+            ending,
+            serial: (1..=30).map(|i| format!("line {i}\n")).collect(),
+            stderr: String::new(),
+            wall: Duration::ZERO,
+        };
+        let t = log(Ending::TimedOut(Duration::from_secs(7))).explain(20);
+        assert!(t.contains("hung") && t.contains("7 s") && t.contains("QEMU was killed"));
+        assert!(
+            t.contains("last 20 serial lines")
+                && t.contains("| line 30")
+                && !t.contains("| line 10\n")
+        );
+        assert!(log(Ending::Exited(Outcome::ResetOrTripleFault))
+            .verdict()
+            .contains("triple fault"));
+        assert!(log(Ending::Exited(Outcome::Exception(14)))
+            .verdict()
+            .contains("#PF"));
+        assert!(log(Ending::Exited(Outcome::Panic))
+            .verdict()
+            .contains("panicked"));
+    }
+}
