@@ -130,8 +130,10 @@ pub struct Options<'a> {
     /// `fuzz_calls=N`: how many calls the fuzzer makes.
     pub fuzz_calls: u32,
     /// `pool_align=128|64|packed`: the turnstile and sleepqueue pools'
-    /// alignment in bytes (0 = packed).
-    pub pool_align: u32,
+    /// alignment in bytes (0 = packed); `None` when the command line does not
+    /// say (the pools are then 128-aligned, [`DEFAULT_POOL_ALIGN`], and the
+    /// lock benchmarks measure every layout).
+    pub pool_align: Option<u32>,
 }
 
 pub const DEFAULT_PROG: &str = "bench";
@@ -140,6 +142,8 @@ pub const DEFAULT_BATCH_SIZE: u32 = 4096;
 /// Upper bound on `batches`: the kernel keeps every per-batch sample.
 pub const MAX_BATCHES: u32 = 1024;
 pub const DEFAULT_SEED: u32 = 1;
+/// The pools' alignment when `pool_align=` is not given.
+pub const DEFAULT_POOL_ALIGN: u32 = 128;
 /// The fuzzer's default: what CI runs (a benchmark run asks for 10^6).
 pub const DEFAULT_FUZZ_CALLS: u32 = 50_000;
 
@@ -158,7 +162,7 @@ impl Default for Options<'_> {
             trace: None,
             seed: DEFAULT_SEED,
             fuzz_calls: DEFAULT_FUZZ_CALLS,
-            pool_align: 128,
+            pool_align: None,
         }
     }
 }
@@ -236,9 +240,9 @@ impl<'a> Options<'a> {
                     None => bad("a whole number below 2^32 (decimal or 0x hex)"),
                 },
                 KEY_POOL_ALIGN => match value {
-                    "128" => o.pool_align = 128,
-                    "64" => o.pool_align = 64,
-                    "packed" => o.pool_align = 0,
+                    "128" => o.pool_align = Some(128),
+                    "64" => o.pool_align = Some(64),
+                    "packed" => o.pool_align = Some(0),
                     _ => bad("128, 64 or packed"),
                 },
                 _ => warn(Warning::UnknownKey(key)),
@@ -311,9 +315,9 @@ mod tests {
         assert_eq!((o.batches, o.batch_size), (8, 16));
         let (o, w) = parse("pool_align=packed");
         assert!(w.is_empty());
-        assert_eq!(o.pool_align, 0);
+        assert_eq!(o.pool_align, Some(0));
         let (o, w) = parse("pool_align=32");
-        assert_eq!((o.pool_align, w.len()), (128, 1));
+        assert_eq!((o.pool_align, w.len()), (None, 1));
     }
 
     #[test]

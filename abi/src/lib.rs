@@ -11,6 +11,7 @@ pub mod exit;
 pub mod layout;
 pub mod model;
 pub mod report;
+pub mod stats;
 pub mod syscall;
 
 pub use syscall::{errno, nr, Mechanism};

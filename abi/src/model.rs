@@ -56,13 +56,21 @@ pub const ANNOUNCE_TSS: u16 = 0x0012;
 /// is about to invalidate (the plugin cannot read `invlpg`'s operand).
 pub const INVLPG_PAGE: u16 = 0x0020;
 
-/// A range of kernel memory that is always mapped and readable in ring 0
-/// (the kernel image, identity-mapped from 1 MiB). An argument that is a
-/// small number rather than an address is passed as a load from
-/// `ARG_WINDOW + value`; values up to [`ARG_WINDOW_SIZE`] fit.
-pub const ARG_WINDOW: u32 = 0x0010_0000;
+/// A range of kernel memory that is always mapped and readable in ring 0:
+/// 16 MiB up, inside the kernel's identity map ([`KERNEL_MAP_END`]) and
+/// above the kernel image (whose stacks have unmapped guard pages, so the
+/// image itself is no window; the kernel checks the window at boot). An
+/// argument that is a small number rather than an address is passed as a
+/// load from `ARG_WINDOW + value`; values up to [`ARG_WINDOW_SIZE`] fit.
+///
+/// [`KERNEL_MAP_END`]: crate::layout::KERNEL_MAP_END
+pub const ARG_WINDOW: u32 = 0x0100_0000;
 /// Size of the argument window: 1 MiB, room for any 20-bit page number.
 pub const ARG_WINDOW_SIZE: u32 = 0x0010_0000;
+const _: () = assert!(
+    ARG_WINDOW + ARG_WINDOW_SIZE <= crate::layout::KERNEL_MAP_END,
+    "the argument window lies inside the kernel's identity map"
+);
 
 /// The displacement that encodes marker `id`.
 pub const fn marker_disp(id: u16) -> u32 {

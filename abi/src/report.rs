@@ -49,31 +49,178 @@ pub mod kind {
     pub const TASK: &str = "task";
     /// A mechanism's check from a user program: `name result detail`.
     pub const CHECK: &str = "check";
-    /// The clock and its calibration: `clock tsc_hz timer_overhead loop
-    /// interrupts batches batch_size perf`.
+    /// The clock and its calibration: `clock tsc_hz`, and what the program
+    /// that prints it knows of `fence timer_overhead interrupts batches
+    /// batch_size perf`. Every benchmark program prints one before its
+    /// `bench` records.
     pub const CLOCK: &str = "clock";
-    /// One benchmark's summary, per call in clock ticks: `name mech path call
-    /// n min p25 median mean p75 max sd outliers`.
+    /// One benchmark's summary: `name mech path call measure [unit] n min p25
+    /// median mean p75 max sd outliers [instructions cycles]`. Written by
+    /// [`write_bench`] only; see [`Figure`] for what each key means and
+    /// [`names`] for the naming scheme.
     pub const BENCH: &str = "bench";
     /// One benchmark's per-batch values: `name batch_size values` (comma list
-    /// of batch totals in ticks, timer overhead subtracted). Where the run
-    /// took model snapshots also `stream snap_calib calib_runs snap_batches`
-    /// (see `crate::model::Snaps`).
+    /// of batch totals in clock ticks; where the program calibrates its timer,
+    /// the timer overhead is subtracted). Follows its `bench` record. Where
+    /// the run took model snapshots also `stream snap_calib calib_runs
+    /// snap_batches` (see `crate::model::Snaps`).
     pub const SAMPLES: &str = "samples";
     /// A macro workload: `mech ops ticks_per_op ops_per_s syscalls_per_op`.
     pub const MACRO: &str = "macro";
     /// A sync-object pool layout: `align ts_size ts_stride ts_per64
     /// ts_per128 sq_size sq_stride sq_per64 sq_per128`.
     pub const POOL: &str = "pool";
-    /// Lock benchmarks for one pool alignment: `align unit uncontended
-    /// contended sleep_wakeup lookup ebizzy_records_per_s ebizzy_records timeouts`.
-    pub const LOCKS: &str = "locks";
     /// The CPUs of an SMP boot: `cpus found source`.
     pub const SMP: &str = "smp";
-    /// One SMP figure: `name value unit`.
-    pub const SMP_BENCH: &str = "smpbench";
     /// The last record of a boot: `status` (`success`, `failure`).
     pub const END: &str = "end";
+}
+
+/// Benchmark names: `<group>.<figure>[.<variant>]`, lower case, words joined
+/// by `_`. The group is the program or kernel module that measures it; the
+/// variant, where there is one, is the pool layout (`128`, `64`, `packed`)
+/// or the mechanism's call. The README lists every name.
+pub mod names {
+    /// The system-call loops of the `bench` program: `<mechanism>.<call>`
+    /// (`int80.null`, `sysenter.floor`, ...) and `loop`.
+    pub const LOOP: &str = "loop";
+    /// The `locks` program: `locks.<figure>.<layout>`.
+    pub const LOCKS: &str = "locks";
+    /// The `locks` program's ebizzy-like workload: `ebizzy.<layout>`.
+    pub const EBIZZY: &str = "ebizzy";
+    /// `mode=smp`: `smp.false_sharing.<layout>`, `smp.pingpong`,
+    /// `smp.tlb.<invlpg|cr3|shootdown>`.
+    pub const SMP: &str = "smp";
+    /// `mode=smp`'s forktest analog: `forktest.<window|cr3>`.
+    pub const FORKTEST: &str = "forktest";
+    /// The pointer chase (`prog=chase`): `chase.<KiB>k`, one load per call.
+    pub const CHASE: &str = "chase";
+    /// The pool layouts as they appear in names (`abi::cmdline`'s
+    /// `pool_align` values).
+    pub const LAYOUTS: [&str; 3] = ["128", "64", "packed"];
+}
+
+/// What a benchmark's values are, so that readers know which way is better.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Measure {
+    /// Clock ticks per operation (per call, per round trip): lower is better.
+    #[default]
+    PerOp,
+    /// Operations per second (the record's `unit` names them, e.g.
+    /// `records/s`): higher is better.
+    Throughput,
+}
+
+impl Measure {
+    pub const ALL: [Measure; 2] = [Measure::PerOp, Measure::Throughput];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Measure::PerOp => "per_op",
+            Measure::Throughput => "throughput",
+        }
+    }
+
+    pub fn from_key(k: &str) -> Option<Measure> {
+        Measure::ALL.into_iter().find(|m| m.key() == k)
+    }
+
+    pub fn higher_is_better(self) -> bool {
+        self == Measure::Throughput
+    }
+}
+
+/// One benchmark's figures as a guest reports them: every batch's total in
+/// clock ticks, and how to read it.
+#[derive(Clone, Copy, Debug)]
+pub struct Figure<'a> {
+    /// See [`names`].
+    pub name: &'a str,
+    /// Free-form grouping for tables: the mechanism for the system-call
+    /// loops; otherwise the group of the name (`locks`, `smp`).
+    pub mech: &'a str,
+    pub path: &'a str,
+    pub call: &'a str,
+    pub measure: Measure,
+    /// A throughput's unit (`records/s`, `ops/s`). Per-operation figures
+    /// leave it empty: their unit is the clock's (instructions, cycles).
+    pub unit: &'a str,
+    /// Operations per batch.
+    pub batch_size: u32,
+    /// Every batch's total in clock ticks.
+    pub samples: &'a [u64],
+    /// Clock ticks per second, to turn a batch into a throughput.
+    pub tsc_hz: u64,
+    /// Instructions retired and core cycles per operation from the
+    /// architectural counters, where the CPU has them.
+    pub counters: Option<(f64, f64)>,
+    /// Where the figure's model snapshots are (`--clock model`), when the
+    /// guest took them around its batches.
+    pub snaps: Option<crate::model::Snaps>,
+}
+
+impl Figure<'_> {
+    /// One batch's value: ticks per operation, or operations per second.
+    pub fn value(&self, ticks: u64) -> f64 {
+        let ops = self.batch_size.max(1) as f64;
+        match self.measure {
+            Measure::PerOp => ticks as f64 / ops,
+            Measure::Throughput if ticks == 0 => 0.0,
+            Measure::Throughput => ops * self.tsc_hz as f64 / ticks as f64,
+        }
+    }
+
+    /// The summary of every batch's value. `vals` and `scratch` must be at
+    /// least as long as the samples.
+    pub fn summarize(&self, vals: &mut [f64], scratch: &mut [f64]) -> crate::stats::Summary {
+        let n = self.samples.len().min(vals.len());
+        for (v, t) in vals.iter_mut().zip(self.samples) {
+            *v = self.value(*t);
+        }
+        crate::stats::summarize(&mut vals[..n], scratch)
+    }
+}
+
+/// Writes a benchmark's `bench` and `samples` records (two lines). Every
+/// guest-side emitter goes through here, so the format lives in one place.
+pub fn write_bench(out: &mut dyn fmt::Write, f: &Figure, s: &crate::stats::Summary) -> fmt::Result {
+    write!(
+        out,
+        "{MARKER}{SCHEMA} {} name={} mech={} path={} call={} measure={}",
+        kind::BENCH,
+        Escaped(f.name),
+        Escaped(f.mech),
+        Escaped(f.path),
+        Escaped(f.call),
+        f.measure.key()
+    )?;
+    if !f.unit.is_empty() {
+        write!(out, " unit={}", Escaped(f.unit))?;
+    }
+    write!(
+        out,
+        " n={} min={:.4} p25={:.4} median={:.4} mean={:.4} p75={:.4} max={:.4} sd={:.4} outliers={}",
+        s.n, s.min, s.p25, s.median, s.mean, s.p75, s.max, s.sd, s.outliers
+    )?;
+    match f.counters {
+        Some((i, c)) => write!(out, " instructions={i:.4} cycles={c:.4}")?,
+        None => out.write_str(" instructions=n/a cycles=n/a")?,
+    }
+    write!(
+        out,
+        "\n{MARKER}{SCHEMA} {} name={} batch_size={}",
+        kind::SAMPLES,
+        Escaped(f.name),
+        f.batch_size
+    )?;
+    if let Some(snaps) = f.snaps {
+        write!(out, "{snaps}")?;
+    }
+    out.write_str(" values=")?;
+    for (i, v) in f.samples.iter().enumerate() {
+        write!(out, "{}{v}", if i == 0 { "" } else { "," })?;
+    }
+    out.write_str("\n")
 }
 
 /// Displays a string with `%XX` escapes for bytes that would break a record.
@@ -150,6 +297,56 @@ mod tests {
         ] {
             assert_eq!(round_trip(s), s);
         }
+    }
+
+    #[test]
+    fn bench_records() {
+        let f = Figure {
+            name: "ebizzy.128",
+            mech: "locks",
+            path: "ebizzy",
+            call: "128",
+            measure: Measure::Throughput,
+            unit: "records/s",
+            batch_size: 1000,
+            samples: &[2_000_000, 4_000_000],
+            tsc_hz: 1_000_000_000,
+            counters: None,
+            snaps: None,
+        };
+        let (mut v, mut s) = ([0.0; 2], [0.0; 2]);
+        let sum = f.summarize(&mut v, &mut s);
+        assert_eq!((sum.min, sum.max, sum.n), (250_000.0, 500_000.0, 2));
+        let mut out = String::new();
+        write_bench(&mut out, &f, &sum).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("@@tb1 bench name=ebizzy.128 mech=locks path=ebizzy call=128 measure=throughput unit=records/s n=2 min=250000.0000"), "{}", lines[0]);
+        assert!(lines[0].ends_with(" instructions=n/a cycles=n/a"));
+        assert_eq!(
+            lines[1],
+            "@@tb1 samples name=ebizzy.128 batch_size=1000 values=2000000,4000000"
+        );
+        let per_op = Figure {
+            measure: Measure::PerOp,
+            unit: "",
+            snaps: Some(crate::model::Snaps {
+                stream: crate::model::SNAP_KERNEL,
+                calib: 0,
+                calib_runs: 0,
+                batches: 7,
+            }),
+            ..f
+        };
+        assert_eq!(per_op.value(2_000_000), 2000.0);
+        let mut out = String::new();
+        write_bench(&mut out, &per_op, &sum).unwrap();
+        assert_eq!(
+            out.lines().nth(1).unwrap(),
+            "@@tb1 samples name=ebizzy.128 batch_size=1000 stream=kernel snap_calib=0 calib_runs=0 snap_batches=7 values=2000000,4000000"
+        );
+        assert_eq!(Measure::from_key("throughput"), Some(Measure::Throughput));
+        assert!(Measure::Throughput.higher_is_better() && !Measure::PerOp.higher_is_better());
     }
 
     #[test]

@@ -246,7 +246,14 @@ pub struct CpuInfo {
     /// 1 when the host said it runs the kernel under TCG (`accel=tcg`): a
     /// TSC there follows the host's clock, so its ticks are no cycles.
     pub emulated: u32,
+    /// `pool_align=` from the command line (bytes, 0 = packed), or
+    /// [`POOL_ALIGN_EVERY`] when it does not say.
+    pub pool_align: u32,
 }
+
+/// [`CpuInfo::pool_align`] when the command line names no layout: the lock
+/// benchmarks then measure every layout in one boot.
+pub const POOL_ALIGN_EVERY: u32 = u32::MAX;
 
 /// RDTSC is usable from ring 3.
 pub const FEATURE_TSC: u32 = 1 << 0;

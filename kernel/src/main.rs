@@ -63,6 +63,7 @@ static SYSINFO: BootCell<abi::syscall::CpuInfo> = BootCell::new(abi::syscall::Cp
     seed: 0,
     fuzz_calls: 0,
     emulated: 0,
+    pool_align: abi::syscall::POOL_ALIGN_EVERY,
 });
 
 /// What the `cpuinfo` system call reports.
@@ -133,6 +134,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     idt::load();
     arch::marker::announce_tables(idt::address(), gdt::gdtr().1, gdt::tss_address(0));
     paging::init(&stacks);
+    arch::marker::check_window(&raw const __kernel_end as u32);
     task::sched::init();
     sync_pools(&opts);
     frames::init(
@@ -162,6 +164,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             seed: opts.seed,
             fuzz_calls: opts.fuzz_calls,
             emulated: (opts.accel == "tcg") as u32,
+            pool_align: opts.pool_align.unwrap_or(abi::syscall::POOL_ALIGN_EVERY),
         }
     };
     for m in Mechanism::ALL {
@@ -187,6 +190,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
                 tsc_hz,
                 opts.clock == abi::cmdline::Clock::Icount,
                 opts.accel == "tcg",
+                opts.pool_align.and_then(sync::pool::Align::from_bytes),
             )
         }
     };
@@ -221,7 +225,8 @@ fn warn(w: Warning) {
 fn sync_pools(opts: &Options) {
     use sync::pool::Align;
     use sync::{sleepqueue, turnstile};
-    let a = Align::from_bytes(opts.pool_align).unwrap_or(Align::A128);
+    let a = Align::from_bytes(opts.pool_align.unwrap_or(abi::cmdline::DEFAULT_POOL_ALIGN))
+        .unwrap_or(Align::A128);
     turnstile::set_align(a);
     sleepqueue::set_align(a);
     let (size, stride, per64, per128) = turnstile::layout();

@@ -15,7 +15,10 @@ use core::arch::asm;
 
 use abi::layout::selector::CALL_GATE_FLOOR;
 use abi::model::Snaps;
+use abi::report::{write_bench, Figure};
 use abi::syscall::{fd, nr, CpuInfo, FEATURE_RDTSCP, FEATURE_SSE2};
+
+use crate::Line;
 
 /// How RDTSC is ordered against the loop (Intel SDM Vol. 2B, RDTSC/RDTSCP).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -210,6 +213,20 @@ fn timed(fence: Fence, f: LoopFn, n: u32) -> u64 {
     t
 }
 
+/// One timed region of any code: a model snapshot, the fenced timer, `f`,
+/// the timer, a snapshot, as [`timed`] does for the loop functions. A
+/// program that times closures calibrates with `timed_region(fence, || {})`
+/// and reports the calibration's snapshots with its figures.
+#[inline(always)]
+pub fn timed_region(fence: Fence, f: impl FnOnce()) -> u64 {
+    crate::model::snap();
+    let t0 = fence.start();
+    f();
+    let t = fence.end().wrapping_sub(t0);
+    crate::model::snap();
+    t
+}
+
 /// Times `f(0)` [`OVERHEAD_RUNS`] times: the fixed cost of one timed batch.
 pub fn overhead(fence: Fence, f: LoopFn) -> u64 {
     let mut t = [0u64; OVERHEAD_RUNS];
@@ -240,111 +257,43 @@ pub fn measure(fence: Fence, f: LoopFn, size: u32, out: &mut [u64]) -> Snaps {
     }
 }
 
-/// Prints a benchmark's `samples` record: every batch total, and where its
-/// model snapshots are. The line can be long: written in pieces, one record.
-pub fn print_samples(name: &str, size: u32, snaps: Snaps, samples: &[u64]) {
-    use core::fmt::Write as _;
-    let mut line = crate::Line::new();
-    let _ = write!(
-        line,
-        "{}{} {} name={} batch_size={}{snaps} values=",
-        abi::report::MARKER,
-        abi::report::SCHEMA,
-        abi::report::kind::SAMPLES,
-        name,
-        size,
-    );
-    for (i, v) in samples.iter().enumerate() {
-        if line.len() > 400 {
-            line.flush();
+pub use abi::stats::{summarize, Summary};
+
+/// The most batches one figure keeps.
+pub const MAX_SAMPLES: usize = abi::cmdline::MAX_BATCHES as usize;
+
+static mut VALUES: [f64; MAX_SAMPLES] = [0.0; MAX_SAMPLES];
+static mut SCRATCH: [f64; MAX_SAMPLES] = [0.0; MAX_SAMPLES];
+
+/// A record stream to the console in pieces that fit one line buffer.
+struct Records(Line);
+
+impl core::fmt::Write for Records {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        if self.0.len() + s.len() > Line::CAPACITY {
+            self.0.flush();
         }
-        let _ = write!(line, "{}{}", if i == 0 { "" } else { "," }, v);
+        self.0.write_str(s)
     }
-    let _ = writeln!(line);
-    line.flush();
 }
 
-/// Summary statistics of per-call values.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Summary {
-    pub n: usize,
-    pub min: f64,
-    pub p25: f64,
-    pub median: f64,
-    pub mean: f64,
-    pub p75: f64,
-    pub max: f64,
-    pub sd: f64,
-    /// Values further than 3 scaled MADs from the median.
-    pub outliers: usize,
-}
-
-/// Quantile by linear interpolation between closest ranks (`v` sorted).
-fn quantile(v: &[f64], q: f64) -> f64 {
-    let pos = q * (v.len() - 1) as f64;
-    let lo = pos as usize;
-    let hi = (lo + 1).min(v.len() - 1);
-    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
-}
-
-fn sqrt(x: f64) -> f64 {
-    if x <= 0.0 {
-        return 0.0;
-    }
-    let mut r = if x > 1.0 { x / 2.0 } else { 1.0 };
-    for _ in 0..60 {
-        r = 0.5 * (r + x / r);
-    }
-    r
-}
-
-/// Summarises `vals` (sorted in place). `scratch` must be as long.
-pub fn summarize(vals: &mut [f64], scratch: &mut [f64]) -> Summary {
-    let n = vals.len();
-    if n == 0 {
-        return Summary::default();
-    }
-    vals.sort_unstable_by(|a, b| a.total_cmp(b));
-    let mean = vals.iter().sum::<f64>() / n as f64;
-    let var = if n > 1 {
-        vals.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1) as f64
-    } else {
-        0.0
+/// Summarises a figure and reports it: its `bench` and `samples` records
+/// (`abi::report::write_bench`). Every figure a user program measures leaves
+/// through here, so this is the one place to re-route them (e.g. through a
+/// system call for the kernel to tag). Call it from one thread at a time.
+pub fn report(f: &Figure) -> Summary {
+    let f = Figure {
+        samples: &f.samples[..f.samples.len().min(MAX_SAMPLES)],
+        ..*f
     };
-    let median = quantile(vals, 0.5);
-    let dev = &mut scratch[..n];
-    for (d, v) in dev.iter_mut().zip(vals.iter()) {
-        *d = if *v > median {
-            *v - median
-        } else {
-            median - *v
-        };
-    }
-    dev.sort_unstable_by(|a, b| a.total_cmp(b));
-    // 1.4826 × MAD estimates σ for normal data.
-    let mad = quantile(dev, 0.5) * 1.4826;
-    let outliers = vals
-        .iter()
-        .filter(|&&v| {
-            let d = if v > median { v - median } else { median - v };
-            if mad == 0.0 {
-                d > 0.0
-            } else {
-                d > 3.0 * mad
-            }
-        })
-        .count();
-    Summary {
-        n,
-        min: vals[0],
-        p25: quantile(vals, 0.25),
-        median,
-        mean,
-        p75: quantile(vals, 0.75),
-        max: vals[n - 1],
-        sd: sqrt(var),
-        outliers,
-    }
+    // SAFETY: the buffers are used only here, and reports come from one
+    // thread at a time (the contract above).
+    let (vals, scratch) = unsafe { (&mut *(&raw mut VALUES), &mut *(&raw mut SCRATCH)) };
+    let s = f.summarize(vals, scratch);
+    let mut out = Records(Line::new());
+    let _ = write_bench(&mut out, &f, &s);
+    out.0.flush();
+    s
 }
 
 /// RDPMC of fixed counter `i` (ECX bit 30 selects the fixed counters).

@@ -75,15 +75,18 @@ macro_rules! record {
 
 /// A line buffer, so a record reaches the console in one `write`.
 pub struct Line {
-    buf: [u8; 512],
+    buf: [u8; Line::CAPACITY],
     len: usize,
 }
 
 impl Line {
+    /// Bytes one line buffer holds.
+    pub const CAPACITY: usize = 512;
+
     #[allow(clippy::new_without_default)]
     pub fn new() -> Line {
         Line {
-            buf: [0; 512],
+            buf: [0; Line::CAPACITY],
             len: 0,
         }
     }

@@ -9,24 +9,12 @@ use anyhow::{bail, Context, Result};
 
 use crate::machine::Clock;
 use crate::ministat::{self, RenderOptions};
-use crate::results::Results;
+use crate::results::{MetricInfo, Results};
 
-/// Every metric of one boot: benchmark medians (per call) and macro ticks
-/// per op; for a model run, modelled cycles per call (`model::metrics`).
+/// Every metric of one boot: benchmark medians and macro ticks per op; for
+/// a model run, modelled cycles per call (`Results::metrics`).
 pub fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
-    // A model run: modelled cycles per call of every modelled benchmark.
-    if r.model_profile.is_some() {
-        return crate::model::metrics(r);
-    }
-    let mut m: BTreeMap<String, f64> = r
-        .benches
-        .iter()
-        .map(|b| (b.name.clone(), b.median))
-        .collect();
-    for x in &r.macros {
-        m.insert(format!("macro.{}", x.mech), x.ticks_per_op);
-    }
-    m
+    r.metrics()
 }
 
 /// Per variant, per metric, one value per boot.
@@ -39,11 +27,13 @@ pub fn compare_metric(
     metric: &str,
     sets: &[(String, Vec<f64>)],
     exact: bool,
-    unit: &str,
+    info: &MetricInfo,
     opts: &RenderOptions,
 ) -> String {
+    let unit = &info.unit;
     let mut s = format!(
-        "== {metric} ({unit} per call{})\n",
+        "== {metric} ({}{})\n",
+        info.describe(),
         if metric.starts_with("macro") {
             "; per op of the macro mix"
         } else {
@@ -60,10 +50,12 @@ pub fn compare_metric(
             } else if d == 0.0 {
                 "identical".to_string()
             } else {
+                let better = (d > 0.0) == info.measure.higher_is_better();
                 format!(
-                    "differs by exactly {} {unit} ({:+.2}%)",
+                    "differs by exactly {} {unit} ({:+.2}%, {})",
                     fmt_num(d),
-                    100.0 * d / base
+                    100.0 * d / base,
+                    if better { "better" } else { "worse" }
                 )
             };
             s += &format!("  {name:<18} {:>10}  {what}\n", fmt_num(v[0]));
@@ -105,27 +97,50 @@ pub fn one_mechanism_each(t: &Table) -> bool {
         })
 }
 
-/// Renames `int80.null` to `null` and `macro.int80` to `macro`, so variants
-/// that each use one mechanism are compared call by call.
-pub fn by_call(t: Table) -> Table {
+/// `int80.null` → `null`, `macro.int80` → `macro`: the metric's name when
+/// variants that each use one mechanism are compared call by call.
+pub fn call_key(k: &str) -> String {
+    if k.starts_with("macro.") {
+        "macro".to_string()
+    } else if mechanism_of(k).is_some() {
+        k.split_once('.')
+            .map_or(k.to_string(), |(_, c)| c.to_string())
+    } else {
+        k.to_string()
+    }
+}
+
+/// Renames every variant's metrics with `key`.
+pub fn renamed(t: Table, key: fn(&str) -> String) -> Table {
     t.into_iter()
-        .map(|(v, ms)| {
-            let renamed = ms
-                .into_iter()
-                .map(|(k, vals)| {
-                    let key = if k.starts_with("macro.") {
-                        "macro".to_string()
-                    } else if mechanism_of(&k).is_some() {
-                        k.split_once('.').map_or(k.clone(), |(_, c)| c.to_string())
-                    } else {
-                        k
-                    };
-                    (key, vals)
-                })
-                .collect();
-            (v, renamed)
-        })
+        .map(|(v, ms)| (v, ms.into_iter().map(|(k, vals)| (key(&k), vals)).collect()))
         .collect()
+}
+
+/// The pool layout a metric's name ends in (`locks.contended.packed`).
+pub fn layout_of(metric: &str) -> Option<&str> {
+    let (_, last) = metric.rsplit_once('.')?;
+    abi::report::names::LAYOUTS.into_iter().find(|l| *l == last)
+}
+
+/// `locks.contended.packed` → `locks.contended`: the metric's name when
+/// variants that each use one pool layout are compared layout against layout.
+pub fn layout_key(k: &str) -> String {
+    match layout_of(k) {
+        Some(l) => k[..k.len() - l.len() - 1].to_string(),
+        None => k.to_string(),
+    }
+}
+
+/// True when every variant measured exactly one pool layout (as with
+/// `--variant a=pool_align=packed --variant b=pool_align=128`).
+pub fn one_layout_each(t: &Table) -> bool {
+    t.len() > 1
+        && t.values().all(|ms| {
+            let layouts: std::collections::BTreeSet<&str> =
+                ms.keys().filter_map(|k| layout_of(k)).collect();
+            layouts.len() == 1
+        })
 }
 
 /// Which metrics to show: the asked ones, or those whose values differ.
@@ -189,11 +204,15 @@ pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Res
         confidence,
         ..RenderOptions::default()
     };
+    let info = MetricInfo {
+        unit: crate::model::unit(r).unwrap_or_else(|| r.unit.clone()),
+        measure: abi::report::Measure::PerOp,
+    };
     Ok(compare_metric(
         call,
         &sets,
         r.clock().is_some_and(Clock::exact),
-        crate::model::unit(r).as_deref().unwrap_or(&r.unit),
+        &info,
         &opts,
     ))
 }
@@ -209,15 +228,13 @@ mod tests {
             ("b".to_string(), vec![46.0; 3]),
             ("c".to_string(), vec![24.0; 3]),
         ];
-        let s = compare_metric(
-            "int80.null",
-            &sets,
-            true,
-            "instructions",
-            &RenderOptions::default(),
-        );
+        let info = MetricInfo {
+            unit: "instructions".into(),
+            measure: abi::report::Measure::PerOp,
+        };
+        let s = compare_metric("int80.null", &sets, true, &info, &RenderOptions::default());
         assert!(
-            s.contains("differs by exactly 22 instructions (+91.67%)"),
+            s.contains("differs by exactly 22 instructions (+91.67%, worse)"),
             "{s}"
         );
         assert!(s.contains("identical"), "{s}");
@@ -229,7 +246,11 @@ mod tests {
             ("a".to_string(), vec![10.0, 11.0, 12.0, 10.5]),
             ("b".to_string(), vec![20.0, 21.0, 19.0, 20.5]),
         ];
-        let s = compare_metric("x", &sets, false, "cycles", &RenderOptions::default());
+        let info = MetricInfo {
+            unit: "cycles".into(),
+            measure: abi::report::Measure::PerOp,
+        };
+        let s = compare_metric("x", &sets, false, &info, &RenderOptions::default());
         assert!(s.contains("Difference at 95.0% confidence"), "{s}");
     }
 
@@ -277,8 +298,56 @@ mod tests {
             .or_default()
             .insert("loop".into(), vec![2.0]);
         assert!(one_mechanism_each(&t));
-        let t = by_call(t);
+        let t = renamed(t, call_key);
         assert_eq!(t["b"]["null"], [46.0]);
         assert_eq!(chosen_metrics(&t, &[]).unwrap(), ["macro", "null"]);
+    }
+
+    #[test]
+    fn one_layout_per_variant_compares_layout_against_layout() {
+        let mut t: Table = BTreeMap::new();
+        for (v, l) in [("a", "packed"), ("b", "128")] {
+            let m = t.entry(v.into()).or_default();
+            m.insert(format!("locks.contended.{l}"), vec![1476.0]);
+            m.insert(format!("ebizzy.{l}"), vec![160000.0]);
+            m.insert("smp.pingpong".into(), vec![37.5]);
+        }
+        assert!(one_layout_each(&t));
+        assert!(!one_mechanism_each(&t));
+        let t = renamed(t, layout_key);
+        assert_eq!(t["a"]["locks.contended"], [1476.0]);
+        assert_eq!(t["b"]["ebizzy"], [160000.0]);
+        assert_eq!(t["b"]["smp.pingpong"], [37.5]);
+        // A boot that measured every layout is not one layout.
+        let mut all: Table = BTreeMap::new();
+        for v in ["a", "b"] {
+            for l in abi::report::names::LAYOUTS {
+                all.entry(v.into())
+                    .or_default()
+                    .insert(format!("ebizzy.{l}"), vec![1.0]);
+            }
+        }
+        assert!(!one_layout_each(&all));
+    }
+
+    #[test]
+    fn throughputs_say_which_way_is_better() {
+        let info = MetricInfo {
+            unit: "records/s".into(),
+            measure: abi::report::Measure::Throughput,
+        };
+        let sets = vec![
+            ("a".to_string(), vec![100.0; 3]),
+            ("b".to_string(), vec![150.0; 3]),
+        ];
+        let s = compare_metric("ebizzy", &sets, true, &info, &RenderOptions::default());
+        assert!(
+            s.contains("records/s, a throughput: higher is better"),
+            "{s}"
+        );
+        assert!(
+            s.contains("differs by exactly 50 records/s (+50.00%, better)"),
+            "{s}"
+        );
     }
 }

@@ -523,25 +523,32 @@ pub fn apply(results: &mut Results, log: &str, file: &ModelFile) -> Result<()> {
     Ok(())
 }
 
-/// The model's table: every benchmark with model figures, per call.
+/// The model's table: every benchmark with model figures, per operation.
 pub fn table(r: &Results) -> String {
     let Some(profile) = &r.model_profile else {
         return String::new();
     };
+    let width = r
+        .benches
+        .iter()
+        .filter(|b| b.model.is_some())
+        .map(|b| b.name.len())
+        .max()
+        .unwrap_or(0)
+        .max("benchmark".len());
     let mut s = format!(
-        "model: {} ({} per call; instructions from icount)\n",
-        label(profile, r.model_virt),
-        "cycles, misses and flushes"
+        "model: {} (per operation; instructions as the model counted them, the same as icount's)\n",
+        label(profile, r.model_virt)
     );
     s += &format!(
-        "{:<22} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}\n",
+        "{:<width$} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}\n",
         "benchmark", "insns", "cycles", "L1 miss", "L2 miss", "TLB miss", "flushes"
     );
     for b in &r.benches {
         let Some(m) = &b.model else { continue };
         s += &format!(
-            "{:<22} {:>10.2} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2}\n",
-            b.name, b.median, m.cycles, m.l1_misses, m.l2_misses, m.tlb_misses, m.tlb_flushes
+            "{:<width$} {:>10.2} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2}\n",
+            b.name, m.insns, m.cycles, m.l1_misses, m.l2_misses, m.tlb_misses, m.tlb_flushes
         );
     }
     s
@@ -740,6 +747,7 @@ description = \"a [recent] core\"
             model: Some(ModelFigures {
                 label: label("p4", false),
                 cycles: cycles[0] as f64 / 4.0,
+                insns,
                 samples: [("cycles".to_string(), cycles.to_vec())].into(),
                 ..ModelFigures::default()
             }),
@@ -771,8 +779,8 @@ description = \"a [recent] core\"
         assert_eq!(unit(&r).unwrap(), "modelled cycles (profile p4)");
         let s = crate::compare::within_boot(&r, "int80,sysenter", "null", 95.0).unwrap();
         assert!(
-            s.contains("modelled cycles (profile p4) per call")
-                && s.contains("differs by exactly -700 modelled cycles (profile p4) (-70.00%)"),
+            s.contains("modelled cycles (profile p4) per operation")
+                && s.contains("differs by exactly -700 modelled cycles (profile p4) (-70.00%"),
             "{s}"
         );
         let t = r.table();
@@ -781,7 +789,7 @@ description = \"a [recent] core\"
             "{t}"
         );
         assert!(
-            table(&r).contains("sysenter.null               46.00      300.0"),
+            table(&r).contains("sysenter.null      46.00      300.0"),
             "{}",
             table(&r)
         );

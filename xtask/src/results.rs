@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use abi::report::kind;
+use abi::report::{kind, Measure};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
@@ -61,14 +61,22 @@ pub struct Mech {
     pub reason: String,
 }
 
-/// One benchmark: per-call figures in clock ticks (loop included), and every
-/// batch's total (timer overhead subtracted).
+/// One benchmark: its summary (clock ticks per operation, loop included, or
+/// a throughput), and every batch's total in clock ticks.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Bench {
     pub name: String,
     pub mech: String,
     pub path: String,
     pub call: String,
+    /// `per_op` (ticks per operation: lower is better) or `throughput`
+    /// (operations per second: higher is better).
+    #[serde(default, with = "measure_key")]
+    pub measure: Measure,
+    /// What the summary's values count: the run's unit per operation
+    /// (`instructions`, `cycles`, `TCG ticks`), or a throughput's (`records/s`).
+    #[serde(default)]
+    pub unit: String,
     pub n: usize,
     pub min: f64,
     pub p25: f64,
@@ -102,6 +110,48 @@ pub struct Macro {
 }
 
 pub const JSON_SCHEMA: u32 = 1;
+
+/// `Measure` in JSON as its record key (`per_op`, `throughput`).
+mod measure_key {
+    use abi::report::Measure;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &Measure, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(m.key())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Measure, D::Error> {
+        let k = String::deserialize(d)?;
+        Measure::from_key(&k)
+            .ok_or_else(|| D::Error::custom(format!("measure {k:?}: not per_op or throughput")))
+    }
+}
+
+/// How one metric reads: its unit and which way is better.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricInfo {
+    pub unit: String,
+    pub measure: Measure,
+}
+
+impl MetricInfo {
+    /// What a comparison's heading says about the values.
+    pub fn describe(&self) -> String {
+        match self.measure {
+            Measure::PerOp => format!("{} per operation, lower is better", self.unit),
+            Measure::Throughput => format!("{}, a throughput: higher is better", self.unit),
+        }
+    }
+}
+
+/// Speed-up of "with" over "without": time without / time with for costs,
+/// rate with / rate without for throughputs; above 1 means "with" is better.
+pub fn speedup(m: Measure, without: f64, with: f64) -> f64 {
+    match m {
+        Measure::PerOp => without / with,
+        Measure::Throughput => with / without,
+    }
+}
 
 fn field<'a>(r: &'a Record, k: &str) -> Result<&'a str> {
     r.get(k)
@@ -144,7 +194,6 @@ impl Results {
             ..Results::default()
         };
         let mut samples: BTreeMap<String, (u64, Vec<u64>, usize)> = BTreeMap::new();
-        let mut batches = None;
         for rec in records {
             match rec.kind.as_str() {
                 kind::BOOT => {
@@ -154,6 +203,13 @@ impl Results {
                     for w in r.cmdline.split_whitespace() {
                         if let Some(a) = w.strip_prefix("accel=") {
                             r.accel = a.into();
+                        }
+                        // What the host asked for; a clock record, where the
+                        // program prints one, says what was used.
+                        if let Some(c) = w.strip_prefix("clock=") {
+                            if r.clock.is_empty() {
+                                r.clock = c.into();
+                            }
                         }
                     }
                 }
@@ -166,9 +222,6 @@ impl Results {
                 kind::CLOCK => {
                     r.clock = field(rec, "clock")?.into();
                     r.tsc_hz = num(rec, "tsc_hz")?;
-                    if r.clock != "none" {
-                        batches = Some(num::<usize>(rec, "batches")?);
-                    }
                     for (k, v) in &rec.fields {
                         if !matches!(k.as_str(), "clock" | "tsc_hz") {
                             r.timing.insert(k.clone(), v.clone());
@@ -180,6 +233,16 @@ impl Results {
                     mech: field(rec, "mech")?.into(),
                     path: field(rec, "path")?.into(),
                     call: field(rec, "call")?.into(),
+                    measure: match rec.get("measure") {
+                        None => Measure::PerOp,
+                        Some(k) => Measure::from_key(k).ok_or_else(|| {
+                            anyhow!(
+                                "line {}: bench record: measure={k:?} is not per_op or throughput",
+                                rec.line
+                            )
+                        })?,
+                    },
+                    unit: rec.get("unit").unwrap_or("").into(),
                     n: num(rec, "n")?,
                     min: num(rec, "min")?,
                     p25: num(rec, "p25")?,
@@ -236,14 +299,16 @@ impl Results {
                     b.name
                 )
             })?;
-            if values.len() != b.n || batches.is_some_and(|n| n != values.len()) {
+            if values.len() != b.n {
                 bail!(
-                    "line {line}: {} has {} samples, but the summary says n={} and the clock record batches={}",
+                    "line {line}: {} has {} samples, but the summary says n={}",
                     b.name,
                     values.len(),
-                    b.n,
-                    batches.map_or("?".into(), |n| n.to_string())
+                    b.n
                 );
+            }
+            if b.measure == Measure::PerOp || b.unit.is_empty() {
+                b.unit = r.unit.clone();
             }
             b.batch_size = size;
             b.samples = values;
@@ -267,6 +332,64 @@ impl Results {
 
     pub fn bench(&self, name: &str) -> Option<&Bench> {
         self.benches.iter().find(|b| b.name == name)
+    }
+
+    /// Every metric of this run: each benchmark's median, and each macro
+    /// mix's ticks per operation (`macro.<mechanism>`).
+    pub fn metrics(&self) -> BTreeMap<String, f64> {
+        // A model run: modelled cycles per operation of each modelled figure.
+        if self.model_profile.is_some() {
+            return crate::model::metrics(self);
+        }
+        let mut m: BTreeMap<String, f64> = self
+            .benches
+            .iter()
+            .map(|b| (b.name.clone(), b.median))
+            .collect();
+        for x in &self.macros {
+            m.insert(format!("macro.{}", x.mech), x.ticks_per_op);
+        }
+        m
+    }
+
+    /// How each of [`Results::metrics`] reads.
+    pub fn metric_info(&self) -> BTreeMap<String, MetricInfo> {
+        if let Some(unit) = crate::model::unit(self) {
+            return crate::model::metrics(self)
+                .into_keys()
+                .map(|k| {
+                    let info = MetricInfo {
+                        unit: unit.clone(),
+                        measure: Measure::PerOp,
+                    };
+                    (k, info)
+                })
+                .collect();
+        }
+        let mut m: BTreeMap<String, MetricInfo> = self
+            .benches
+            .iter()
+            .map(|b| {
+                let unit = if b.unit.is_empty() {
+                    &self.unit
+                } else {
+                    &b.unit
+                };
+                let info = MetricInfo {
+                    unit: unit.clone(),
+                    measure: b.measure,
+                };
+                (b.name.clone(), info)
+            })
+            .collect();
+        for x in &self.macros {
+            let info = MetricInfo {
+                unit: self.unit.clone(),
+                measure: Measure::PerOp,
+            };
+            m.insert(format!("macro.{}", x.mech), info);
+        }
+        m
     }
 
     /// The human table: median and min per call, full/floor, and the ratio
@@ -381,6 +504,30 @@ impl Results {
                 m.ticks_per_op,
                 self.unit,
                 vs
+            );
+        }
+        let others: Vec<&Bench> = self
+            .benches
+            .iter()
+            .filter(|b| b.name != "loop" && abi::Mechanism::from_key(&b.mech).is_none())
+            .collect();
+        if !others.is_empty() {
+            s += &format!(
+                "{:<28} {:>12} {:>12}  unit (median and min of each benchmark's batches)\n",
+                "benchmark", "median", "min"
+            );
+        }
+        for b in others {
+            s += &format!(
+                "{:<28} {:>12.2} {:>12.2}  {}{}\n",
+                b.name,
+                b.median,
+                b.min,
+                b.unit,
+                match b.measure {
+                    Measure::PerOp => " per op",
+                    Measure::Throughput => " (throughput: higher is better)",
+                }
             );
         }
         s
@@ -504,6 +651,68 @@ i386 testbed kernel abc
         );
         assert!(t.contains("syscall    unavailable: not AMD"));
         assert!(t.contains("macro mix  int 0x80"));
+    }
+
+    /// A `locks` boot: no clock in the boot line's words the host did not
+    /// add, a per-operation figure and a throughput.
+    const LOCKS_LOG: &str = "\
+@@tb1 boot loader=qemu protocol=mb1 cmdline=mode%3Drun%20prog%3Dlocks%20clock%3Dicount%20accel%3Dtcg mem_kib=1 modules=3 rev=abc
+@@tb1 cpu vendor=GenuineIntel brand=QEMU%20Virtual%20CPU family=6 model=6 stepping=3
+@@tb1 bench name=locks.contended.128 mech=locks path=contended call=128 measure=per_op n=2 min=1476.0000 p25=1476.0000 median=1476.0000 mean=1476.0000 p75=1476.0000 max=1476.0000 sd=0.0000 outliers=0 instructions=n/a cycles=n/a
+@@tb1 samples name=locks.contended.128 batch_size=100 values=147600,147600
+@@tb1 bench name=ebizzy.128 mech=locks path=ebizzy call=128 measure=throughput unit=records/s n=2 min=160000.0000 p25=160000.0000 median=160000.0000 mean=160000.0000 p75=160000.0000 max=160000.0000 sd=0.0000 outliers=0 instructions=n/a cycles=n/a
+@@tb1 samples name=ebizzy.128 batch_size=1000 values=6250000,6250000
+@@tb1 end status=success
+";
+
+    #[test]
+    fn lock_figures_and_throughputs() {
+        let r = Results::from_log(LOCKS_LOG, "locks", "qemu").unwrap();
+        // No clock record: the clock the host asked for on the command line.
+        assert_eq!(
+            (r.clock.as_str(), r.unit.as_str()),
+            ("icount", "instructions")
+        );
+        let c = r.bench("locks.contended.128").unwrap();
+        assert_eq!(
+            (c.measure, c.unit.as_str()),
+            (Measure::PerOp, "instructions")
+        );
+        assert_eq!(c.samples, [147600, 147600]);
+        let e = r.bench("ebizzy.128").unwrap();
+        assert_eq!(
+            (e.measure, e.unit.as_str()),
+            (Measure::Throughput, "records/s")
+        );
+        let info = r.metric_info();
+        assert!(info["ebizzy.128"].describe().contains("higher is better"));
+        assert!(info["locks.contended.128"]
+            .describe()
+            .contains("lower is better"));
+        let t = r.table();
+        assert!(
+            t.contains("ebizzy.128") && t.contains("records/s (throughput: higher is better)"),
+            "{t}"
+        );
+        // The JSON says which way is better, and reads back.
+        let json = r.to_json().unwrap();
+        assert!(json.contains("\"measure\": \"throughput\""), "{json}");
+        let back: Results = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, r);
+        let bad = LOCKS_LOG.replace("measure=throughput", "measure=faster");
+        let e = Results::from_log(&bad, "x", "qemu")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("line 5: bench record: measure=\"faster\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn speedup_follows_the_direction() {
+        assert_eq!(speedup(Measure::PerOp, 30.0, 20.0), 1.5);
+        assert_eq!(speedup(Measure::Throughput, 100.0, 150.0), 1.5);
     }
 
     #[test]

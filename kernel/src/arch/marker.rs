@@ -60,6 +60,24 @@ pub fn announce_invlpg(va: u32) {
     announce::<INVLPG_PAGE>(ARG_WINDOW + (va >> 12));
 }
 
+/// Checks, once paging is on, that every page of the argument window is
+/// mapped, so an announcement's load never faults; `kernel_end`: the end of
+/// the kernel image, which must lie below it.
+pub fn check_window(kernel_end: u32) {
+    assert!(
+        kernel_end <= ARG_WINDOW,
+        "the kernel image ends at {kernel_end:#x}, inside the model's argument window at {ARG_WINDOW:#x}"
+    );
+    let mut page = ARG_WINDOW;
+    while page < ARG_WINDOW + ARG_WINDOW_SIZE {
+        assert!(
+            super::paging::flags(page).is_some(),
+            "the model's argument window has an unmapped page at {page:#x}"
+        );
+        page += abi::layout::PAGE_SIZE;
+    }
+}
+
 /// Kernel-stream snapshots taken so far, per CPU.
 static SNAPS: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 

@@ -16,21 +16,28 @@
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use abi::cmdline::Clock;
 use abi::layout::{PAGE_SIZE, USER_BASE};
-use abi::report::kind;
+use abi::model::{Snaps, SNAP_KERNEL};
+use abi::report::{kind, Figure, Measure};
 
 use crate::arch::idt::{self, Gate, GateKind};
 use crate::arch::smp::{self, command};
 use crate::arch::{apic, frames, marker, paging};
-use crate::console::Dec;
 use crate::sync::pool::Align;
 use crate::sync::turnstile;
 use crate::{kprintln, record};
 
-const HAMMER_OPS: u32 = 20_000;
-const PINGS: u32 = 2_000;
-const TLB_ROUNDS: u32 = 2_000;
-const SHOOTDOWNS: u32 = 200;
+/// Batches per figure: each keeps every batch's total (its samples).
+const BATCHES: usize = 8;
+/// Lock/unlock pairs per CPU per false-sharing batch.
+const HAMMER_OPS: u32 = 2_500;
+/// Round trips per ping-pong batch.
+const PINGS: u32 = 250;
+/// Invalidations (or CR3 reloads) per TLB batch.
+const TLB_ROUNDS: u32 = 250;
+/// Remote shootdowns per batch.
+const SHOOTDOWNS: u32 = 25;
 const FORKS: usize = 32;
 const FORK_PAGES: usize = 16;
 /// The IPI vector of the TLB shootdown.
@@ -104,14 +111,118 @@ fn worker(cpu: usize, c: u32, arg: u32) {
     }
 }
 
-/// One figure of the report: a name, a per-operation value, its unit.
-fn report(name: &str, value: f64, unit: &str, note: &str) {
-    kprintln!("  {:<34} {:>14.1} {}{}", name, value, unit, note);
-    record!(kind::SMP_BENCH, "name" => name, "value" => Dec(value), "unit" => unit);
+/// The human line of one figure: its median, its unit, a note.
+fn show(title: &str, value: f64, unit: &str, note: &str) {
+    kprintln!("  {:<34} {:>14.1} {}{}", title, value, unit, note);
 }
 
-/// Runs the SMP benchmarks; true when they ran.
-pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
+/// How the figures of one boot are reported: the clock's facts every
+/// record needs.
+struct Reporter {
+    tsc_hz: u64,
+    /// The clock's unit, for the human lines of per-operation figures.
+    unit: &'static str,
+}
+
+impl Reporter {
+    /// Reports figure `name` (`ops` operations per batch) and shows its
+    /// median; returns the median.
+    #[allow(clippy::too_many_arguments)]
+    fn figure(
+        &self,
+        name: &str,
+        call: &str,
+        measure: Measure,
+        title: &str,
+        ops: u32,
+        samples: &[u64],
+        snaps: Snaps,
+        note: &str,
+    ) -> f64 {
+        let (group, path) = split_name(name);
+        let unit = match measure {
+            Measure::PerOp => "",
+            Measure::Throughput => "ops/s",
+        };
+        let s = super::report(&Figure {
+            name,
+            mech: group,
+            path,
+            call,
+            measure,
+            unit,
+            batch_size: ops,
+            samples,
+            tsc_hz: self.tsc_hz,
+            counters: None,
+            snaps: Some(snaps),
+        });
+        show(
+            title,
+            s.median,
+            if unit.is_empty() { self.unit } else { unit },
+            note,
+        );
+        s.median
+    }
+
+    /// Ticks per operation: lower is better.
+    fn per_op(
+        &self,
+        name: &str,
+        call: &str,
+        title: &str,
+        ops: u32,
+        (samples, snaps): (&[u64], Snaps),
+    ) -> f64 {
+        self.figure(name, call, Measure::PerOp, title, ops, samples, snaps, "")
+    }
+}
+
+/// `smp.tlb.cr3` → (`smp`, `tlb`).
+fn split_name(name: &str) -> (&str, &str) {
+    let mut parts = name.split('.');
+    let group = parts.next().unwrap_or("");
+    (group, parts.next().unwrap_or(""))
+}
+
+/// One timed region: a kernel-stream model snapshot, the timer, `f`, the
+/// timer, a snapshot (the snapshots lie outside the timer pair).
+fn timed(f: impl FnOnce()) -> u64 {
+    marker::snap();
+    let t0 = rdtsc();
+    f();
+    let t = rdtsc().wrapping_sub(t0);
+    marker::snap();
+    t
+}
+
+/// Where the snapshots of a figure whose first batch began at this CPU's
+/// kernel-stream snapshot `first` are: one [`timed`] pair per batch, no
+/// calibration (the kernel's figures subtract none).
+fn snaps_from(first: u32) -> Snaps {
+    Snaps {
+        stream: SNAP_KERNEL,
+        calib: 0,
+        calib_runs: 0,
+        batches: first,
+    }
+}
+
+/// Times `BATCHES` batches of `f`; each sample is one batch's ticks.
+fn batches(mut f: impl FnMut()) -> ([u64; BATCHES], Snaps) {
+    let first = marker::snap_seq();
+    let mut out = [0u64; BATCHES];
+    for v in out.iter_mut() {
+        *v = timed(&mut f);
+    }
+    (out, snaps_from(first))
+}
+
+/// Runs the SMP benchmarks; true when they ran. `layout`: the pool layout
+/// the command line named (`pool_align=`), the only one false sharing then
+/// measures; `None` measures all three.
+pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool, layout: Option<Align>) -> bool {
     let cpus = smp::cpus();
     kprintln!(
         "smp: {} CPU(s) running, {} found via {}",
@@ -124,6 +235,12 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
         kprintln!("smp: no TSC, nothing can be timed");
         return false;
     }
+    let clock = if clock_icount {
+        Clock::Icount
+    } else {
+        Clock::Tsc
+    };
+    record!(kind::CLOCK, "clock" => clock.key(), "fence" => "lfence+rdtsc", "tsc_hz" => tsc_hz);
     let unit = if clock_icount {
         "instructions"
     } else if emulated {
@@ -131,6 +248,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
     } else {
         "cycles"
     };
+    let rep = Reporter { tsc_hz, unit };
     if emulated || clock_icount {
         kprintln!("smp: TCG does not model caches; icount counts instructions: false sharing and TLB costs need real hardware or real KVM");
     }
@@ -144,35 +262,50 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
         ),
     );
     let n = cpus.started;
+    kprintln!("smp: medians of {BATCHES} batches");
 
     // (a) False sharing.
     kprintln!("(a) false sharing: each CPU locks and unlocks its own turnstile's word");
-    for a in [Align::Packed, Align::A64, Align::A128] {
+    let every = [Align::Packed, Align::A64, Align::A128];
+    let named = [layout.unwrap_or(Align::A128)];
+    let layouts: &[Align] = if layout.is_some() { &named } else { &every };
+    for &a in layouts {
         turnstile::set_align(a);
-        START.store(0, Ordering::Release);
-        for cpu in 1..n {
-            smp::post(cpu, command::HAMMER, HAMMER_OPS);
+        let mut samples = [0u64; BATCHES];
+        let first = marker::snap_seq();
+        for v in samples.iter_mut() {
+            START.store(0, Ordering::Release);
+            for cpu in 1..n {
+                smp::post(cpu, command::HAMMER, HAMMER_OPS);
+            }
+            *v = timed(|| {
+                START.store(1, Ordering::Release);
+                let lock = &turnstile::get(0).spin;
+                for _ in 0..HAMMER_OPS {
+                    lock.lock();
+                    lock.unlock();
+                }
+                for cpu in 1..n {
+                    smp::wait_done(cpu);
+                }
+            })
+            .max(1);
         }
-        let t0 = rdtsc();
-        START.store(1, Ordering::Release);
-        let lock = &turnstile::get(0).spin;
-        for _ in 0..HAMMER_OPS {
-            lock.lock();
-            lock.unlock();
-        }
-        for cpu in 1..n {
-            smp::wait_done(cpu);
-        }
-        let ticks = rdtsc().wrapping_sub(t0).max(1);
-        let ops = (n as u64 * HAMMER_OPS as u64) as f64 * tsc_hz as f64 / ticks as f64;
         let (_, _, _, per128) = turnstile::layout();
         let mut name = Name::new();
-        name.push("false sharing, pool ");
+        name.push("smp.false_sharing.");
         name.push(a.key());
-        report(
+        let mut title = Name::new();
+        title.push("false sharing, pool ");
+        title.push(a.key());
+        rep.figure(
             name.as_str(),
-            ops,
-            "ops/s",
+            a.key(),
+            Measure::Throughput,
+            title.as_str(),
+            n as u32 * HAMMER_OPS,
+            &samples,
+            snaps_from(first),
             if per128 > 1 {
                 "  (objects share 128-byte blocks)"
             } else {
@@ -180,23 +313,33 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
             },
         );
     }
-    turnstile::set_align(Align::A128);
+    turnstile::set_align(layout.unwrap_or(Align::A128));
 
     // (b) Ping-pong between CPU 0 and CPU 1.
     if n >= 2 {
-        PING.store(0, Ordering::Release);
-        smp::post(1, command::PONG, PINGS);
-        let t0 = rdtsc();
-        for _ in 0..PINGS {
-            PING.store(1, Ordering::Release);
-            while PING.load(Ordering::Acquire) != 0 {
-                core::hint::spin_loop();
-            }
+        let mut samples = [0u64; BATCHES];
+        let first = marker::snap_seq();
+        for v in samples.iter_mut() {
+            PING.store(0, Ordering::Release);
+            smp::post(1, command::PONG, PINGS);
+            *v = timed(|| {
+                for _ in 0..PINGS {
+                    PING.store(1, Ordering::Release);
+                    while PING.load(Ordering::Acquire) != 0 {
+                        core::hint::spin_loop();
+                    }
+                }
+            });
+            smp::wait_done(1);
         }
-        let per = rdtsc().wrapping_sub(t0) as f64 / PINGS as f64;
-        smp::wait_done(1);
         kprintln!("(b) lock hand-off between CPU 0 and CPU 1");
-        report("ping-pong round trip", per, unit, "");
+        rep.per_op(
+            "smp.pingpong",
+            "-",
+            "ping-pong round trip",
+            PINGS,
+            (&samples, snaps_from(first)),
+        );
     } else {
         kprintln!("(b) ping-pong needs 2 CPUs: boot with --smp 2");
     }
@@ -204,37 +347,56 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
     // (c) TLB.
     kprintln!("(c) TLB");
     let probe = crate::boot::entry::stacks().kernel_top - PAGE_SIZE;
-    let t0 = rdtsc();
-    for _ in 0..TLB_ROUNDS {
-        paging::invlpg(probe);
-        // SAFETY: a mapped kernel page; the read refills the TLB entry.
-        unsafe { (probe as *const u32).read_volatile() };
-    }
-    let local = rdtsc().wrapping_sub(t0) as f64 / TLB_ROUNDS as f64;
-    report("invlpg + refill (local)", local, unit, "");
-    let t0 = rdtsc();
-    for _ in 0..TLB_ROUNDS {
-        // SAFETY: the same directory again.
-        unsafe { paging::load_cr3(paging::directory_address()) };
-        // SAFETY: as above.
-        unsafe { (probe as *const u32).read_volatile() };
-    }
-    let full = rdtsc().wrapping_sub(t0) as f64 / TLB_ROUNDS as f64;
-    report("CR3 reload + refill (local)", full, unit, "");
+    let (samples, snaps) = batches(|| {
+        for _ in 0..TLB_ROUNDS {
+            paging::invlpg(probe);
+            // SAFETY: a mapped kernel page; the read refills the TLB entry.
+            unsafe { (probe as *const u32).read_volatile() };
+        }
+    });
+    rep.per_op(
+        "smp.tlb.invlpg",
+        "invlpg",
+        "invlpg + refill (local)",
+        TLB_ROUNDS,
+        (&samples, snaps),
+    );
+    let (samples, snaps) = batches(|| {
+        for _ in 0..TLB_ROUNDS {
+            // SAFETY: the same directory again.
+            unsafe { paging::load_cr3(paging::directory_address()) };
+            // SAFETY: as above.
+            unsafe { (probe as *const u32).read_volatile() };
+        }
+    });
+    rep.per_op(
+        "smp.tlb.cr3",
+        "cr3",
+        "CR3 reload + refill (local)",
+        TLB_ROUNDS,
+        (&samples, snaps),
+    );
     if n >= 2 {
         SHOOT_ADDR.store(probe, Ordering::Relaxed);
         let target = smp::percpu(1);
         let id = target.apic_id as u8;
-        let t0 = rdtsc();
-        for i in 0..SHOOTDOWNS {
-            paging::invlpg(probe);
-            apic::send_ipi(id, VECTOR_SHOOTDOWN);
-            while target.ipis.load(Ordering::Acquire) < i + 1 {
-                core::hint::spin_loop();
+        let (samples, snaps) = batches(|| {
+            let acked = target.ipis.load(Ordering::Acquire);
+            for i in 0..SHOOTDOWNS {
+                paging::invlpg(probe);
+                apic::send_ipi(id, VECTOR_SHOOTDOWN);
+                while target.ipis.load(Ordering::Acquire) < acked + i + 1 {
+                    core::hint::spin_loop();
+                }
             }
-        }
-        let remote = rdtsc().wrapping_sub(t0) as f64 / SHOOTDOWNS as f64;
-        report("shootdown by IPI (remote, acked)", remote, unit, "");
+        });
+        rep.per_op(
+            "smp.tlb.shootdown",
+            "shootdown",
+            "shootdown by IPI (remote, acked)",
+            SHOOTDOWNS,
+            (&samples, snaps),
+        );
     } else {
         kprintln!("  a remote shootdown needs 2 CPUs: boot with --smp 2");
     }
@@ -249,47 +411,27 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
         .enumerate()
     {
         let mut samples = [0u64; FORKS];
-        let snaps = abi::model::Snaps {
-            stream: abi::model::SNAP_KERNEL,
-            calib: 0,
-            calib_runs: 0,
-            batches: marker::snap_seq(),
-        };
+        let first = marker::snap_seq();
         for s in samples.iter_mut() {
-            marker::snap();
-            let t0 = rdtsc();
-            let forked = fork_once(strategy);
-            *s = rdtsc().wrapping_sub(t0);
-            marker::snap();
+            let mut forked = Ok(());
+            *s = timed(|| forked = fork_once(strategy));
             if forked.is_err() {
                 kprintln!("  forktest: out of memory");
                 return false;
             }
         }
-        samples.sort_unstable();
-        medians[k] = samples[FORKS / 2] as f64;
-        let name = match strategy {
+        let title = match strategy {
             Strategy::Window => "forktest, edit through a window",
             Strategy::SwitchCr3 => "forktest, switch CR3 to edit",
         };
-        report(name, medians[k], unit, "");
-        record!(kind::BENCH, "name" => strategy.key(), "mech" => "smp", "path" => "forktest",
-            "call" => strategy.key(), "n" => FORKS, "min" => Dec(samples[0] as f64),
-            "p25" => Dec(samples[FORKS / 4] as f64), "median" => Dec(medians[k]),
-            "mean" => Dec(samples.iter().sum::<u64>() as f64 / FORKS as f64),
-            "p75" => Dec(samples[3 * FORKS / 4] as f64), "max" => Dec(samples[FORKS - 1] as f64),
-            "sd" => Dec(0.0), "outliers" => 0, "instructions" => "n/a", "cycles" => "n/a");
-        crate::kprint!(
-            "{}{} {} name={} batch_size=1{snaps} values=",
-            abi::report::MARKER,
-            abi::report::SCHEMA,
-            kind::SAMPLES,
-            strategy.key()
+        let key = strategy.key();
+        medians[k] = rep.per_op(
+            key,
+            split_name(key).1,
+            title,
+            1,
+            (&samples, snaps_from(first)),
         );
-        for (i, v) in samples.iter().enumerate() {
-            crate::kprint!("{}{}", if i == 0 { "" } else { "," }, v);
-        }
-        kprintln!();
     }
     kprintln!();
     kprintln!("system         kernel   benchmark   speed up (switch CR3 / window)");
@@ -301,7 +443,6 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool) -> bool {
     );
     ok_tests
 }
-
 /// Threads on different CPUs: a sleeper on CPU 0 woken from CPU 1, and a
 /// mutex owned on CPU 0 that a more urgent thread on CPU 1 waits for (its
 /// priority lent across CPUs, the hand-off waking CPU 1).

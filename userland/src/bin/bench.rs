@@ -6,7 +6,7 @@
 
 use core::fmt::Write as _;
 
-use userland::abi::report::{kind, Escaped};
+use userland::abi::report::{kind, Escaped, Figure, Measure};
 use userland::abi::syscall::{fd, nr, CpuInfo, FEATURE_TSC};
 use userland::abi::Mechanism;
 use userland::bench::{self, Fence, LoopFn, Summary};
@@ -62,32 +62,29 @@ struct Run {
     pmc: bool,
     batches: usize,
     size: u32,
+    tsc_hz: u64,
 }
 
 impl Run {
     /// Times `f`, prints its records, returns its summary (ticks per iteration).
     fn bench(&self, name: &str, mech: &str, path: &str, call: &str, f: LoopFn) -> Summary {
-        // SAFETY: one thread; these buffers are used by one benchmark at a time.
-        let (samples, values, scratch) = unsafe {
-            (
-                buf(&raw mut SAMPLES, self.batches),
-                buf(&raw mut VALUES, self.batches),
-                buf(&raw mut SCRATCH, self.batches),
-            )
-        };
+        // SAFETY: one thread; this buffer is used by one benchmark at a time.
+        let samples = unsafe { buf(&raw mut SAMPLES, self.batches) };
         let snaps = bench::measure(self.fence, f, self.size, samples);
         let pmc = self.pmc.then(|| bench::counters(f, self.size));
-        for (v, s) in values.iter_mut().zip(samples.iter()) {
-            *v = *s as f64 / self.size as f64;
-        }
-        let s = bench::summarize(values, scratch);
-        record!(kind::BENCH, "name" => name, "mech" => mech, "path" => path, "call" => call,
-            "n" => s.n, "min" => F(s.min), "p25" => F(s.p25), "median" => F(s.median),
-            "mean" => F(s.mean), "p75" => F(s.p75), "max" => F(s.max), "sd" => F(s.sd),
-            "outliers" => s.outliers, "instructions" => Opt(pmc.map(|p| p.0)),
-            "cycles" => Opt(pmc.map(|p| p.1)));
-        bench::print_samples(name, self.size, snaps, samples);
-        s
+        bench::report(&Figure {
+            name,
+            mech,
+            path,
+            call,
+            measure: Measure::PerOp,
+            unit: "",
+            batch_size: self.size,
+            samples,
+            tsc_hz: self.tsc_hz,
+            counters: pmc,
+            snaps: Some(snaps),
+        })
     }
 }
 
@@ -98,18 +95,6 @@ impl Run {
 unsafe fn buf<T>(p: *mut [T; MAX], n: usize) -> &'static mut [T] {
     // SAFETY: `n <= MAX` (callers clamp it) and exclusivity is the caller's.
     unsafe { core::slice::from_raw_parts_mut(p as *mut T, n.min(MAX)) }
-}
-
-/// An optional figure: four decimals, or "n/a".
-struct Opt(Option<f64>);
-
-impl core::fmt::Display for Opt {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self.0 {
-            Some(v) => write!(f, "{v:.4}"),
-            None => f.write_str("n/a"),
-        }
-    }
 }
 
 /// A float with four decimals in a record.
@@ -146,6 +131,7 @@ extern "C" fn main(_arg: u32) -> i32 {
         pmc: info.features & userland::abi::syscall::FEATURE_FIXED_PMC != 0,
         batches: (info.batches as usize).clamp(1, MAX),
         size: info.batch_size.max(1),
+        tsc_hz: info.tsc_hz,
     };
     let unit = if clock == "icount" {
         "instructions"

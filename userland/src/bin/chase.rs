@@ -10,7 +10,7 @@
 use core::fmt::Write as _;
 
 use userland::abi::model::chase::{SETS, STRIDE};
-use userland::abi::report::kind;
+use userland::abi::report::{kind, names, Figure, Measure};
 use userland::abi::syscall::{CpuInfo, FEATURE_TSC};
 use userland::bench::{self, tb_chase, tb_chase_at, Fence};
 use userland::{println, record, sys, Line};
@@ -52,8 +52,6 @@ fn build_chain(bytes: u32) {
 
 const MAX_BATCHES: usize = userland::abi::cmdline::MAX_BATCHES as usize;
 static mut SAMPLES: [u64; MAX_BATCHES] = [0; MAX_BATCHES];
-static mut VALUES: [f64; MAX_BATCHES] = [0.0; MAX_BATCHES];
-static mut SCRATCH: [f64; MAX_BATCHES] = [0.0; MAX_BATCHES];
 
 #[unsafe(no_mangle)]
 extern "C" fn main(_arg: u32) -> i32 {
@@ -66,46 +64,37 @@ extern "C" fn main(_arg: u32) -> i32 {
     let batches = (info.batches as usize).clamp(1, MAX_BATCHES);
     let size = info.batch_size.max(1);
     let unit = info.unit();
+    record!(kind::CLOCK, "clock" => if info.clock == 1 { "icount" } else { "tsc" },
+        "tsc_hz" => info.tsc_hz, "batches" => batches, "batch_size" => size);
     println!(
         "chase: dependent loads every {STRIDE} bytes, {batches} batches x {size} loads, {unit} per load"
     );
     println!("{:<12} {:>10} {:>10}", "working set", "median", "min");
     for bytes in SETS {
         build_chain(bytes);
-        // SAFETY: one thread; these buffers serve one working set at a time,
+        // SAFETY: one thread; the buffer serves one working set at a time,
         // and `batches <= MAX_BATCHES`.
-        let (samples, values, scratch) = unsafe {
-            (
-                core::slice::from_raw_parts_mut(&raw mut SAMPLES as *mut u64, batches),
-                core::slice::from_raw_parts_mut(&raw mut VALUES as *mut f64, batches),
-                core::slice::from_raw_parts_mut(&raw mut SCRATCH as *mut f64, batches),
-            )
-        };
+        let samples =
+            unsafe { core::slice::from_raw_parts_mut(&raw mut SAMPLES as *mut u64, batches) };
         let snaps = bench::measure(fence, tb_chase, size, samples);
-        for (v, s) in values.iter_mut().zip(samples.iter()) {
-            *v = *s as f64 / size as f64;
-        }
-        let s = bench::summarize(values, scratch);
         let mut name = Line::new();
-        let _ = write!(name, "chase.{}k", bytes >> 10);
+        let _ = write!(name, "{}.{}k", names::CHASE, bytes >> 10);
         let mut call = Line::new();
         let _ = write!(call, "{}k", bytes >> 10);
-        record!(kind::BENCH, "name" => name.as_str(), "mech" => "none", "path" => "chase",
-            "call" => call.as_str(), "n" => s.n, "min" => F(s.min), "p25" => F(s.p25),
-            "median" => F(s.median), "mean" => F(s.mean), "p75" => F(s.p75),
-            "max" => F(s.max), "sd" => F(s.sd), "outliers" => s.outliers,
-            "instructions" => "n/a", "cycles" => "n/a");
-        bench::print_samples(name.as_str(), size, snaps, samples);
+        let s = bench::report(&Figure {
+            name: name.as_str(),
+            mech: names::CHASE,
+            path: "load",
+            call: call.as_str(),
+            measure: Measure::PerOp,
+            unit: "",
+            batch_size: size,
+            samples,
+            tsc_hz: info.tsc_hz,
+            counters: None,
+            snaps: Some(snaps),
+        });
         println!("{:<12} {:>10.2} {:>10.2}", call.as_str(), s.median, s.min);
     }
     0
-}
-
-/// A float with four decimals in a record.
-struct F(f64);
-
-impl core::fmt::Display for F {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "{:.4}", self.0)
-    }
 }

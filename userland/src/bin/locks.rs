@@ -5,14 +5,16 @@
 #![no_std]
 #![no_main]
 
+use core::fmt::Write as _;
 use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
 
-use userland::abi::report::kind;
-use userland::abi::syscall::{errno, nr, CpuInfo, MAX_THREADS};
+use userland::abi::model::{Snaps, SNAP_USER};
+use userland::abi::report::{kind, names, Figure, Measure};
+use userland::abi::syscall::{errno, nr, CpuInfo, FEATURE_TSC, MAX_THREADS, POOL_ALIGN_EVERY};
 use userland::abi::Mechanism;
-use userland::bench::Fence;
+use userland::bench::{self, Fence};
 use userland::threads::{self, Umtx};
-use userland::{println, record, sys};
+use userland::{println, record, sys, Line};
 
 #[unsafe(no_mangle)]
 extern "C" fn main(arg: u32) -> i32 {
@@ -302,7 +304,6 @@ fn tests() -> i32 {
 
 // ---- benchmarks ------------------------------------------------------------
 
-static STOP: AtomicU32 = AtomicU32::new(0);
 static TIMEOUTS: AtomicU32 = AtomicU32::new(0);
 static M4: Umtx = Umtx::new();
 const CHAN_A: u32 = 0x5000;
@@ -334,11 +335,15 @@ fn ponger(n: u32) {
 }
 
 /// ebizzy-like: search shared memory for a key under the lock, one record
-/// per search.
-fn searcher(_: u32) {
+/// per search, until the two searchers have found `target` records.
+fn searcher(target: u32) {
     let me = threads::gettid();
-    while STOP.load(SeqCst) == 0 {
+    loop {
         let _ = M4.lock(me);
+        if RECORDS.load(SeqCst) >= target {
+            let _ = M4.unlock(me);
+            break;
+        }
         let key = RECORDS.load(SeqCst) & 1023;
         let mut found = 0;
         for (i, w) in SHARED.iter().enumerate() {
@@ -354,110 +359,254 @@ fn searcher(_: u32) {
     finished();
 }
 
+/// Batches per figure, for each layout.
+const BATCHES: usize = 8;
+/// Lock/unlock pairs per uncontended batch.
+const UNCONTENDED_OPS: u32 = 2_000;
+/// Hand-offs per contender per contended batch (two contenders).
+const HANDOFFS: u32 = 50;
+/// Sleep/wakeup round trips per batch.
+const ROUND_TRIPS: u32 = 50;
+/// Turnstile-chain lookups per batch.
+const LOOKUPS: u32 = 1_000;
+/// Records the two ebizzy searchers find per batch.
+const EBIZZY_RECORDS: u32 = 1_000;
+
+/// The layouts `pool_align(bytes)` takes, and their names in records.
+const LAYOUTS: [(u32, &str); 3] = [
+    (128, names::LAYOUTS[0]),
+    (64, names::LAYOUTS[1]),
+    (0, names::LAYOUTS[2]),
+];
+
+/// The timer's calibration: its overhead in ticks, and where its model
+/// snapshots are (`BATCHES` empty timed regions).
+#[derive(Clone, Copy)]
+struct Timer {
+    fence: Fence,
+    overhead: u64,
+    calib: u32,
+}
+
+impl Timer {
+    /// Times `f` once (`bench::timed_region`), the timer's overhead subtracted.
+    fn time(&self, f: impl FnOnce()) -> u64 {
+        bench::timed_region(self.fence, f).saturating_sub(self.overhead)
+    }
+
+    /// Where a figure's snapshots are whose first batch began at user
+    /// snapshot `first`, with this calibration.
+    fn snaps(&self, first: u32) -> Snaps {
+        Snaps {
+            stream: SNAP_USER,
+            calib: self.calib,
+            calib_runs: BATCHES as u32,
+            batches: first,
+        }
+    }
+
+    /// Times `BATCHES` batches of `f`; each sample is a batch's ticks, the
+    /// timer's own overhead subtracted.
+    fn batches(&self, mut f: impl FnMut()) -> ([u64; BATCHES], Snaps) {
+        let first = userland::model::next_seq();
+        let mut out = [0u64; BATCHES];
+        for v in out.iter_mut() {
+            *v = self.time(&mut f);
+        }
+        (out, self.snaps(first))
+    }
+}
+
+/// Reports one figure of layout `layout`: `group.figure.layout` (or
+/// `group.layout` without a figure); returns its median.
+#[allow(clippy::too_many_arguments)]
+fn figure(
+    group: &str,
+    figure: &str,
+    layout: &str,
+    measure: Measure,
+    unit: &str,
+    ops: u32,
+    (samples, snaps): (&[u64], Snaps),
+    tsc_hz: u64,
+) -> f64 {
+    let mut name = Line::new();
+    let _ = if figure.is_empty() {
+        write!(name, "{group}.{layout}")
+    } else {
+        write!(name, "{group}.{figure}.{layout}")
+    };
+    bench::report(&Figure {
+        name: name.as_str(),
+        mech: names::LOCKS,
+        path: if figure.is_empty() { group } else { figure },
+        call: layout,
+        measure,
+        unit,
+        batch_size: ops,
+        samples,
+        tsc_hz,
+        counters: None,
+        snaps: Some(snaps),
+    })
+    .median
+}
+
 fn benches() -> i32 {
     let info: CpuInfo = sys::cpuinfo();
+    if info.features & FEATURE_TSC == 0 {
+        println!("locks: this CPU has no TSC: nothing can be timed");
+        record!(kind::CLOCK, "clock" => "none", "tsc_hz" => 0);
+        return 0;
+    }
     let fence = Fence::for_cpu(&info);
-    let unit = if info.clock == 1 {
-        "instructions"
-    } else {
-        "cycles"
+    let unit = info.unit();
+    let clock = if info.clock == 1 { "icount" } else { "tsc" };
+    // The fenced timer pair around nothing: the median of a few.
+    let mut timer = Timer {
+        fence,
+        overhead: 0,
+        calib: userland::model::next_seq(),
     };
+    let (mut empty, _) = timer.batches(|| {});
+    empty.sort_unstable();
+    timer.overhead = empty[BATCHES / 2];
+    let timer_overhead = timer.overhead;
+    record!(kind::CLOCK, "clock" => clock, "fence" => Esc(fence.describe()),
+        "tsc_hz" => info.tsc_hz, "timer_overhead" => timer_overhead, "batches" => BATCHES,
+        "interrupts" => "preemption");
     let me = threads::gettid();
-    println!("locks: pool alignment compared in one boot; {unit} per operation");
+    let every = info.pool_align == POOL_ALIGN_EVERY;
+    println!(
+        "locks: {} compared in one boot; {unit} per operation, medians of {BATCHES} batches",
+        if every {
+            "pool alignments"
+        } else {
+            "one pool alignment (pool_align=)"
+        }
+    );
     println!("locks: TCG does not model caches, so alignment cannot change TCG figures: icount counts instructions, real KVM or hardware shows the cache effect");
     println!(
         "{:<8} {:>12} {:>12} {:>12} {:>12} {:>14}",
         "align", "uncontended", "contended", "sleep/wake", "lookup", "ebizzy rec/s"
     );
-    for align in [128u32, 64, 0] {
+    for (align, name) in LAYOUTS {
+        if !every && info.pool_align != align {
+            continue;
+        }
         let r = sys::call(Mechanism::Int80, nr::POOL_ALIGN, [align, 0, 0, 0, 0, 0]);
         if r != 0 {
             println!("locks: pool_align({align}) failed: {}", r as i32);
             return 1;
         }
+        let per_op = |fig: &str, ops: u32, samples: (&[u64], Snaps)| {
+            figure(
+                names::LOCKS,
+                fig,
+                name,
+                Measure::PerOp,
+                "",
+                ops,
+                samples,
+                info.tsc_hz,
+            )
+        };
         // Uncontended: the user fast path, no kernel entry.
-        let n = 10_000;
-        let t0 = fence.start();
-        for _ in 0..n {
-            let _ = M4.lock(me);
-            let _ = M4.unlock(me);
-        }
-        let unc = fence.end().wrapping_sub(t0) as f64 / n as f64;
-        // Contended: two threads hand the mutex back and forth.
-        threads::reset_slots();
-        DONE.store(0, SeqCst);
-        let k = 200;
-        let _ = threads::spawn(contender, k, 16);
-        let _ = threads::spawn(contender, k, 16);
-        threads::sleep(1);
-        let t0 = fence.start();
-        threads::wakeup(CHAN_START, true);
-        join(&DONE, 2);
-        let con = fence.end().wrapping_sub(t0) as f64 / (2 * k) as f64;
-        // Sleep/wakeup round trip between two threads.
-        threads::reset_slots();
-        DONE.store(0, SeqCst);
-        TIMEOUTS.store(0, SeqCst);
-        let _ = threads::spawn(ponger, k, 16);
-        threads::sleep(1);
-        let t0 = fence.start();
-        for _ in 0..k {
-            threads::wakeup(CHAN_B, false);
-            if threads::sleep_on(CHAN_A, 20).is_err() {
-                TIMEOUTS.fetch_add(1, SeqCst);
+        let (samples, snaps) = timer.batches(|| {
+            for _ in 0..UNCONTENDED_OPS {
+                let _ = M4.lock(me);
+                let _ = M4.unlock(me);
             }
+        });
+        let unc = per_op("uncontended", UNCONTENDED_OPS, (&samples, snaps));
+        // Contended: two threads hand the mutex back and forth.
+        let mut samples = [0u64; BATCHES];
+        let first = userland::model::next_seq();
+        for v in samples.iter_mut() {
+            threads::reset_slots();
+            DONE.store(0, SeqCst);
+            let _ = threads::spawn(contender, HANDOFFS, 16);
+            let _ = threads::spawn(contender, HANDOFFS, 16);
+            threads::sleep(1);
+            *v = timer.time(|| {
+                threads::wakeup(CHAN_START, true);
+                join(&DONE, 2);
+            });
         }
-        let rtt = fence.end().wrapping_sub(t0) as f64 / k as f64;
-        join(&DONE, 1);
+        let con = per_op("contended", 2 * HANDOFFS, (&samples, timer.snaps(first)));
+        // Sleep/wakeup round trip between two threads.
+        TIMEOUTS.store(0, SeqCst);
+        let mut samples = [0u64; BATCHES];
+        let first = userland::model::next_seq();
+        for v in samples.iter_mut() {
+            threads::reset_slots();
+            DONE.store(0, SeqCst);
+            let _ = threads::spawn(ponger, ROUND_TRIPS, 16);
+            threads::sleep(1);
+            *v = timer.time(|| {
+                for _ in 0..ROUND_TRIPS {
+                    threads::wakeup(CHAN_B, false);
+                    if threads::sleep_on(CHAN_A, 20).is_err() {
+                        TIMEOUTS.fetch_add(1, SeqCst);
+                    }
+                }
+            });
+            join(&DONE, 1);
+        }
+        let rtt = per_op("sleep_wakeup", ROUND_TRIPS, (&samples, timer.snaps(first)));
         // One turnstile-chain lookup: n lookups against none.
         let call = |n: u32| sys::call(Mechanism::Int80, nr::LOOKUP_BENCH, [n, 0, 0, 0, 0, 0]);
-        let t0 = fence.start();
-        call(0);
-        let base = fence.end().wrapping_sub(t0);
-        let t0 = fence.start();
-        call(1000);
-        let look = fence.end().wrapping_sub(t0).saturating_sub(base) as f64 / 1000.0;
-        // ebizzy-like: two searchers for 50 ticks.
-        threads::reset_slots();
-        DONE.store(0, SeqCst);
-        STOP.store(0, SeqCst);
-        RECORDS.store(0, SeqCst);
-        let t0 = fence.start();
-        let _ = threads::spawn(searcher, 0, 16);
-        let _ = threads::spawn(searcher, 0, 16);
-        threads::sleep(50);
-        STOP.store(1, SeqCst);
-        join(&DONE, 2);
-        let ticks = fence.end().wrapping_sub(t0);
-        let recs = RECORDS.load(SeqCst);
-        let per_s = if ticks > 0 {
-            recs as f64 * info.tsc_hz as f64 / ticks as f64
-        } else {
-            0.0
+        // The calibration is the same call with no lookups (its median),
+        // so the figure is the lookups alone.
+        let calib = userland::model::next_seq();
+        let mut base = [0u64; BATCHES];
+        for v in base.iter_mut() {
+            *v = bench::timed_region(fence, || {
+                call(0);
+            });
+        }
+        base.sort_unstable();
+        let empty_call = Timer {
+            fence,
+            overhead: base[BATCHES / 2],
+            calib,
         };
+        let (samples, snaps) = empty_call.batches(|| {
+            call(LOOKUPS);
+        });
+        let look = per_op("lookup", LOOKUPS, (&samples, snaps));
+        // ebizzy-like: two searchers find EBIZZY_RECORDS records.
+        let mut samples = [0u64; BATCHES];
+        let first = userland::model::next_seq();
+        for v in samples.iter_mut() {
+            threads::reset_slots();
+            DONE.store(0, SeqCst);
+            RECORDS.store(0, SeqCst);
+            *v = timer.time(|| {
+                let _ = threads::spawn(searcher, EBIZZY_RECORDS, 16);
+                let _ = threads::spawn(searcher, EBIZZY_RECORDS, 16);
+                join(&DONE, 2);
+            });
+        }
+        let per_s = figure(
+            names::EBIZZY,
+            "",
+            name,
+            Measure::Throughput,
+            "records/s",
+            EBIZZY_RECORDS,
+            (&samples, timer.snaps(first)),
+            info.tsc_hz,
+        );
         threads::reset_slots();
-        let name = if align == 0 {
-            "packed"
-        } else if align == 64 {
-            "64"
-        } else {
-            "128"
-        };
         println!(
             "{:<8} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>14.0}",
             name, unc, con, rtt, look, per_s
         );
-        record!(kind::LOCKS, "align" => name, "unit" => unit, "uncontended" => F(unc),
-            "contended" => F(con), "sleep_wakeup" => F(rtt), "lookup" => F(look),
-            "ebizzy_records_per_s" => F(per_s), "ebizzy_records" => recs,
-            "timeouts" => TIMEOUTS.load(SeqCst));
+        let t = TIMEOUTS.load(SeqCst);
+        if t != 0 {
+            println!("locks: {t} sleep/wakeup round trips timed out (align {name})");
+        }
     }
     0
-}
-
-struct F(f64);
-impl core::fmt::Display for F {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "{:.2}", self.0)
-    }
 }

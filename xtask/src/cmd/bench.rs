@@ -10,13 +10,14 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
+use super::run::ModeArg;
 use super::BootArgs;
 use crate::compare::{self, Table};
 use crate::kbuild::{self, Artifacts};
 use crate::machine::{qemu, Backend, Clock, Machine};
 use crate::ministat::RenderOptions;
 use crate::preflight;
-use crate::results::{utc_timestamp, Results};
+use crate::results::{utc_timestamp, MetricInfo, Results};
 
 /// A variant: a name and how it differs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +63,12 @@ pub struct BenchArgs {
     /// A variant by git revision, built in a temporary worktree: NAME=REV.
     #[arg(long = "rev", value_name = "NAME=REV")]
     pub revs: Vec<String>,
+    /// What each boot runs: a user program (`--prog`), or the SMP benchmarks.
+    #[arg(long, value_enum, default_value = "run")]
+    pub mode: ModeArg,
+    /// The user program each boot runs (bench, locks).
+    #[arg(long, default_value = abi::cmdline::DEFAULT_PROG)]
+    pub prog: String,
     /// Metrics to compare (benchmark names such as int80.null, or macro.int80);
     /// default: every metric that differs between the variants.
     #[arg(long = "metric")]
@@ -155,6 +162,8 @@ struct Export<'a> {
     clock: &'a str,
     accel: &'a str,
     variants: Vec<(String, String)>,
+    /// Per metric: its unit and which way is better.
+    units: BTreeMap<String, String>,
     values: &'a Table,
 }
 
@@ -205,13 +214,21 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         .transpose()?;
     let started = Instant::now();
     let m = boot_interleaved(&a, &variants, &builds, &tmp, started)?;
-    let (table, order) = sets_to_compare(m.table, baseline.as_ref(), &m.clock, &variants);
+    let (table, order, rename) = sets_to_compare(m.table, baseline.as_ref(), &m.clock, &variants);
+    let infos: BTreeMap<String, MetricInfo> =
+        m.infos.into_iter().map(|(k, i)| (rename(&k), i)).collect();
     let unit = m.unit.as_str();
-    let md = print_comparison(&a, &table, &order, &m.clock, &m.accel, unit)?;
+    let info_of = |k: &str| {
+        infos.get(k).cloned().unwrap_or(MetricInfo {
+            unit: unit.into(),
+            measure: abi::report::Measure::PerOp,
+        })
+    };
+    let md = print_comparison(&a, &table, &order, &m.clock, &m.accel, &info_of)?;
     if let Some(name) = &a.save_baseline {
         save_baseline(&a.out, name, &variants[0].name, &m.clock, &table)?;
     }
-    let base = export(&a, &variants, &table, &m.clock, &m.accel, unit, &md)?;
+    let base = export(&a, &variants, &table, &m.clock, &m.accel, &info_of, &md)?;
     eprintln!("exports: {}.{{json,csv,md}}", base.display());
     eprintln!(
         "bench: {} boots in {:.1} s",
@@ -242,9 +259,11 @@ fn load_baseline(out: &Path, name: &str) -> Result<Baseline> {
 }
 
 /// What the boots measured: per variant, per metric, one value per boot,
-/// and the clock, accelerator and unit the kernel reported.
+/// how each metric reads, and the clock, accelerator and unit the kernel
+/// reported.
 struct Measured {
     table: Table,
+    infos: BTreeMap<String, MetricInfo>,
     clock: String,
     accel: String,
     unit: String,
@@ -265,6 +284,7 @@ fn boot_interleaved(
     let total = a.boots as usize * variants.len();
     let mut m = Measured {
         table: BTreeMap::new(),
+        infos: BTreeMap::new(),
         clock: String::new(),
         accel: String::new(),
         unit: String::new(),
@@ -273,7 +293,7 @@ fn boot_interleaved(
     for _round in 0..a.boots {
         for (v, art) in variants.iter().zip(builds) {
             progress(done, total, started, &v.name);
-            let words = format!("mode=run prog=bench {}", v.cmdline);
+            let words = format!("{} prog={} {}", a.mode.word(), a.prog, v.cmdline);
             let machine = Machine::build(&spec, art, &words, tmp)?;
             let log = machine.boot(&mut |_| {})?;
             if !log.succeeded() {
@@ -290,6 +310,7 @@ fn boot_interleaved(
             m.clock = r.clock.clone();
             m.accel = r.accel.clone();
             m.unit = crate::model::unit(&r).unwrap_or_else(|| r.unit.clone());
+            m.infos.extend(r.metric_info());
             for (k, val) in compare::metrics_of(&r) {
                 m.table
                     .entry(v.name.clone())
@@ -306,15 +327,19 @@ fn boot_interleaved(
     Ok(m)
 }
 
+/// How a metric is renamed for the comparison.
+type Rename = fn(&str) -> String;
+
 /// Step 4: the sets side by side, the baseline first; variants that each
-/// measured one mechanism compared call by call. Returns the table and the
-/// order of its sets.
+/// measured one mechanism compared call by call, variants that each measured
+/// one pool layout layout against layout. Returns the table, the order of
+/// its sets, and how metrics were renamed.
 fn sets_to_compare(
     mut table: Table,
     baseline: Option<&Baseline>,
     clock: &str,
     variants: &[Variant],
-) -> (Table, Vec<String>) {
+) -> (Table, Vec<String>, Rename) {
     let mut order: Vec<String> = Vec::new();
     if let Some(b) = baseline {
         if b.clock != clock {
@@ -328,12 +353,14 @@ fn sets_to_compare(
         order.push(name);
     }
     order.extend(variants.iter().map(|v| v.name.clone()));
-    let table = if compare::one_mechanism_each(&table) {
-        compare::by_call(table)
+    let rename: Rename = if compare::one_mechanism_each(&table) {
+        compare::call_key
+    } else if compare::one_layout_each(&table) {
+        compare::layout_key
     } else {
-        table
+        str::to_string
     };
-    (table, order)
+    (compare::renamed(table, rename), order, rename)
 }
 
 /// Step 5: each chosen metric compared across the sets, on stdout; returns
@@ -344,7 +371,7 @@ fn print_comparison(
     order: &[String],
     clock: &str,
     accel: &str,
-    unit: &str,
+    info_of: &dyn Fn(&str) -> MetricInfo,
 ) -> Result<String> {
     let metrics = compare::chosen_metrics(table, &a.metrics)?;
     let opts = RenderOptions {
@@ -363,10 +390,17 @@ fn print_comparison(
         }
     );
     if metrics.is_empty() {
-        println!("no metric differs between the variants");
+        let all: std::collections::BTreeSet<&str> = table
+            .values()
+            .flat_map(|m| m.keys().map(String::as_str))
+            .collect();
+        println!(
+            "no metric differs between the variants; identical: {}",
+            all.into_iter().collect::<Vec<_>>().join(", ")
+        );
     }
     let mut md = format!(
-        "| metric | {} |\n|---|{}\n",
+        "| metric | unit | {} |\n|---|---|{}\n",
         order.join(" | "),
         "---|".repeat(order.len())
     );
@@ -389,12 +423,13 @@ fn print_comparison(
             continue;
         }
         let exact = known.is_some_and(Clock::exact);
-        print!("{}", compare::compare_metric(m, &sets, exact, unit, &opts));
+        let info = info_of(m);
+        print!("{}", compare::compare_metric(m, &sets, exact, &info, &opts));
         let medians: Vec<String> = sets
             .iter()
             .map(|(_, v)| compare::fmt_num(compare::median(v)))
             .collect();
-        md += &format!("| {m} | {} |\n", medians.join(" | "));
+        md += &format!("| {m} | {} | {} |\n", info.describe(), medians.join(" | "));
     }
     Ok(md)
 }
@@ -425,7 +460,7 @@ fn export(
     table: &Table,
     clock: &str,
     accel: &str,
-    unit: &str,
+    info_of: &dyn Fn(&str) -> MetricInfo,
     md: &str,
 ) -> Result<PathBuf> {
     std::fs::create_dir_all(&a.out)?;
@@ -439,6 +474,11 @@ fn export(
         variants: variants
             .iter()
             .map(|v| (v.name.clone(), describe(v)))
+            .collect(),
+        units: table
+            .values()
+            .flat_map(|m| m.keys())
+            .map(|k| (k.clone(), info_of(k).describe()))
             .collect(),
         values: table,
     };
@@ -458,7 +498,7 @@ fn export(
     std::fs::write(
         base.with_extension("md"),
         format!(
-            "Medians over {} boots, {unit} per call (clock={clock}, accel={accel}).\n\n{md}",
+            "Medians over {} boots (clock={clock}, accel={accel}).\n\n{md}",
             a.boots
         ),
     )?;

@@ -31,7 +31,7 @@ pub fn import(a: ImportArgs) -> Result<i32> {
         .with_context(|| format!("{} is not a usable testbed log", a.log.display()))?;
     if results.benches.is_empty() {
         bail!(
-            "{} holds no benchmark records (was the kernel run with mode=run prog=bench?)",
+            "{} holds no benchmark records (was the kernel run with prog=bench, prog=locks or mode=smp?)",
             a.log.display()
         );
     }

@@ -17,7 +17,7 @@ pub enum ModeArg {
 
 impl ModeArg {
     /// The command-line word.
-    fn word(self) -> &'static str {
+    pub fn word(self) -> &'static str {
         match self {
             ModeArg::Run => "mode=run",
             ModeArg::Test => "mode=test",
@@ -91,7 +91,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         &words,
         &kbuild::root().join("target/xtask"),
     )?;
-    println!(
+    let header = format!(
         "i386 testbed  {}{}",
         m.describe(),
         match m.loader {
@@ -99,6 +99,12 @@ pub fn run(a: RunArgs) -> Result<i32> {
             Loader::Direct => "",
         }
     );
+    // With --json, stdout carries the JSON alone.
+    if a.json {
+        eprintln!("{header}");
+    } else {
+        println!("{header}");
+    }
     let show_records = a.records;
     let json = a.json;
     let log = m

@@ -1,5 +1,6 @@
 //! `cargo xtask table`: the speed-up table across results files
-//! (time without the change / time with it), per system and benchmark.
+//! (time without the change / time with it; for a throughput, rate with /
+//! rate without), per system and benchmark.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -7,8 +8,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::compare::metrics_of;
-use crate::results::Results;
+use crate::compare::{layout_key, layout_of, metrics_of};
+use crate::results::{speedup, MetricInfo, Results};
 
 #[derive(Args, Debug)]
 pub struct TableArgs {
@@ -47,7 +48,9 @@ fn system_of(r: &Results) -> String {
     )
 }
 
-/// Speed-up = time without the change / time with it, per system and benchmark.
+/// Speed-up = time without the change / time with it (for a throughput:
+/// rate with / rate without), per system and benchmark. Runs that each
+/// measured one pool layout (`pool_align=`) pair layout against layout.
 pub fn speedup_rows(
     results: &[Results],
     base: Option<&str>,
@@ -66,18 +69,43 @@ pub fn speedup_rows(
             },
             None => rs[0],
         };
+        let one_layout = |r: &Results| {
+            let l: std::collections::BTreeSet<&str> = r
+                .benches
+                .iter()
+                .filter_map(|x| layout_of(&x.name))
+                .collect();
+            l.len() == 1
+        };
+        let rename: fn(&str) -> String = if rs.iter().all(|r| one_layout(r)) {
+            layout_key
+        } else {
+            str::to_string
+        };
+        let metrics = |r: &Results| -> BTreeMap<String, f64> {
+            metrics_of(r)
+                .into_iter()
+                .map(|(k, v)| (rename(&k), v))
+                .collect()
+        };
+        let infos: BTreeMap<String, MetricInfo> = b
+            .metric_info()
+            .into_iter()
+            .map(|(k, i)| (rename(&k), i))
+            .collect();
         for r in rs.iter().filter(|r| !std::ptr::eq(**r, b)) {
-            let with = metrics_of(r);
-            for (name, without) in metrics_of(b) {
+            let with = metrics(r);
+            for (name, without) in metrics(b) {
                 if !benches.is_empty() && !benches.contains(&name) {
                     continue;
                 }
-                if let Some(w) = with.get(&name).filter(|w| **w > 0.0) {
+                let measure = infos.get(&name).map_or(Default::default(), |i| i.measure);
+                if let Some(w) = with.get(&name).filter(|w| **w > 0.0 && without > 0.0) {
                     rows.push([
                         system.clone(),
                         r.label.clone(),
                         name.clone(),
-                        format!("{:.2}", without / w),
+                        format!("{:.2}", speedup(measure, without, *w)),
                     ]);
                 }
             }
@@ -179,5 +207,27 @@ mod tests {
         .unwrap();
         assert_eq!(rows[0][3], "1.50");
         assert!(speedup_rows(&[mk("only", 1.0)], None, &[]).is_err());
+        // A throughput is better when higher; runs of one layout each pair up.
+        let rate = |label: &str, layout: &str, median: f64| {
+            let mut r = mk(label, 1.0);
+            r.benches[0] = crate::results::Bench {
+                name: format!("ebizzy.{layout}"),
+                measure: abi::report::Measure::Throughput,
+                unit: "records/s".into(),
+                median,
+                ..Default::default()
+            };
+            r
+        };
+        let rows = speedup_rows(
+            &[rate("packed", "packed", 100.0), rate("a128", "128", 150.0)],
+            Some("packed"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            (rows[0][2].as_str(), rows[0][3].as_str()),
+            ("ebizzy", "1.50")
+        );
     }
 }

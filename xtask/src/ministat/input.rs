@@ -27,28 +27,107 @@ pub enum Error {
     Invalid { line: usize, name: String },
     /// The set has fewer than [`MIN_POINTS`] points.
     TooFew { name: String },
-    /// More sets than the plot has symbols for.
-    TooManySets { count: usize, max: usize },
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Open { name, source } => write!(f, "Cannot open {name}: {source}"),
+            Error::Open { name, source } => {
+                write!(f, "Cannot open {name}: {}", c_strerror(source))
+            }
             Error::Read { name, source } => write!(f, "Cannot read {name}: {source}"),
             Error::Invalid { line, name } => write!(f, "Invalid data on line {line} in {name}"),
             Error::TooFew { name } => write!(
                 f,
                 "Dataset {name} must contain at least {MIN_POINTS} data points"
             ),
-            Error::TooManySets { count, max } => {
-                write!(f, "Too many datasets: {count} given, at most {max}")
-            }
         }
     }
 }
 
 impl std::error::Error for Error {}
+
+impl Error {
+    /// What the C tool writes to stderr for this error: `err(3)`'s
+    /// "ministat: " in front, except for too few points, which it prints
+    /// bare.
+    pub fn c_message(&self) -> String {
+        match self {
+            Error::TooFew { .. } => format!("{self}\n"),
+            _ => format!("ministat: {self}\n"),
+        }
+    }
+}
+
+/// An OS error as C's `strerror` words it (Rust adds " (os error N)").
+fn c_strerror(e: &io::Error) -> String {
+    let text = e.to_string();
+    match e.raw_os_error() {
+        Some(code) => text
+            .strip_suffix(&format!(" (os error {code})"))
+            .unwrap_or(&text)
+            .to_string(),
+        None => text,
+    }
+}
+
+/// FreeBSD's `BUFSIZ`: ministat reads with `fgets` into a buffer this big,
+/// so a line longer than `BUFSIZ - 1` bytes reads as several lines.
+pub const FREEBSD_BUFSIZ: usize = 1024;
+
+/// [`read_set`] as today's FreeBSD reads: `fgets` pieces of at most
+/// [`FREEBSD_BUFSIZ`]` - 1` bytes are the lines (each counted for the line
+/// numbers in messages), a NUL byte ends a piece, and a read error ends the
+/// set as the end of the file would.
+pub fn read_set_freebsd(
+    reader: impl BufRead,
+    name: &str,
+    column: usize,
+    delimiters: &[u8],
+) -> Result<Vec<f64>, Error> {
+    let mut reader = reader;
+    let mut values = Vec::new();
+    let mut line = Vec::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        for piece in line.chunks(FREEBSD_BUFSIZ - 1) {
+            number += 1;
+            let mut piece = match piece.iter().position(|&b| b == 0) {
+                Some(nul) => &piece[..nul],
+                None => piece,
+            };
+            while let Some((&last, rest)) = piece.split_last() {
+                if !is_c_space(last) {
+                    break;
+                }
+                piece = rest;
+            }
+            let Some(field) = pick_field(piece, column, delimiters) else {
+                continue;
+            };
+            match parse_c_double(field) {
+                Some(v) => values.push(v),
+                None => {
+                    return Err(Error::Invalid {
+                        line: number,
+                        name: name.to_string(),
+                    })
+                }
+            }
+        }
+    }
+    if values.len() < MIN_POINTS {
+        return Err(Error::TooFew {
+            name: name.to_string(),
+        });
+    }
+    Ok(values)
+}
 
 /// Reads one set from `reader`: the numbers in `column` (counting from 1)
 /// of fields cut at any byte of `delimiters`, in input order. `name` is
@@ -310,6 +389,39 @@ mod tests {
             source: io::Error::from(io::ErrorKind::NotFound),
         };
         assert!(e.to_string().starts_with("Cannot open nope.dat: "));
+    }
+
+    #[test]
+    fn freebsd_reads_in_bufsiz_pieces() {
+        let read = |t: &[u8]| read_set_freebsd(t, "f", 1, b" \t");
+        // 1023 bytes then the rest of the line: two lines, two numbers.
+        let mut long = vec![b' '; 1020];
+        long.extend_from_slice(b"1.5");
+        long.extend_from_slice(b"2\n3\n");
+        assert_eq!(read(&long).unwrap(), vec![1.5, 2.0, 3.0]);
+        // A line of exactly 1023 bytes: its newline reads as an empty line.
+        let mut exact = vec![b' '; 1022];
+        exact.extend_from_slice(b"x\n4\n");
+        let e = read(&exact).unwrap_err();
+        assert_eq!(e.to_string(), "Invalid data on line 1 in f");
+        let mut exact = vec![b' '; 1022];
+        exact.extend_from_slice(b"7\nx\n");
+        let e = read(&exact).unwrap_err();
+        assert_eq!(e.to_string(), "Invalid data on line 3 in f");
+        // A NUL ends what the C string holds.
+        assert_eq!(read(b"1\x002junk\n2\n3\n").unwrap(), vec![1.0, 2.0, 3.0]);
+        assert_eq!(
+            Error::TooFew { name: "f".into() }.c_message(),
+            "Dataset f must contain at least 3 data points\n"
+        );
+        let e = Error::Open {
+            name: "g".into(),
+            source: io::Error::from_raw_os_error(2),
+        };
+        assert_eq!(
+            e.c_message(),
+            "ministat: Cannot open g: No such file or directory\n"
+        );
     }
 
     #[test]

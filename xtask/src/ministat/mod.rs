@@ -5,21 +5,35 @@
 //! Input is as ministat reads it (see the `input` module): one number per line, `#`
 //! comments, a column picked from delimited lines (`-C`, `-d`), standard
 //! input when no file (or `-`) is named. Each later set is compared with the
-//! first.
+//! first. The options are read as FreeBSD's `getopt` reads them (the `args`
+//! module), with FreeBSD's messages.
 //!
-//! # Two generations of formulas
+//! # Three sets of formulas
 //!
-//! The default ([`Formula::Modern`]) is today's FreeBSD ministat:
+//! The default ([`Formula::FreeBsd`]) prints byte for byte what today's
+//! FreeBSD ministat (`usr.bin/ministat`) prints, errors and exit statuses
+//! included:
 //! - the median of an even count is the mean of the two middle values;
-//! - the variance is summed in two passes, around the mean;
+//! - the mean comes from the running sum in input order, the variance is
+//!   summed in a second pass around it over the sorted values;
 //! - the percentage interval is t·sqrt(((n₂-1)·v₂ + (n₁-1)·v₁·m₂²/m₁²) ·
 //!   (n₁+n₂)/(n₁·n₂·(n₁+n₂-2))) · 100/m₁, each set's spread taken relative
 //!   to its own mean (set 1 is the baseline);
-//! - and, where FreeBSD looks t up in a 3-decimal table for six levels and
-//!   up to 100 degrees of freedom, we use the exact two-sided quantile for
-//!   any degrees of freedom and any level (`-c 97.5` works). Our plot also
-//!   keeps every point, where FreeBSD's cuts stacks down to the height of
-//!   the last set's tallest stack. `-q` is FreeBSD's: no legend, no header.
+//! - t comes from FreeBSD's 3-decimal table for six levels (80, 90, 95, 98,
+//!   99, 99.5) and 1 to 100 degrees of freedom, its row for infinity past
+//!   100; `-c` with another level is refused;
+//! - the plot is as tall as the last set's tallest stack (an earlier set's
+//!   taller stacks are cut), as the C tool draws it.
+//!
+//! Where the C tool has no defined output we say why instead: a plot of a
+//! set that holds `nan` or `inf`, and `-w 1`, crash it (they index memory
+//! with NaN), so we refuse them (exit 2) and `-A`/`-n` show such sets'
+//! statistics as FreeBSD prints them. A `-` after the first file makes the
+//! C tool read an uninitialised stream; we read standard input there.
+//!
+//! `--exact` ([`Formula::Exact`]) keeps those formulas with the exact
+//! two-sided t quantile for any degrees of freedom and any level (`-c 97.5`),
+//! and a plot that keeps every point.
 //!
 //! `--classic` ([`Formula::Classic`]) reproduces Debian's `ministat`
 //! package line for line. Its version, 20150715, is FreeBSD's tool as of
@@ -29,23 +43,25 @@
 //! - the variance is (Σx² - (Σx)²/n)/(n-1) from running sums in input
 //!   order, so a constant set can print a stddev of `-nan`;
 //! - the percentage interval is the absolute interval · 100 / m₁;
-//! - t comes from ministat's table (its "99.5 %" column holds the one-sided
-//!   99.9 % points; past 100 degrees of freedom it uses the normal row); at
-//!   a level not in the table, where the C tool refuses, the exact t;
+//! - t comes from ministat's table (the same as FreeBSD's); at a level not
+//!   in the table, where the C tool refuses, the exact t;
 //! - the plot is cut to the last set's tallest stack, as the C tool does.
 //!
-//! Both modes read input alike, as today's FreeBSD does: white space at
-//! the end of a line is dropped (Debian's tool calls a CRLF line invalid).
-//! Every error exits with status 2 (Debian's tool exits 1 when a file cannot
-//! be opened), and `-w` must be at least 2 (the C tools misdraw or crash
-//! below that).
+//! `--classic` reads input as the default does except for FreeBSD's
+//! 1023-byte line pieces (white space at the end of a line is dropped;
+//! Debian's tool calls a CRLF line invalid), names standard input
+//! `<stdin>`, takes options after files as Debian's glibc build does, and
+//! exits with status 2 on every error (Debian's tool exits 1 when a file
+//! cannot be opened); its usage messages are FreeBSD's wording.
 //!
 //! # Library
 //!
 //! [`summarize`], [`compare`], [`compare_summaries`] and [`render`] serve
-//! other commands (the coming `cargo xtask bench`) without going through
-//! files or text.
+//! other commands (`cargo xtask bench`) without going through files or
+//! text; [`RenderOptions::default`] uses [`Formula::Exact`], which takes
+//! any level.
 
+mod args;
 mod cfmt;
 mod input;
 mod plot;
@@ -60,9 +76,11 @@ use std::io::{self, BufRead, IsTerminal, Write};
 pub use render::{comparison_text, render, RenderOptions};
 #[allow(unused_imports)]
 pub use stats::{
-    classic_t, compare, compare_summaries, student_t, summarize, Comparison, Formula, Summary,
+    classic_t, compare, compare_summaries, freebsd_t, student_t, summarize, Comparison, Formula,
+    Summary,
 };
 
+use args::{Invocation, Mode};
 use input::Error;
 
 /// Opens a set's input: `None` is standard input, `Some(name)` a file.
@@ -70,74 +88,98 @@ type Opener<'a> = dyn FnMut(Option<&OsStr>) -> io::Result<Box<dyn BufRead>> + 'a
 
 /// Text `--help` adds after the options.
 const FORMULAS_HELP: &str = "\
-Each later FILE is compared with the first; with no FILE, or FILE '-', standard input is read.
+Options, read as FreeBSD's ministat reads them (options end at the first FILE; with --classic,
+as Debian's build reads them, they may follow FILEs):
+  -A            statistics and comparisons only: no plot
+  -C COLUMN     the column to read, counting from 1
+  -c LEVEL      confidence level in percent: 80, 90, 95 (the default), 98, 99 or 99.5,
+                the levels of FreeBSD's t table; any level between 0 and 100 with --exact
+  -d DELIMS     column delimiter characters, any of which separates fields [default: space, tab]
+  -n            summary statistics only: no plot, no comparisons
+  -q            no legend and no table header (typically with -n)
+  -s            one bar line (mean, median, stddev) per set under the plot
+  -w WIDTH      plot width [default: the terminal's width less 2, or 74 off a terminal]
+Each later FILE is compared with the first; with no FILE, or FILE '-', standard input is read;
+at most 7 FILEs.
 
-Formulas: by default those of today's FreeBSD ministat (median of an even count = mean of the
-two middle values; two-pass variance; percentage interval from each set's own relative spread),
-with the exact Student's t quantile for any degrees of freedom and any -c level, and a plot that
-keeps every point.
+By default the output is byte for byte today's FreeBSD ministat's (usr.bin/ministat): median of
+an even count = mean of the two middle values; variance summed around the mean; percentage
+interval from each set's own relative spread; t from FreeBSD's 3-decimal table (its row for
+infinity past 100 degrees of freedom); the plot cut to the last set's tallest stack; FreeBSD's
+messages and exit statuses. Data may hold nan and inf (as strtod reads them): -A and -n print
+their statistics as FreeBSD does (nan, inf); a plot of them, and -w 1, crash FreeBSD's tool, so
+they are refused here.
+--exact: the same formulas with the exact Student's t quantile for any degrees of freedom and any
+-c level between 0 and 100 (levels FreeBSD's table lacks, e.g. 97.5), and a plot that keeps
+every point.
 --classic reproduces Debian's ministat 20150715 (FreeBSD's tool before 2016) line for line:
 median = upper middle value; variance from running sums; percentage interval = interval * 100 /
-mean of the first set; t from ministat's 3-decimal table at 80, 90, 95, 98, 99 and 99.5 (exact t
-at other levels); the plot cut to the last set's tallest stack, as the C tool draws it.
+mean of the first set; t from the same table (exact t at other levels).
 
-Errors (a non-number, fewer than 3 points, an unreadable file) exit with status 2.";
+Errors (a bad option, a non-number, fewer than 3 points, an unreadable file) exit with status 2.";
 
-/// `cargo xtask ministat [-Anqs] [-C column] [-c level] [-d delims] [-w width] [--classic] [file ...]`
+/// `cargo xtask ministat [--exact | --classic] [-Anqs] [-C column] [-c level] [-d delims] [-w width] [file ...]`
 #[derive(clap::Args, Debug)]
-#[command(after_long_help = FORMULAS_HELP)]
+#[command(after_long_help = FORMULAS_HELP, disable_help_flag = true)]
 pub struct Args {
-    /// Statistics and comparisons only: no plot.
-    #[arg(short = 'A')]
-    pub no_plot: bool,
-    /// The column to read, counting from 1.
-    #[arg(short = 'C', value_name = "COLUMN", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub column: u32,
-    /// Confidence level in percent for Student's t test: any level between 0 and 100
-    /// (ministat's table has 80, 90, 95, 98, 99, 99.5).
-    #[arg(short = 'c', value_name = "LEVEL", default_value_t = 95.0, value_parser = parse_level)]
-    pub confidence: f64,
-    /// Column delimiter characters, any of which separates fields [default: space and tab].
-    #[arg(short = 'd', value_name = "DELIMS", value_parser = parse_delimiters)]
-    pub delimiters: Option<String>,
-    /// Summary statistics only: no plot, no comparisons.
-    #[arg(short = 'n')]
-    pub summary_only: bool,
-    /// No legend and no table header (FreeBSD's -q; typically with -n).
-    #[arg(short = 'q')]
-    pub quiet: bool,
-    /// One bar line (mean, median, stddev) per set under the plot.
-    #[arg(short = 's')]
-    pub separate_bars: bool,
-    /// Plot width in characters [default: the terminal's width less 2, or 74 off a terminal].
-    #[arg(short = 'w', value_name = "WIDTH", value_parser = clap::value_parser!(u32).range(2..))]
-    pub width: Option<u32>,
+    /// Print help (`-h` is an unknown option to ministat, as to FreeBSD's).
+    #[arg(long, action = clap::ArgAction::Help)]
+    help: Option<bool>,
     /// Reproduce Debian's ministat 20150715 (FreeBSD's pre-2016 formulas) line for line.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "exact")]
     pub classic: bool,
-    /// Files of numbers; '-' is standard input.
-    #[arg(value_name = "FILE")]
-    pub files: Vec<OsString>,
+    /// The exact Student's t quantile, at any confidence level (not FreeBSD's table).
+    #[arg(long)]
+    pub exact: bool,
+    /// ministat's options and files: [-Anqs] [-C column] [-c level] [-d delims] [-w width]
+    /// [file ...] (see --help).
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub args: Vec<OsString>,
 }
 
-fn parse_level(s: &str) -> Result<f64, String> {
-    match s.trim_end_matches('%').parse::<f64>() {
-        Ok(v) if v > 0.0 && v < 100.0 => Ok(v),
-        _ => Err("a confidence level is a percentage between 0 and 100, e.g. 95".into()),
+/// Why the command printed no report: what goes to stderr, and the exit status.
+#[derive(Debug, PartialEq)]
+pub struct Failure {
+    pub stderr: String,
+    pub status: i32,
+}
+
+impl Failure {
+    fn new(stderr: String) -> Failure {
+        Failure { stderr, status: 2 }
     }
 }
 
-fn parse_delimiters(s: &str) -> Result<String, String> {
-    if s.is_empty() {
-        Err("the delimiter string cannot be empty".into())
-    } else {
-        Ok(s.to_string())
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::new(e.c_message())
     }
+}
+
+/// The words after `ministat` on this process's command line, as given:
+/// clap drops a `--` before the first operand, where FreeBSD's getopt
+/// keeps what follows it as files (`ministat -- -n` reads a file `-n`).
+fn raw_args() -> Option<Vec<OsString>> {
+    let mut words = std::env::args_os().skip(1);
+    (words.next()? == "ministat").then(|| words.collect())
 }
 
 /// Runs the command; the exit status: 0, or 2 after an error on stderr.
 pub fn main(a: Args) -> i32 {
+    // `--classic` and `--exact` among the raw words are read by `args::parse`.
+    let a = match raw_args() {
+        Some(args) => Args {
+            help: None,
+            classic: false,
+            exact: false,
+            args,
+        },
+        None => a,
+    };
     let stdin = io::stdin();
     let mut open = |name: Option<&OsStr>| -> io::Result<Box<dyn BufRead>> {
         match name {
@@ -145,8 +187,7 @@ pub fn main(a: Args) -> i32 {
             Some(path) => Ok(Box::new(io::BufReader::new(std::fs::File::open(path)?))),
         }
     };
-    let width = a.width.map_or_else(default_width, |w| w as usize);
-    match execute(&a, width, &mut open) {
+    match execute(&a, default_width(), &mut open) {
         Ok(text) => {
             let mut out = io::stdout().lock();
             match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -159,58 +200,116 @@ pub fn main(a: Args) -> i32 {
                 }
             }
         }
-        Err(e) => {
-            eprintln!("ministat: {e}");
-            2
+        Err(f) => {
+            eprint!("{}", f.stderr);
+            f.status
         }
     }
 }
 
 /// Reads every set named in `a` (all before printing anything, so an error
 /// leaves no partial report) and renders the report. `open(None)` is
-/// standard input, `open(Some(name))` a file.
-fn execute(a: &Args, width: usize, open: &mut Opener) -> Result<String, Error> {
-    if a.files.len() > plot::MAX_SETS {
-        return Err(Error::TooManySets {
-            count: a.files.len(),
-            max: plot::MAX_SETS,
-        });
-    }
-    let stdin_only = [OsString::from("-")];
-    let files = if a.files.is_empty() {
-        &stdin_only[..]
+/// standard input, `open(Some(name))` a file; `term_width` is the plot
+/// width when `-w` does not give one.
+fn execute(a: &Args, term_width: usize, open: &mut Opener) -> Result<String, Failure> {
+    let mode = if a.classic {
+        Mode::Classic
+    } else if a.exact {
+        Mode::Exact
     } else {
-        &a.files[..]
+        Mode::FreeBsd
     };
-    let delimiters = a.delimiters.as_deref().unwrap_or(" \t").as_bytes();
-    let mut sets = Vec::with_capacity(files.len());
-    for file in files {
-        let (name, source) = if file == "-" {
-            ("<stdin>".to_string(), None)
-        } else {
-            (file.to_string_lossy().into_owned(), Some(file.as_os_str()))
-        };
-        let reader = open(source).map_err(|source| Error::Open {
-            name: name.clone(),
-            source,
-        })?;
-        let values = input::read_set(reader, &name, a.column as usize, delimiters)?;
-        sets.push((name, values));
-    }
+    let inv = args::parse(&a.args, mode).map_err(Failure::new)?;
+    let sets = read_sets(&inv, open)?;
     let opts = RenderOptions {
-        width,
-        confidence: a.confidence,
-        formula: if a.classic {
-            Formula::Classic
-        } else {
-            Formula::Modern
+        width: inv.width.unwrap_or(term_width),
+        confidence: inv.level,
+        formula: match inv.mode {
+            Mode::Classic => Formula::Classic,
+            Mode::Exact => Formula::Exact,
+            Mode::FreeBsd => Formula::FreeBsd,
         },
-        plot: !(a.no_plot || a.summary_only),
-        compare: !a.summary_only,
-        headers: !a.quiet,
-        separate_bars: a.separate_bars,
+        plot: !(inv.no_plot || inv.summary_only),
+        compare: !inv.summary_only,
+        headers: !inv.quiet,
+        separate_bars: inv.separate_bars,
     };
+    if opts.plot {
+        if let Some(why) = plot::unplottable(&sets, opts.width, opts.formula) {
+            return Err(Failure::new(format!("ministat: {why}\n")));
+        }
+    }
     Ok(render(&sets, &opts))
+}
+
+/// Reads the sets `inv` names, each a name and its values in input order.
+/// FreeBSD opens every file before it reads any, so an unopenable file is
+/// reported before bad data in an earlier one; `--classic` opens and reads
+/// one file after the other, as Debian's tool does.
+fn read_sets(inv: &Invocation, open: &mut Opener) -> Result<Vec<(String, Vec<f64>)>, Failure> {
+    let classic = inv.mode == Mode::Classic;
+    let stdin_name = "<stdin>";
+    let named: Vec<(String, Option<&OsStr>)> = if inv.files.is_empty() {
+        vec![(stdin_name.to_string(), None)]
+    } else {
+        inv.files
+            .iter()
+            .map(|f| {
+                let source = (f != "-").then_some(f.as_os_str());
+                let name = if classic && source.is_none() {
+                    stdin_name.to_string()
+                } else {
+                    f.to_string_lossy().into_owned()
+                };
+                (name, source)
+            })
+            .collect()
+    };
+    let delimiters = &inv.delimiters[..];
+    let read = |reader: Box<dyn BufRead>, name: &str| {
+        if classic {
+            input::read_set(reader, name, inv.column, delimiters)
+        } else {
+            input::read_set_freebsd(reader, name, inv.column, delimiters)
+        }
+    };
+    let mut sets = Vec::with_capacity(named.len());
+    if classic {
+        for (name, source) in named {
+            let reader = open(source).map_err(|source| Error::Open {
+                name: name.clone(),
+                source,
+            })?;
+            let values = read(reader, &name)?;
+            sets.push((name, values));
+        }
+    } else {
+        // Standard input is taken when its set is read (it cannot fail to
+        // open, and it is read once per `-`).
+        let mut readers = Vec::with_capacity(named.len());
+        for (name, source) in named {
+            let reader = match source {
+                None => None,
+                Some(_) => Some(open(source).map_err(|source| Error::Open {
+                    name: name.clone(),
+                    source,
+                })?),
+            };
+            readers.push((name, reader));
+        }
+        for (name, reader) in readers {
+            let reader = match reader {
+                Some(r) => r,
+                None => open(None).map_err(|source| Error::Open {
+                    name: name.clone(),
+                    source,
+                })?,
+            };
+            let values = read(reader, &name)?;
+            sets.push((name, values));
+        }
+    }
+    Ok(sets)
 }
 
 /// ministat's default width: on a terminal, `$COLUMNS` or the terminal's

@@ -11,7 +11,7 @@
 //! to mean + stddev, M at the median and A at the mean; all sets share one
 //! bar line unless `separate_bars`.
 
-use super::stats::Summary;
+use super::stats::{sorted, Formula, Summary};
 
 /// The plot symbol for each cell code; index i + 1 is set i's own symbol.
 pub const SYMBOLS: [char; 8] = [' ', 'x', '+', '*', '%', '#', '@', 'O'];
@@ -26,16 +26,9 @@ pub struct PlotSet<'a> {
     pub summary: &'a Summary,
 }
 
-/// Renders the plot (its last line ends in a newline). `classic` keeps a
-/// quirk of the C tool: the plot's height is that of the *last* set's
-/// tallest stack, so a later set with lower stacks cuts off the tops of an
-/// earlier set's stacks (and a later, taller one clears what was above the
-/// cut). Without it, the plot is as tall as the tallest stack of any set.
-///
-/// Needs `width >= 2` and at most [`MAX_SETS`] sets.
-pub fn render(sets: &[PlotSet], width: usize, separate_bars: bool, classic: bool) -> String {
-    assert!(width >= 2, "a plot needs at least two columns");
-    assert!(sets.len() <= MAX_SETS, "at most {MAX_SETS} sets");
+/// The plot's left end and its span: every set's min, max and mean ±
+/// stddev, folded as the C tool folds them (from 999e99 and -999e99).
+fn extent(sets: &[PlotSet]) -> (f64, f64) {
     let mut lo = 999e99;
     let mut hi = -999e99;
     for s in sets {
@@ -50,13 +43,102 @@ pub fn render(sets: &[PlotSet], width: usize, separate_bars: bool, classic: bool
             }
         }
     }
-    let span: f64 = hi - lo;
+    (lo, hi - lo)
+}
+
+/// Why FreeBSD's ministat has no defined plot for `sets` at `width`, or
+/// `None`. It indexes its plot with `(int)((v - x0) / dx)` for every point,
+/// median, mean and mean ± stddev, and that is out of its buffer (a crash)
+/// when the quotient is NaN or infinite: a `nan` or `inf` in the data, or
+/// `-w 1` (dx = span / 0). With a zero span it draws nothing and is safe.
+/// Every formula refuses `-w 1` (the C tools crash alike), the others `-w
+/// 0` too; only [`Formula::FreeBsd`] refuses non-finite data, the others
+/// say there is no plot.
+pub fn unplottable(sets: &[(String, Vec<f64>)], width: usize, formula: Formula) -> Option<String> {
+    let sorted: Vec<Vec<f64>> = sets.iter().map(|(_, v)| sorted(v, formula)).collect();
+    let summaries: Vec<Summary> = sets
+        .iter()
+        .zip(&sorted)
+        .map(|((_, v), s)| Summary::of_sorted(v, s, formula))
+        .collect();
+    let plot_sets: Vec<PlotSet> = sorted
+        .iter()
+        .zip(&summaries)
+        .map(|(sorted, summary)| PlotSet { sorted, summary })
+        .collect();
+    let (lo, span) = extent(&plot_sets);
+    if span == 0.0 {
+        return None;
+    }
+    if width == 1 {
+        return Some(
+            "a plot needs a width of 0 or at least 2 (FreeBSD's ministat crashes with -w 1)".into(),
+        );
+    }
+    if formula != Formula::FreeBsd {
+        // Debian's build aborts at -w 0 (glibc's realloc(p, 0) frees p).
+        return (width == 0).then(|| "a plot needs a width of at least 2".into());
+    }
+    let dx = span / (width as f64 - 1.0);
+    let x0 = lo - 0.5 * dx;
+    for ((name, _), s) in sets.iter().zip(&plot_sets) {
+        let m = s.summary;
+        let marks = [m.median, m.mean, m.mean - m.stddev, m.mean + m.stddev];
+        let bad = s
+            .sorted
+            .iter()
+            .chain(&marks)
+            .any(|&v| !((v - x0) / dx).is_finite());
+        if bad {
+            return Some(format!(
+                "cannot plot {name}: it holds nan or inf (FreeBSD's ministat crashes on that plot); \
+                 -A or -n print its statistics"
+            ));
+        }
+    }
+    None
+}
+
+/// The plot at `-w 0`, as FreeBSD prints it: every point falls in the one
+/// column that is not drawn, so the frame holds a `||` line per stack level
+/// (the stack is the whole set) and per bar.
+fn render_no_columns(sets: &[PlotSet], separate_bars: bool, cut: bool) -> String {
+    let levels = if cut {
+        sets.last().map_or(0, |s| s.sorted.len())
+    } else {
+        sets.iter().map(|s| s.sorted.len()).max().unwrap_or(0)
+    };
+    let bars = if separate_bars { sets.len() } else { 1 };
+    let mut out = String::from("++\n");
+    for _ in 0..levels + bars {
+        out.push_str("||\n");
+    }
+    out.push_str("++\n");
+    out
+}
+
+/// Renders the plot (its last line ends in a newline). `cut` keeps a
+/// quirk of both C tools, FreeBSD's and Debian's (every formula but
+/// `--exact` asks for it): the plot's height is that of the *last* set's
+/// tallest stack, so a later set with lower stacks cuts off the tops of an
+/// earlier set's stacks (and a later, taller one clears what was above the
+/// cut). Without it, the plot is as tall as the tallest stack of any set.
+///
+/// Needs at most [`MAX_SETS`] sets, and a `width` other than 1 unless the
+/// span is zero.
+pub fn render(sets: &[PlotSet], width: usize, separate_bars: bool, cut: bool) -> String {
+    assert!(sets.len() <= MAX_SETS, "at most {MAX_SETS} sets");
+    let (lo, span) = extent(sets);
     if span == 0.0 {
         return "[no plot, span is zero width]\n".to_string();
     }
+    assert!(width != 1, "a plot needs two columns, or none");
     if !span.is_finite() {
         // The C tool indexes memory with NaN here; we say why there is no plot.
         return "[no plot, span is not finite]\n".to_string();
+    }
+    if width == 0 {
+        return render_no_columns(sets, separate_bars, cut);
     }
     let dx = span / (width as f64 - 1.0);
     let x0 = lo - 0.5 * dx;
@@ -81,7 +163,7 @@ pub fn render(sets: &[PlotSet], width: usize, separate_bars: bool, classic: bool
             height = height.max(run);
         }
         let height = height + 1;
-        if classic {
+        if cut {
             // The C tool reallocates only to grow and clears only the new
             // rows, but always sets the height to this set's.
             rows.truncate(height);

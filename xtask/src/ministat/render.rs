@@ -4,11 +4,11 @@ use super::cfmt;
 use super::plot::{self, PlotSet, SYMBOLS};
 use super::stats::{compare_summaries, sorted, Comparison, Formula, Summary};
 
-/// What to print, and how. `Default` is ministat with no flags: a 74-column
-/// plot, 95 % confidence, today's formulas.
+/// What to print, and how. `Default` is ministat with no flags (a 74-column
+/// plot, 95 % confidence) with [`Formula::Exact`], which takes any level.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RenderOptions {
-    /// Plot width in columns, without its frame (at least 2).
+    /// Plot width in columns, without its frame (0, or at least 2).
     pub width: usize,
     /// Confidence level for the comparisons, in percent (0 < level < 100).
     pub confidence: f64,
@@ -28,7 +28,7 @@ impl Default for RenderOptions {
         RenderOptions {
             width: 74,
             confidence: 95.0,
-            formula: Formula::Modern,
+            formula: Formula::Exact,
             plot: true,
             compare: true,
             headers: true,
@@ -52,7 +52,7 @@ pub fn render(sets: &[(String, Vec<f64>)], opts: &RenderOptions) -> String {
         "ministat tells at most {} sets apart",
         plot::MAX_SETS
     );
-    let sorted_sets: Vec<Vec<f64>> = sets.iter().map(|(_, v)| sorted(v)).collect();
+    let sorted_sets: Vec<Vec<f64>> = sets.iter().map(|(_, v)| sorted(v, opts.formula)).collect();
     let summaries: Vec<Summary> = sets
         .iter()
         .zip(&sorted_sets)
@@ -75,50 +75,63 @@ pub fn render(sets: &[(String, Vec<f64>)], opts: &RenderOptions) -> String {
             &plot_sets,
             opts.width,
             opts.separate_bars,
-            opts.formula == Formula::Classic,
+            opts.formula != Formula::Exact,
         ));
     }
     if opts.headers {
         out.push_str(TABLE_HEADER);
     }
     for (i, summary) in summaries.iter().enumerate() {
-        out.push_str(&table_row(SYMBOLS[i + 1], summary));
+        out.push_str(&table_row(SYMBOLS[i + 1], summary, opts.formula));
         if i > 0 && opts.compare {
             let c = compare_summaries(&summaries[0], summary, opts.confidence, opts.formula);
-            out.push_str(&comparison_text(&c));
+            out.push_str(&comparison_text(&c, opts.formula));
         }
     }
     out
 }
 
-/// One table row: `%c %3d %13.8g %13.8g %13.8g %13.8g %13.8g`.
-fn table_row(symbol: char, s: &Summary) -> String {
+/// One table row: `%c %3d %13.8g %13.8g %13.8g %13.8g %13.8g`. A NaN
+/// prints as `nan` (FreeBSD's printf drops its sign), or as glibc prints
+/// it (`-nan` when the sign bit is set) for [`Formula::Classic`].
+fn table_row(symbol: char, s: &Summary, formula: Formula) -> String {
     let mut row = format!("{symbol} {:>3}", s.n);
     for v in [s.min, s.max, s.median, s.mean, s.stddev] {
         row.push(' ');
-        row.push_str(&cfmt::g_width(v, 13, 8));
+        row.push_str(&cfmt::g_width(unsigned_nan(v, formula), 13, 8));
     }
     row.push('\n');
     row
 }
 
-/// The comparison block for one later set.
-pub fn comparison_text(c: &Comparison) -> String {
+/// The comparison block for one later set, its NaNs printed as `formula`'s
+/// C library prints them (see [`table_row`]).
+pub fn comparison_text(c: &Comparison, formula: Formula) -> String {
     let level = level_text(c.confidence);
+    let g = |v: f64| cfmt::g(unsigned_nan(v, formula), 6);
     if c.proven {
         format!(
             "Difference at {level}% confidence\n\
              \t{} +/- {}\n\
              \t{}% +/- {}%\n\
              \t(Student's t, pooled s = {})\n",
-            cfmt::g(c.difference, 6),
-            cfmt::g(c.interval, 6),
-            cfmt::g(c.percent, 6),
-            cfmt::g(c.percent_interval, 6),
-            cfmt::g(c.pooled_stddev, 6),
+            g(c.difference),
+            g(c.interval),
+            g(c.percent),
+            g(c.percent_interval),
+            g(c.pooled_stddev),
         )
     } else {
         format!("No difference proven at {level}% confidence\n")
+    }
+}
+
+/// `v`, or a NaN without its sign bit when `formula` prints as FreeBSD.
+fn unsigned_nan(v: f64, formula: Formula) -> f64 {
+    if v.is_nan() && formula != Formula::Classic {
+        f64::NAN.copysign(1.0)
+    } else {
+        v
     }
 }
 
@@ -199,7 +212,7 @@ x   3             1             3             2             2             1
             ("none".to_string(), vec![]),
             ("two".to_string(), vec![1.0, 2.0]),
         ];
-        for formula in [Formula::Modern, Formula::Classic] {
+        for formula in [Formula::FreeBsd, Formula::Exact, Formula::Classic] {
             let opts = RenderOptions {
                 formula,
                 ..RenderOptions::default()

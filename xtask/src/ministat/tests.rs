@@ -1,13 +1,14 @@
-//! The command end to end: `--classic` against Debian's ministat on the
-//! fixture cases, the default formulas on the same inputs, and the errors.
+//! The command end to end: the default against FreeBSD's ministat and
+//! `--classic` against Debian's on the fixture cases, `--exact`, and the
+//! errors.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
-use super::{execute, Args, Error};
+use super::{execute, Args, Failure};
 
 #[derive(Parser)]
 struct Cli {
@@ -20,21 +21,37 @@ fn fixtures() -> PathBuf {
 }
 
 /// Runs the command as `ministat ARGS` from the fixture folder, standard
-/// input read from `stdin` (a fixture file), stdout not a terminal.
-fn run(args: &[&str], stdin: Option<&str>) -> Result<String, Error> {
-    let cli = Cli::try_parse_from(std::iter::once("ministat").chain(args.iter().copied()))
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let a = cli.args;
+/// input read from `stdin` (a fixture file, or empty), stdout not a terminal.
+/// The words reach the command as `main` passes them, unparsed by clap.
+fn run(args: &[&str], stdin: Option<&str>) -> Result<String, Failure> {
+    let raw = Args {
+        help: None,
+        classic: false,
+        exact: false,
+        args: args.iter().map(OsString::from).collect(),
+    };
     let dir = fixtures();
     let mut open = |name: Option<&OsStr>| -> io::Result<Box<dyn BufRead>> {
-        let path = match name {
-            Some(n) => dir.join(n),
-            None => dir.join(stdin.expect("this case reads standard input")),
-        };
-        Ok(Box::new(io::BufReader::new(std::fs::File::open(path)?)))
+        match name {
+            Some(n) => Ok(Box::new(io::BufReader::new(std::fs::File::open(
+                dir.join(n),
+            )?))),
+            None => match stdin {
+                Some(f) => Ok(Box::new(io::BufReader::new(std::fs::File::open(
+                    dir.join(f),
+                )?))),
+                None => Ok(Box::new(io::empty())),
+            },
+        }
     };
-    let width = a.width.map_or(74, |w| w as usize);
-    execute(&a, width, &mut open)
+    execute(&raw, 74, &mut open)
+}
+
+/// The stderr text of a run that must fail with status 2.
+fn fails(args: &[&str]) -> String {
+    let f = run(args, None).expect_err("must fail");
+    assert_eq!(f.status, 2, "{args:?}");
+    f.stderr
 }
 
 /// One line of cases.txt: name, arguments, file for standard input.
@@ -44,8 +61,8 @@ struct Case {
     stdin: Option<String>,
 }
 
-fn cases() -> Vec<Case> {
-    let text = std::fs::read_to_string(fixtures().join("cases.txt")).unwrap();
+fn cases(file: &Path) -> Vec<Case> {
+    let text = std::fs::read_to_string(file).unwrap();
     text.lines()
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(|l| {
@@ -63,25 +80,57 @@ fn cases() -> Vec<Case> {
         .collect()
 }
 
-fn run_case(case: &Case, extra: &[&str]) -> String {
+fn run_case(case: &Case, extra: &[&str]) -> Result<String, Failure> {
     let args: Vec<&str> = extra
         .iter()
         .copied()
         .chain(case.args.iter().map(String::as_str))
         .collect();
-    run(&args, case.stdin.as_deref()).unwrap_or_else(|e| panic!("{}: {e}", case.name))
+    run(&args, case.stdin.as_deref())
+}
+
+/// Every FreeBSD fixture: stdout, stderr and exit status byte for byte as
+/// FreeBSD's ministat gave them (tests/data/ministat/freebsd/regen.sh).
+#[test]
+fn default_matches_freebsd_ministat() {
+    let dir = fixtures().join("freebsd");
+    let cases = cases(&dir.join("cases.txt"));
+    assert!(cases.len() >= 60, "freebsd/cases.txt lost its cases");
+    let read = |ext: &str, name: &str| std::fs::read_to_string(dir.join(format!("{name}.{ext}")));
+    let mut failed = Vec::new();
+    for case in &cases {
+        let out = read("out", &case.name)
+            .unwrap_or_else(|e| panic!("{}.out: {e} (run freebsd/regen.sh)", case.name));
+        let err = read("err", &case.name).unwrap_or_default();
+        let status: i32 = read("status", &case.name).map_or(0, |s| s.trim().parse().unwrap());
+        let got = match run_case(case, &[]) {
+            Ok(text) => (text, String::new(), 0),
+            Err(f) => (String::new(), f.stderr, f.status),
+        };
+        if got != (out.clone(), err.clone(), status) {
+            eprintln!(
+                "=== {}: expected (status {status})\n{out}{err}=== got (status {})\n{}{}",
+                case.name, got.2, got.0, got.1
+            );
+            failed.push(case.name.clone());
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "differs from FreeBSD's ministat: {failed:?}"
+    );
 }
 
 /// Every fixture, byte for byte as Debian's ministat printed it.
 #[test]
 fn classic_matches_debian_ministat() {
-    let cases = cases();
+    let cases = cases(&fixtures().join("cases.txt"));
     assert!(cases.len() >= 30, "cases.txt lost its cases");
     let mut failed = Vec::new();
     for case in &cases {
         let expect = std::fs::read_to_string(fixtures().join(format!("{}.out", case.name)))
             .unwrap_or_else(|e| panic!("{}.out: {e} (run regen.sh)", case.name));
-        let got = run_case(case, &["--classic"]);
+        let got = run_case(case, &["--classic"]).unwrap_or_else(|e| panic!("{}: {e:?}", case.name));
         if got != expect {
             eprintln!("=== {}: expected\n{expect}=== got\n{got}", case.name);
             failed.push(case.name.clone());
@@ -94,9 +143,9 @@ fn classic_matches_debian_ministat() {
 }
 
 #[test]
-fn default_median_variance_and_percentage() {
+fn exact_median_variance_and_percentage() {
     // even.dat is 4 1 3 2 8 6: sorted 1 2 3 4 6 8, median (3 + 4) / 2.
-    let text = run(&["-n", "even.dat", "odd.dat"], None).unwrap();
+    let text = run(&["--exact", "-n", "even.dat", "odd.dat"], None).unwrap();
     assert!(
         text.contains("x   6             1             8           3.5 "),
         "{text}"
@@ -108,7 +157,7 @@ fn default_median_variance_and_percentage() {
     );
 
     // Two-pass variance survives values near 1e9 (Debian prints -nan here).
-    let text = run(&["-A", "huge1.dat", "huge2.dat"], None).unwrap();
+    let text = run(&["--exact", "-A", "huge1.dat", "huge2.dat"], None).unwrap();
     assert!(!text.contains("nan"), "{text}");
 
     // The percentage interval: fast.dat vs slow.dat, worked by hand:
@@ -118,64 +167,135 @@ fn default_median_variance_and_percentage() {
     //   interval = t * s * sqrt(1/7 + 1/5) = 0.185493;
     //   (5-1)*0.025 + (7-1)*0.017024*(11.1/10.092857)^2 = 0.223545;
     //   * 12 / (35 * 10) = 0.0076644; sqrt * t * 100 / 10.092857 = 1.93271 %.
+    // FreeBSD's table has t = 2.228 there: 0.185482 and 1.93259 %.
+    let expect = |interval: &str, percent: &str| {
+        format!(
+            "Difference at 95.0% confidence\n\t1.00714 +/- {interval}\n\t9.97877% +/- {percent}%\n\
+             \t(Student's t, pooled s = 0.142177)\n"
+        )
+    };
+    let text = run(&["--exact", "-A", "fast.dat", "slow.dat"], None).unwrap();
+    assert!(text.ends_with(&expect("0.185493", "1.93271")), "{text}");
     let text = run(&["-A", "fast.dat", "slow.dat"], None).unwrap();
-    let expect = "\
-Difference at 95.0% confidence
-\t1.00714 +/- 0.185493
-\t9.97877% +/- 1.93271%
-\t(Student's t, pooled s = 0.142177)
-";
-    assert!(text.ends_with(expect), "{text}");
+    assert!(text.ends_with(&expect("0.185482", "1.93259")), "{text}");
 }
 
 #[test]
-fn default_plot_keeps_every_point() {
-    // differ: fast.dat has 10.1 twice, which Debian's plot drops because
+fn exact_plot_keeps_every_point() {
+    // differ: fast.dat has 10.1 twice, which FreeBSD's plot drops because
     // slow.dat, drawn last, has no stack.
+    let count = |text: &str| -> usize {
+        text.lines()
+            .filter(|l| l.starts_with('|') && !l.contains('_'))
+            .map(|l| l.matches('x').count())
+            .sum()
+    };
+    let text = run(&["--exact", "fast.dat", "slow.dat"], None).unwrap();
+    assert_eq!(count(&text), 7, "{text}");
     let text = run(&["fast.dat", "slow.dat"], None).unwrap();
-    let x_count: usize = text
-        .lines()
-        .filter(|l| l.starts_with('|') && !l.contains('_'))
-        .map(|l| l.matches('x').count())
-        .sum();
-    assert_eq!(x_count, 7, "{text}");
+    assert_eq!(count(&text), 6, "{text}");
 }
 
 #[test]
-fn any_confidence_level() {
-    let text = run(&["-A", "-c", "97.5", "fast.dat", "slow.dat"], None).unwrap();
+fn exact_takes_any_confidence_level() {
+    let text = run(
+        &["--exact", "-A", "-c", "97.5", "fast.dat", "slow.dat"],
+        None,
+    )
+    .unwrap();
     assert!(text.contains("Difference at 97.5% confidence"), "{text}");
-    let text = run(&["-A", "-c", "99.95", "fast.dat", "slow.dat"], None).unwrap();
+    let text = run(
+        &["-A", "--exact", "-c", "99.95", "fast.dat", "slow.dat"],
+        None,
+    )
+    .unwrap();
     assert!(text.contains("at 99.95% confidence"), "{text}");
-    for bad in ["0", "100", "x", "-5"] {
+    for bad in ["0", "100", "-5"] {
+        let e = fails(&["--exact", "-c", bad, "a.dat"]);
         assert!(
-            Cli::try_parse_from(["ministat", "-c", bad]).is_err(),
-            "{bad}"
+            e.starts_with("No support for confidence level\nUsage: "),
+            "{e}"
         );
+    }
+    let e = fails(&["--exact", "-c", "x", "a.dat"]);
+    assert!(e.starts_with("Not a floating point number\n"), "{e}");
+    // Without --exact, FreeBSD's six levels only.
+    let e = fails(&["-c", "97.5", "a.dat"]);
+    assert!(e.starts_with("No support for confidence level\n"), "{e}");
+    assert!(Cli::try_parse_from(["ministat", "--exact", "--classic"]).is_err());
+}
+
+/// Issue 17: nan and inf are data to strtod, and so to FreeBSD's ministat.
+/// Its -A and -n tables are in the fixtures (nonfinite-*, nan-sort-A,
+/// inf-A); its plot of such a set indexes memory with NaN and crashes, so
+/// the default refuses that plot, naming the set; --exact and --classic
+/// say there is no plot.
+#[test]
+fn nan_and_inf() {
+    let e = fails(&["odd.dat", "nonfinite.dat"]);
+    assert_eq!(
+        e,
+        "ministat: cannot plot nonfinite.dat: it holds nan or inf (FreeBSD's ministat crashes \
+         on that plot); -A or -n print its statistics\n"
+    );
+    let e = fails(&["inf.dat"]);
+    assert!(e.starts_with("ministat: cannot plot inf.dat: "), "{e}");
+    for mode in ["--exact", "--classic"] {
+        let text = run(&[mode, "odd.dat", "inf.dat"], None).unwrap();
+        assert!(text.contains("[no plot, span is not finite]\n"), "{text}");
+    }
+    // FreeBSD prints a NaN without its sign; Debian's glibc build with it.
+    let text = run(&["-n", "nan11.dat"], None).unwrap();
+    assert!(text.ends_with("           nan           nan\n"), "{text}");
+    let text = run(&["--classic", "-n", "nan11.dat"], None).unwrap();
+    assert!(text.contains("nan"), "{text}");
+}
+
+/// -w 1 makes FreeBSD's plot divide by zero and crash; -w 0 draws an empty
+/// frame (in the fixtures); a zero span needs no width.
+#[test]
+fn plot_widths() {
+    let e = fails(&["-w", "1", "a.dat"]);
+    assert!(
+        e.starts_with("ministat: a plot needs a width of 0 or at least 2"),
+        "{e}"
+    );
+    let text = run(&["-w", "1", "-A", "a.dat"], None).unwrap();
+    assert!(text.starts_with("x a.dat\n    N "), "{text}");
+    let text = run(&["-w", "1", "same.dat"], None).unwrap();
+    assert!(text.contains("[no plot, span is zero width]\n"), "{text}");
+    for mode in ["--exact", "--classic"] {
+        let e = fails(&[mode, "-w", "0", "a.dat"]);
+        assert_eq!(e, "ministat: a plot needs a width of at least 2\n");
     }
 }
 
 #[test]
 fn errors_name_the_file() {
-    let e = run(&["fast.dat", "missing.dat"], None).unwrap_err();
-    assert!(
-        e.to_string().starts_with("Cannot open missing.dat: "),
-        "{e}"
+    let e = fails(&["fast.dat", "missing.dat"]);
+    assert_eq!(
+        e,
+        "ministat: Cannot open missing.dat: No such file or directory\n"
     );
     // Column 2 of fast.dat is empty: no points.
-    let e = run(&["-C", "2", "fast.dat"], None).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "Dataset fast.dat must contain at least 3 data points"
-    );
+    let e = fails(&["-C", "2", "fast.dat"]);
+    assert_eq!(e, "Dataset fast.dat must contain at least 3 data points\n");
     // Column 1 of cols.csv read with blanks as delimiters is "h0,105,110".
-    let e = run(&["cols.csv"], None).unwrap_err();
-    assert_eq!(e.to_string(), "Invalid data on line 2 in cols.csv");
-    let e = run(&["a.dat"; 8], None).unwrap_err();
-    assert!(matches!(e, Error::TooManySets { count: 8, max: 7 }), "{e}");
-    assert!(Cli::try_parse_from(["ministat", "-w", "1"]).is_err());
-    assert!(Cli::try_parse_from(["ministat", "-C", "0"]).is_err());
-    assert!(Cli::try_parse_from(["ministat", "-d", ""]).is_err());
+    let e = fails(&["cols.csv"]);
+    assert_eq!(e, "ministat: Invalid data on line 2 in cols.csv\n");
+    let e = fails(&["a.dat"; 8]);
+    assert!(e.starts_with("Too many datasets.\nUsage: ministat "), "{e}");
+    for (args, first) in [
+        (&["-w", "x"][..], "Invalid width, not a number.\n"),
+        (&["-C", "0"][..], "Column number should be positive.\n"),
+        (&["-d", ""][..], "Can't use empty delimiter string\n"),
+    ] {
+        let e = fails(args);
+        assert!(e.starts_with(first), "{args:?}: {e}");
+    }
+    // --classic names standard input as Debian's tool does.
+    let text = run(&["--classic", "-n", "-"], Some("fast.dat")).unwrap();
+    assert!(text.starts_with("x <stdin>\n"), "{text}");
 }
 
 /// The command's entry point: a bad file gives exit status 2.

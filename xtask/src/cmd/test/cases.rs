@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use abi::exit::Outcome;
-use abi::report::kind;
+use abi::report::{kind, Measure};
 
 use crate::machine::qemu::{self, Threads};
 use crate::machine::{self, AccelChoice, BootLog, Ending};
@@ -86,7 +86,8 @@ pub const CASES: &[Case] = &[
         timeout: 120,
         cpus: 4,
         threads: Threads::Multi,
-        check: |log, r| smp_check(log, r, "4"),
+        // Multi-threaded TCG cannot count instructions: the TSC runs.
+        check: |log, r| smp_check(log, r, "4", TCG_TSC),
         ..CASE
     },
     Case {
@@ -94,7 +95,7 @@ pub const CASES: &[Case] = &[
         cmdline: "mode=smp",
         timeout: 120,
         cpus: 2,
-        check: |log, r| smp_check(log, r, "2"),
+        check: |log, r| smp_check(log, r, "2", ICOUNT),
         ..CASE
     },
     Case {
@@ -102,7 +103,7 @@ pub const CASES: &[Case] = &[
         cmdline: "mode=smp",
         timeout: 120,
         cpus: 4,
-        check: |log, r| smp_check(log, r, "4"),
+        check: |log, r| smp_check(log, r, "4", ICOUNT),
         ..CASE
     },
     Case {
@@ -130,19 +131,34 @@ pub const CASES: &[Case] = &[
             if per128 != ["1", "2", "6"] {
                 return Err(format!("turnstiles per 128-byte block {per128:?}, expected 1, 2, 6"));
             }
-            let locks: Vec<_> = report::of_kind(r, kind::LOCKS).collect();
-            if locks.len() != 3 {
-                return Err(format!("{} lock benchmark records, expected 3", locks.len()));
-            }
-            for l in locks {
-                for k in ["uncontended", "contended", "sleep_wakeup", "lookup", "ebizzy_records_per_s"] {
-                    let v: f64 = l.get(k).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-                    if v <= 0.0 {
-                        return Err(format!("{k} is {v} for align {:?}", l.get("align")));
-                    }
+            let res = Results::from_records(r, "locks", "qemu").map_err(|e| e.to_string())?;
+            clock_is(&res, ICOUNT)?;
+            for layout in abi::report::names::LAYOUTS {
+                for fig in LOCK_FIGURES {
+                    has_bench(&res, &format!("locks.{fig}.{layout}"), LOCK_BATCHES, Measure::PerOp)?;
                 }
+                has_bench(&res, &format!("ebizzy.{layout}"), LOCK_BATCHES, Measure::Throughput)?;
+            }
+            if res.benches.len() != 3 * (LOCK_FIGURES.len() + 1) {
+                return Err(format!("{} benchmarks, expected {}", res.benches.len(), 3 * (LOCK_FIGURES.len() + 1)));
             }
             contains(log, "TCG does not model caches")
+        },
+        ..CASE
+    },
+    Case {
+        name: "locks with pool_align=packed: the one layout the command line names",
+        cmdline: "mode=run prog=locks pool_align=packed",
+        timeout: 120,
+        check: |log, r| {
+            succeeded(log)?;
+            let res = Results::from_records(r, "locks", "qemu").map_err(|e| e.to_string())?;
+            let names: Vec<&str> = res.benches.iter().map(|b| b.name.as_str()).collect();
+            let want = ["locks.uncontended.packed", "locks.contended.packed", "locks.sleep_wakeup.packed", "locks.lookup.packed", "ebizzy.packed"];
+            if names != want {
+                return Err(format!("benchmarks {names:?}, expected {want:?}"));
+            }
+            Ok(())
         },
         ..CASE
     },
@@ -447,24 +463,32 @@ pub const CASES: &[Case] = &[
 ];
 
 /// An SMP boot: `n` CPUs from the MADT, every figure, the forktest samples.
-fn smp_check(log: &BootLog, r: &[Record], n: &str) -> Result<(), String> {
+fn smp_check(log: &BootLog, r: &[Record], n: &str, clock: (&str, &str)) -> Result<(), String> {
     succeeded(log)?;
     let s = one(r, kind::SMP)?;
     if s.get("cpus") != Some(n) || s.get("source") != Some("acpi-madt") {
         return Err(format!("smp record {:?}", s.fields));
     }
-    let names: Vec<&str> = report::of_kind(r, kind::SMP_BENCH)
-        .filter_map(|b| b.get("name"))
-        .collect();
-    for want in [
-        "false sharing, pool 128",
-        "ping-pong round trip",
-        "shootdown by IPI (remote, acked)",
-        "forktest, switch CR3 to edit",
+    let res = Results::from_records(r, "smp", "qemu").map_err(|e| e.to_string())?;
+    clock_is(&res, clock)?;
+    for layout in abi::report::names::LAYOUTS {
+        has_bench(
+            &res,
+            &format!("smp.false_sharing.{layout}"),
+            SMP_BATCHES,
+            Measure::Throughput,
+        )?;
+    }
+    for b in [
+        "smp.pingpong",
+        "smp.tlb.invlpg",
+        "smp.tlb.cr3",
+        "smp.tlb.shootdown",
     ] {
-        if !names.contains(&want) {
-            return Err(format!("no {want:?} figure"));
-        }
+        has_bench(&res, b, SMP_BATCHES, Measure::PerOp)?;
+    }
+    for b in ["forktest.window", "forktest.cr3"] {
+        has_bench(&res, b, FORKS, Measure::PerOp)?;
     }
     let cross: Vec<_> = report::of_kind(r, kind::TEST).collect();
     if cross.len() != 2 || cross.iter().any(|t| t.get("result") != Some("pass")) {
@@ -476,13 +500,51 @@ fn smp_check(log: &BootLog, r: &[Record], n: &str) -> Result<(), String> {
                 .collect::<Vec<_>>()
         ));
     }
-    let res = Results::from_records(r, "smp", "qemu").map_err(|e| e.to_string())?;
-    for b in ["forktest.window", "forktest.cr3"] {
-        if res.bench(b).is_none_or(|x| x.samples.len() != 32) {
-            return Err(format!("{b}: no benchmark with 32 samples"));
-        }
-    }
     contains(log, "TCG does not model caches")
+}
+
+/// The lock benchmarks' figures per layout (`locks.<figure>.<layout>`).
+const LOCK_FIGURES: [&str; 4] = ["uncontended", "contended", "sleep_wakeup", "lookup"];
+/// Batches per figure of the `locks` program and of `mode=smp`.
+const LOCK_BATCHES: usize = 8;
+const SMP_BATCHES: usize = 8;
+/// Address spaces built per forktest strategy.
+const FORKS: usize = 32;
+
+/// A run's clock and unit: most test boots count instructions.
+const ICOUNT: (&str, &str) = ("icount", "instructions");
+/// The TSC under TCG, which follows the host's clock.
+const TCG_TSC: (&str, &str) = ("tsc", "TCG ticks");
+
+/// A results file's run-wide clock and unit.
+fn clock_is(res: &Results, want: (&str, &str)) -> Result<(), String> {
+    if (res.clock.as_str(), res.unit.as_str()) != want {
+        return Err(format!("clock {:?}, unit {:?}", res.clock, res.unit));
+    }
+    Ok(())
+}
+
+/// A benchmark with `n` samples, a positive median, and the right measure.
+fn has_bench(res: &Results, name: &str, n: usize, m: Measure) -> Result<(), String> {
+    let b = res
+        .bench(name)
+        .ok_or_else(|| format!("no benchmark {name}"))?;
+    let unit_ok = match m {
+        Measure::PerOp => b.unit == res.unit,
+        Measure::Throughput => b.unit.ends_with("/s"),
+    };
+    if b.samples.len() != n || b.n != n || b.median <= 0.0 || b.measure != m || !unit_ok {
+        return Err(format!(
+            "{name}: {} samples (n={}), median {}, measure {:?}, unit {:?}; expected {n} samples, {:?}",
+            b.samples.len(),
+            b.n,
+            b.median,
+            b.measure,
+            b.unit,
+            m
+        ));
+    }
+    Ok(())
 }
 
 fn succeeded(log: &BootLog) -> Result<(), String> {

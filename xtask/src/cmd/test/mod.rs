@@ -172,7 +172,7 @@ fn bench_smoke(root: &Path) -> Result<()> {
             Some("md") => {
                 let md = std::fs::read_to_string(&p)?;
                 anyhow::ensure!(
-                    md.contains("| null | 24 | 46 |"),
+                    md.contains("| null | instructions per operation, lower is better | 24 | 46 |"),
                     "unexpected Markdown:\n{md}"
                 );
                 found += 1;
@@ -189,6 +189,79 @@ fn bench_smoke(root: &Path) -> Result<()> {
         out.join("baselines/smoke.json").is_file(),
         "the baseline was not saved"
     );
+    Ok(())
+}
+
+/// `cargo xtask bench` over two pool layouts (`pool_align=packed` against
+/// `pool_align=128`), one boot each: the `locks` program's figures, then
+/// `mode=smp`'s on 2 CPUs, compared layout against layout and exported.
+fn bench_layouts(root: &Path) -> Result<()> {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        b: crate::cmd::bench::BenchArgs,
+    }
+    /// A bench run: its name, its flags, and each metric with what its
+    /// export row must say about it.
+    type Run<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+    let runs: [Run; 2] = [
+        (
+            "locks",
+            &["--prog", "locks"],
+            &[
+                ("locks.uncontended", "lower is better"),
+                ("locks.contended", "lower is better"),
+                ("locks.sleep_wakeup", "lower is better"),
+                ("locks.lookup", "lower is better"),
+                ("ebizzy", "records/s, a throughput: higher is better"),
+            ],
+        ),
+        (
+            "smp",
+            &["--mode", "smp", "--smp", "2"],
+            &[
+                ("smp.false_sharing", "ops/s, a throughput: higher is better"),
+                ("smp.pingpong", "lower is better"),
+            ],
+        ),
+    ];
+    for (what, flags, metrics) in runs {
+        let out = root.join(format!("target/xtask/bench-layouts-{what}"));
+        let _ = std::fs::remove_dir_all(&out);
+        let mut argv = vec![
+            "bench",
+            "-n",
+            "1",
+            "--accel",
+            "tcg",
+            "--clock",
+            "icount",
+            "--variant",
+            "a=pool_align=packed",
+            "--variant",
+            "b=pool_align=128",
+            "--out",
+            out.to_str().context("path")?,
+        ];
+        argv.extend_from_slice(flags);
+        for (m, _) in metrics {
+            argv.extend(["--metric", m]);
+        }
+        crate::cmd::bench::bench(Cli::try_parse_from(argv)?.b)?;
+        let md = std::fs::read_dir(&out)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|x| x == "md"))
+            .context("no Markdown export")?;
+        let md = std::fs::read_to_string(md)?;
+        for (m, how) in metrics {
+            anyhow::ensure!(
+                md.lines()
+                    .any(|l| l.starts_with(&format!("| {m} | ")) && l.contains(how)),
+                "{what}: no row for {m} ({how}) in the Markdown export:\n{md}"
+            );
+        }
+    }
     Ok(())
 }
 
@@ -216,7 +289,7 @@ pub fn run(a: TestArgs) -> Result<i32> {
     for (name, r) in model::self_tests(&art, &dir, a.filter.as_deref()) {
         tally.report(&name, None, r);
     }
-    // These two are selected when the filter is part of their short name.
+    // These are selected when the filter is part of their short name.
     let selected = |short: &str| a.filter.as_deref().is_none_or(|f| short.contains(f));
     if selected("bench") {
         let t = Instant::now();
@@ -225,6 +298,15 @@ pub fn run(a: TestArgs) -> Result<i32> {
             "bench: two variants interleaved, compared and exported",
             Some(t),
             bench_smoke(&root).map_err(|e| format!("{e:#}")),
+        );
+    }
+    if selected("bench layouts") {
+        let t = Instant::now();
+        tally.report_as(
+            "bench layouts",
+            "bench layouts: pool_align=packed against 128, the lock, ebizzy and SMP figures compared",
+            Some(t),
+            bench_layouts(&root).map_err(|e| format!("{e:#}")),
         );
     }
     if selected("docs") {
