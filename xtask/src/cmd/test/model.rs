@@ -33,7 +33,18 @@ fn boot(
     words: &str,
     profile: &str,
 ) -> Result<(BootLog, String, Results)> {
+    boot_on(art, dir, words, profile, 1)
+}
+
+fn boot_on(
+    art: &Artifacts,
+    dir: &Path,
+    words: &str,
+    profile: &str,
+    cpus: u32,
+) -> Result<(BootLog, String, Results)> {
     let mut a = test_boot_args(None);
+    a.smp = cpus;
     a.clock = Some(Clock::Model);
     a.profile = Some(profile.to_string());
     a.timeout = 300;
@@ -172,6 +183,39 @@ fn deterministic(art: &Artifacts, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `mode=smp` on 2 CPUs: every figure has the model's, and the TLB figures
+/// show what the code does: each local `invlpg` round one flush and one
+/// refill walk (the kernel announced the page), each fork four flushes
+/// (two `invlpg` and two CR3 writes through a window, four CR3 writes the
+/// other way).
+fn smp_figures(art: &Artifacts, dir: &Path) -> Result<String> {
+    let (_, _, r) = boot_on(art, dir, "mode=smp", model::DEFAULT_PROFILE, 2)?;
+    for b in &r.benches {
+        ensure!(b.model.is_some(), "{} has no model figures", b.name);
+    }
+    let m = |name: &str| {
+        r.bench(name)
+            .and_then(|b| b.model.clone())
+            .with_context(|| format!("no model figures for {name}"))
+    };
+    let invlpg = m("smp.tlb.invlpg")?;
+    ensure!(
+        (invlpg.tlb_flushes, invlpg.tlb_misses) == (1.0, 1.0),
+        "smp.tlb.invlpg: {} flushes and {} TLB misses per round, expected 1 and 1",
+        invlpg.tlb_flushes,
+        invlpg.tlb_misses
+    );
+    for f in ["forktest.window", "forktest.cr3"] {
+        let x = m(f)?;
+        ensure!(
+            x.tlb_flushes == 4.0,
+            "{f}: {} flushes per fork, expected 4",
+            x.tlb_flushes
+        );
+    }
+    Ok(format!("{} figures", r.benches.len()))
+}
+
 /// `cargo xtask run --clock model --profile <unknown>` fails before booting
 /// and names the known profiles.
 fn unknown_profile_refused(root: &Path) -> Result<()> {
@@ -252,6 +296,10 @@ pub fn self_tests(
             }
         }
         Err(e) => out.push(("model: profiles".into(), Err(format!("{e:#}")))),
+    }
+    let name = "model: mode=smp on 2 CPUs: every figure modelled; invlpg and forktest flush as the code says".to_string();
+    if wanted(&name) {
+        out.push(run(name, &|| smp_figures(art, dir)));
     }
     let name = "model: two boots give byte-identical records and plugin files; the model counts the instructions icount does".to_string();
     if wanted(&name) {
