@@ -871,6 +871,22 @@ description = \"a [recent] core\"
     }
 
     #[test]
+    fn several_cpus_add_the_coherence_columns() {
+        let mut r = model_results();
+        assert!(!table(&r).contains("coh miss"), "one CPU: no coherence columns");
+        r.model_cpus = 2;
+        let m = r.benches[0].model.as_mut().unwrap();
+        (m.busy_cycles, m.coherence_misses, m.transfers) = (400.0, 1.5, 0.25);
+        let t = table(&r);
+        assert!(t.contains("coh miss") && t.contains("dirty xfr"), "{t}");
+        assert!(
+            t.contains("     400.0     1.500     0.000     0.000     0.000     0.250"),
+            "{t}"
+        );
+        assert!(t.contains("(2 CPUs: cycles = modelled time"), "{t}");
+    }
+
+    #[test]
     fn table_names_the_profile_as_the_system() {
         let mut before = model_results();
         before.label = "before".into();
