@@ -36,12 +36,15 @@ pub enum Class {
     SregLoad,
     /// A locked read-modify-write (`lock` prefix, or `xchg` with memory).
     Locked,
+    /// `hlt`: the CPU idles until an interrupt (ends its turn in the
+    /// multi-CPU ordering), priced as a plain instruction.
+    Hlt,
     /// A model-plugin marker (`abi::model`): never charged.
     Marker,
 }
 
 /// Every class, in the order of [`Class::index`].
-pub const CLASSES: [Class; 21] = [
+pub const CLASSES: [Class; 22] = [
     Class::Plain,
     Class::IntN,
     Class::Iret,
@@ -62,6 +65,7 @@ pub const CLASSES: [Class; 21] = [
     Class::Popf,
     Class::SregLoad,
     Class::Locked,
+    Class::Hlt,
     Class::Marker,
 ];
 
@@ -143,6 +147,7 @@ pub fn classify(bytes: &[u8]) -> Decoded {
         0x9a => plain(Class::LcallGate),
         0xca | 0xcb => plain(Class::LretFar),
         0x9d => plain(Class::Popf),
+        0xf4 => plain(Class::Hlt),
         // mov Sreg, r/m; pop es/ss/ds; les; lds.
         0x8e | 0x07 | 0x17 | 0x1f | 0xc4 | 0xc5 => plain(Class::SregLoad),
         // xchg r/m, r with a memory operand is locked implicitly (SDM XCHG).
@@ -248,6 +253,7 @@ mod tests {
         assert_eq!(class(&[0x0f, 0xae, 0xe8]), Class::Lfence);
         assert_eq!(class(&[0x0f, 0xae, 0xf0]), Class::Plain); // mfence
         assert_eq!(class(&[0x9d]), Class::Popf);
+        assert_eq!(class(&[0xf4]), Class::Hlt);
         assert_eq!(class(&[0x8e, 0xd8]), Class::SregLoad); // mov %eax,%ds
         assert_eq!(class(&[0x1f]), Class::SregLoad); // pop %ds
         assert_eq!(class(&[0x0f, 0xa9]), Class::SregLoad); // pop %gs

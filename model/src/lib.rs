@@ -3,9 +3,12 @@
 //! and data access.
 //!
 //! - [`cache`], [`tlb`]: small pure structures over access streams.
+//! - [`coherence`]: the MESI directory over the CPUs' private caches.
 //! - [`decode`]: instruction classes, from bytes, at translation time.
 //! - [`profile`]: the CPU descriptions of `profiles.toml`.
-//! - [`machine`]: the whole model, one event at a time.
+//! - [`report`]: reading the snapshot file back.
+//! - [`machine`]: the whole model, one event at a time (with several CPUs,
+//!   applied in modelled-clock order).
 //! - `plugin`: the QEMU plugin API (version 1) around [`machine`]; the
 //!   cdylib of this crate, `target/release/libmodel.so`, is the plugin.
 //!
@@ -14,10 +17,12 @@
 //! target/release/libmodel.so,profile=NAME,virt=off,out=FILE ...`.
 
 pub mod cache;
+pub mod coherence;
 pub mod decode;
 pub mod machine;
 pub mod plugin;
 pub mod profile;
+pub mod report;
 pub mod tlb;
 
 use std::path::{Path, PathBuf};
@@ -46,4 +51,22 @@ pub fn plugin_arg(lib: &Path, profile: &str, virt: bool, out: &Path) -> Result<S
     }
     let virt = if virt { "on" } else { "off" };
     Ok(format!("{lib},profile={profile},virt={virt},out={out}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_path_and_argument() {
+        let lib = plugin_path(Path::new("/w/target"));
+        assert_eq!(lib, PathBuf::from("/w/target/release/libmodel.so"));
+        assert_eq!(
+            plugin_arg(&lib, "p4", true, Path::new("/tmp/m.txt")).unwrap(),
+            "/w/target/release/libmodel.so,profile=p4,virt=on,out=/tmp/m.txt"
+        );
+        assert!(plugin_arg(&lib, "p4", false, Path::new("/tmp/a,b"))
+            .unwrap_err()
+            .contains("comma"));
+    }
 }

@@ -5,7 +5,8 @@
 //! Modelled cycles = instruction costs (the profile's base plus the extra of
 //! the instruction's class) + memory stalls (the latency of the level that
 //! hits, less the L1 latency already inside the base cost) + TLB costs (an
-//! STLB hit's latency, or a page walk).
+//! STLB hit's latency, or a page walk) + coherence costs (a line from
+//! another CPU's cache, invalidating other copies before a write).
 //!
 //! Rules for what the plugin cannot see, each stated where it is applied:
 //! - A page is global iff it lies in the kernel's identity map
@@ -22,9 +23,39 @@
 //! - `invlpg` flushes the page the kernel announced with `INVLPG_PAGE`
 //!   just before it; without an announcement no modelled entry is dropped.
 //!
-//! Multi-CPU coherence is not modelled yet: each CPU's L1 is private and the
-//! events reach the caches in the order QEMU runs the CPUs. Line states
-//! are MESI's names (`cache::LineState`) so that a directory can be added.
+//! # Several CPUs
+//!
+//! QEMU runs the vCPUs round-robin, each for a long slice, so the order in
+//! which their events reach the plugin is not the order parallel hardware
+//! would run them. With more than one CPU the machine therefore keeps a
+//! queue of events per CPU ("lane") and applies them in modelled-clock
+//! order: it always applies the next event of the CPU whose clock is
+//! lowest, and only while no other running CPU with an empty queue is
+//! behind that clock (that CPU's next events, not yet seen, could come
+//! first). The rule assumes that a CPU's modelled clock advances with the
+//! events it has been given, and it treats a CPU as not running, so as
+//! constraining nobody, until its first event and after a `hlt` with
+//! nothing queued; when such a CPU's events arrive, its clock is moved up
+//! to the clock of the IPI that woke it (below), or else to the latest
+//! clock applied so far (it woke "now"); the idle time counts in its clock
+//! but not in its cycles. QEMU lets an IPI's sender run on for the rest of
+//! its slice before the target runs, so a CPU that sends an IPI (a store to
+//! the local APIC's ICR) waits at the send's clock until another CPU
+//! produces an event; a halted CPU woken then resumes at that clock.
+//! Communication through memory orders events too: an access to a 4-byte
+//! word whose last write, in QEMU's order, was another CPU's saw that
+//! write's value, so it is applied after it and its CPU's clock moves up to
+//! the writer's clock at the write (a lock hand-off, a barrier, ping-pong).
+//! Different words of one line (false sharing) impose no order. The tables
+//! of last writes are direct-mapped: a collision loses one constraint. When more than
+//! [`MAX_BUFFERED`] events wait, the lowest-clock event is applied anyway
+//! (counted, and reported when QEMU exits).
+//!
+//! Coherence is MESI over each CPU's private caches (`coherence`): the L1,
+//! and the L2 unless the profile shares it. With one CPU there is no
+//! queue and no directory.
+
+use std::collections::VecDeque;
 
 use abi::layout::{selector, KERNEL_MAP_END, PAGE_SIZE, USER_BASE};
 use abi::model::{
@@ -33,6 +64,7 @@ use abi::model::{
 };
 
 use crate::cache::{Cache, LineState};
+use crate::coherence::{Directory, Outcome, MAX_CPUS};
 use crate::decode::{classify, Class, Decoded};
 use crate::profile::{Profile, PAIR_BYTES};
 use crate::tlb::Tlb;
@@ -49,6 +81,16 @@ const XLATE_ENTRIES: usize = 512;
 const NO_PAGE: u32 = u32::MAX;
 /// A translation cache value: the page is MMIO (not modelled).
 const IO_PAGE: u32 = u32::MAX;
+/// The local APIC's interrupt command register, low half: a store there
+/// sends an IPI. The architectural default base (SDM Vol. 3A §10.4.1),
+/// where this kernel maps it (identity, kernel/src/arch/apic.rs), and the
+/// register's offset (SDM Vol. 3A Table 10-1).
+const LAPIC_ICR_LOW: u32 = 0xFEE0_0000 + 0x300;
+/// Entries of the tables of last writes per 4-byte word (multi-CPU only).
+const WORDS: usize = 1 << 20;
+/// Events that may wait for clock order before the oldest is forced
+/// (48 bytes each: at most about 200 MB of queue).
+pub const MAX_BUFFERED: usize = 4 << 20;
 
 /// One CPU's running totals, as the snapshot lines give them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -64,9 +106,17 @@ pub struct Counters {
     pub tlb_misses: u64,
     /// CR3 writes, CR0/CR4 writes and invlpg.
     pub tlb_flushes: u64,
+    /// Misses served by another CPU's cache (it held the line E or M),
+    /// pair prefetches of a line another CPU held M included.
     pub coherence_misses: u64,
+    /// Copies in other CPUs' caches this CPU's writes invalidated.
     pub invalidations: u64,
+    /// Dirty lines that came from another CPU's cache.
     pub transfers: u64,
+    /// Not in the file: copies of this CPU's invalidated by others, and
+    /// this CPU's upgrades from S to M.
+    pub invalidations_received: u64,
+    pub upgrades: u64,
 }
 
 /// Plugin options beside the profile.
@@ -95,9 +145,80 @@ pub struct Snap {
     pub counters: Counters,
 }
 
+/// What a CPU did, as it waits for its turn in clock order.
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    Exec(Insn),
+    Access {
+        vaddr: u32,
+        paddr: u64,
+        size: u32,
+        write: bool,
+        /// The last write to this word by another CPU in QEMU's order (the
+        /// access saw its value): (CPU, that event's serial in its lane).
+        after: Option<(u8, u64)>,
+    },
+    /// A marker's argument (the address of the load after it).
+    Arg(u16, u32),
+    /// The CPU starts or wakes from `hlt`: its clock moves up to the clock
+    /// of IPI number `ipi` (counted from 1, in QEMU's order), the last one
+    /// sent since it halted, or, with none (0), to the latest clock applied.
+    /// It waits until that IPI is applied.
+    Wake {
+        ipi: u64,
+    },
+    /// The CPU sent an IPI (a store to the local APIC's ICR).
+    Ipi,
+}
+
+/// The plugin-side state of a CPU, kept in QEMU's order: what QEMU's own
+/// state decides (the argument channel, the page translations).
+#[derive(Clone, Debug)]
+struct Front {
+    /// A marker that waits for its argument load (0: none).
+    pending_arg: u16,
+    /// (virtual page, physical page or IO_PAGE), direct-mapped.
+    xlate: Vec<(u32, u32)>,
+}
+
+impl Front {
+    fn new() -> Front {
+        Front {
+            pending_arg: 0,
+            xlate: vec![(NO_PAGE, 0); XLATE_ENTRIES],
+        }
+    }
+}
+
+/// A CPU's queue of events and whether it is running.
+#[derive(Clone, Debug, Default)]
+struct Lane {
+    queue: VecDeque<Event>,
+    /// Not yet started, or its last event was a `hlt`.
+    stopped: bool,
+    /// It sent an IPI, and no other CPU has produced an event since: once
+    /// the IPI is applied (`ipi_applied`), it waits at the send's clock.
+    hold: bool,
+    ipi_applied: bool,
+    /// IPIs sent (in QEMU's order) when this CPU last halted.
+    ipis_at_stop: u64,
+    /// Events applied so far: the serial number of the queue's head (an
+    /// event's serial is its position in everything the lane was given).
+    applied: u64,
+}
+
+impl Lane {
+    fn held(&self) -> bool {
+        self.hold && self.ipi_applied
+    }
+}
+
+/// The modelled state of one CPU.
 #[derive(Clone, Debug)]
 struct Cpu {
     c: Counters,
+    /// Idle time added to the clock when the CPU woke (not in `c.cycles`).
+    idle: u64,
     l1: Cache,
     dtlb: Tlb,
     itlb: Tlb,
@@ -105,27 +226,25 @@ struct Cpu {
     /// The page of the last instruction: it is the most recently used entry
     /// of the ITLB, so the next instruction on that page hits without a
     /// lookup. Likewise the last data page (DTLB) and the last data line
-    /// (L1D, with whether it is already Modified). Cleared by every flush.
+    /// (L1D, with whether it is already Modified). Cleared by every flush
+    /// and by coherence actions on the line.
     last_ipage: u32,
     last_dpage: u32,
     last_line: u64,
     last_line_dirty: bool,
-    /// A marker that waits for its argument load (0: none).
-    pending_arg: u16,
     invlpg_page: Option<u32>,
     gdt: Option<u32>,
     tss: Option<u32>,
     idt: Option<u32>,
     /// Next sequence number of the user and kernel snapshot streams.
     seq: [u64; 2],
-    /// (virtual page, physical page or IO_PAGE), direct-mapped.
-    xlate: Vec<(u32, u32)>,
 }
 
 impl Cpu {
     fn new(p: &Profile) -> Cpu {
         Cpu {
             c: Counters::default(),
+            idle: 0,
             l1: Cache::new(p.l1d()),
             dtlb: Tlb::new(p.dtlb()),
             itlb: Tlb::new(p.itlb()),
@@ -134,18 +253,19 @@ impl Cpu {
             last_dpage: NO_PAGE,
             last_line: u64::MAX,
             last_line_dirty: false,
-            pending_arg: 0,
             invlpg_page: None,
             gdt: None,
             tss: None,
             idt: None,
             seq: [0; 2],
-            xlate: vec![(NO_PAGE, 0); XLATE_ENTRIES],
         }
     }
 
-    fn forget_translations(&mut self) {
-        self.xlate.fill((NO_PAGE, 0));
+    fn clock(&self) -> u64 {
+        self.c.cycles + self.idle
+    }
+
+    fn forget_pages(&mut self) {
         self.last_ipage = NO_PAGE;
         self.last_dpage = NO_PAGE;
     }
@@ -156,9 +276,27 @@ impl Cpu {
 pub struct Machine {
     profile: Profile,
     opts: Options,
+    fronts: Vec<Front>,
     cpus: Vec<Cpu>,
+    lanes: Vec<Lane>,
     l2: Vec<Cache>,
     l3: Option<Cache>,
+    /// Several CPUs: events wait in lanes, coherence is modelled.
+    ordered: bool,
+    dir: Directory,
+    /// The highest clock of an applied event.
+    frontier: u64,
+    /// The last write to each word, in QEMU's order: (word, CPU, serial);
+    /// and in applied order, with the writer's clock after it. Direct-
+    /// mapped; a collision only loses an ordering constraint.
+    front_writes: Vec<(u32, u8, u64)>,
+    applied_writes: Vec<(u32, u8, u64, u64)>,
+    /// IPIs sent, in QEMU's order, and the clock of each one applied.
+    ipis_sent: u64,
+    ipi_clocks: Vec<u64>,
+    buffered: usize,
+    /// Events applied out of clock order because the queues were full.
+    pub forced: u64,
     /// The IDT last announced by any CPU (a CPU that announced none uses it).
     idt: Option<u32>,
     snaps: Vec<Snap>,
@@ -166,20 +304,38 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// A machine of `ncpus` CPUs (more are added when they show up).
+    /// A machine of `ncpus` CPUs (more are added when they show up, up to
+    /// [`MAX_CPUS`]). With more than one, events are ordered and coherence
+    /// is modelled.
     pub fn new(profile: Profile, opts: Options, ncpus: usize) -> Result<Machine, String> {
         profile.check()?;
+        if ncpus > MAX_CPUS {
+            return Err(format!(
+                "the model handles at most {MAX_CPUS} CPUs, not {ncpus}"
+            ));
+        }
         let mut m = Machine {
             line_shift: profile.line.trailing_zeros(),
             l3: profile.l3().map(Cache::new),
             l2: Vec::new(),
+            fronts: Vec::new(),
             cpus: Vec::new(),
+            lanes: Vec::new(),
+            ordered: ncpus > 1,
+            dir: Directory::new(),
+            frontier: 0,
+            front_writes: Vec::new(),
+            applied_writes: Vec::new(),
+            ipis_sent: 0,
+            ipi_clocks: Vec::new(),
+            buffered: 0,
+            forced: 0,
             idt: None,
             snaps: Vec::new(),
             profile,
             opts,
         };
-        m.cpu(ncpus.max(1) - 1);
+        m.grow(ncpus.max(1) - 1);
         Ok(m)
     }
 
@@ -204,20 +360,30 @@ impl Machine {
     }
 
     #[inline(always)]
-    fn cpu(&mut self, cpu: usize) -> &mut Cpu {
+    fn ensure(&mut self, cpu: usize) {
         if cpu >= self.cpus.len() {
             self.grow(cpu);
         }
-        &mut self.cpus[cpu]
     }
 
     #[cold]
     fn grow(&mut self, cpu: usize) {
+        let cpu = cpu.min(MAX_CPUS - 1);
         while self.cpus.len() <= cpu {
             self.cpus.push(Cpu::new(&self.profile));
+            self.fronts.push(Front::new());
+            self.lanes.push(Lane {
+                stopped: true,
+                ..Lane::default()
+            });
             if self.l2.is_empty() || self.profile.l2_shared == 0 {
                 self.l2.push(Cache::new(self.profile.l2()));
             }
+        }
+        self.ordered |= self.cpus.len() > 1;
+        if self.ordered && self.front_writes.is_empty() {
+            self.front_writes = vec![(u32::MAX, 0, 0); WORDS];
+            self.applied_writes = vec![(u32::MAX, 0, 0, 0); WORDS];
         }
     }
 
@@ -236,6 +402,247 @@ impl Machine {
             vaddr,
             decoded,
             cost: self.profile.insn_cost(decoded.class, self.opts.virt),
+        }
+    }
+
+    // ---- The front: events as QEMU delivers them. ----
+
+    /// An instruction executes on `cpu` (before its data accesses).
+    pub fn exec(&mut self, cpu: usize, insn: &Insn) {
+        self.ensure(cpu);
+        let f = &mut self.fronts[cpu];
+        match insn.decoded.class {
+            // The page tables seen through QEMU may change: ask again.
+            Class::MovCr3 | Class::MovCrPaging | Class::Invlpg => f.xlate.fill((NO_PAGE, 0)),
+            Class::Marker if abi::model::takes_arg(insn.decoded.marker) => {
+                f.pending_arg = insn.decoded.marker
+            }
+            _ => {}
+        }
+        if self.ordered {
+            self.submit(cpu, Event::Exec(*insn));
+        } else {
+            self.execute(cpu, insn);
+        }
+    }
+
+    /// A data access as the plugin sees it. The load after a marker that
+    /// takes an argument is the argument, not an access. `translate` gives
+    /// the physical address of `vaddr` (None: MMIO, not modelled); it is
+    /// asked only for pages outside the kernel's identity map that this
+    /// CPU has not translated since its last flush.
+    pub fn mem(
+        &mut self,
+        cpu: usize,
+        vaddr: u32,
+        size: u32,
+        write: bool,
+        translate: impl FnOnce() -> Option<u64>,
+    ) {
+        self.ensure(cpu);
+        let f = &mut self.fronts[cpu];
+        if f.pending_arg != 0 && !write {
+            let id = std::mem::take(&mut f.pending_arg);
+            self.submit(cpu, Event::Arg(id, vaddr));
+            return;
+        }
+        if write && vaddr == LAPIC_ICR_LOW && self.ordered {
+            self.submit(cpu, Event::Ipi);
+            return;
+        }
+        let paddr = if vaddr < KERNEL_MAP_END {
+            // Identity-mapped in every address space (abi::layout).
+            u64::from(vaddr)
+        } else {
+            let vpage = vaddr >> PAGE_SHIFT;
+            let slot = vpage as usize % XLATE_ENTRIES;
+            let (tag, ppage) = f.xlate[slot];
+            let ppage = if tag == vpage {
+                ppage
+            } else {
+                let ppage = translate().map_or(IO_PAGE, |p| (p >> PAGE_SHIFT) as u32);
+                f.xlate[slot] = (vpage, ppage);
+                ppage
+            };
+            if ppage == IO_PAGE {
+                return;
+            }
+            u64::from(ppage) << PAGE_SHIFT | u64::from(vaddr & (PAGE_SIZE - 1))
+        };
+        if self.ordered {
+            let access = Event::Access {
+                vaddr,
+                paddr,
+                size,
+                write,
+                after: None,
+            };
+            self.submit(cpu, access);
+        } else {
+            self.data(cpu, vaddr, paddr, size, write);
+        }
+    }
+
+    // ---- The order: lanes, applied by clock. ----
+
+    fn submit(&mut self, cpu: usize, ev: Event) {
+        let cpu = cpu.min(MAX_CPUS - 1);
+        if !self.ordered {
+            self.apply(cpu, ev);
+            return;
+        }
+        // Another CPU runs: the IPI senders wait no longer (their target, if
+        // it was halted, is this CPU or will wake at the send's clock).
+        for (j, lane) in self.lanes.iter_mut().enumerate() {
+            if j != cpu && lane.hold {
+                lane.hold = false;
+                lane.ipi_applied = false;
+            }
+        }
+        let lane = &mut self.lanes[cpu];
+        if matches!(ev, Event::Ipi) {
+            lane.hold = true;
+            self.ipis_sent += 1;
+        }
+        if lane.stopped {
+            // It starts, or wakes, now: by the last IPI sent since it
+            // halted, if there was one.
+            lane.stopped = false;
+            let ipi = if self.ipis_sent > lane.ipis_at_stop {
+                self.ipis_sent
+            } else {
+                0
+            };
+            lane.queue.push_back(Event::Wake { ipi });
+            self.buffered += 1;
+        }
+        let mut ev = ev;
+        match &mut ev {
+            Event::Exec(i) if i.decoded.class == Class::Hlt => {
+                lane.stopped = true;
+                lane.ipis_at_stop = self.ipis_sent;
+            }
+            Event::Access {
+                paddr,
+                write,
+                after,
+                ..
+            } => {
+                let word = word_of(*paddr);
+                let slot = &mut self.front_writes[word as usize & (WORDS - 1)];
+                if slot.0 == word && slot.1 as usize != cpu {
+                    *after = Some((slot.1, slot.2));
+                }
+                if *write {
+                    *slot = (word, cpu as u8, lane.applied + lane.queue.len() as u64);
+                }
+            }
+            _ => {}
+        }
+        lane.queue.push_back(ev);
+        self.buffered += 1;
+        self.drain(false);
+    }
+
+    /// Applies queued events in clock order as far as it is safe (all:
+    /// every queued event, as at exit).
+    fn drain(&mut self, all: bool) {
+        loop {
+            let mut next: Option<(u64, usize)> = None;
+            let ipis = self.ipi_clocks.len() as u64;
+            let lanes = &self.lanes;
+            // A CPU whose wake-up waits for its IPI is still halted, and one
+            // whose access waits for the write it saw cannot move before
+            // that write: neither runs nor holds anybody back.
+            let waiting = |lane: &Lane| match lane.queue.front() {
+                Some(Event::Wake { ipi }) => *ipi > ipis,
+                Some(Event::Access {
+                    after: Some((a, serial)),
+                    ..
+                }) => lanes[*a as usize].applied <= *serial,
+                _ => false,
+            };
+            for (i, lane) in self.lanes.iter().enumerate() {
+                if !lane.queue.is_empty() && !waiting(lane) && (all || !lane.held()) {
+                    let t = self.cpus[i].clock();
+                    if next.is_none_or(|(nt, _)| t < nt) {
+                        next = Some((t, i));
+                    }
+                }
+            }
+            let Some((t, k)) = next else { return };
+            let blocked = !all
+                && self.lanes.iter().enumerate().any(|(j, lane)| {
+                    j != k
+                        && !lane.stopped
+                        && !waiting(lane)
+                        && (lane.queue.is_empty() || lane.held())
+                        && self.cpus[j].clock() < t
+                });
+            if blocked {
+                if self.buffered <= MAX_BUFFERED {
+                    return;
+                }
+                self.forced += 1;
+            }
+            let ev = self.lanes[k].queue.pop_front().expect("non-empty lane");
+            self.buffered -= 1;
+            self.apply(k, ev);
+            self.lanes[k].applied += 1;
+            self.frontier = self.frontier.max(self.cpus[k].clock());
+        }
+    }
+
+    /// Applies every queued event (QEMU is exiting).
+    pub fn finish(&mut self) {
+        self.drain(true);
+    }
+
+    // ---- The model proper, in clock order. ----
+
+    fn apply(&mut self, cpu: usize, ev: Event) {
+        match ev {
+            Event::Exec(insn) => self.execute(cpu, &insn),
+            Event::Access {
+                vaddr,
+                paddr,
+                size,
+                write,
+                after,
+            } => {
+                let word = word_of(paddr);
+                let slot = word as usize & (WORDS - 1);
+                if let Some((a, serial)) = after {
+                    // Not before the write it saw: the clock moves up to it.
+                    let (tag, by, at_serial, at) = self.applied_writes[slot];
+                    if tag == word && by == a && at_serial >= serial {
+                        let c = &mut self.cpus[cpu];
+                        c.idle += at.saturating_sub(c.clock());
+                    }
+                }
+                self.data(cpu, vaddr, paddr, size, write);
+                if write {
+                    let serial = self.lanes[cpu].applied;
+                    self.applied_writes[slot] = (word, cpu as u8, serial, self.cpus[cpu].clock());
+                }
+            }
+            Event::Arg(id, value) => self.argument(cpu, id, value),
+            Event::Wake { ipi } => {
+                let at = match ipi {
+                    0 => self.frontier,
+                    n => self
+                        .ipi_clocks
+                        .get(n as usize - 1)
+                        .copied()
+                        .unwrap_or(self.frontier),
+                };
+                let c = &mut self.cpus[cpu];
+                c.idle += at.saturating_sub(c.clock());
+            }
+            Event::Ipi => {
+                self.ipi_clocks.push(self.cpus[cpu].clock());
+                self.lanes[cpu].ipi_applied = true;
+            }
         }
     }
 
@@ -267,27 +674,116 @@ impl Machine {
         walk.into()
     }
 
+    /// Whether `cpu`'s private caches hold `line` (L1, and L2 if private).
+    fn holds(&self, cpu: usize, line: u64) -> bool {
+        self.cpus[cpu].l1.probe(line) != LineState::Invalid
+            || (self.profile.l2_shared == 0 && self.l2[cpu].probe(line) != LineState::Invalid)
+    }
+
+    /// Carries out a directory outcome on the other CPUs' caches, counts it
+    /// for `cpu` and returns the stall beyond the requester's own lookup:
+    /// `Some(latency)` when another cache supplies the line.
+    fn coherence(&mut self, cpu: usize, line: u64, out: &Outcome) -> (Option<u32>, u64) {
+        let private_l2 = self.profile.l2_shared == 0;
+        for j in 0..self.cpus.len() {
+            let invalidate = out.invalidate & (1 << j) != 0;
+            let downgrade = out.downgrade == Some(j);
+            if !invalidate && !downgrade {
+                continue;
+            }
+            let state = if invalidate {
+                LineState::Invalid
+            } else {
+                LineState::Shared
+            };
+            let o = &mut self.cpus[j];
+            o.l1.set_state(line, state);
+            if o.last_line == line {
+                o.last_line = u64::MAX;
+            }
+            if invalidate {
+                o.c.invalidations_received += 1;
+            }
+            if private_l2 {
+                self.l2[j].set_state(line, state);
+            }
+        }
+        let c = &mut self.cpus[cpu].c;
+        c.invalidations += u64::from(out.invalidations());
+        c.upgrades += u64::from(out.upgrade);
+        c.coherence_misses += u64::from(out.coherence_miss);
+        c.transfers += u64::from(out.transfer);
+        let p = &self.profile;
+        if out.coherence_miss {
+            (Some(p.c2c_latency), 0)
+        } else if out.invalidate != 0 {
+            (None, u64::from(p.upgrade_latency))
+        } else {
+            (None, 0)
+        }
+    }
+
+    /// A line left `cpu`'s L1 or private L2: the directory forgets it
+    /// unless the other private level still has it.
+    fn evicted(&mut self, cpu: usize, line: u64) {
+        if self.ordered && !self.holds(cpu, line) {
+            self.dir.evict(cpu, line);
+        }
+    }
+
     /// One cache line of a data access; returns its stall.
     fn line(&mut self, cpu: usize, line: u64, write: bool) -> u64 {
-        let l2i = self.l2_of(cpu);
-        let p = &self.profile;
         let c = &mut self.cpus[cpu];
         if line == c.last_line && (c.last_line_dirty || !write) {
             return 0;
         }
         c.last_line = line;
         c.last_line_dirty = write;
-        if c.l1.lookup(line, write) != LineState::Invalid {
+        let before = c.l1.lookup(line, write);
+        if before != LineState::Invalid {
+            if self.ordered && write && before != LineState::Modified {
+                // S: an upgrade that invalidates the sharers; E: silent.
+                let out = self.dir.write(cpu, line, before);
+                return self.coherence(cpu, line, &out).1;
+            }
             return 0;
         }
-        c.c.l1_misses += 1;
-        let l2 = &mut self.l2[l2i];
-        let latency = if l2.lookup(line, false) != LineState::Invalid {
-            p.l2_latency
+        self.cpus[cpu].c.l1_misses += 1;
+        // Coherence first: another CPU may have to give the line up.
+        let mut supplied = None;
+        let mut extra = 0;
+        let mut fill_state = if write {
+            LineState::Modified
         } else {
-            c.c.l2_misses += 1;
-            let from = match &mut self.l3 {
-                Some(l3) => {
+            LineState::Exclusive
+        };
+        if self.ordered {
+            let held = self.dir.state(cpu, line);
+            let out = match (write, held) {
+                (false, LineState::Invalid) => Some(self.dir.read_miss(cpu, line)),
+                (false, _) => None,
+                (true, LineState::Modified) => None,
+                (true, held) => Some(self.dir.write(cpu, line, held)),
+            };
+            if let Some(out) = out {
+                (supplied, extra) = self.coherence(cpu, line, &out);
+                fill_state = out.state.unwrap_or(fill_state);
+            } else {
+                fill_state = held;
+            }
+        }
+        let l2i = self.l2_of(cpu);
+        let p = &self.profile;
+        let l2_hit = self.l2[l2i].lookup(line, false) != LineState::Invalid;
+        let latency = if l2_hit {
+            supplied.unwrap_or(p.l2_latency)
+        } else {
+            // The request leaves L2: another CPU's cache, L3 or memory
+            // answers it, and the pair prefetch goes out with it.
+            self.cpus[cpu].c.l2_misses += 1;
+            let from = match (&mut self.l3, supplied) {
+                (_, Some(c2c)) => c2c,
+                (Some(l3), None) => {
                     if l3.lookup(line, false) != LineState::Invalid {
                         p.l3_latency
                     } else {
@@ -295,46 +791,75 @@ impl Machine {
                         p.mem_latency
                     }
                 }
-                None => p.mem_latency,
+                (None, None) => p.mem_latency,
             };
             if p.pair_prefetch == 1 {
-                // The other line(s) of the aligned 128-byte pair come too,
-                // without a stall (NetBurst's sector, later CPUs' spatial
-                // prefetcher); the demand line is filled after them, so it is
-                // the most recently used.
-                let per_pair = u64::from(PAIR_BYTES >> self.line_shift);
-                let first = line & !(per_pair - 1);
-                for buddy in (first..first + per_pair).filter(|&b| b != line) {
-                    if l2.probe(buddy) == LineState::Invalid {
-                        l2.fill(buddy, LineState::Exclusive);
-                    }
+                extra += self.pair(cpu, l2i, line);
+            }
+            if let Some(ev) = self.l2[l2i].fill(line, LineState::Exclusive) {
+                if self.profile.l2_shared == 0 {
+                    self.evicted(cpu, ev.line);
                 }
             }
-            l2.fill(line, LineState::Exclusive);
             from
         };
-        let state = if write {
-            LineState::Modified
-        } else {
-            LineState::Exclusive
-        };
-        if let Some(ev) = c.l1.fill(line, state) {
+        let p = &self.profile;
+        let stall = u64::from(latency.saturating_sub(p.l1d_latency)) + extra;
+        if let Some(ev) = self.cpus[cpu].l1.fill(line, fill_state) {
             // A dirty line leaves L1 into L2 (write-back; the write-back
             // buffer hides its cost).
+            let l2 = &mut self.l2[l2i];
             if ev.state == LineState::Modified
                 && l2.set_state(ev.line, LineState::Modified) == LineState::Invalid
             {
                 l2.fill(ev.line, LineState::Modified);
             }
+            self.evicted(cpu, ev.line);
         }
-        u64::from(latency - p.l1d_latency)
+        stall
     }
 
-    /// A data access of `size` bytes at virtual `vaddr`, physical `paddr`:
-    /// the pages it touches go through the DTLB, the lines through the
-    /// caches. (A page-crossing access is taken as physically contiguous.)
+    /// The adjacent-line prefetch after an L2 miss on `line`: the other
+    /// line(s) of its aligned 128-byte pair come into L2 without a stall
+    /// (NetBurst's sector, later CPUs' spatial prefetcher), before the
+    /// demand line, which is filled last and so most recently used. A
+    /// buddy another CPU holds Modified must be fetched from that cache (a
+    /// transfer: NetBurst's 128-byte false sharing); its cost is returned.
+    fn pair(&mut self, cpu: usize, l2i: usize, line: u64) -> u64 {
+        let per_pair = u64::from(PAIR_BYTES >> self.line_shift);
+        let first = line & !(per_pair - 1);
+        let mut stall = 0;
+        for buddy in (first..first + per_pair).filter(|&b| b != line) {
+            if self.l2[l2i].probe(buddy) != LineState::Invalid {
+                continue;
+            }
+            let mut state = LineState::Exclusive;
+            if self.ordered && self.profile.l2_shared == 0 {
+                let dirty_elsewhere = matches!(self.dir.owner(buddy), Some((o, true)) if o != cpu);
+                let out = self.dir.read_miss(cpu, buddy);
+                state = out.state.unwrap_or(state);
+                let (supplied, _) = self.coherence(cpu, buddy, &out);
+                if dirty_elsewhere {
+                    if let Some(c2c) = supplied {
+                        stall += u64::from(c2c.saturating_sub(self.profile.l1d_latency));
+                    }
+                }
+            }
+            if let Some(ev) = self.l2[l2i].fill(buddy, state) {
+                if self.profile.l2_shared == 0 {
+                    self.evicted(cpu, ev.line);
+                }
+            }
+        }
+        stall
+    }
+
+    /// A data access of `size` bytes at virtual `vaddr`, physical `paddr`,
+    /// applied now: the pages it touches go through the DTLB, the lines
+    /// through the caches. (A page-crossing access is taken as physically
+    /// contiguous.)
     pub fn data(&mut self, cpu: usize, vaddr: u32, paddr: u64, size: u32, write: bool) {
-        self.cpu(cpu);
+        self.ensure(cpu);
         let size = size.max(1);
         let end = vaddr.wrapping_add(size - 1);
         let page = vaddr >> PAGE_SHIFT;
@@ -355,47 +880,6 @@ impl Machine {
         self.cpus[cpu].c.cycles += stall;
     }
 
-    /// A data access as the plugin sees it. The load after a marker that
-    /// takes an argument is the argument, not an access. `translate` gives
-    /// the physical address of `vaddr` (None: MMIO, not modelled); it is
-    /// asked only for pages outside the kernel's identity map that this
-    /// CPU has not translated since its last flush.
-    pub fn mem(
-        &mut self,
-        cpu: usize,
-        vaddr: u32,
-        size: u32,
-        write: bool,
-        translate: impl FnOnce() -> Option<u64>,
-    ) {
-        let c = self.cpu(cpu);
-        if c.pending_arg != 0 && !write {
-            let id = std::mem::take(&mut c.pending_arg);
-            self.argument(cpu, id, vaddr);
-            return;
-        }
-        let paddr = if vaddr < KERNEL_MAP_END {
-            // Identity-mapped in every address space (abi::layout).
-            u64::from(vaddr)
-        } else {
-            let vpage = vaddr >> PAGE_SHIFT;
-            let slot = vpage as usize % XLATE_ENTRIES;
-            let (tag, ppage) = c.xlate[slot];
-            let ppage = if tag == vpage {
-                ppage
-            } else {
-                let ppage = translate().map_or(IO_PAGE, |p| (p >> PAGE_SHIFT) as u32);
-                c.xlate[slot] = (vpage, ppage);
-                ppage
-            };
-            if ppage == IO_PAGE {
-                return;
-            }
-            u64::from(ppage) << PAGE_SHIFT | u64::from(vaddr & (PAGE_SIZE - 1))
-        };
-        self.data(cpu, vaddr, paddr, size, write);
-    }
-
     fn argument(&mut self, cpu: usize, id: u16, value: u32) {
         let c = &mut self.cpus[cpu];
         match id {
@@ -412,9 +896,9 @@ impl Machine {
         }
     }
 
-    /// An instruction executes on `cpu` (before its data accesses).
-    pub fn exec(&mut self, cpu: usize, insn: &Insn) {
-        let c = self.cpu(cpu);
+    /// An instruction, applied now.
+    fn execute(&mut self, cpu: usize, insn: &Insn) {
+        let c = &mut self.cpus[cpu];
         c.c.insns += 1;
         if insn.decoded.class == Class::Marker {
             self.marker(cpu, insn.decoded.marker);
@@ -425,7 +909,7 @@ impl Machine {
         if page != c.last_ipage {
             let cost = self.tlb(cpu, page, true);
             let c = &mut self.cpus[cpu];
-            c.cycles_add(cost);
+            c.c.cycles += cost;
             c.last_ipage = page;
         }
         let c = &mut self.cpus[cpu];
@@ -437,7 +921,7 @@ impl Machine {
                 if let Some(s) = &mut c.stlb {
                     s.flush_non_global();
                 }
-                c.forget_translations();
+                c.forget_pages();
             }
             Class::MovCrPaging => {
                 // CR0.PG or CR4.PGE may have changed (the value is unseen):
@@ -448,7 +932,7 @@ impl Machine {
                 if let Some(s) = &mut c.stlb {
                     s.flush_all();
                 }
-                c.forget_translations();
+                c.forget_pages();
             }
             Class::Invlpg => {
                 c.c.tlb_flushes += 1;
@@ -459,8 +943,7 @@ impl Machine {
                         s.flush_page(page);
                     }
                 }
-                // The operand is unseen, so every cached translation goes.
-                c.forget_translations();
+                c.forget_pages();
             }
             Class::IntN => {
                 let from_user = insn.vaddr >= USER_BASE;
@@ -475,12 +958,7 @@ impl Machine {
         let stream = match id {
             SNAP_USER => 0,
             SNAP_KERNEL => 1,
-            _ => {
-                if abi::model::takes_arg(id) {
-                    c.pending_arg = id;
-                }
-                return;
-            }
+            _ => return,
         };
         let seq = c.seq[stream];
         c.seq[stream] += 1;
@@ -525,7 +1003,8 @@ impl Machine {
         }
     }
 
-    /// The snapshot file (format: `abi::model`).
+    /// The snapshot file (format: `abi::model`). Call [`Machine::finish`]
+    /// first, so that no event still waits.
     pub fn report(&self, ncpus: usize) -> String {
         let p = &self.profile;
         let mut out = format!(
@@ -551,10 +1030,11 @@ impl Machine {
     }
 }
 
-impl Cpu {
-    fn cycles_add(&mut self, n: u64) {
-        self.c.cycles += n;
-    }
+/// The 4-byte word of a physical address (the granule of data dependence:
+/// CPUs writing different words of one line are false sharing, not
+/// communication).
+fn word_of(paddr: u64) -> u32 {
+    (paddr >> 2) as u32
 }
 
 /// Byte offset of a selector's descriptor in its table.
@@ -616,6 +1096,8 @@ popf = 14
 sreg_load = 15
 locked = 16
 vmexit = 1000
+c2c_latency = 42
+upgrade_latency = 20
 ";
 
     fn profile(edit: &[(&str, &str)]) -> Profile {
@@ -845,7 +1327,7 @@ vmexit = 1000
         let lines: Vec<&str> = r.lines().collect();
         assert_eq!(lines[0], "model1 profile=t virt=0 ncpus=1");
         assert!(lines[1].starts_with("param line=64 l1d_size=256 "));
-        assert!(lines[1].ends_with(" vmexit=1000 pge=0"));
+        assert!(lines[1].ends_with(" vmexit=1000 c2c_latency=42 upgrade_latency=20 pge=0"));
         assert_eq!(
             lines[4],
             "snap cpu=0 stream=1 seq=1 insns=4 cycles=31 l1_misses=0 l2_misses=0 tlb_misses=1 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0"
@@ -874,6 +1356,216 @@ vmexit = 1000
         let before = m.counters(0);
         m.mem(0, 0xfee0_0030, 4, false, || None);
         assert_eq!(m.counters(0), before);
+    }
+
+    fn write(m: &mut Machine, cpu: usize, a: u32) {
+        m.data(cpu, a, u64::from(a), 4, true);
+    }
+
+    #[test]
+    fn two_cpus_writing_one_line_bounce_it_and_lines_apart_do_not() {
+        let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        for _ in 0..10 {
+            write(&mut m, 0, KERNEL_PAGE);
+            write(&mut m, 1, KERNEL_PAGE + 8);
+        }
+        let (a, b) = (m.counters(0), m.counters(1));
+        // Every write after the first takes the line from the other CPU.
+        assert_eq!((a.coherence_misses, b.coherence_misses), (9, 10));
+        assert_eq!((a.transfers, b.transfers), (9, 10));
+        assert_eq!((a.invalidations, b.invalidations), (9, 10));
+        assert_eq!(b.invalidations_received, 9);
+        // Lines 4 KiB apart: after the cold misses, nothing.
+        let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        for _ in 0..10 {
+            write(&mut m, 0, KERNEL_PAGE);
+            write(&mut m, 1, KERNEL_PAGE + 0x1000);
+        }
+        assert_eq!(
+            m.counters(0).coherence_misses + m.counters(1).coherence_misses,
+            0
+        );
+        assert_eq!((m.counters(0).l1_misses, m.counters(1).l1_misses), (1, 1));
+    }
+
+    #[test]
+    fn a_line_from_another_cache_costs_the_transfer_latency() {
+        let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        write(&mut m, 0, KERNEL_PAGE);
+        let before = m.counters(1).cycles;
+        m.data(1, KERNEL_PAGE, u64::from(KERNEL_PAGE), 4, false);
+        // c2c_latency 42 less the L1 latency 2, plus the DTLB walk; the
+        // request left CPU 1's L2, so it counts as an L2 miss.
+        assert_eq!(m.counters(1).cycles - before, 40 + 30);
+        assert_eq!(m.counters(1).l2_misses, 1);
+        // Now shared: CPU 0's next write is an upgrade (20 cycles).
+        let before = m.counters(0);
+        write(&mut m, 0, KERNEL_PAGE);
+        let after = m.counters(0);
+        assert_eq!(
+            (
+                after.upgrades - before.upgrades,
+                after.cycles - before.cycles
+            ),
+            (1, 20)
+        );
+    }
+
+    #[test]
+    fn pair_prefetch_takes_the_buddy_another_cpu_modified() {
+        for pair in ["0", "1"] {
+            let mut m =
+                Machine::new(profile(&[("pair_prefetch", pair)]), Options::default(), 2).unwrap();
+            write(&mut m, 0, KERNEL_PAGE); // line 0, Modified in CPU 0
+            write(&mut m, 1, KERNEL_PAGE + 64); // line 1: its buddy is line 0
+            let b = m.counters(1);
+            if pair == "1" {
+                // CPU 0's own miss on line 0 prefetched line 1 (clean, E):
+                // CPU 1 takes line 1 from it (a coherence miss), and its
+                // prefetch takes line 0, Modified in CPU 0 (a transfer).
+                assert_eq!((b.coherence_misses, b.transfers), (2, 1));
+                // CPU 0 keeps line 0 Shared: its next write is an upgrade
+                // that invalidates CPU 1's prefetched copy.
+                write(&mut m, 0, KERNEL_PAGE);
+                assert_eq!(m.counters(0).invalidations, 1);
+            } else {
+                assert_eq!((b.coherence_misses, b.transfers), (0, 0));
+            }
+        }
+    }
+
+    fn nop_and_write(m: &mut Machine, cpu: usize, a: u32) {
+        let i = m.decode(&NOP, KERNEL_PAGE);
+        m.exec(cpu, &i);
+        m.mem(cpu, a, 4, true, || unreachable!());
+    }
+
+    #[test]
+    fn streams_are_applied_in_clock_order_not_arrival_order() {
+        let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        // Both CPUs running; then QEMU runs CPU 0 for a whole slice of 50
+        // writes to one line before CPU 1 gets its slice of 50.
+        let nop = m.decode(&NOP, KERNEL_PAGE);
+        m.exec(0, &nop);
+        m.exec(1, &nop);
+        for _ in 0..50 {
+            nop_and_write(&mut m, 0, KERNEL_PAGE);
+        }
+        assert!(m.buffered > 90, "CPU 0 must wait for CPU 1: {}", m.buffered);
+        for _ in 0..50 {
+            nop_and_write(&mut m, 1, KERNEL_PAGE + 4);
+        }
+        m.finish();
+        let misses = m.counters(0).coherence_misses + m.counters(1).coherence_misses;
+        // Interleaved by clock, the line moves whenever the CPUs' clocks
+        // cross (42 times here: CPU 0's cold miss gives CPU 1 a run of hits
+        // first); in arrival order it would move once.
+        assert!(misses > 30, "{misses}");
+        assert_eq!(m.counters(0).insns, 51);
+        assert_eq!(m.forced, 0);
+    }
+
+    #[test]
+    fn a_halted_or_unstarted_cpu_holds_nobody_back() {
+        let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        for _ in 0..10 {
+            nop_and_write(&mut m, 0, KERNEL_PAGE);
+        }
+        // CPU 1 never ran: CPU 0's events are applied as they come.
+        assert_eq!(m.buffered, 0);
+        let hlt = m.decode(&[0xf4], KERNEL_PAGE);
+        m.exec(1, &hlt);
+        for _ in 0..10 {
+            nop_and_write(&mut m, 0, KERNEL_PAGE);
+        }
+        assert_eq!(m.buffered, 0);
+        // CPU 1 wakes at the latest applied clock; its cycles stay its own.
+        let woke = m.frontier;
+        nop_and_write(&mut m, 1, KERNEL_PAGE + 0x1000);
+        m.finish();
+        let c1 = &m.cpus[1];
+        assert!(c1.clock() > woke && c1.idle > 0, "{} vs {woke}", c1.clock());
+        // hlt and the NOP (one ITLB walk), the write (a DTLB walk, memory).
+        assert_eq!(c1.c.cycles, 1 + 30 + 1 + 30 + 100);
+    }
+
+    #[test]
+    fn an_ipi_wakes_its_target_at_the_send_and_holds_the_sender() {
+        let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        let (nop, hlt) = (m.decode(&NOP, KERNEL_PAGE), m.decode(&[0xf4], KERNEL_PAGE));
+        m.exec(1, &hlt);
+        m.exec(0, &nop);
+        m.mem(0, LAPIC_ICR_LOW, 4, true, || None);
+        let sent = m.cpus[0].clock();
+        // QEMU runs the sender on; its events wait for the target.
+        for _ in 0..300 {
+            nop_and_write(&mut m, 0, KERNEL_PAGE);
+        }
+        assert!(m.buffered >= 600, "{}", m.buffered);
+        assert_eq!(m.cpus[0].clock(), sent);
+        for _ in 0..300 {
+            nop_and_write(&mut m, 1, KERNEL_PAGE + 4);
+        }
+        m.finish();
+        let c1 = &m.cpus[1];
+        assert_eq!(c1.idle + 1 + 30, sent, "CPU 1 woke at the send");
+        let misses = m.counters(0).coherence_misses + m.counters(1).coherence_misses;
+        // CPU 0's cold miss puts it ahead; once CPU 1 catches up, every
+        // write takes the line from the other CPU.
+        assert!(misses > 300, "{misses}");
+    }
+
+    #[test]
+    fn a_hand_off_through_one_word_moves_it_every_round_trip() {
+        // Ping-pong as QEMU runs it: CPU 0 stores the word and spins, CPU 1
+        // sees the store, answers, spins; CPU 0 sees the answer. Every read
+        // of the other CPU's store follows that store in modelled time.
+        let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        let word = KERNEL_PAGE + 0x100;
+        let access = |m: &mut Machine, cpu: usize, write: bool| {
+            let i = m.decode(&NOP, KERNEL_PAGE);
+            m.exec(cpu, &i);
+            m.mem(cpu, word, 4, write, || None);
+        };
+        for _ in 0..100 {
+            access(&mut m, 0, true);
+            access(&mut m, 0, false);
+            access(&mut m, 1, false);
+            access(&mut m, 1, true);
+            access(&mut m, 1, false);
+            access(&mut m, 0, false);
+        }
+        m.finish();
+        let (a, b) = (m.counters(0), m.counters(1));
+        // A coherence miss (42) and an upgrade (20) per CPU per round trip.
+        assert!(
+            a.coherence_misses >= 99 && b.coherence_misses >= 99,
+            "{a:?} {b:?}"
+        );
+        assert!(a.upgrades >= 99 && b.upgrades >= 99);
+        // The two clocks stay together: each waits for the other's store.
+        let (ca, cb) = (m.cpus[0].clock(), m.cpus[1].clock());
+        assert!(ca.abs_diff(cb) < 200, "{ca} {cb}");
+        assert!(ca > 100 * 2 * (40 + 20));
+    }
+
+    #[test]
+    fn snapshots_of_two_cpus_follow_clock_order() {
+        let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        let snap = m.decode(&marker(SNAP_KERNEL), KERNEL_PAGE);
+        let nop = m.decode(&NOP, KERNEL_PAGE);
+        m.exec(0, &nop);
+        m.exec(1, &nop);
+        // CPU 0 works through 20 cold lines before its snapshot; CPU 1's
+        // snapshot arrives later but at a lower clock.
+        for l in 0..20 {
+            nop_and_write(&mut m, 0, KERNEL_PAGE + 64 * l);
+        }
+        m.exec(0, &snap);
+        m.exec(1, &snap);
+        m.finish();
+        let s = m.snaps();
+        assert_eq!((s[0].cpu, s[1].cpu), (1, 0));
     }
 
     #[test]

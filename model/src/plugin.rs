@@ -356,9 +356,23 @@ extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_voi
 extern "C" fn on_exit(_id: PluginId, _udata: *mut c_void) {
     let Some(api) = API.get() else { return };
     with_state(|s| {
+        s.machine.finish();
+        let mut notes = Vec::new();
+        if s.machine.forced > 0 {
+            notes.push(format!(
+                "model plugin: {} events were applied out of clock order (more than {} waited)\n",
+                s.machine.forced,
+                crate::machine::MAX_BUFFERED
+            ));
+        }
         if let Err(e) = std::fs::write(&s.out, s.machine.report(s.ncpus)) {
-            let msg = format!("model plugin: cannot write {}: {e}\n", s.out.display());
-            let msg = CString::new(msg).unwrap_or_default();
+            notes.push(format!(
+                "model plugin: cannot write {}: {e}\n",
+                s.out.display()
+            ));
+        }
+        for n in notes {
+            let msg = CString::new(n).unwrap_or_default();
             (api.outs)(msg.as_ptr());
         }
     });

@@ -75,6 +75,12 @@ profile_fields! {
     mov_cr3, invlpg, wrmsr, rdmsr, cpuid, rdtsc, lfence, popf, sreg_load, locked,
     /// `virt=on`: a VM exit and re-entry, added to CR3 writes and invlpg.
     vmexit,
+    /// Load-to-use latency of a line another CPU's cache supplies (it held
+    /// it E or M): replaces the latency of the level below.
+    c2c_latency,
+    /// Invalidating other CPUs' copies before a write (an upgrade from S,
+    /// or a write miss to a line others share).
+    upgrade_latency,
 }
 
 /// Size in bytes of the pair the adjacent-line prefetch completes.
@@ -129,7 +135,7 @@ impl Profile {
     /// The extra cycles of an instruction class, on top of `base`.
     pub fn extra(&self, class: Class) -> u32 {
         match class {
-            Class::Plain | Class::MovCrPaging | Class::Marker => 0,
+            Class::Plain | Class::MovCrPaging | Class::Hlt | Class::Marker => 0,
             Class::IntN => self.int_n,
             Class::Iret => self.iret,
             Class::Sysenter => self.sysenter,
