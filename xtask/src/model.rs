@@ -541,14 +541,21 @@ pub fn table(r: &Results) -> String {
         label(profile, r.model_virt)
     );
     s += &format!(
-        "{:<width$} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}\n",
-        "benchmark", "insns", "cycles", "L1 miss", "L2 miss", "TLB miss", "flushes"
+        "{:<width$} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+        "benchmark", "insns", "cycles", "L1 miss", "L2 miss", "TLB miss", "flushes", "coherence"
     );
     for b in &r.benches {
         let Some(m) = &b.model else { continue };
         s += &format!(
-            "{:<width$} {:>10.2} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2}\n",
-            b.name, m.insns, m.cycles, m.l1_misses, m.l2_misses, m.tlb_misses, m.tlb_flushes
+            "{:<width$} {:>10.2} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2}\n",
+            b.name,
+            m.insns,
+            m.cycles,
+            m.l1_misses,
+            m.l2_misses,
+            m.tlb_misses,
+            m.tlb_flushes,
+            m.coherence_misses
         );
     }
     s
