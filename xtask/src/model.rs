@@ -873,7 +873,10 @@ description = \"a [recent] core\"
     #[test]
     fn several_cpus_add_the_coherence_columns() {
         let mut r = model_results();
-        assert!(!table(&r).contains("coh miss"), "one CPU: no coherence columns");
+        assert!(
+            !table(&r).contains("coh miss"),
+            "one CPU: no coherence columns"
+        );
         r.model_cpus = 2;
         let m = r.benches[0].model.as_mut().unwrap();
         (m.busy_cycles, m.coherence_misses, m.transfers) = (400.0, 1.5, 0.25);
