@@ -584,7 +584,7 @@ pub fn table(r: &Results) -> String {
         .unwrap_or(0)
         .max("benchmark".len());
     let mut s = format!(
-        "model: {} (per operation; instructions as the model counted them, the same as icount's)\n",
+        "model: {} (per operation; insns: the instructions the model counted on the benchmark's CPU)\n",
         label(profile, r.model_virt)
     );
     // With several CPUs: the coherence figures, every CPU's, and the
