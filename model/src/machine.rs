@@ -1483,6 +1483,34 @@ ipi_latency = 300
     }
 
     #[test]
+    fn adjacent_lines_under_the_pair_prefetch_settle_after_the_first_touches() {
+        // Intel: coherence on 64-byte lines, bus reads fetch the 128-byte
+        // sector. Two CPUs writing the two lines of one pair: the first
+        // touches move lines (the pair fetch included), then each CPU
+        // holds its own line Modified and no L2 miss fetches the buddy.
+        let mut m =
+            Machine::new(profile(&[("pair_prefetch", "1")]), Options::default(), 2).unwrap();
+        for _ in 0..3 {
+            write(&mut m, 0, KERNEL_PAGE);
+            write(&mut m, 1, KERNEL_PAGE + 64);
+        }
+        let total = |m: &Machine| {
+            let (a, b) = (m.counters(0), m.counters(1));
+            (
+                a.coherence_misses + b.coherence_misses,
+                a.invalidations + b.invalidations,
+            )
+        };
+        let warm = total(&m);
+        assert!(warm.0 >= 2, "the first touches move lines: {warm:?}");
+        for _ in 0..100 {
+            write(&mut m, 0, KERNEL_PAGE);
+            write(&mut m, 1, KERNEL_PAGE + 64);
+        }
+        assert_eq!(total(&m), warm, "steady state: nothing moves");
+    }
+
+    #[test]
     fn pair_prefetch_takes_the_buddy_another_cpu_modified() {
         for pair in ["0", "1"] {
             let mut m =
