@@ -438,6 +438,7 @@ mod tests {
             clock: Clock::Tsc,
             timeout: Duration::from_secs(5),
             backend: Backend::Bochs(o.clone()),
+            model: None,
         };
         (m, o)
     }
