@@ -53,7 +53,7 @@ fn boot_on(
     a.clock = Some(Clock::Model);
     a.profile = Some(profile.to_string());
     a.timeout = 300;
-    let m = Machine::build(&a.spec(), art, words, dir)?;
+    let m = Machine::build(&a.spec()?, art, words, dir)?;
     let log = m.boot(&mut |_| {})?;
     if !log.succeeded() {
         bail!("{}", log.explain(20));
