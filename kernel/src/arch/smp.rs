@@ -454,6 +454,7 @@ unsafe extern "C" {
 pub mod command {
     pub const HAMMER: u32 = 1;
     pub const PONG: u32 = 2;
+    pub const LINES: u32 = 3;
 }
 
 /// What `ap_main` does with a command, provided by the benchmarks.
@@ -497,6 +498,11 @@ fn ap_stack_top(cpu: usize) -> u32 {
 pub fn ap_init(cpu: usize) -> u32 {
     super::gdt::init_ap(cpu);
     super::idt::load();
+    super::marker::announce_tables(
+        super::idt::address(),
+        super::gdt::gdtr().1,
+        super::gdt::tss_address(cpu),
+    );
     apic::enable();
     ap_stack_top(cpu)
 }

@@ -2,6 +2,8 @@
 //!
 //! (a) false sharing: every CPU hammers the lock word of its own turnstile,
 //!     with the pools packed, 64-aligned and 128-aligned;
+//!     and every CPU writing a word of its own 4, 64 and 4096 bytes from the
+//!     next CPU's (one line, adjacent lines, different pages);
 //! (b) lock hand-off ping-pong between two CPUs;
 //! (c) the TLB: a local INVLPG against a full CR3 reload, and a remote
 //!     shootdown by IPI;
@@ -18,11 +20,12 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use abi::cmdline::Clock;
 use abi::layout::{PAGE_SIZE, USER_BASE};
+use abi::model::{interrupt_marker, marker_disp, Snaps, SNAP_KERNEL};
 use abi::report::{kind, Figure, Measure};
 
 use crate::arch::idt::{self, Gate, GateKind};
 use crate::arch::smp::{self, command};
-use crate::arch::{apic, frames, paging};
+use crate::arch::{apic, frames, marker, paging};
 use crate::sync::pool::Align;
 use crate::sync::turnstile;
 use crate::{kprintln, record};
@@ -31,6 +34,37 @@ use crate::{kprintln, record};
 const BATCHES: usize = 8;
 /// Lock/unlock pairs per CPU per false-sharing batch.
 const HAMMER_OPS: u32 = 2_500;
+/// Word writes per CPU per batch of the line-distance benchmark.
+const LINE_WRITES: u32 = 1_000;
+/// Calibration runs of the line-distance benchmark (no writes).
+const LINE_CALIB_RUNS: u32 = 3;
+/// The distances in bytes between two CPUs' words, with each figure's name
+/// (`smp.lines.<name>`): one 64-byte line, adjacent 64-byte lines (one
+/// 128-byte pair), different pages.
+const LINE_STRIDES: [(u32, &str); 3] = [(4, "same"), (64, "adjacent"), (4096, "page")];
+/// Bytes of each distance's own region of [`LINES`]: a word per CPU at the
+/// largest stride.
+const LINE_REGION: usize = abi::layout::MAX_CPUS * 4096;
+/// The words the line-distance benchmark writes: one region per distance,
+/// so each starts on lines no CPU has touched.
+#[repr(C, align(4096))]
+struct Lines([AtomicU32; LINE_STRIDES.len() * LINE_REGION / 4]);
+static LINES: Lines = Lines([const { AtomicU32::new(0) }; LINE_STRIDES.len() * LINE_REGION / 4]);
+/// The word of `cpu` at `stride` bytes per CPU, in the region of distance `k`.
+fn line_word(k: usize, stride: u32, cpu: usize) -> &'static AtomicU32 {
+    &LINES.0[(k * LINE_REGION + cpu * stride as usize) / 4]
+}
+/// One store the compiler keeps (a loop of relaxed stores to one atomic
+/// may be folded into its last).
+#[inline(always)]
+fn write_word(w: &AtomicU32, v: u32) {
+    // SAFETY: `as_ptr` points at a live, aligned static word; a volatile
+    // store of a whole u32 races with no non-atomic access (only this CPU
+    // writes its word, and nobody reads it).
+    unsafe { w.as_ptr().write_volatile(v) };
+}
+/// The distance the APs write at (an index into LINE_STRIDES).
+static LINE_K: AtomicU32 = AtomicU32::new(0);
 /// Round trips per ping-pong batch.
 const PINGS: u32 = 250;
 /// Invalidations (or CR3 reloads) per TLB batch.
@@ -62,8 +96,10 @@ global_asm!(
     r#"
     .pushsection .text.ipi, "ax"
     .global ipi_shootdown_entry
-    /* The shootdown IPI: on an AP, in ring 0 (APs run no user code). */
+    /* The shootdown IPI: on an AP, in ring 0 (APs run no user code). The
+       marker tells the model a delivery of this vector happened here. */
 ipi_shootdown_entry:
+    nopl {entry}(%eax)
     pushal
     cld
     call {handler}
@@ -72,6 +108,7 @@ ipi_shootdown_entry:
     .popsection
     "#,
     handler = sym shootdown,
+    entry = const marker_disp(interrupt_marker(VECTOR_SHOOTDOWN)),
     options(att_syntax)
 );
 
@@ -96,6 +133,16 @@ fn worker(cpu: usize, c: u32, arg: u32) {
             for _ in 0..arg {
                 lock.lock();
                 lock.unlock();
+            }
+        }
+        command::LINES => {
+            while START.load(Ordering::Acquire) == 0 {
+                core::hint::spin_loop();
+            }
+            let k = LINE_K.load(Ordering::Relaxed) as usize;
+            let word = line_word(k, LINE_STRIDES[k].0, cpu);
+            for i in 0..arg {
+                write_word(word, i);
             }
         }
         command::PONG => {
@@ -142,6 +189,7 @@ impl Reporter {
         title: &str,
         ops: u32,
         samples: &[u64],
+        snaps: Snaps,
         note: &str,
     ) -> f64 {
         let (group, path) = split_name(name);
@@ -160,6 +208,7 @@ impl Reporter {
             samples,
             tsc_hz: self.tsc_hz,
             counters: None,
+            snaps: Some(snaps),
         });
         show(
             title,
@@ -171,8 +220,15 @@ impl Reporter {
     }
 
     /// Ticks per operation: lower is better.
-    fn per_op(&self, name: &str, call: &str, title: &str, ops: u32, samples: &[u64]) -> f64 {
-        self.figure(name, call, Measure::PerOp, title, ops, samples, "")
+    fn per_op(
+        &self,
+        name: &str,
+        call: &str,
+        title: &str,
+        ops: u32,
+        (samples, snaps): (&[u64], Snaps),
+    ) -> f64 {
+        self.figure(name, call, Measure::PerOp, title, ops, samples, snaps, "")
     }
 }
 
@@ -183,15 +239,37 @@ fn split_name(name: &str) -> (&str, &str) {
     (group, parts.next().unwrap_or(""))
 }
 
+/// One timed region: a kernel-stream model snapshot, the timer, `f`, the
+/// timer, a snapshot (the snapshots lie outside the timer pair).
+fn timed(f: impl FnOnce()) -> u64 {
+    marker::snap();
+    let t0 = rdtsc();
+    f();
+    let t = rdtsc().wrapping_sub(t0);
+    marker::snap();
+    t
+}
+
+/// Where the snapshots of a figure whose first batch began at this CPU's
+/// kernel-stream snapshot `first` are: one [`timed`] pair per batch, no
+/// calibration (the kernel's figures subtract none).
+fn snaps_from(first: u32) -> Snaps {
+    Snaps {
+        stream: SNAP_KERNEL,
+        calib: 0,
+        calib_runs: 0,
+        batches: first,
+    }
+}
+
 /// Times `BATCHES` batches of `f`; each sample is one batch's ticks.
-fn batches(mut f: impl FnMut()) -> [u64; BATCHES] {
+fn batches(mut f: impl FnMut()) -> ([u64; BATCHES], Snaps) {
+    let first = marker::snap_seq();
     let mut out = [0u64; BATCHES];
     for v in out.iter_mut() {
-        let t0 = rdtsc();
-        f();
-        *v = rdtsc().wrapping_sub(t0);
+        *v = timed(&mut f);
     }
-    out
+    (out, snaps_from(first))
 }
 
 /// Runs the SMP benchmarks; true when they ran. `layout`: the pool layout
@@ -249,22 +327,24 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
     for &a in layouts {
         with_sched_lock(|| turnstile::set_align(a));
         let mut samples = [0u64; BATCHES];
+        let first = marker::snap_seq();
         for v in samples.iter_mut() {
             START.store(0, Ordering::Release);
             for cpu in 1..n {
                 smp::post(cpu, command::HAMMER, HAMMER_OPS);
             }
-            let t0 = rdtsc();
-            START.store(1, Ordering::Release);
-            let lock = turnstile::spin(0);
-            for _ in 0..HAMMER_OPS {
-                lock.lock();
-                lock.unlock();
-            }
-            for cpu in 1..n {
-                smp::wait_done(cpu);
-            }
-            *v = rdtsc().wrapping_sub(t0).max(1);
+            *v = timed(|| {
+                START.store(1, Ordering::Release);
+                let lock = turnstile::spin(0);
+                for _ in 0..HAMMER_OPS {
+                    lock.lock();
+                    lock.unlock();
+                }
+                for cpu in 1..n {
+                    smp::wait_done(cpu);
+                }
+            })
+            .max(1);
         }
         let (_, _, _, per128) = with_sched_lock(turnstile::layout);
         let mut name = Name::new();
@@ -280,6 +360,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
             title.as_str(),
             n as u32 * HAMMER_OPS,
             &samples,
+            snaps_from(first),
             if per128 > 1 {
                 "  (objects share 128-byte blocks)"
             } else {
@@ -288,25 +369,35 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         );
     }
     with_sched_lock(|| turnstile::set_align(layout.unwrap_or(Align::A128)));
+    if n >= 2 {
+        lines(&rep, n);
+    }
 
     // (b) Ping-pong between CPU 0 and CPU 1.
     if n >= 2 {
         let mut samples = [0u64; BATCHES];
+        let first = marker::snap_seq();
         for v in samples.iter_mut() {
             PING.store(0, Ordering::Release);
             smp::post(1, command::PONG, PINGS);
-            let t0 = rdtsc();
-            for _ in 0..PINGS {
-                PING.store(1, Ordering::Release);
-                while PING.load(Ordering::Acquire) != 0 {
-                    core::hint::spin_loop();
+            *v = timed(|| {
+                for _ in 0..PINGS {
+                    PING.store(1, Ordering::Release);
+                    while PING.load(Ordering::Acquire) != 0 {
+                        core::hint::spin_loop();
+                    }
                 }
-            }
-            *v = rdtsc().wrapping_sub(t0);
+            });
             smp::wait_done(1);
         }
         kprintln!("(b) lock hand-off between CPU 0 and CPU 1");
-        rep.per_op("smp.pingpong", "-", "ping-pong round trip", PINGS, &samples);
+        rep.per_op(
+            "smp.pingpong",
+            "-",
+            "ping-pong round trip",
+            PINGS,
+            (&samples, snaps_from(first)),
+        );
     } else {
         kprintln!("(b) ping-pong needs 2 CPUs: boot with --smp 2");
     }
@@ -314,7 +405,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
     // (c) TLB.
     kprintln!("(c) TLB");
     let probe = crate::boot::entry::stacks().kernel_top - PAGE_SIZE;
-    let samples = batches(|| {
+    let (samples, snaps) = batches(|| {
         for _ in 0..TLB_ROUNDS {
             paging::invlpg(probe);
             // SAFETY: a mapped kernel page; the read refills the TLB entry.
@@ -326,9 +417,9 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         "invlpg",
         "invlpg + refill (local)",
         TLB_ROUNDS,
-        &samples,
+        (&samples, snaps),
     );
-    let samples = batches(|| {
+    let (samples, snaps) = batches(|| {
         for _ in 0..TLB_ROUNDS {
             // SAFETY: the same directory again.
             unsafe { paging::load_cr3(paging::directory_address()) };
@@ -341,13 +432,13 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         "cr3",
         "CR3 reload + refill (local)",
         TLB_ROUNDS,
-        &samples,
+        (&samples, snaps),
     );
     if n >= 2 {
         SHOOT_ADDR.store(probe, Ordering::Relaxed);
         let target = smp::percpu(1);
         let id = target.apic_id as u8;
-        let samples = batches(|| {
+        let (samples, snaps) = batches(|| {
             let acked = target.ipis.load(Ordering::Acquire);
             for i in 0..SHOOTDOWNS {
                 paging::invlpg(probe);
@@ -362,7 +453,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
             "shootdown",
             "shootdown by IPI (remote, acked)",
             SHOOTDOWNS,
-            &samples,
+            (&samples, snaps),
         );
     } else {
         kprintln!("  a remote shootdown needs 2 CPUs: boot with --smp 2");
@@ -378,20 +469,27 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         .enumerate()
     {
         let mut samples = [0u64; FORKS];
+        let first = marker::snap_seq();
         for s in samples.iter_mut() {
-            let t0 = rdtsc();
-            if fork_once(strategy).is_err() {
+            let mut forked = Ok(());
+            *s = timed(|| forked = fork_once(strategy));
+            if forked.is_err() {
                 kprintln!("  forktest: out of memory");
                 return false;
             }
-            *s = rdtsc().wrapping_sub(t0);
         }
         let title = match strategy {
             Strategy::Window => "forktest, edit through a window",
             Strategy::SwitchCr3 => "forktest, switch CR3 to edit",
         };
         let key = strategy.key();
-        medians[k] = rep.per_op(key, split_name(key).1, title, 1, &samples);
+        medians[k] = rep.per_op(
+            key,
+            split_name(key).1,
+            title,
+            1,
+            (&samples, snaps_from(first)),
+        );
     }
     kprintln!();
     kprintln!("system         kernel   benchmark   speed up (switch CR3 / window)");
@@ -407,6 +505,70 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
     );
     ok_tests
 }
+/// Every CPU writes a word of its own, its neighbours' `stride` bytes
+/// away, for each distance of [`LINE_STRIDES`]: what a cache-coherent
+/// machine pays for sharing a line, a 128-byte pair, or nothing.
+fn lines(rep: &Reporter, n: usize) {
+    kprintln!("    each CPU writes its own word, 4 / 64 / 4096 bytes from the next CPU's");
+    for (k, &(stride, key)) in LINE_STRIDES.iter().enumerate() {
+        LINE_K.store(k as u32, Ordering::Relaxed);
+        let mine = line_word(k, stride, 0);
+        // One run: post the writes, start them together, wait for all.
+        let run = |writes: u32| {
+            START.store(0, Ordering::Release);
+            for cpu in 1..n {
+                smp::post(cpu, command::LINES, writes);
+            }
+            timed(|| {
+                START.store(1, Ordering::Release);
+                for i in 0..writes {
+                    write_word(mine, i);
+                }
+                for cpu in 1..n {
+                    smp::wait_done(cpu);
+                }
+            })
+            .max(1)
+        };
+        // The model's calibration: the same hand-shake without writes
+        // (its coherence misses are the command and done words').
+        let calib = marker::snap_seq();
+        for _ in 0..LINE_CALIB_RUNS {
+            run(0);
+        }
+        let first = marker::snap_seq();
+        let mut samples = [0u64; BATCHES];
+        for v in samples.iter_mut() {
+            *v = run(LINE_WRITES);
+        }
+        let mut name = Name::new();
+        name.push("smp.lines.");
+        name.push(key);
+        let mut title = Name::new();
+        title.push("words ");
+        title.push(match stride {
+            4 => "4 bytes apart",
+            64 => "64 bytes apart",
+            _ => "4096 bytes apart",
+        });
+        rep.figure(
+            name.as_str(),
+            key,
+            Measure::Throughput,
+            title.as_str(),
+            n as u32 * LINE_WRITES,
+            &samples,
+            Snaps {
+                stream: SNAP_KERNEL,
+                calib,
+                calib_runs: LINE_CALIB_RUNS,
+                batches: first,
+            },
+            "",
+        );
+    }
+}
+
 /// Threads on different CPUs: a sleeper on CPU 0 woken from CPU 1, and a
 /// mutex owned on CPU 0 that a more urgent thread on CPU 1 waits for (its
 /// priority lent across CPUs, the hand-off waking CPU 1).
