@@ -473,6 +473,12 @@ mod tests {
             samples: &[1, 2],
             tsc_hz: 1,
             counters: None,
+            snaps: Some(crate::model::Snaps {
+                stream: crate::model::SNAP_USER,
+                calib: 2,
+                calib_runs: 3,
+                batches: 4,
+            }),
         };
         let (mut v, mut s) = ([0.0; 2], [0.0; 2]);
         let sum = f.summarize(&mut v, &mut s);
