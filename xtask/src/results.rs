@@ -383,7 +383,9 @@ impl Results {
     fn missing(&self) -> Vec<String> {
         let mut m = vec!["the end record".to_string()];
         let words: Vec<&str> = self.cmdline.split_whitespace().collect();
-        let bench_prog = !words.iter().any(|w| w.starts_with("mode=") && *w != "mode=run")
+        let bench_prog = !words
+            .iter()
+            .any(|w| w.starts_with("mode=") && *w != "mode=run")
             && words
                 .iter()
                 .rev()
