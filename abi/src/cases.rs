@@ -10,34 +10,10 @@
 use crate::layout::{PAGE_SIZE, USER_STACK_SIZE, USER_STACK_TOP, USER_TOP};
 use crate::syscall::{errno, nr, Mechanism};
 
-/// EFLAGS bits a ring-3 program can change with POPF (IF and IOPL it
-/// cannot: at CPL 3 with IOPL 0 POPF leaves them alone; SDM Vol. 2B, POPF).
-pub mod eflags {
-    /// Trap flag: single-step (SDM Vol. 3A §17.3.1.4).
-    pub const TF: u32 = 1 << 8;
-    /// Interrupt enable (read-only for the user; must be on after every return).
-    pub const IF: u32 = 1 << 9;
-    /// Direction flag: string instructions run backwards.
-    pub const DF: u32 = 1 << 10;
-    /// Nested task: an IRET with NT set is a task return (SDM Vol. 3A §7.4).
-    pub const NT: u32 = 1 << 14;
-    /// Alignment check (faults only where CR0.AM is set, which this kernel
-    /// leaves clear).
-    pub const AC: u32 = 1 << 18;
-    /// The bits a user may set before an entry and must get back.
-    pub const HOSTILE: u32 = DF | NT | AC;
-
-    pub fn name(bit: u32) -> &'static str {
-        match bit {
-            TF => "TF",
-            IF => "IF",
-            DF => "DF",
-            NT => "NT",
-            AC => "AC",
-            _ => "?",
-        }
-    }
-}
+/// The EFLAGS bits the cases set and check (the one table is `abi::eflags`).
+/// A ring-3 program can change them with POPF, except IF and IOPL: at
+/// CPL 3 with IOPL 0 POPF leaves those alone (SDM Vol. 2B, POPF).
+pub use crate::eflags;
 
 /// The exit status a case uses for "this CPU lacks the mechanism I need".
 pub const EXIT_SKIPPED: i32 = 2;

@@ -54,14 +54,51 @@ pub fn outcome(status: i32) -> Outcome {
     }
 }
 
-/// Short mnemonic of an exception vector (Intel SDM Vol. 3A, Table 6-1).
+/// The 32 exception vectors (Intel SDM Vol. 3A, Table 6-1; AMD APM Vol. 2
+/// §8.2 for 29 and 30): (mnemonic, what it is), by vector.
+pub const VECTORS: [(&str, &str); 32] = [
+    ("#DE", "divide error"),
+    ("#DB", "debug"),
+    ("NMI", "NMI"),
+    ("#BP", "breakpoint"),
+    ("#OF", "overflow"),
+    ("#BR", "bound range exceeded"),
+    ("#UD", "invalid opcode"),
+    ("#NM", "device not available"),
+    ("#DF", "double fault"),
+    ("CSO", "coprocessor segment overrun"),
+    ("#TS", "invalid TSS"),
+    ("#NP", "segment not present"),
+    ("#SS", "stack-segment fault"),
+    ("#GP", "general protection"),
+    ("#PF", "page fault"),
+    ("#15", "reserved"),
+    ("#MF", "x87 floating-point error"),
+    ("#AC", "alignment check"),
+    ("#MC", "machine check"),
+    ("#XM", "SIMD floating-point"),
+    ("#VE", "virtualization exception"),
+    ("#CP", "control protection"),
+    ("#22", "reserved"),
+    ("#23", "reserved"),
+    ("#24", "reserved"),
+    ("#25", "reserved"),
+    ("#26", "reserved"),
+    ("#27", "reserved"),
+    ("#HV", "hypervisor injection"),
+    ("#VC", "VMM communication"),
+    ("#SX", "security exception"),
+    ("#31", "reserved"),
+];
+
+/// Short mnemonic of an exception vector ("#??" beyond 31).
 pub fn vector_name(v: u8) -> &'static str {
-    const NAMES: [&str; 32] = [
-        "#DE", "#DB", "NMI", "#BP", "#OF", "#BR", "#UD", "#NM", "#DF", "CSO", "#TS", "#NP", "#SS",
-        "#GP", "#PF", "#15", "#MF", "#AC", "#MC", "#XM", "#VE", "#CP", "#22", "#23", "#24", "#25",
-        "#26", "#27", "#HV", "#VC", "#SX", "#31",
-    ];
-    NAMES.get(v as usize).copied().unwrap_or("#??")
+    VECTORS.get(v as usize).map_or("#??", |&(m, _)| m)
+}
+
+/// What an exception vector is, in words ("reserved" beyond 31).
+pub fn vector_title(v: u8) -> &'static str {
+    VECTORS.get(v as usize).map_or("reserved", |&(_, t)| t)
 }
 
 #[cfg(test)]
@@ -81,5 +118,14 @@ mod tests {
         assert_eq!(outcome(0), Outcome::ResetOrTripleFault);
         assert_eq!(outcome(1), Outcome::Other(1));
         assert_eq!(outcome(2), Outcome::Other(2));
+    }
+
+    #[test]
+    fn vector_names() {
+        assert_eq!(vector_name(14), "#PF");
+        assert_eq!(vector_title(14), "page fault");
+        assert_eq!(vector_name(8), "#DF");
+        assert_eq!(vector_name(32), "#??");
+        assert_eq!(vector_title(200), "reserved");
     }
 }

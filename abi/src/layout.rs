@@ -56,3 +56,6 @@ pub const AP_TRAMPOLINE: u32 = 0x8000;
 /// The int 0x80 vector (full entry) and the floor vector (int → iret, no work).
 pub const VECTOR_SYSCALL: u8 = 0x80;
 pub const VECTOR_SYSCALL_FLOOR: u8 = 0x81;
+/// The IPI that tells another CPU a thread of its own became ready, or a
+/// command waits in its mailbox (it may be waiting in HLT).
+pub const VECTOR_RESCHEDULE: u8 = 0xF2;

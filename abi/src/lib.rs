@@ -7,6 +7,7 @@
 
 pub mod cases;
 pub mod cmdline;
+pub mod eflags;
 pub mod exit;
 pub mod layout;
 pub mod model;

@@ -19,11 +19,11 @@ use abi::cmdline::{Crash, Mode, Options, Warning, KEYS};
 use abi::exit;
 use abi::report::kind;
 use abi::Mechanism;
+use core::sync::atomic::Ordering;
 
 use arch::{cpu, exceptions, frames, gdt, idt, paging, pic, power};
 use boot::info::{BootInfo, PhysMem};
 use console::Hex;
-use sync::cell::BootCell;
 
 /// Physical memory before and after paging: the kernel's identity map.
 struct Identity;
@@ -39,43 +39,74 @@ impl PhysMem<'static> for Identity {
     }
 }
 
-/// The cargo features this kernel was built with, for the report.
-const FEATURES: &str = if cfg!(feature = "exercise-sysexit-always") {
-    "exercise-sysexit-always"
-} else if cfg!(feature = "exercise-trust-user-pointers") {
-    "exercise-trust-user-pointers"
-} else if cfg!(feature = "exercise-sysenter-no-flags-reset") {
-    "exercise-sysenter-no-flags-reset"
-} else {
-    "none"
+/// Every cargo feature of the kernel, and whether this build has it.
+const ALL_FEATURES: [(&str, bool); 3] = [
+    (
+        "exercise-sysexit-always",
+        cfg!(feature = "exercise-sysexit-always"),
+    ),
+    (
+        "exercise-trust-user-pointers",
+        cfg!(feature = "exercise-trust-user-pointers"),
+    ),
+    (
+        "exercise-sysenter-no-flags-reset",
+        cfg!(feature = "exercise-sysenter-no-flags-reset"),
+    ),
+];
+
+/// The enabled features, comma-separated ("none" without any), built at
+/// compile time for the boot record.
+const FEATURES: &str = match core::str::from_utf8(&FEATURE_LIST) {
+    Ok(s) => s,
+    Err(_) => panic!("feature names are ASCII"),
 };
+const FEATURE_LIST: [u8; feature_list_len()] = feature_list();
+const NO_FEATURES: &str = "none";
 
-static USABLE: BootCell<u32> = BootCell::new(0);
-static SYSINFO: BootCell<abi::syscall::CpuInfo> = BootCell::new(abi::syscall::CpuInfo {
-    mechanisms: 0,
-    signature: 0,
-    features: 0,
-    tsc_hz: 0,
-    batches: 0,
-    batch_size: 0,
-    clock: 0,
-    entry: 0,
-    seed: 0,
-    fuzz_calls: 0,
-    emulated: 0,
-    pool_align: abi::syscall::POOL_ALIGN_EVERY,
-});
-
-/// What the `cpuinfo` system call reports.
-pub fn sysinfo() -> abi::syscall::CpuInfo {
-    // SAFETY: written once during boot.
-    unsafe { *SYSINFO.get_mut() }
+const fn feature_list_len() -> usize {
+    let (mut len, mut i) = (0, 0);
+    while i < ALL_FEATURES.len() {
+        if ALL_FEATURES[i].1 {
+            len += ALL_FEATURES[i].0.len() + (len != 0) as usize;
+        }
+        i += 1;
+    }
+    if len == 0 {
+        NO_FEATURES.len()
+    } else {
+        len
+    }
 }
 
-/// Bit set of the mechanisms set up on this CPU.
-pub fn usable_mechanisms() -> u32 {
-    // SAFETY: written once during boot.
-    unsafe { *USABLE.get_mut() }
+const fn feature_list() -> [u8; feature_list_len()] {
+    let mut out = [0u8; feature_list_len()];
+    let mut at = 0;
+    let mut i = 0;
+    while i < ALL_FEATURES.len() {
+        if ALL_FEATURES[i].1 {
+            if at != 0 {
+                out[at] = b',';
+                at += 1;
+            }
+            let name = ALL_FEATURES[i].0.as_bytes();
+            let mut k = 0;
+            while k < name.len() {
+                out[at] = name[k];
+                at += 1;
+                k += 1;
+            }
+        }
+        i += 1;
+    }
+    if at == 0 {
+        let none = NO_FEATURES.as_bytes();
+        while at < none.len() {
+            out[at] = none[at];
+            at += 1;
+        }
+    }
+    out
 }
 
 unsafe extern "C" {
@@ -129,10 +160,8 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
         idt::Gate::new(arch::pit::irq0_address(), idt::GateKind::Interrupt, 0),
     );
     let usable = entry::init(f, stacks.kernel_top);
-    // SAFETY: boot, single CPU.
-    unsafe { *USABLE.get_mut() = usable };
     idt::load();
-    paging::init(&stacks);
+    paging::init(&stacks, task::sched::stack_guards());
     task::sched::init();
     sync_pools(&opts);
     frames::init(
@@ -142,12 +171,11 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             &raw const __kernel_end as u32,
         ),
     );
-    let tsc_hz = arch::pit::tsc_hz(f.tsc);
+    let tsc_hz = arch::pit::measure_tsc_hz(f.tsc);
     let pmc = arch::pmu::init(f);
-    // SAFETY: boot, single CPU.
-    unsafe {
+    {
         use abi::syscall::{FEATURE_FIXED_PMC, FEATURE_RDTSCP, FEATURE_SSE2, FEATURE_TSC};
-        *SYSINFO.get_mut() = abi::syscall::CpuInfo {
+        syscall::set_sysinfo(abi::syscall::CpuInfo {
             mechanisms: usable,
             signature: f.signature,
             features: (f.tsc as u32 * FEATURE_TSC)
@@ -163,8 +191,8 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             fuzz_calls: opts.fuzz_calls,
             emulated: (opts.accel == "tcg") as u32,
             pool_align: opts.pool_align.unwrap_or(abi::syscall::POOL_ALIGN_EVERY),
-        }
-    };
+        });
+    }
     for m in Mechanism::ALL {
         match entry::unavailable_reason(m, f) {
             None => record!(kind::MECH, "name" => m.key(), "status" => "ok", "reason" => ""),
@@ -182,7 +210,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
         Mode::Test => testing::run_all(&bi, &opts),
         Mode::Run => run_program(&bi, &opts),
         Mode::Smp => {
-            let n = arch::smp::init(tsc_hz, f.apic);
+            let n = arch::smp::init(tsc_hz, f.apic, ap_main);
             kprintln!("smp: {n} CPU(s) started");
             bench::smp::run(
                 tsc_hz,
@@ -194,6 +222,49 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     };
     record!(kind::END, "status" => if ok { "success" } else { "failure" });
     power::exit(if ok { exit::SUCCESS } else { exit::FAILURE })
+}
+
+/// An application processor's life after the trampoline (`mode=smp`), as
+/// `kmain` is the bootstrap processor's: its own CPU state, its entry MSRs,
+/// its local timer, then the idle thread's loop: run this CPU's ready
+/// threads and the benchmarks' commands, and otherwise wait for an
+/// interrupt (the local timer, a reschedule IPI).
+extern "C" fn ap_main(cpu: u32) -> ! {
+    let cpu = cpu as usize;
+    let stack_top = arch::smp::ap_init(cpu);
+    entry::init_ap(stack_top);
+    arch::apic::start_timer(arch::pit::TICK_HZ as u32, arch::pit::tsc_hz());
+    // This context becomes the CPU's idle thread.
+    let idle_ok = task::sched::become_idle(cpu).is_ok();
+    let me = arch::smp::this_cpu();
+    me.started.store(1, Ordering::Release);
+    loop {
+        // SAFETY: IPIs (the TLB shootdown, reschedule) are taken while waiting.
+        unsafe { core::arch::asm!("sti", options(nomem, nostack)) };
+        let c = me.command.load(Ordering::Acquire);
+        if c == 0 {
+            // SAFETY: the scheduler runs with interrupts off.
+            unsafe { core::arch::asm!("cli", options(nomem, nostack)) };
+            if idle_ok {
+                task::sched::idle_once();
+            }
+            if me.command.load(Ordering::Acquire) == 0 {
+                // Nothing to do: sleep until an interrupt. STI's
+                // one-instruction shadow keeps an IPI from slipping in
+                // between the check and the HLT.
+                // SAFETY: only waits for an interrupt.
+                unsafe { core::arch::asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+            }
+            continue;
+        }
+        // SAFETY: no IPI handler touches what the worker uses.
+        unsafe { core::arch::asm!("cli", options(nomem, nostack)) };
+        if let Some(w) = arch::smp::worker() {
+            w(cpu, c, me.arg.load(Ordering::Relaxed));
+        }
+        me.command.store(0, Ordering::Relaxed);
+        me.done.store(1, Ordering::Release);
+    }
 }
 
 fn warn(w: Warning) {
@@ -223,6 +294,8 @@ fn warn(w: Warning) {
 fn sync_pools(opts: &Options) {
     use sync::pool::Align;
     use sync::{sleepqueue, turnstile};
+    // The pools are guarded by the scheduler lock, even at boot.
+    let _g = task::sched::locked();
     let a = Align::from_bytes(opts.pool_align.unwrap_or(abi::cmdline::DEFAULT_POOL_ALIGN))
         .unwrap_or(Align::A128);
     turnstile::set_align(a);
@@ -256,7 +329,7 @@ fn report_cpu(f: &cpu::Features) {
 fn run_program(bi: &BootInfo<'static>, opts: &Options) -> bool {
     // trace=<mechanism>: the user test program makes one traced call.
     let (prog, arg) = match opts.trace {
-        Some(m) if usable_mechanisms() & (1 << m as u32) == 0 => {
+        Some(m) if !entry::is_usable(m) => {
             kprintln!("trace: {} is not available on this CPU", m.title());
             return false;
         }

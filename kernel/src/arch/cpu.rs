@@ -5,10 +5,8 @@ use core::arch::asm;
 
 use raw_cpuid::{CpuId, CpuIdResult};
 
-use crate::sync::cell::BootCell;
+use crate::sync::cell::SetOnce;
 
-/// EFLAGS.ID (bit 21): software can flip it only when CPUID exists (SDM Vol. 1 §20.1).
-const EFLAGS_ID: u32 = 1 << 21;
 /// The Pentium Pro reports SEP but has no working SYSENTER: it needs family 6,
 /// model 3, stepping 3 or later (SDM Vol. 2B, SYSENTER, "Operation" note).
 const SEP_MIN_SIGNATURE: u32 = 0x633;
@@ -48,7 +46,8 @@ pub struct Features {
     pub perfmon_fixed: u8,
 }
 
-static FEATURES: BootCell<Option<Features>> = BootCell::new(None);
+/// The boot CPU's features, detected once.
+static FEATURES: SetOnce<Features> = SetOnce::new();
 
 /// True when EFLAGS.ID can be toggled: the CPU has CPUID (not an early 486).
 fn cpuid_present() -> bool {
@@ -68,11 +67,11 @@ fn cpuid_present() -> bool {
             "popfl",
             a = out(reg) after,
             b = out(reg) before,
-            id = const EFLAGS_ID,
+            id = const abi::eflags::ID,
             options(att_syntax)
         );
     }
-    (before ^ after) & EFLAGS_ID != 0
+    (before ^ after) & abi::eflags::ID != 0
 }
 
 /// `cpuid` for raw-cpuid's reader (its own `CpuId::new` is gated on SSE).
@@ -166,17 +165,13 @@ pub fn detect() -> Features {
             copy_into(&mut f.hypervisor_sig[8..12], &h.edx.to_le_bytes());
         }
     }
-    // SAFETY: boot, single CPU: nothing else holds the cell.
-    unsafe { *FEATURES.get_mut() = Some(f) };
+    FEATURES.set(f);
     f
 }
 
 /// The features detected at boot.
 pub fn features() -> &'static Features {
-    // SAFETY: written once in detect() before any reader runs.
-    unsafe { FEATURES.get_mut() }
-        .as_ref()
-        .expect("cpu::detect runs first")
+    FEATURES.get().expect("cpu::detect runs first")
 }
 
 /// A fixed byte field as text, up to its first NUL, trimmed.

@@ -20,22 +20,21 @@
 
 use core::arch::global_asm;
 
-use abi::exit::{vector_name, EXCEPTION_BASE};
+use abi::eflags;
+use abi::exit::{vector_name, vector_title, EXCEPTION_BASE};
 use abi::layout::selector;
 use abi::report::kind;
 
 use super::idt::{self, vector, Gate, GateKind};
+use super::regs::{IretFrame, Regs};
 use super::{cpu, gdt, power};
 use crate::console::Hex;
-use crate::entry::Regs;
 use crate::{entry, kprintln, record, task};
 
-/// EFLAGS.TF, the single-step flag (SDM Vol. 3B §17.3.1.4).
-pub const EFLAGS_TF: u32 = 1 << 8;
-
-/// The stack after the common stub: what the CPU pushed, the vector and
-/// error code the stub pushed, the data segments, and PUSHAL's registers
-/// (the same block the system-call entries save).
+/// The stack after the common stub: PUSHAL's registers (the same block the
+/// system-call entries save), the data segments, the vector and error code
+/// the stub pushed, and the IRET frame the CPU pushed. Its ESP and SS slots
+/// exist only when the exception came from ring 3.
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct TrapFrame {
@@ -46,26 +45,21 @@ pub struct TrapFrame {
     pub ds: u32,
     pub vector: u32,
     pub error: u32,
-    pub eip: u32,
-    pub cs: u32,
-    pub eflags: u32,
-    /// Present only when the exception came from ring 3.
-    pub user_esp: u32,
-    pub user_ss: u32,
+    pub iret: IretFrame,
 }
 
 impl TrapFrame {
     pub fn from_user(&self) -> bool {
-        self.cs & 3 == 3
+        self.iret.cs & 3 == 3
     }
 
     /// The interrupted ESP: pushed by the CPU on a ring change, otherwise
-    /// just above the frame the CPU pushed.
+    /// just above the part of the frame the CPU pushed (at its ESP slot).
     pub fn esp(&self) -> u32 {
         if self.from_user() {
-            self.user_esp
+            self.iret.esp
         } else {
-            &self.user_esp as *const u32 as u32
+            &self.iret.esp as *const u32 as u32
         }
     }
 }
@@ -253,12 +247,12 @@ extern "fastcall" fn exception_handler(f: &mut TrapFrame) {
         report(f, "user");
         task::end_current(task::End::Fault {
             vector: v,
-            eip: f.eip,
+            eip: f.iret.eip,
         });
     }
     if v == vector::PAGE_FAULT || v == vector::GENERAL_PROTECTION {
-        if let Some(fixup) = fixup_for(f.eip) {
-            f.eip = fixup;
+        if let Some(fixup) = fixup_for(f.iret.eip) {
+            f.iret.eip = fixup;
             return;
         }
     }
@@ -269,68 +263,122 @@ extern "fastcall" fn exception_handler(f: &mut TrapFrame) {
 
 fn report(f: &TrapFrame, mode: &str) {
     let v = f.vector as u8;
-    let cr2 = cpu::cr2();
     kprintln!(
         "{} {} (vector {}) in {} mode, error code {:#x}",
         vector_name(v),
-        name(v),
+        vector_title(v),
         v,
         mode,
         f.error
     );
+    dump(&Context::from(f), v, mode);
+}
+
+/// An interrupted context, wherever the CPU left it: a trap frame on the
+/// kernel stack, or a TSS after a task switch. One register dump and one
+/// record serve both.
+struct Context {
+    eip: u32,
+    cs: u32,
+    eflags: u32,
+    esp: u32,
+    eax: u32,
+    ebx: u32,
+    ecx: u32,
+    edx: u32,
+    esi: u32,
+    edi: u32,
+    ebp: u32,
+    error: u32,
+    /// DS and ES, shown when the save is a trap frame (the common stub
+    /// pushed them); a TSS dump leaves them out.
+    data_segments: Option<(u32, u32)>,
+}
+
+impl From<&TrapFrame> for Context {
+    fn from(f: &TrapFrame) -> Context {
+        Context {
+            eip: f.iret.eip,
+            cs: f.iret.cs,
+            eflags: f.iret.eflags,
+            esp: f.esp(),
+            eax: f.regs.eax,
+            ebx: f.regs.ebx,
+            ecx: f.regs.ecx,
+            edx: f.regs.edx,
+            esi: f.regs.esi,
+            edi: f.regs.edi,
+            ebp: f.regs.ebp,
+            error: f.error,
+            data_segments: Some((f.ds, f.es)),
+        }
+    }
+}
+
+impl From<&gdt::Tss> for Context {
+    /// A task switch saves no error code: 0.
+    fn from(t: &gdt::Tss) -> Context {
+        Context {
+            eip: t.eip,
+            cs: t.cs,
+            eflags: t.eflags,
+            esp: t.esp,
+            eax: t.eax,
+            ebx: t.ebx,
+            ecx: t.ecx,
+            edx: t.edx,
+            esi: t.esi,
+            edi: t.edi,
+            ebp: t.ebp,
+            error: 0,
+            data_segments: None,
+        }
+    }
+}
+
+/// "  DS 0x0023 ES 0x0023", or nothing.
+struct DataSegments(Option<(u32, u32)>);
+
+impl core::fmt::Display for DataSegments {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some((ds, es)) => write!(f, "  DS {ds:#06x} ES {es:#06x}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The register dump and the exception record of an interrupted context.
+fn dump(c: &Context, vector: u8, mode: &str) {
+    let cr2 = cpu::cr2();
     kprintln!(
         "  EIP {:#010x}  CS {:#06x}  EFLAGS {:#010x}  ESP {:#010x}  CR2 {:#010x}",
-        f.eip,
-        f.cs,
-        f.eflags,
-        f.esp(),
+        c.eip,
+        c.cs,
+        c.eflags,
+        c.esp,
         cr2
     );
     kprintln!(
         "  EAX {:#010x}  EBX {:#010x}  ECX {:#010x}  EDX {:#010x}",
-        f.regs.eax,
-        f.regs.ebx,
-        f.regs.ecx,
-        f.regs.edx
+        c.eax,
+        c.ebx,
+        c.ecx,
+        c.edx
     );
     kprintln!(
-        "  ESI {:#010x}  EDI {:#010x}  EBP {:#010x}  DS {:#06x} ES {:#06x}",
-        f.regs.esi,
-        f.regs.edi,
-        f.regs.ebp,
-        f.ds,
-        f.es
+        "  ESI {:#010x}  EDI {:#010x}  EBP {:#010x}{}",
+        c.esi,
+        c.edi,
+        c.ebp,
+        DataSegments(c.data_segments)
     );
     record!(kind::EXCEPTION,
-        "vector" => v, "name" => vector_name(v), "mode" => mode, "error" => Hex(f.error),
-        "eip" => Hex(f.eip), "cs" => Hex(f.cs), "eflags" => Hex(f.eflags),
-        "eax" => Hex(f.regs.eax), "ebx" => Hex(f.regs.ebx), "ecx" => Hex(f.regs.ecx), "edx" => Hex(f.regs.edx),
-        "esi" => Hex(f.regs.esi), "edi" => Hex(f.regs.edi), "ebp" => Hex(f.regs.ebp), "esp" => Hex(f.esp()),
+        "vector" => vector, "name" => vector_name(vector), "mode" => mode, "error" => Hex(c.error),
+        "eip" => Hex(c.eip), "cs" => Hex(c.cs), "eflags" => Hex(c.eflags),
+        "eax" => Hex(c.eax), "ebx" => Hex(c.ebx), "ecx" => Hex(c.ecx), "edx" => Hex(c.edx),
+        "esi" => Hex(c.esi), "edi" => Hex(c.edi), "ebp" => Hex(c.ebp), "esp" => Hex(c.esp),
         "cr2" => Hex(cr2));
-}
-
-fn name(v: u8) -> &'static str {
-    match v {
-        0 => "divide error",
-        1 => "debug",
-        2 => "NMI",
-        3 => "breakpoint",
-        4 => "overflow",
-        5 => "bound range exceeded",
-        6 => "invalid opcode",
-        7 => "device not available",
-        8 => "double fault",
-        10 => "invalid TSS",
-        11 => "segment not present",
-        12 => "stack-segment fault",
-        13 => "general protection",
-        14 => "page fault",
-        16 => "x87 floating-point error",
-        17 => "alignment check",
-        18 => "machine check",
-        19 => "SIMD floating-point",
-        _ => "reserved",
-    }
 }
 
 /// Runs as the double-fault task. The faulting context was saved in the main
@@ -339,7 +387,7 @@ extern "C" fn double_fault() -> ! {
     let t = gdt::main_tss();
     let cr2 = cpu::cr2();
     kprintln!("#DF double fault (vector 8), taken through the task gate on its own stack");
-    report_tss(t, vector::DOUBLE_FAULT, "kernel");
+    dump(&Context::from(&*t), vector::DOUBLE_FAULT, "kernel");
     let stacks = crate::boot::entry::stacks();
     let guard = [stacks.boot_guard, stacks.kernel_guard, stacks.df_guard];
     if guard
@@ -349,39 +397,6 @@ extern "C" fn double_fault() -> ! {
         kprintln!("  CR2 is in a stack guard page: kernel stack overflow");
     }
     power::exit(EXCEPTION_BASE + vector::DOUBLE_FAULT as u32);
-}
-
-/// The register dump and the record of a context saved in a TSS (the
-/// handler tasks see the interrupted context there, not on a stack).
-fn report_tss(t: &gdt::Tss, vector: u8, mode: &str) {
-    let cr2 = cpu::cr2();
-    kprintln!(
-        "  EIP {:#010x}  CS {:#06x}  EFLAGS {:#010x}  ESP {:#010x}  CR2 {:#010x}",
-        t.eip,
-        t.cs,
-        t.eflags,
-        t.esp,
-        cr2
-    );
-    kprintln!(
-        "  EAX {:#010x}  EBX {:#010x}  ECX {:#010x}  EDX {:#010x}",
-        t.eax,
-        t.ebx,
-        t.ecx,
-        t.edx
-    );
-    kprintln!(
-        "  ESI {:#010x}  EDI {:#010x}  EBP {:#010x}",
-        t.esi,
-        t.edi,
-        t.ebp
-    );
-    record!(kind::EXCEPTION,
-        "vector" => vector, "name" => vector_name(vector), "mode" => mode, "error" => Hex(0),
-        "eip" => Hex(t.eip), "cs" => Hex(t.cs), "eflags" => Hex(t.eflags),
-        "eax" => Hex(t.eax), "ebx" => Hex(t.ebx), "ecx" => Hex(t.ecx), "edx" => Hex(t.edx),
-        "esi" => Hex(t.esi), "edi" => Hex(t.edi), "ebp" => Hex(t.ebp), "esp" => Hex(t.esp),
-        "cr2" => Hex(cr2));
 }
 
 /// Where a user thread that single-stepped was, for `debug_end_task`.
@@ -403,13 +418,13 @@ extern "C" fn debug_trap() {
         kprintln!(
             "#DB debug (vector 1) in user mode: a single-step trap; the next instruction would be"
         );
-        report_tss(t, vector::DEBUG, "user");
+        dump(&Context::from(&*t), vector::DEBUG, "user");
         // SAFETY: read by debug_end_task once the main task runs again.
         unsafe { DEBUG_EIP = t.eip };
         t.eip = &raw const debug_kill as u32;
         t.cs = selector::KERNEL_CODE as u32;
         t.esp = t.esp0;
-        t.eflags = 0x2;
+        t.eflags = eflags::RESERVED_1;
         for seg in [&mut t.ss, &mut t.ds, &mut t.es, &mut t.fs, &mut t.gs] {
             *seg = selector::KERNEL_DATA as u32;
         }
@@ -420,7 +435,7 @@ extern "C" fn debug_trap() {
         // set. Stop stepping the kernel, and go on through the entry variant
         // that gives the user back its TF on return. For SYSCALL, ESP is
         // still the user's: the traced variant swaps stacks first.
-        t.eflags &= !EFLAGS_TF;
+        t.eflags &= !eflags::TF;
         t.eip = traced;
         return;
     }

@@ -285,7 +285,7 @@ fn handler_tss(t: &HandlerTask) -> Tss {
         ss0: selector::KERNEL_DATA as u32,
         cr3: t.cr3,
         eip: t.eip,
-        eflags: 0x2,
+        eflags: abi::eflags::RESERVED_1,
         esp: t.esp,
         cs: selector::KERNEL_CODE as u32,
         ss: selector::KERNEL_DATA as u32,

@@ -42,8 +42,10 @@ pub fn directory_address() -> u32 {
     DIRECTORY.as_ptr() as u32
 }
 
-/// Builds the kernel map and turns paging on.
-pub fn init(stacks: &Stacks) {
+/// Builds the kernel map and turns paging on. The guard pages of the boot
+/// stacks and `thread_guards` (one under each thread's kernel stack) stay
+/// unmapped.
+pub fn init(stacks: &Stacks, thread_guards: impl Iterator<Item = u32>) {
     // SAFETY: boot, single CPU.
     let tables = unsafe { KERNEL_TABLES_.get_mut() };
     let dir = directory();
@@ -61,7 +63,7 @@ pub fn init(stacks: &Stacks) {
         stacks.df_guard,
         stacks.db_guard,
     ];
-    for unmapped in guards.into_iter().chain(crate::task::sched::stack_guards()) {
+    for unmapped in guards.into_iter().chain(thread_guards) {
         let (t, i) = (
             (unmapped >> 22) as usize,
             ((unmapped >> 12) & 1023) as usize,

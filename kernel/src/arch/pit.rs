@@ -7,6 +7,8 @@ use core::arch::asm;
 
 use super::port::{inb, outb};
 use abi::layout::selector;
+
+use crate::sync::cell::SetOnce;
 use core::arch::global_asm;
 
 /// The PIT's input clock (Hz).
@@ -26,11 +28,22 @@ fn rdtsc() -> u64 {
     ((hi as u64) << 32) | lo as u64
 }
 
-/// TSC ticks per second, or 0 without a TSC.
-pub fn tsc_hz(has_tsc: bool) -> u64 {
-    if !has_tsc {
-        return 0;
-    }
+/// TSC ticks per second as measured at boot (0: no TSC, or no PIT).
+static TSC_HZ: SetOnce<u64> = SetOnce::new();
+
+/// The boot's TSC frequency (0 before `measure_tsc_hz`, or without a TSC).
+pub fn tsc_hz() -> u64 {
+    TSC_HZ.get().copied().unwrap_or(0)
+}
+
+/// Measures TSC ticks per second once, at boot, and keeps the answer.
+pub fn measure_tsc_hz(has_tsc: bool) -> u64 {
+    let hz = if has_tsc { measure() } else { 0 };
+    TSC_HZ.set(hz);
+    hz
+}
+
+fn measure() -> u64 {
     let count = (PIT_HZ / CALIBRATION_HZ) as u16;
     // SAFETY: the PIT and port B belong to the kernel; the speaker stays off.
     unsafe {
@@ -66,12 +79,15 @@ const PIC1_CMD: u16 = 0x20;
 const PIC1_DATA: u16 = 0x21;
 const EOI: u8 = 0x20;
 
+/// Whether the tick runs. Guarded by the scheduler lock: the scheduler is
+/// the only caller of `start_ticks` and `stop_ticks`, always holding it.
 static mut TICKING: bool = false;
 
 /// Starts the 1 kHz tick and unmasks IRQ 0. The kernel runs with IF clear,
 /// so ticks arrive only in ring 3 or in the scheduler's idle wait.
 pub fn start_ticks() {
-    // SAFETY: one CPU; the PIT channel 0 and the PIC mask are the kernel's.
+    // SAFETY: the caller (the scheduler) holds the scheduler lock, which
+    // guards TICKING; the PIT channel 0 and the PIC mask are the kernel's.
     unsafe {
         if TICKING {
             return;
@@ -87,7 +103,7 @@ pub fn start_ticks() {
 
 /// Masks IRQ 0 again (between tasks, and while benchmarks time).
 pub fn stop_ticks() {
-    // SAFETY: as in start_ticks.
+    // SAFETY: as in start_ticks (the scheduler lock is held).
     unsafe {
         TICKING = false;
         outb(PIC1_DATA, inb(PIC1_DATA) | 1);
@@ -108,8 +124,8 @@ irq0_entry:
     movl %ecx, %ds
     movl %ecx, %es
     cld
-    /* The interrupted CS is above PUSHAL (32), ES, DS and EIP. */
-    movl 44(%esp), %ecx
+    /* The interrupted CS: the same frame as a system-call entry. */
+    movl {cs}(%esp), %ecx
     call {handler}
     popal
     popl %es
@@ -118,6 +134,7 @@ irq0_entry:
     .popsection
     "#,
     kdata = const selector::KERNEL_DATA,
+    cs = const super::regs::frame::CS,
     handler = sym timer_irq,
     options(att_syntax)
 );

@@ -5,9 +5,10 @@
 //! with INIT, then STARTUP twice, at a real-mode trampoline copied below
 //! 1 MiB; the trampoline loads the kernel's GDT, enters protected mode,
 //! turns paging on with the kernel's page directory and jumps to `ap_main`
-//! on the AP's own stack. An AP then loads its own TSS and its per-CPU
-//! segment (GS: its `PerCpu`), enables its local APIC, and waits for work
-//! from the bootstrap processor in its mailbox.
+//! on the AP's own stack. There the kernel's `ap_main` (beside `kmain`)
+//! calls [`ap_init`], which loads the AP's own TSS and its per-CPU segment
+//! (GS: its `PerCpu`) and enables its local APIC; then `ap_main` waits for
+//! work from the bootstrap processor in its mailbox.
 //!
 //! APs run kernel work only (the SMP benchmarks); user threads stay on the
 //! bootstrap processor, whose scheduler is single-CPU.
@@ -16,11 +17,11 @@ use core::arch::{asm, global_asm};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use abi::layout::{AP_TRAMPOLINE, MAX_CPUS};
+use abi::layout::{AP_TRAMPOLINE, MAX_CPUS, VECTOR_RESCHEDULE};
 
 use super::apic;
 use super::paging;
-use crate::sync::cell::BootCell;
+use crate::sync::cell::{BootCell, SetOnce};
 
 /// What an AP is asked to do; written by the BSP, cleared by the AP.
 #[repr(C)]
@@ -103,8 +104,6 @@ pub struct Cpus {
     pub count: usize,
     pub started: usize,
 }
-
-static TSC_HZ: BootCell<u64> = BootCell::new(0);
 
 static CPUS: BootCell<Cpus> = BootCell::new(Cpus {
     source: Source::None,
@@ -315,8 +314,13 @@ fn rdtsc() -> u64 {
     ((hi as u64) << 32) | lo as u64
 }
 
-/// Finds the CPUs and starts every AP; returns how many CPUs run.
-pub fn init(tsc_hz: u64, has_apic: bool) -> usize {
+/// What an AP runs once the trampoline has it in protected mode with
+/// paging on and its own stack: the kernel's `ap_main(cpu)`, which starts
+/// with [`ap_init`].
+pub type ApMain = extern "C" fn(cpu: u32) -> !;
+
+/// Finds the CPUs and starts every AP at `ap_main`; returns how many CPUs run.
+pub fn init(tsc_hz: u64, has_apic: bool, ap_main: ApMain) -> usize {
     // SAFETY: boot, BSP only.
     let c = unsafe { CPUS.get_mut() };
     // SAFETY: as above.
@@ -328,8 +332,6 @@ pub fn init(tsc_hz: u64, has_apic: bool) -> usize {
     if !has_apic || tsc_hz == 0 {
         return 1;
     }
-    // SAFETY: boot, BSP only, before any AP reads it.
-    unsafe { *TSC_HZ.get_mut() = tsc_hz };
     if paging::map_identity(apic::LAPIC_BASE, 4096, paging::UNCACHED).is_err() {
         return 1;
     }
@@ -344,7 +346,7 @@ pub fn init(tsc_hz: u64, has_apic: bool) -> usize {
         ),
     );
     super::idt::set(
-        crate::task::sched::VECTOR_RESCHEDULE,
+        VECTOR_RESCHEDULE,
         super::idt::Gate::new(
             &raw const ipi_reschedule_entry as u32,
             super::idt::GateKind::Interrupt,
@@ -385,8 +387,7 @@ pub fn init(tsc_hz: u64, has_apic: bool) -> usize {
         }
         let cpu = started;
         pc[cpu].apic_id = id as u32;
-        // SAFETY: the stacks are statics; `cpu` < MAX_CPUS.
-        let top = unsafe { AP_STACKS.get_mut().0[cpu].as_ptr() as u32 + AP_STACK as u32 };
+        let top = ap_stack_top(cpu);
         super::gdt::set_ap_esp0(cpu, top);
         // SAFETY: the mailbox lies in the trampoline page; no AP runs yet.
         unsafe {
@@ -457,11 +458,16 @@ pub mod command {
 
 /// What `ap_main` does with a command, provided by the benchmarks.
 pub type Worker = fn(cpu: usize, command: u32, arg: u32);
-static WORKER: BootCell<Option<Worker>> = BootCell::new(None);
+static WORKER: SetOnce<Worker> = SetOnce::new();
 
+/// Sets the command handler (once, on the BSP, before any command is posted).
 pub fn set_worker(w: Worker) {
-    // SAFETY: set on the BSP before any command is posted.
-    unsafe { *WORKER.get_mut() = Some(w) };
+    WORKER.set(w);
+}
+
+/// The command handler, if the benchmarks set one.
+pub fn worker() -> Option<Worker> {
+    WORKER.get().copied()
 }
 
 /// Posts `command` to CPU `cpu` (>= 1).
@@ -471,7 +477,7 @@ pub fn post(cpu: usize, command: u32, arg: u32) {
     p.arg.store(arg, Ordering::Relaxed);
     p.command.store(command, Ordering::Release);
     // Wake it if it waits in HLT.
-    apic::send_ipi(p.apic_id as u8, crate::task::sched::VECTOR_RESCHEDULE);
+    apic::send_ipi(p.apic_id as u8, VECTOR_RESCHEDULE);
 }
 
 pub fn wait_done(cpu: usize) {
@@ -480,56 +486,17 @@ pub fn wait_done(cpu: usize) {
     }
 }
 
-/// An AP's life after the trampoline: its tables, then the command loop,
-/// with interrupts on for IPIs.
-extern "C" fn ap_main(cpu: u32) -> ! {
-    let cpu = cpu as usize;
+/// The top of AP `cpu`'s boot stack (the one the trampoline switched to).
+fn ap_stack_top(cpu: usize) -> u32 {
+    AP_STACKS.as_ptr() as u32 + ((cpu + 1) * AP_STACK) as u32
+}
+
+/// An AP's own CPU state, first thing in `ap_main`: its TSS and per-CPU
+/// segment, the shared IDT, its local APIC. Returns its stack top (for the
+/// per-CPU entry MSRs).
+pub fn ap_init(cpu: usize) -> u32 {
     super::gdt::init_ap(cpu);
     super::idt::load();
     apic::enable();
-    // SYSENTER's MSRs are per CPU: this one's stack, the same entry.
-    let top = {
-        // SAFETY: this CPU's own stack slot.
-        unsafe { AP_STACKS.get_mut().0[cpu].as_ptr() as u32 + AP_STACK as u32 }
-    };
-    if crate::usable_mechanisms() & (1 << abi::Mechanism::Sysenter as u32) != 0 {
-        crate::entry::sysenter::init(top);
-    }
-    let me = this_cpu();
-    // SAFETY: written once by init before any AP starts.
-    let tsc_hz = unsafe { *TSC_HZ.get_mut() };
-    apic::start_timer(1000, tsc_hz);
-    // This context becomes the CPU's idle thread: it runs the CPU's ready
-    // threads, and the benchmark commands, and otherwise waits.
-    let idle_ok = crate::task::sched::become_idle(cpu).is_ok();
-    me.started.store(1, Ordering::Release);
-    loop {
-        // SAFETY: IPIs (the TLB shootdown, reschedule) are taken while waiting.
-        unsafe { asm!("sti", options(nomem, nostack)) };
-        let c = me.command.load(Ordering::Acquire);
-        if c == 0 {
-            // SAFETY: the scheduler runs with interrupts off.
-            unsafe { asm!("cli", options(nomem, nostack)) };
-            if idle_ok {
-                crate::task::sched::idle_once();
-            }
-            if me.command.load(Ordering::Acquire) == 0 {
-                // Nothing to do: sleep until an interrupt (the local timer,
-                // a reschedule IPI from `make_ready` or `post`). STI's
-                // one-instruction shadow keeps an IPI from slipping in
-                // between the check and the HLT.
-                // SAFETY: only waits for an interrupt.
-                unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
-            }
-            continue;
-        }
-        // SAFETY: no IPI handler touches what the worker uses.
-        unsafe { asm!("cli", options(nomem, nostack)) };
-        // SAFETY: written once before commands are posted.
-        if let Some(w) = unsafe { *WORKER.get_mut() } {
-            w(cpu, c, me.arg.load(Ordering::Relaxed));
-        }
-        me.command.store(0, Ordering::Relaxed);
-        me.done.store(1, Ordering::Release);
-    }
+    ap_stack_top(cpu)
 }

@@ -92,7 +92,7 @@ fn worker(cpu: usize, c: u32, arg: u32) {
             while START.load(Ordering::Acquire) == 0 {
                 core::hint::spin_loop();
             }
-            let lock = &turnstile::get(cpu).spin;
+            let lock = turnstile::spin(cpu);
             for _ in 0..arg {
                 lock.lock();
                 lock.unlock();
@@ -108,6 +108,13 @@ fn worker(cpu: usize, c: u32, arg: u32) {
         }
         _ => {}
     }
+}
+
+/// `f` with the scheduler lock, which guards the sync-object pools (held
+/// only around the call: the APs take it to look for threads).
+fn with_sched_lock<R>(f: impl FnOnce() -> R) -> R {
+    let _g = crate::task::sched::locked();
+    f()
 }
 
 /// The human line of one figure: its median, its unit, a note.
@@ -238,7 +245,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool, layout: Option<Align
     let named = [layout.unwrap_or(Align::A128)];
     let layouts: &[Align] = if layout.is_some() { &named } else { &every };
     for &a in layouts {
-        turnstile::set_align(a);
+        with_sched_lock(|| turnstile::set_align(a));
         let mut samples = [0u64; BATCHES];
         for v in samples.iter_mut() {
             START.store(0, Ordering::Release);
@@ -247,7 +254,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool, layout: Option<Align
             }
             let t0 = rdtsc();
             START.store(1, Ordering::Release);
-            let lock = &turnstile::get(0).spin;
+            let lock = turnstile::spin(0);
             for _ in 0..HAMMER_OPS {
                 lock.lock();
                 lock.unlock();
@@ -257,7 +264,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool, layout: Option<Align
             }
             *v = rdtsc().wrapping_sub(t0).max(1);
         }
-        let (_, _, _, per128) = turnstile::layout();
+        let (_, _, _, per128) = with_sched_lock(turnstile::layout);
         let mut name = Name::new();
         name.push("smp.false_sharing.");
         name.push(a.key());
@@ -278,7 +285,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool, layout: Option<Align
             },
         );
     }
-    turnstile::set_align(layout.unwrap_or(Align::A128));
+    with_sched_lock(|| turnstile::set_align(layout.unwrap_or(Align::A128)));
 
     // (b) Ping-pong between CPU 0 and CPU 1.
     if n >= 2 {
@@ -440,12 +447,12 @@ fn cross_cpu_tests() -> bool {
         STAGE.store(2, Ordering::SeqCst);
         sleepqueue::sleep(GO, 0);
         LENT.store(
-            sched::thread(sched::current_index()).prio as u32,
+            sched::prio_of(sched::current_index()) as u32,
             Ordering::SeqCst,
         );
         M.unlock();
         BACK.store(
-            sched::thread(sched::current_index()).prio as u32,
+            sched::prio_of(sched::current_index()) as u32,
             Ordering::SeqCst,
         );
         finished();

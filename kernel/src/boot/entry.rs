@@ -87,7 +87,7 @@ _start:
     xorl %eax, %eax
     rep stosb
     /* EFLAGS to a known state: only the reserved bit 1. */
-    pushl $2
+    pushl ${known_eflags}
     popfl
     /* kmain(magic, info): never returns. */
     pushl %ebp
@@ -101,6 +101,7 @@ _start:
     boot_size = const BOOT_STACK_SIZE,
     kernel_size = const KERNEL_STACK_SIZE,
     df_size = const DF_STACK_SIZE,
+    known_eflags = const abi::eflags::RESERVED_1,
     options(att_syntax)
 );
 

@@ -7,10 +7,10 @@
 
 use core::arch::global_asm;
 
+use abi::eflags;
 use abi::layout::selector;
 
 use super::addr;
-use crate::arch::exceptions::EFLAGS_TF;
 use crate::syscall::dispatch;
 
 global_asm!(
@@ -26,7 +26,7 @@ callgate_full:
     pushfl
 callgate_common:
     /* Known EFLAGS: DF, AC, NT, TF clear, and IF off in the kernel. */
-    pushl $2
+    pushl ${kernel_eflags}
     popfl
     pushl %ds
     pushl %es
@@ -52,7 +52,8 @@ callgate_traced:
     .popsection
     "#,
     kdata = const selector::KERNEL_DATA,
-    tf = const EFLAGS_TF,
+    kernel_eflags = const eflags::KERNEL_ENTRY,
+    tf = const eflags::TF,
     dispatch = sym dispatch,
     options(att_syntax)
 );

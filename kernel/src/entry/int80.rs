@@ -7,6 +7,7 @@
 
 use core::arch::global_asm;
 
+use abi::eflags;
 use abi::layout::{selector, VECTOR_SYSCALL, VECTOR_SYSCALL_FLOOR};
 
 use crate::arch::idt::{self, Gate, GateKind};
@@ -32,7 +33,7 @@ int80_full:
     movl %ecx, %ds
     movl %ecx, %es
     /* Known EFLAGS: DF, AC, NT, TF clear (IF is already clear). */
-    pushl $2
+    pushl ${kernel_eflags}
     popfl
     /* dispatch(&mut Regs), fastcall: the pointer travels in ECX. */
     movl %esp, %ecx
@@ -46,6 +47,7 @@ int80_full:
     .popsection
     "#,
     kdata = const selector::KERNEL_DATA,
+    kernel_eflags = const eflags::KERNEL_ENTRY,
     dispatch = sym dispatch,
     options(att_syntax)
 );

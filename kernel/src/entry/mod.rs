@@ -6,9 +6,13 @@
 //! dispatcher reads the number and arguments in one place whichever way the
 //! user came in, and writes the result into the saved EAX.
 //!
-//! Hygiene on every full path: EFLAGS is reset to a known value with
-//! `pushl $2; popfl`, which clears DF (Rust assumes it clear), AC and NT (a
-//! stale NT would make a later IRET attempt a task return), and TF; the
+//! The stubs address that block and the IRET frame above it through
+//! [`EntryFrame`]'s named offsets ([`frame`]), never bare numbers.
+//!
+//! Hygiene on every full path: EFLAGS is reset to a known value
+//! (`abi::eflags::KERNEL_ENTRY`, by `pushl; popfl`), which clears DF (Rust
+//! assumes it clear), AC and NT (a stale NT would make a later IRET attempt
+//! a task return), and TF; the
 //! user's segment registers DS and ES are saved and restored (FS and GS the
 //! kernel never touches); the syscall number is checked by the dispatcher.
 
@@ -20,29 +24,9 @@ pub mod sysenter;
 use abi::Mechanism;
 
 use crate::arch::cpu::Features;
+use crate::sync::cell::SetOnce;
 
-/// The general registers as PUSHAL leaves them (SDM Vol. 2B, PUSHA/PUSHAD).
-/// EAX holds the number on entry and the result on return.
-#[derive(Clone, Copy, Debug)]
-#[repr(C)]
-pub struct Regs {
-    pub edi: u32,
-    pub esi: u32,
-    pub ebp: u32,
-    pub esp_at_pushal: u32,
-    pub ebx: u32,
-    pub edx: u32,
-    pub ecx: u32,
-    pub eax: u32,
-}
-
-/// EFLAGS bits a SYSEXIT or SYSRET cannot give back (it leaves the kernel's
-/// flags in place): TF, DF, NT, AC and ID. A user whose saved flags have any
-/// of them set returns through IRET instead, which restores all of EFLAGS.
-pub const EFLAGS_NOT_RESTORED_BY_FAST_RETURN: u32 =
-    (1 << 8) | (1 << 10) | (1 << 14) | (1 << 18) | (1 << 21);
-/// EFLAGS.IF.
-pub const EFLAGS_IF: u32 = 1 << 9;
+use crate::arch::regs::frame;
 
 /// Why a mechanism is not usable on this CPU.
 pub fn unavailable_reason(m: Mechanism, f: &Features) -> Option<&'static str> {
@@ -61,6 +45,19 @@ pub fn unavailable_reason(m: Mechanism, f: &Features) -> Option<&'static str> {
     }
 }
 
+/// The bit set of mechanisms set up on this machine (`1 << Mechanism`),
+/// learnt once by `init`.
+static USABLE: SetOnce<u32> = SetOnce::new();
+
+/// The bit set of usable mechanisms (0 before `init`).
+pub fn usable() -> u32 {
+    USABLE.get().copied().unwrap_or(0)
+}
+
+pub fn is_usable(m: Mechanism) -> bool {
+    usable() & (1 << m as u32) != 0
+}
+
 /// Sets up every available mechanism; returns the bit set of usable ones.
 pub fn init(f: &Features, kernel_stack_top: u32) -> u32 {
     int80::init();
@@ -73,17 +70,26 @@ pub fn init(f: &Features, kernel_stack_top: u32) -> u32 {
         syscall_amd::init();
         usable |= 1 << Mechanism::Syscall as u32;
     }
+    USABLE.set(usable);
     usable
+}
+
+/// An application processor's share of `init`: its own SYSENTER MSRs
+/// (per CPU: this one's stack, the same entry). Threads on APs are kernel
+/// threads; SYSCALL stays on the bootstrap processor.
+pub fn init_ap(kernel_stack_top: u32) {
+    if is_usable(Mechanism::Sysenter) {
+        sysenter::init(kernel_stack_top);
+    }
 }
 
 /// Points SYSENTER and SYSCALL at the running thread's kernel stack (the
 /// interrupt and call-gate entries read TSS.ESP0, which gdt::set_esp0 sets).
 pub fn set_kernel_stack(top: u32) {
-    let usable = crate::usable_mechanisms();
-    if usable & (1 << Mechanism::Sysenter as u32) != 0 {
+    if is_usable(Mechanism::Sysenter) {
         sysenter::set_kernel_stack(top);
     }
-    if usable & (1 << Mechanism::Syscall as u32) != 0 {
+    if is_usable(Mechanism::Syscall) {
         syscall_amd::set_kernel_stack(top);
     }
 }

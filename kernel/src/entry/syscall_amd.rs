@@ -22,10 +22,10 @@
 
 use core::arch::global_asm;
 
+use abi::eflags;
 use abi::layout::{selector, USER_BASE, USER_TOP};
 
-use super::{addr, EFLAGS_IF, EFLAGS_NOT_RESTORED_BY_FAST_RETURN};
-use crate::arch::exceptions::EFLAGS_TF;
+use super::{addr, frame};
 use crate::arch::msr::{rdmsr, wrmsr, EFER, EFER_SCE, STAR};
 use crate::syscall::dispatch;
 use crate::task;
@@ -59,7 +59,7 @@ syscall_full:
     pushl %ss:syscall_esp_slot
     pushfl
 syscall_common:
-    pushl $2
+    pushl ${kernel_eflags}
     popfl
     pushl ${ucode}
     pushl %ecx
@@ -69,7 +69,7 @@ syscall_common:
     pushl %ds
     pushl %es
     /* Argument 2 from the user's stack, which must lie in user space. */
-    movl 20(%esp), %ecx
+    movl {user_esp}(%esp), %ecx
     cmpl ${user_base}, %ecx
     jb syscall_bad_stack
     cmpl ${user_top_minus4}, %ecx
@@ -81,18 +81,18 @@ syscall_common:
     movl %ecx, %es
     movl %esp, %ecx
     call {dispatch}
-    testl ${dirty}, 48(%esp)
+    testl ${dirty}, {eflags}(%esp)
     jnz syscall_iret
     popal
     popl %es
     popl %ds
     /* ECX = return EIP; ESP = the user's. IF=0 until SYSRET sets it. */
-    movl (%esp), %ecx
-    movl 12(%esp), %esp
+    movl {iret_eip}(%esp), %ecx
+    movl {iret_esp}(%esp), %esp
     sysret
 
 syscall_iret:
-    orl ${eflags_if}, 48(%esp)
+    orl ${eflags_if}, {eflags}(%esp)
     popal
     popl %es
     popl %ds
@@ -123,9 +123,14 @@ syscall_bad_stack:
     ucode = const selector::USER_CODE,
     udata = const selector::USER_DATA,
     kdata = const selector::KERNEL_DATA,
-    dirty = const EFLAGS_NOT_RESTORED_BY_FAST_RETURN,
-    eflags_if = const EFLAGS_IF,
-    tf = const EFLAGS_TF,
+    kernel_eflags = const eflags::KERNEL_ENTRY,
+    dirty = const eflags::NOT_RESTORED_BY_FAST_RETURN,
+    eflags_if = const eflags::IF,
+    tf = const eflags::TF,
+    user_esp = const frame::USER_ESP_ABOVE_SEGMENTS,
+    eflags = const frame::EFLAGS,
+    iret_eip = const frame::IRET_EIP,
+    iret_esp = const frame::IRET_ESP,
     dispatch = sym dispatch,
     bad_stack = sym bad_stack,
     options(att_syntax)

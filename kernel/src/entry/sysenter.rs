@@ -26,45 +26,23 @@
 
 use core::arch::global_asm;
 
+use abi::eflags;
 use abi::layout::{selector, USER_BASE, USER_TOP};
 
-use super::{addr, EFLAGS_IF, EFLAGS_NOT_RESTORED_BY_FAST_RETURN};
-use crate::arch::exceptions::EFLAGS_TF;
+use super::{addr, frame};
 use crate::arch::msr::{wrmsr, IA32_SYSENTER_CS, IA32_SYSENTER_EIP, IA32_SYSENTER_ESP};
 use crate::syscall::dispatch;
 use crate::task;
 
-/// Known EFLAGS (DF, AC, NT, TF clear). Gone in the exercise that shows why.
-#[cfg(not(feature = "exercise-sysenter-no-flags-reset"))]
-macro_rules! reset_eflags {
-    () => {
-        "pushl $2\n popfl\n"
-    };
-}
-#[cfg(feature = "exercise-sysenter-no-flags-reset")]
-macro_rules! reset_eflags {
-    () => {
-        ""
-    };
-}
+// The exercises (docs/exercises.md) each remove one piece of hygiene; the
+// stub stays one string, and its `.if` blocks read these two (1: keep).
 
-/// The check that sends a dirty frame back through IRET. Gone in the
-/// exercise that shows why.
-#[cfg(not(feature = "exercise-sysexit-always"))]
-macro_rules! iret_if_dirty {
-    () => {
-        "testl ${dirty}, 48(%esp)\n jnz sysenter_iret\n"
-    };
-}
-#[cfg(feature = "exercise-sysexit-always")]
-macro_rules! iret_if_dirty {
-    () => {
-        "/* {dirty} */\n"
-    };
-}
+/// Known EFLAGS on entry (DF, AC, NT, TF clear).
+const RESET_FLAGS: u32 = !cfg!(feature = "exercise-sysenter-no-flags-reset") as u32;
+/// The check that sends a dirty frame back through IRET.
+const IRET_IF_DIRTY: u32 = !cfg!(feature = "exercise-sysexit-always") as u32;
 
 global_asm!(
-    concat!(
     r#"
     .pushsection .text.entry, "ax"
     .global sysenter_floor, sysenter_full, sysenter_traced
@@ -82,9 +60,12 @@ sysenter_full:
     pushfl
 sysenter_common:
     /* Known EFLAGS: DF, AC, NT, TF clear. */
-    "#, reset_eflags!(), r#"
+    .if {reset_flags}
+    pushl ${kernel_eflags}
+    popfl
+    .endif
     /* IRET frame's ESP slot: the user's stack pointer, which the stub put in EBP. */
-    movl %ebp, 4(%esp)
+    movl %ebp, {esp_above_eflags}(%esp)
     /* EBP must leave [EBP-4, EBP+4) inside user space, or a hostile user
        could make the kernel read its own memory. */
     cmpl ${user_base_plus4}, %ebp
@@ -108,20 +89,23 @@ sysenter_common:
     call {dispatch}
     /* SYSEXIT keeps the kernel's EFLAGS: only a user whose flags need no
        more than IF may take it. Otherwise return through IRET. */
-    "#, iret_if_dirty!(), r#"
+    .if {iret_if_dirty}
+    testl ${dirty}, {eflags}(%esp)
+    jnz sysenter_iret
+    .endif
     popal
     popl %es
     popl %ds
     /* EDX = return EIP, ECX = return ESP (the IRET frame's slots). */
-    movl (%esp), %edx
-    movl 12(%esp), %ecx
+    movl {iret_eip}(%esp), %edx
+    movl {iret_esp}(%esp), %ecx
     sti
     sysexit
 
 sysenter_iret:
     /* Complete the IRET frame: user SS, and IF on in the flags to restore. */
-    movl ${udata}, 56(%esp)
-    orl ${eflags_if}, 48(%esp)
+    movl ${udata}, {ss}(%esp)
+    orl ${eflags_if}, {eflags}(%esp)
     popal
     popl %es
     popl %ds
@@ -147,15 +131,23 @@ sysenter_bad_stack:
     .long 2b, sysenter_bad_stack
     .popsection
     .popsection
-    "#),
+    "#,
     user_base_plus4 = const USER_BASE + 4,
     user_top_minus4 = const USER_TOP - 4,
     ucode = const selector::USER_CODE,
     udata = const selector::USER_DATA,
     kdata = const selector::KERNEL_DATA,
-    dirty = const EFLAGS_NOT_RESTORED_BY_FAST_RETURN,
-    eflags_if = const EFLAGS_IF,
-    tf = const EFLAGS_TF,
+    reset_flags = const RESET_FLAGS,
+    iret_if_dirty = const IRET_IF_DIRTY,
+    kernel_eflags = const eflags::KERNEL_ENTRY,
+    dirty = const eflags::NOT_RESTORED_BY_FAST_RETURN,
+    eflags_if = const eflags::IF,
+    tf = const eflags::TF,
+    esp_above_eflags = const frame::IRET_ESP_ABOVE_EFLAGS,
+    eflags = const frame::EFLAGS,
+    ss = const frame::SS,
+    iret_eip = const frame::IRET_EIP,
+    iret_esp = const frame::IRET_ESP,
     dispatch = sym dispatch,
     bad_stack = sym bad_stack,
     options(att_syntax)

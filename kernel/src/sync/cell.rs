@@ -1,15 +1,23 @@
-//! [`BootCell`]: a global the kernel mutates from one context at a time.
+//! Two cells for globals.
 //!
-//! The kernel runs on one CPU with interrupts off in ring 0, so a global is
-//! only ever touched by the code running now. `BootCell` makes each such
-//! access an `unsafe` call whose `SAFETY` line has to say why that holds.
+//! [`BootCell`]: a global the kernel mutates from one context at a time.
+//! Each access is an `unsafe` call whose `SAFETY` line has to name what
+//! makes it exclusive: the lock that guards it (the scheduler lock for the
+//! thread table and the sync objects), or "boot, before any other CPU runs".
+//!
+//! [`SetOnce`]: a fact learnt once during boot (which entry mechanisms this
+//! CPU has, what `cpuinfo` reports, the TSC frequency) and read everywhere
+//! afterwards, from any CPU, without `unsafe`.
 
 use core::cell::UnsafeCell;
+use core::mem::MaybeUninit;
+use core::sync::atomic::{AtomicU8, Ordering};
 
 pub struct BootCell<T>(UnsafeCell<T>);
 
 // SAFETY: every access goes through `get_mut`, whose contract is that no two
-// contexts use the cell at once (one CPU, no preemption in ring 0).
+// contexts use the cell at once; each caller names the lock or the boot
+// phase that makes it so.
 unsafe impl<T> Sync for BootCell<T> {}
 
 impl<T> BootCell<T> {
@@ -27,5 +35,56 @@ impl<T> BootCell<T> {
 
     pub fn as_ptr(&self) -> *mut T {
         self.0.get()
+    }
+}
+
+const EMPTY: u8 = 0;
+const WRITING: u8 = 1;
+const SET: u8 = 2;
+
+/// A value written once (a second `set` panics) and then only read.
+pub struct SetOnce<T> {
+    state: AtomicU8,
+    value: UnsafeCell<MaybeUninit<T>>,
+}
+
+// SAFETY: the value is written by the one `set` that won the EMPTY ->
+// WRITING exchange, before the Release store of SET; readers see it only
+// after an Acquire load of SET, and never write it. So it is shared
+// read-only between CPUs, which `T: Sync` allows.
+unsafe impl<T: Sync + Send> Sync for SetOnce<T> {}
+
+impl<T> SetOnce<T> {
+    pub const fn new() -> Self {
+        SetOnce {
+            state: AtomicU8::new(EMPTY),
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+
+    /// Stores the value. Panics if it was set already.
+    pub fn set(&self, v: T) {
+        if self
+            .state
+            .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            panic!("a set-once boot fact was set twice");
+        }
+        // SAFETY: winning the exchange makes this the only writer, and no
+        // reader looks before SET is published below.
+        unsafe { (*self.value.get()).write(v) };
+        self.state.store(SET, Ordering::Release);
+    }
+
+    /// The value, once `set` has finished.
+    pub fn get(&self) -> Option<&T> {
+        if self.state.load(Ordering::Acquire) == SET {
+            // SAFETY: SET is stored only after the value was written, and
+            // the value is never written again.
+            Some(unsafe { (*self.value.get()).assume_init_ref() })
+        } else {
+            None
+        }
     }
 }

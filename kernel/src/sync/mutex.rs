@@ -7,11 +7,13 @@ use super::turnstile;
 use crate::task::sched;
 
 pub struct Mutex {
-    /// Owner's thread index + 1; 0 when free.
+    /// Owner's thread index + 1; 0 when free. Guarded by the scheduler
+    /// lock (`task::sched::lock`), like the turnstile it waits on.
     owner: Cell<u32>,
 }
 
-// SAFETY: one CPU and a non-preemptible kernel: one context at a time.
+// SAFETY: `owner` is read and written only with the scheduler lock held
+// (every method takes it), so no two CPUs use the cell at once.
 unsafe impl Sync for Mutex {}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +61,7 @@ impl Mutex {
     }
 
     pub fn owner(&self) -> Option<usize> {
+        let _g = sched::locked();
         match self.owner.get() {
             0 => None,
             o => Some(o as usize - 1),

@@ -3,8 +3,17 @@
 //! thread owns one from a pool, the first sleeper on a channel lends its
 //! own, later sleepers park theirs on its free list, a woken thread leaves
 //! with one. 256 hash chains keyed by channel, each with a spin lock.
-//! Sleepers wake in the order they went to sleep; a sleep may have a
-//! timeout, counted in timer ticks.
+//! Sleepers wake in the order they went to sleep (found by a scan of the
+//! thread table, as the turnstile's waiters are); a sleep may have a
+//! timeout, counted in timer ticks. The chain hash is FreeBSD's SC_HASH
+//! fold.
+//!
+//! Locking key (as in `turnstile`):
+//!   (s) the scheduler lock: every field, the pool, the sleepers' thread
+//!       state. `sleep` and `wakeup` take it; `take_off` and
+//!       `remove_waiter` (the twins of the turnstile's unpend) assert it.
+//!   (c) the chain's spin lock `LOCKS[h]`: `HEADS[h]` and the `chain_next`
+//!       links on chain `h`.
 
 use abi::syscall::MAX_THREADS;
 
@@ -19,11 +28,14 @@ pub const CHAINS: usize = 256;
 #[derive(Debug)]
 #[repr(C)]
 pub struct SleepQueue {
-    /// The channel it is lent to (0: with a thread).
+    /// (s, c) The channel it is lent to (0: with a thread).
     pub chan: u32,
+    /// (c) Next sleepqueue on the same hash chain.
     pub chain_next: u32,
+    /// (s) Sleepqueues parked here by later sleepers.
     pub free_next: u32,
     pub spin: SpinLock,
+    /// (s) Threads asleep here.
     pub sleepers: u32,
 }
 
@@ -35,13 +47,22 @@ static HEADS: BootCell<[u32; CHAINS]> = BootCell::new([NONE; CHAINS]);
 static LOCKS: [SpinLock; CHAINS] = [const { SpinLock::new() }; CHAINS];
 
 fn pool() -> &'static mut Pool<SleepQueue> {
-    // SAFETY: one CPU, kernel non-preemptible (the tick handler runs only
-    // where the kernel waits with interrupts on, in the scheduler).
+    debug_assert!(
+        sched::held_here(),
+        "sleepqueue pool without the scheduler lock"
+    );
+    // SAFETY: the scheduler lock is held (asserted): no other CPU uses the
+    // pool, and on this CPU one path runs at a time (the tick handler that
+    // wakes timed-out sleepers takes the lock too).
     unsafe { POOL.get_mut() }
 }
 
 fn heads() -> &'static mut [u32; CHAINS] {
-    // SAFETY: as for the pool.
+    debug_assert!(
+        sched::held_here(),
+        "sleepqueue chains without the scheduler lock"
+    );
+    // SAFETY: as for the pool (and the chain's spin lock around each walk).
     unsafe { HEADS.get_mut() }
 }
 
@@ -153,6 +174,10 @@ fn first_sleeper(sq: usize) -> Option<usize> {
 /// Takes sleeper `w` off its sleepqueue and gives it one back (not made
 /// ready here).
 fn take_off(sq: usize, w: usize) {
+    debug_assert!(
+        sched::held_here(),
+        "sleepqueue::take_off without the scheduler lock"
+    );
     let q = get(sq);
     q.sleepers -= 1;
     let given = if q.free_next != NONE {
@@ -179,6 +204,10 @@ fn take_off(sq: usize, w: usize) {
 
 /// A sleeper whose timeout fired (from the timer tick): off its queue.
 pub fn remove_waiter(w: usize) {
+    debug_assert!(
+        sched::held_here(),
+        "sleepqueue::remove_waiter without the scheduler lock"
+    );
     if let Some(sq) = sched::thread(w).blocked_on {
         take_off(sq, w);
     }

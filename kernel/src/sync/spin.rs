@@ -1,6 +1,8 @@
-//! Spin locks for the hash chains and the sync objects. One CPU never finds
-//! one held (the kernel does not preempt itself); they mark what SMP will
-//! need, and their words are what false sharing between CPUs would hit.
+//! Spin locks for the hash chains and the sync objects. They are taken
+//! inside the scheduler lock (`task::sched::lock`), which already
+//! serialises every change to what they guard, so none is ever found held;
+//! they mark where finer locking would split the big lock, and their words
+//! are what false sharing between CPUs would hit.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 

@@ -8,9 +8,34 @@
 //! exactly as many turnstiles as threads.
 //!
 //! Lent turnstiles hang on 128 hash chains keyed by the lock address, each
-//! with its own spin lock. Waiters are kept in priority order (0 first,
-//! then the longest waiting); a blocker lends its priority to the lock's
-//! owner, and on along the chain of owners if that owner is itself blocked.
+//! with its own spin lock. The waiters are not queued: the most urgent one
+//! (0 first, then the longest waiting) is found by a scan of the thread
+//! table, at most `MAX_THREADS` entries. A blocker lends its priority to
+//! the lock's owner, and on along the chain of owners if that owner is
+//! itself blocked.
+//!
+//! Locking key:
+//!   (s) the scheduler lock (`task::sched::lock`): every field, the pool,
+//!       and the waiters' thread state. `wait`, `signal` and `unpend`
+//!       assert it; so does every access to the pool.
+//!   (c) the hash chain's spin lock: a chain's head and the `chain_next`
+//!       links on it (taken inside (s); it marks where finer locking would
+//!       split the big lock, and its word is what false sharing hits).
+//!
+//! Differences from FreeBSD's subr_turnstile.c:
+//! - `trywait` only answers "is anyone waiting on this lock?". FreeBSD's
+//!   `turnstile_trywait` returns with the chain locked, so the caller can
+//!   look at the lock word once more and then `turnstile_wait` or
+//!   `turnstile_cancel`; here the caller holds the scheduler lock from its
+//!   check to its `wait`, so no window needs closing.
+//! - `lookup` takes and drops the chain lock itself; FreeBSD's expects the
+//!   chain locked and returns with it still held.
+//! - `signal` makes the woken thread ready at once (it calls `unpend`), and
+//!   the kernel mutex hands it ownership directly; FreeBSD's
+//!   `turnstile_signal` only moves it to a pending list, which
+//!   `turnstile_unpend` wakes after the owner has released the lock.
+//! - The chain hash is the xor fold of FreeBSD's sleepqueue (`SC_HASH`);
+//!   its turnstile hash (`TC_HASH`) only shifts and masks.
 
 use abi::syscall::MAX_THREADS;
 
@@ -26,21 +51,24 @@ pub const CHAINS: usize = 128;
 #[derive(Debug)]
 #[repr(C)]
 pub struct Turnstile {
-    /// The lock it is lent to (0: with a thread).
+    /// (s, c) The lock it is lent to (0: with a thread).
     pub lock: u32,
-    /// The lock's owner (thread index), NONE if unknown.
+    /// (s) The lock's owner (thread index), NONE if unknown.
     pub owner: u32,
-    /// Next turnstile on the same hash chain.
+    /// (c) Next turnstile on the same hash chain.
     pub chain_next: u32,
-    /// Turnstiles parked here by later blockers.
+    /// (s) Turnstiles parked here by later blockers.
     pub free_next: u32,
     /// Its own lock word (FreeBSD's ts_lock): what false sharing hits.
     pub spin: SpinLock,
+    /// (s) Threads blocked here.
     pub waiters: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<Turnstile>() <= 128);
 
+/// The hash chains: `head[h]` (c: `lock[h]`) is the first turnstile lent
+/// to a lock that hashes to `h`.
 struct Chains {
     head: [u32; CHAINS],
     lock: [SpinLock; CHAINS],
@@ -54,16 +82,27 @@ static CHAINS_: BootCell<Chains> = BootCell::new(Chains {
 });
 
 fn pool() -> &'static mut Pool<Turnstile> {
-    // SAFETY: one CPU, kernel non-preemptible: one user at a time.
+    debug_assert!(
+        sched::held_here(),
+        "turnstile pool without the scheduler lock"
+    );
+    // SAFETY: the scheduler lock is held (asserted): no other CPU uses the
+    // pool, and on this CPU one path runs at a time.
     unsafe { POOL.get_mut() }
 }
 
 fn chains() -> &'static mut Chains {
-    // SAFETY: as for the pool.
+    debug_assert!(
+        sched::held_here(),
+        "turnstile chains without the scheduler lock"
+    );
+    // SAFETY: as for the pool: the scheduler lock is held (and a chain's
+    // own spin lock around each walk or change of it).
     unsafe { CHAINS_.get_mut() }
 }
 
-/// FreeBSD's TC_HASH: fold the address so nearby locks spread out.
+/// The chain of `lock`: fold the address so nearby locks spread out (the
+/// fold of FreeBSD's SC_HASH, see the module text).
 pub fn chain_of(lock: u32) -> usize {
     (((lock >> 8) ^ lock) as usize) & (CHAINS - 1)
 }
@@ -87,6 +126,17 @@ pub fn free(i: usize) {
 
 pub fn get(i: usize) -> &'static mut Turnstile {
     pool().get(i)
+}
+
+/// Turnstile `i`'s own spin lock, shared between CPUs without the
+/// scheduler lock (the false-sharing benchmark hammers each CPU's word).
+pub fn spin(i: usize) -> &'static SpinLock {
+    // SAFETY: only the pool's layout (base and stride) is read, which
+    // changes in `set_align` alone, never while a benchmark uses the words.
+    let addr = unsafe { (*POOL.as_ptr()).addr(i) };
+    // SAFETY: `addr` is object `i` inside the arena; only its SpinLock is
+    // referenced, and a SpinLock is an atomic, safe to share.
+    unsafe { &(*(addr as *const Turnstile)).spin }
 }
 
 pub fn reset() {
@@ -145,6 +195,10 @@ pub fn top_waiter(ts: usize) -> Option<usize> {
 /// `wait`: blocks the current thread on `lock`, owned by thread `owner`.
 /// Returns when a `signal` picks it.
 pub fn wait(lock: u32, owner: Option<usize>) {
+    debug_assert!(
+        sched::held_here(),
+        "turnstile::wait without the scheduler lock"
+    );
     let me = sched::current_index();
     let mine = sched::thread(me)
         .turnstile
@@ -181,7 +235,7 @@ pub fn wait(lock: u32, owner: Option<usize>) {
 
 /// Lends `from`'s priority along the chain of owners.
 fn propagate(from: usize) {
-    let mut prio = sched::thread(from).prio;
+    let prio = sched::thread(from).prio;
     let mut t = from;
     for _ in 0..MAX_THREADS {
         let Some(ts) = sched::thread(t).blocked_on else {
@@ -199,7 +253,6 @@ fn propagate(from: usize) {
             return;
         }
         o.prio = prio;
-        prio = o.prio;
         t = owner as usize;
     }
 }
@@ -223,6 +276,10 @@ pub fn recompute(owner: usize) {
 /// turnstile, and returns it. The turnstile leaves its chain with the last
 /// waiter.
 pub fn signal(ts: usize) -> Option<usize> {
+    debug_assert!(
+        sched::held_here(),
+        "turnstile::signal without the scheduler lock"
+    );
     let w = top_waiter(ts)?;
     unpend(ts, w);
     Some(w)
@@ -240,6 +297,10 @@ pub fn broadcast(ts: usize) -> usize {
 
 /// `unpend`: takes waiter `w` off turnstile `ts` and makes it ready.
 pub fn unpend(ts: usize, w: usize) {
+    debug_assert!(
+        sched::held_here(),
+        "turnstile::unpend without the scheduler lock"
+    );
     let t = get(ts);
     t.waiters -= 1;
     let given = if t.free_next != NONE {

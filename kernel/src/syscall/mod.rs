@@ -11,8 +11,22 @@ pub mod usercopy;
 use abi::syscall::{errno, fd, nr, CpuInfo};
 use abi::Mechanism;
 
-use crate::entry::{self, Regs};
+use crate::arch::regs::Regs;
+use crate::entry;
+use crate::sync::cell::SetOnce;
 use crate::task;
+
+/// What the `cpuinfo` system call reports: learnt once at boot (`kmain`).
+static SYSINFO: SetOnce<CpuInfo> = SetOnce::new();
+
+pub fn set_sysinfo(info: CpuInfo) {
+    SYSINFO.set(info);
+}
+
+/// The boot's `cpuinfo` record (set before any user program runs).
+pub fn sysinfo() -> CpuInfo {
+    *SYSINFO.get().expect("cpuinfo is set during boot")
+}
 
 fn err(e: i32) -> u32 {
     (-e) as u32
@@ -137,7 +151,7 @@ fn read(fd: u32, buf: u32, len: u32) -> u32 {
 
 #[inline(never)]
 fn cpuinfo(buf: u32, len: u32) -> u32 {
-    let info: CpuInfo = crate::sysinfo();
+    let info: CpuInfo = sysinfo();
     if (len as usize) < core::mem::size_of::<CpuInfo>() {
         return err(errno::EINVAL);
     }
@@ -154,7 +168,7 @@ fn cpuinfo(buf: u32, len: u32) -> u32 {
 #[inline(never)]
 fn entry_floor(mechanism: u32, on: u32) -> u32 {
     match Mechanism::from_u32(mechanism) {
-        Some(m) if crate::usable_mechanisms() & (1 << m as u32) != 0 && on <= 1 => {
+        Some(m) if entry::is_usable(m) && on <= 1 => {
             entry::select_floor(m, on == 1);
             0
         }

@@ -13,7 +13,7 @@ use abi::Mechanism;
 use super::Regs;
 use crate::arch::msr::{rdmsr, EFER, IA32_SYSENTER_CS, IA32_SYSENTER_EIP, IA32_SYSENTER_ESP, STAR};
 use crate::arch::{gdt, idt};
-use crate::entry::{addr, EFLAGS_NOT_RESTORED_BY_FAST_RETURN};
+use crate::entry::addr;
 use crate::{kprintln, task};
 
 /// Which entry stub contains `ret`: the one with the highest start at or
@@ -44,20 +44,9 @@ mod heapless {
 
     impl fmt::Display for Flags {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            const NAMES: [(u32, &str); 9] = [
-                (1 << 0, "CF"),
-                (1 << 2, "PF"),
-                (1 << 6, "ZF"),
-                (1 << 7, "SF"),
-                (1 << 8, "TF"),
-                (1 << 9, "IF"),
-                (1 << 10, "DF"),
-                (1 << 14, "NT"),
-                (1 << 18, "AC"),
-            ];
             write!(f, "{:#010x} [", self.0)?;
             let mut first = true;
-            for (bit, name) in NAMES {
+            for (bit, name) in abi::eflags::NAMED {
                 if self.0 & bit != 0 {
                     write!(f, "{}{name}", if first { "" } else { " " })?;
                     first = false;
@@ -216,7 +205,7 @@ pub extern "fastcall" fn sys_trace(r: &mut Regs) {
     } else {
         above[4]
     };
-    let dirty = eflags & EFLAGS_NOT_RESTORED_BY_FAST_RETURN;
+    let dirty = eflags & abi::eflags::NOT_RESTORED_BY_FAST_RETURN;
     let back = match m {
         Mechanism::Int80 => "iret: restores EIP, CS, EFLAGS, ESP, SS from the frame".into(),
         Mechanism::CallGate => "popfl then lret: the user's EFLAGS, then EIP, CS, ESP, SS".into(),

@@ -22,17 +22,27 @@
 //! Each thread owns one turnstile and one sleepqueue from the pools
 //! (`sync::turnstile`, `sync::sleepqueue`), FreeBSD's model: a thread that
 //! blocks lends its object to the lock or channel.
+//!
+//! Locking key (FreeBSD's style: each field says what guards it):
+//!   (s) the scheduler lock ([`lock`]): the thread table, every thread's
+//!       fields, the run queue order, the ticks; also the turnstiles, the
+//!       sleepqueues and the kernel mutexes (`sync`). [`sched`] asserts it.
+//!   (c) this CPU only: written by its own CPU with interrupts off, read
+//!       without a lock (which thread runs here).
+//!   (b) boot: written before any other CPU runs, read-only afterwards.
 
 use core::arch::global_asm;
 
-use abi::layout::{selector, MAX_CPUS};
+use abi::eflags;
+use abi::layout::{selector, MAX_CPUS, VECTOR_RESCHEDULE};
 use abi::syscall::{MAX_THREADS, PRIO_MAX};
 
+use crate::arch::regs::IretFrame;
 use crate::arch::{gdt, pit};
 use crate::entry;
 use crate::sync::cell::BootCell;
 use crate::sync::{sleepqueue, turnstile};
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 pub type Tid = u32;
 
@@ -51,6 +61,7 @@ pub enum State {
     Idle,
 }
 
+/// A thread; every field is (s).
 #[derive(Clone, Copy, Debug)]
 pub struct Thread {
     pub state: State,
@@ -93,12 +104,12 @@ const EMPTY: Thread = Thread {
     cpu: 0,
 };
 
+/// The scheduler's state: all of it (s).
 struct Sched {
     threads: [Thread; MAX_THREADS],
-    /// The running thread of each CPU.
-    current: [usize; MAX_CPUS],
     /// Each application processor's idle thread.
     idle: [usize; MAX_CPUS],
+    /// The FIFO clock among equal priorities.
     seq: u64,
     next_tid: Tid,
     /// Ticks since the timer was started, and the running thread's share.
@@ -109,7 +120,6 @@ struct Sched {
 
 static SCHED: BootCell<Sched> = BootCell::new(Sched {
     threads: [EMPTY; MAX_THREADS],
-    current: [0; MAX_CPUS],
     idle: [0; MAX_CPUS],
     seq: 0,
     next_tid: 1,
@@ -117,6 +127,13 @@ static SCHED: BootCell<Sched> = BootCell::new(Sched {
     quantum_left: QUANTUM,
     switches: 0,
 });
+
+/// The running thread (table index) of each CPU (c): FreeBSD's curthread.
+static CURRENT: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
+
+fn set_current(cpu: usize, i: usize) {
+    CURRENT[cpu].store(i, Ordering::Relaxed);
+}
 
 /// Ticks a user thread runs before an equal-priority thread gets the CPU.
 const QUANTUM: u32 = 10;
@@ -181,7 +198,8 @@ pub fn unlock() {
     LOCK.store(0, Ordering::Release);
 }
 
-fn held_here() -> bool {
+/// Whether this CPU holds the scheduler lock (what the sync objects assert).
+pub fn held_here() -> bool {
     LOCK.load(Ordering::Relaxed) == cpu() as u32 + 1
 }
 
@@ -211,9 +229,12 @@ extern "C" fn start_unlock() {
     unlock();
 }
 
+/// The scheduler's state, under the scheduler lock (asserted).
 fn sched() -> &'static mut Sched {
-    // SAFETY: one CPU, and the kernel runs with IF clear except in the idle
-    // wait, where the timer handler only touches ticks and wakes sleepers.
+    debug_assert!(held_here(), "scheduler state without the scheduler lock");
+    // SAFETY: this CPU holds the scheduler lock, so no other CPU touches the
+    // state until it lets go; on this CPU one path runs at a time (IF is
+    // clear in ring 0, and the idle wait drops the lock before STI).
     unsafe { SCHED.get_mut() }
 }
 
@@ -230,9 +251,10 @@ switch_stacks:
     pushl %ebx
     pushl %esi
     pushl %edi
-    movl 20(%esp), %eax
+    /* Above the SwitchFrame just pushed: the two arguments. */
+    movl {arg_save}(%esp), %eax
     movl %esp, (%eax)
-    movl 24(%esp), %esp
+    movl {arg_next}(%esp), %esp
     popl %edi
     popl %esi
     popl %ebx
@@ -269,6 +291,8 @@ uthread_start:
     .popsection
     "#,
     udata = const selector::USER_DATA,
+    arg_save = const core::mem::size_of::<SwitchFrame>(),
+    arg_next = const core::mem::size_of::<SwitchFrame>() + 4,
     kexit = sym kthread_exit,
     unlock = sym start_unlock,
     options(att_syntax)
@@ -287,6 +311,7 @@ extern "C" fn kthread_exit() -> ! {
 
 /// Puts the boot thread in slot 0 (it runs on the boot stack already).
 pub fn init() {
+    let _g = locked();
     let s = sched();
     s.threads[0] = Thread {
         state: State::Running,
@@ -295,20 +320,29 @@ pub fn init() {
         prio: 0,
         ..EMPTY
     };
-    s.current = [0; MAX_CPUS];
+    for c in 0..MAX_CPUS {
+        set_current(c, 0);
+    }
 }
 
+/// The thread running on this CPU (no lock: see CURRENT).
 pub fn current_index() -> usize {
-    sched().current[cpu()]
+    CURRENT[cpu()].load(Ordering::Relaxed)
 }
 
 pub fn current_tid() -> Tid {
-    let s = sched();
-    s.threads[s.current[cpu()]].tid
+    sched().threads[current_index()].tid
 }
 
+/// Thread `i`, under the scheduler lock (asserted in `sched`).
 pub fn thread(i: usize) -> &'static mut Thread {
     &mut sched().threads[i]
+}
+
+/// Thread `i`'s current priority, for code that does not hold the lock.
+pub fn prio_of(i: usize) -> u8 {
+    let _g = locked();
+    sched().threads[i].prio
 }
 
 pub fn index_of(tid: Tid) -> Option<usize> {
@@ -348,7 +382,8 @@ fn new_thread(prio: u32, user: bool) -> Result<usize, CreateError> {
     let tid = s.next_tid;
     s.next_tid += 1;
     let top = {
-        // SAFETY: slot i's stack is unused (its thread is Free).
+        // SAFETY: slot i's stack is unused (its thread is Free), and the
+        // scheduler lock (held) keeps another CPU from taking the slot.
         let st = unsafe { &mut STACKS.get_mut()[i] };
         st.stack.as_ptr() as u32 + KSTACK_SIZE as u32
     };
@@ -369,14 +404,54 @@ fn new_thread(prio: u32, user: bool) -> Result<usize, CreateError> {
     Ok(i)
 }
 
-/// Pushes `words` (first = lowest address) below the thread's saved ESP.
-fn push_words(i: usize, words: &[u32]) {
-    let t = &mut sched().threads[i];
-    let new_esp = t.esp - 4 * words.len() as u32;
-    for (k, w) in words.iter().enumerate() {
-        // SAFETY: inside the thread's own, unused kernel stack.
-        unsafe { ((new_esp + 4 * k as u32) as *mut u32).write(*w) };
+/// What `switch_stacks` pops when it resumes a thread: the callee-saved
+/// registers, then the address `ret` goes to.
+#[repr(C)]
+struct SwitchFrame {
+    edi: u32,
+    esi: u32,
+    ebx: u32,
+    ebp: u32,
+    ret: u32,
+}
+
+impl SwitchFrame {
+    /// A first switch to a new thread: zero registers, then `start`.
+    fn to(start: *const u8) -> SwitchFrame {
+        SwitchFrame {
+            edi: 0,
+            esi: 0,
+            ebx: 0,
+            ebp: 0,
+            ret: start as u32,
+        }
     }
+}
+
+/// A new kernel thread's stack: `kthread_start` pops the entry and its argument.
+#[repr(C)]
+struct KernelStart {
+    switch: SwitchFrame,
+    entry: u32,
+    arg: u32,
+}
+
+/// A new user thread's stack: `uthread_start` pops the argument into EAX
+/// and IRETs to ring 3.
+#[repr(C)]
+struct UserStart {
+    switch: SwitchFrame,
+    arg: u32,
+    iret: IretFrame,
+}
+
+/// Pushes `frame` below the thread's saved ESP (a new thread's start frame).
+fn push_frame<F>(i: usize, frame: F) {
+    let t = &mut sched().threads[i];
+    let new_esp = t.esp - core::mem::size_of::<F>() as u32;
+    // SAFETY: inside the thread's own kernel stack, which nothing uses yet
+    // (the thread has never run); u32-aligned like every frame here.
+    unsafe { (new_esp as *mut F).write(frame) };
     t.esp = new_esp;
 }
 
@@ -394,19 +469,13 @@ pub fn spawn_kernel_on(
 ) -> Result<Tid, CreateError> {
     let i = new_thread(prio, false)?;
     sched().threads[i].cpu = cpu as u8;
-    // switch_stacks pops EDI, ESI, EBX, EBP, then returns to kthread_start,
-    // which pops the entry and the argument.
-    push_words(
+    push_frame(
         i,
-        &[
-            0,
-            0,
-            0,
-            0,
-            &raw const kthread_start as u32,
-            entry as *const () as u32,
+        KernelStart {
+            switch: SwitchFrame::to(&raw const kthread_start),
+            entry: entry as *const () as u32,
             arg,
-        ],
+        },
     );
     let tid = sched().threads[i].tid;
     make_ready(i);
@@ -416,19 +485,20 @@ pub fn spawn_kernel_on(
 /// A user thread starting at `eip` with ESP `esp` and EAX `arg`.
 pub fn spawn_user(eip: u32, esp: u32, arg: u32, prio: u32) -> Result<Tid, CreateError> {
     let i = new_thread(prio, true)?;
-    let iret_frame = [
-        eip,
-        selector::USER_CODE as u32,
-        0x202,
-        esp,
-        selector::USER_DATA as u32,
-    ];
-    let mut words = [0u32; 11];
-    words[..4].copy_from_slice(&[0, 0, 0, 0]);
-    words[4] = &raw const uthread_start as u32;
-    words[5] = arg;
-    words[6..].copy_from_slice(&iret_frame);
-    push_words(i, &words);
+    push_frame(
+        i,
+        UserStart {
+            switch: SwitchFrame::to(&raw const uthread_start),
+            arg,
+            iret: IretFrame {
+                eip,
+                cs: selector::USER_CODE as u32,
+                eflags: eflags::USER_START,
+                esp,
+                ss: selector::USER_DATA as u32,
+            },
+        },
+    );
     // A second user thread is what needs the timer: preemption.
     if sched()
         .threads
@@ -450,10 +520,6 @@ fn pick() -> Option<usize> {
         .filter(|&i| s.threads[i].state == State::Ready && s.threads[i].cpu == me)
         .min_by_key(|&i| (s.threads[i].prio, s.threads[i].seq))
 }
-
-/// The IPI that tells another CPU a thread of its own became ready (it may
-/// be waiting in HLT).
-pub const VECTOR_RESCHEDULE: u8 = 0xF2;
 
 /// Makes thread `i` ready (from any waiting state).
 pub fn make_ready(i: usize) {
@@ -489,7 +555,7 @@ pub fn schedule() {
         if me != 0 {
             // Nothing for this CPU: its idle thread waits for work.
             let idle = s.idle[me];
-            if s.current[me] != idle {
+            if CURRENT[me].load(Ordering::Relaxed) != idle {
                 switch_to(idle);
             }
             return;
@@ -515,7 +581,7 @@ pub fn schedule() {
 fn switch_to(next: usize) {
     let s = sched();
     let me = cpu();
-    let prev = s.current[me];
+    let prev = CURRENT[me].load(Ordering::Relaxed);
     if s.threads[prev].state == State::Running {
         s.threads[prev].state = State::Ready;
         s.threads[prev].seq = next_seq();
@@ -526,7 +592,7 @@ fn switch_to(next: usize) {
     if next == prev {
         return;
     }
-    s.current[me] = next;
+    set_current(me, next);
     s.quantum_left = QUANTUM;
     s.switches += 1;
     // The ring-0 stack for the next entry from ring 3: interrupts and call
@@ -551,7 +617,7 @@ fn switch_to(next: usize) {
 /// `yield()`: let another ready thread of the same or a more urgent priority run.
 pub fn yield_now() {
     let s = sched();
-    let me = s.current[cpu()];
+    let me = current_index();
     s.threads[me].state = State::Ready;
     s.threads[me].seq = next_seq();
     schedule();
@@ -561,7 +627,7 @@ pub fn yield_now() {
 /// someone else until it is made ready.
 pub fn block(state: State) {
     let s = sched();
-    let me = s.current[cpu()];
+    let me = current_index();
     s.threads[me].state = state;
     s.threads[me].seq = next_seq();
     schedule();
@@ -571,7 +637,7 @@ pub fn block(state: State) {
 /// tick wakes it). Called with the lock held.
 pub fn nap(ticks: u64) {
     let s = sched();
-    let me = s.current[cpu()];
+    let me = current_index();
     s.threads[me].deadline = s.ticks + ticks.max(1);
     s.threads[me].blocked_on = None;
     pit::start_ticks();
@@ -581,7 +647,7 @@ pub fn nap(ticks: u64) {
 /// Ends the current thread. The task ends with its last user thread.
 pub fn exit_current() -> ! {
     let s = sched();
-    let me = s.current[cpu()];
+    let me = current_index();
     release(me);
     let users_left = s.threads.iter().any(|t| t.user && t.state != State::Free);
     if s.threads[me].user && !users_left {
@@ -624,12 +690,13 @@ pub fn wait_for_task() {
 /// Called with the scheduler lock held; the boot thread resumes holding it.
 pub fn task_done() -> ! {
     let s = sched();
-    let me = s.current[0];
+    // User threads run on CPU 0, where the boot thread waits.
+    let me = CURRENT[0].load(Ordering::Relaxed);
     s.threads[me].state = State::Free;
     make_ready(0);
     gdt::set_esp0(crate::boot::entry::stacks().kernel_top);
     entry::set_kernel_stack(crate::boot::entry::stacks().kernel_top);
-    s.current[0] = 0;
+    set_current(0, 0);
     s.threads[0].state = State::Running;
     let mut dead_esp = 0u32;
     // SAFETY: thread 0 saved its ESP when it blocked in wait_for_task; this
@@ -656,7 +723,7 @@ pub fn tick(from_user: bool) {
         return;
     }
     s.quantum_left = s.quantum_left.saturating_sub(1);
-    let me = s.current[cpu()];
+    let me = current_index();
     let contender = pick().filter(|&n| {
         let (np, mp) = (s.threads[n].prio, s.threads[me].prio);
         np < mp || (np == mp && s.quantum_left == 0)
@@ -700,7 +767,7 @@ pub fn become_idle(cpu: usize) -> Result<(), CreateError> {
     };
     s.next_tid += 1;
     s.idle[cpu] = i;
-    s.current[cpu] = i;
+    set_current(cpu, i);
     Ok(())
 }
 

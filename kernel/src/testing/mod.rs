@@ -378,7 +378,7 @@ fn extable_fixup() -> Result<(), &'static str> {
 
 fn mechanisms_match_cpuid() -> Result<(), &'static str> {
     let f = cpu::features();
-    let usable = crate::usable_mechanisms();
+    let usable = entry::usable();
     for m in Mechanism::ALL {
         let has = usable & (1 << m as u32) != 0;
         if has != entry::unavailable_reason(m, f).is_none() {
@@ -412,6 +412,7 @@ fn kernel_mutex() -> Result<(), &'static str> {
 fn pool_layout() -> Result<(), &'static str> {
     use crate::sync::pool::Align;
     use crate::sync::{sleepqueue, turnstile};
+    let _g = crate::task::sched::locked();
     let mut r = Ok(());
     for (a, per128) in [(Align::A128, 1), (Align::A64, 2)] {
         if !(turnstile::set_align(a) && sleepqueue::set_align(a)) {
@@ -451,9 +452,9 @@ fn kernel_threads() -> Result<(), &'static str> {
             sched::make_ready(0);
             sched::block(State::WaitingForTask);
         }
-        LENT.store(sched::thread(me).prio as u32, SeqCst);
+        LENT.store(sched::prio_of(me) as u32, SeqCst);
         M.unlock();
-        BACK.store(sched::thread(me).prio as u32, SeqCst);
+        BACK.store(sched::prio_of(me) as u32, SeqCst);
         LEFT.fetch_sub(1, SeqCst);
     }
     extern "C" fn high(_: u32) {
