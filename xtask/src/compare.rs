@@ -366,7 +366,10 @@ pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Res
     for m in mechs.split(',') {
         let name = format!("{m}.{call}");
         let b = r.bench(&name).with_context(|| {
-            format!("no benchmark {name} in this boot (mechanisms: int80, sysenter, callgate, syscall; calls: floor, null, getpid, geteuid, write1)")
+            format!(
+                "no benchmark {name} in this boot (mechanisms: int80, sysenter, callgate, syscall; calls: {})",
+                abi::report::names::CALLS.join(", ")
+            )
         })?;
         let per_call: Vec<f64> = b
             .samples

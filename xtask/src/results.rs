@@ -598,16 +598,39 @@ impl Results {
     pub fn load(path: &Path) -> Result<Results> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        let r: Results = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a results file (truncated?)", path.display()))?;
+        Self::parse(&text).with_context(|| format!("{} is not a results file", path.display()))
+    }
+
+    /// A results file's text; the error says whether it is cut short, is
+    /// another of xtask's files, or what field is wrong.
+    pub fn parse(text: &str) -> Result<Results> {
+        if let Some(kind) = other_kind(text) {
+            bail!("it is {kind}, not a run's results");
+        }
+        let r: Results = serde_json::from_str(text).map_err(|e| {
+            if e.is_eof() {
+                anyhow!("it ends early, at line {} (truncated?)", e.line())
+            } else {
+                anyhow!("{e}")
+            }
+        })?;
         if r.schema != JSON_SCHEMA {
             bail!(
-                "{}: results schema {} (this xtask reads {JSON_SCHEMA})",
-                path.display(),
+                "results schema {} (this xtask reads {JSON_SCHEMA})",
                 r.schema
             );
         }
         Ok(r)
+    }
+
+    /// Rows of `table` compare like with like only: the same clock, the
+    /// same accelerator and the same source of figures. This is what must
+    /// be equal.
+    pub fn like(&self) -> String {
+        format!(
+            "clock={} accel={} source={}",
+            self.clock, self.accel, self.source
+        )
     }
 
     /// The fields that identify a run, for comparing boots: everything but
@@ -617,6 +640,22 @@ impl Results {
             timestamp: String::new(),
             ..self.clone()
         }
+    }
+}
+
+/// What a JSON file that is not a run's results is, when it is another of
+/// xtask's files: a `bench` export or a `bench` baseline.
+pub fn other_kind(text: &str) -> Option<&'static str> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let o = v.as_object()?;
+    if o.get("kind").and_then(|k| k.as_str()) == Some(crate::export::BENCH_KIND)
+        || o.contains_key("variants") && o.contains_key("values")
+    {
+        Some("a bench export")
+    } else if o.contains_key("metrics") && o.contains_key("label") && !o.contains_key("schema") {
+        Some("a bench baseline")
+    } else {
+        None
     }
 }
 
@@ -908,7 +947,29 @@ i386 testbed kernel abc
         let text = std::fs::read_to_string(&p).unwrap();
         std::fs::write(&p, &text[..text.len() / 2]).unwrap();
         let e = format!("{:#}", Results::load(&p).unwrap_err());
-        assert!(e.contains("not a results file (truncated?)"), "{e}");
+        assert!(
+            e.contains("is not a results file: it ends early") && e.contains("(truncated?)"),
+            "{e}"
+        );
+        // A figure JSON cannot hold (an older xtask wrote NaN as null).
+        std::fs::write(&p, text.replacen("\"median\": 4.0", "\"median\": null", 1)).unwrap();
+        let e = format!("{:#}", Results::load(&p).unwrap_err());
+        assert!(
+            e.contains("invalid type: null") && !e.contains("truncated"),
+            "{e}"
+        );
+        // Another of xtask's files is named for what it is.
+        std::fs::write(&p, r#"{"schema":1,"kind":"bench","values":{}}"#).unwrap();
+        let e = format!("{:#}", Results::load(&p).unwrap_err());
+        assert!(
+            e.contains("it is a bench export, not a run's results"),
+            "{e}"
+        );
+        std::fs::write(&p, r#"{"label":"x","provenance":null,"metrics":{}}"#).unwrap();
+        assert_eq!(
+            other_kind(&std::fs::read_to_string(&p).unwrap()),
+            Some("a bench baseline")
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -446,10 +446,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         .as_deref()
         .map(|n| load_baseline(&a.out, n))
         .transpose()?;
-    let stamp = utc_timestamp(std::time::SystemTime::now()).replace([':', '-'], "");
-    let dir = a.out.join(&stamp);
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("cannot create the export directory {}", dir.display()))?;
+    let (stamp, dir) = export_dir(&a.out)?;
     if a.save_baseline.is_some() {
         let b = a.out.join("baselines");
         std::fs::create_dir_all(&b)
@@ -552,6 +549,32 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         return Ok(CHANGED_EXIT);
     }
     Ok(0)
+}
+
+/// A new export directory `<out>/<timestamp>[-N]/`, made before any boot so
+/// that a path that cannot be written fails first, naming itself.
+fn export_dir(out: &Path) -> Result<(String, PathBuf)> {
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("cannot create the export directory {}", out.display()))?;
+    let stamp = utc_timestamp(std::time::SystemTime::now()).replace([':', '-'], "");
+    for n in 1.. {
+        let name = if n == 1 {
+            stamp.clone()
+        } else {
+            format!("{stamp}-{n}")
+        };
+        let dir = out.join(&name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok((name, dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("cannot create the export directory {}", dir.display())
+                })
+            }
+        }
+    }
+    unreachable!("some suffix is free")
 }
 
 /// Step 1: each variant's kernel and programs, built apart; revisions in
@@ -1056,6 +1079,20 @@ mod tests {
         assert!(args(&["--variant", "a=entry=int80,callgate"])
             .variants()
             .is_ok());
+    }
+
+    #[test]
+    fn an_export_directory_that_cannot_be_made_fails_naming_it() {
+        let e = export_dir(Path::new("/proc/no/such/dir")).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("cannot create the export directory /proc/no/such/dir"),
+            "{e:#}"
+        );
+        let tmp = std::env::temp_dir().join(format!("testbed-out-{}", std::process::id()));
+        let (a, da) = export_dir(&tmp).unwrap();
+        let (b, db) = export_dir(&tmp).unwrap();
+        assert!(da.is_dir() && db.is_dir() && a != b, "{a} {b}");
+        let _ = std::fs::remove_dir_all(&tmp);
     }
 
     #[test]
