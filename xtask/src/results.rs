@@ -594,13 +594,6 @@ impl Results {
         Ok(serde_json::to_string_pretty(self)? + "\n")
     }
 
-    /// Reads a results file, with a clear error for a truncated or foreign one.
-    pub fn load(path: &Path) -> Result<Results> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        Self::parse(&text).with_context(|| format!("{} is not a results file", path.display()))
-    }
-
     /// A results file's text; the error says whether it is cut short, is
     /// another of xtask's files, or what field is wrong.
     pub fn parse(text: &str) -> Result<Results> {
@@ -932,6 +925,12 @@ i386 testbed kernel abc
         );
     }
 
+    /// As `table` reads a file.
+    fn load(path: &Path) -> Result<Results> {
+        let text = std::fs::read_to_string(path)?;
+        Results::parse(&text).with_context(|| format!("{} is not a results file", path.display()))
+    }
+
     #[test]
     fn json_round_trip_and_truncated_file() {
         let r = Results::from_log(LOG, "a b/c", "qemu").unwrap();
@@ -943,24 +942,24 @@ i386 testbed kernel abc
             .to_str()
             .unwrap()
             .ends_with("-a_b_c.json"));
-        assert_eq!(Results::load(&p).unwrap(), r);
+        assert_eq!(load(&p).unwrap(), r);
         let text = std::fs::read_to_string(&p).unwrap();
         std::fs::write(&p, &text[..text.len() / 2]).unwrap();
-        let e = format!("{:#}", Results::load(&p).unwrap_err());
+        let e = format!("{:#}", load(&p).unwrap_err());
         assert!(
             e.contains("is not a results file: it ends early") && e.contains("(truncated?)"),
             "{e}"
         );
         // A figure JSON cannot hold (an older xtask wrote NaN as null).
         std::fs::write(&p, text.replacen("\"median\": 4.0", "\"median\": null", 1)).unwrap();
-        let e = format!("{:#}", Results::load(&p).unwrap_err());
+        let e = format!("{:#}", load(&p).unwrap_err());
         assert!(
             e.contains("invalid type: null") && !e.contains("truncated"),
             "{e}"
         );
         // Another of xtask's files is named for what it is.
         std::fs::write(&p, r#"{"schema":1,"kind":"bench","values":{}}"#).unwrap();
-        let e = format!("{:#}", Results::load(&p).unwrap_err());
+        let e = format!("{:#}", load(&p).unwrap_err());
         assert!(
             e.contains("it is a bench export, not a run's results"),
             "{e}"
