@@ -112,7 +112,7 @@ impl Verdict {
                 "medians {} {unit} apart; fewer than 3 values, so nothing proven{caveat}",
                 fmt_signed(*delta)
             ),
-            Verdict::Absent => "not measured".into(),
+            Verdict::Absent => "measured on one side only".into(),
         }
     }
 }

@@ -484,6 +484,17 @@ impl Results {
             "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}\n",
             "entry", "call", "median", "min", "full/floor", "vs int 0x80"
         );
+        // Each column's unit; both ratios are time over time, as in the
+        // macro lines (below 1: faster).
+        let short = if self.unit == "instructions" {
+            "insns"
+        } else {
+            self.unit.as_str()
+        };
+        s += &format!(
+            "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}\n",
+            "", "", short, short, "time ratio", "time ratio"
+        );
         for m in abi::Mechanism::ALL {
             if let Some(mech) = self.mechanisms.iter().find(|x| x.name == m.key()) {
                 if mech.status != "ok" {
@@ -530,11 +541,11 @@ impl Results {
             .macros
             .iter()
             .find(|m| m.mech == "int80")
-            .map(|m| m.ops_per_s);
+            .map(|m| m.ticks_per_op);
         for m in &self.macros {
             let vs = base
                 .filter(|b| *b > 0.0)
-                .map(|b| format!("  {:.2}x int 0x80", m.ops_per_s / b))
+                .map(|b| format!("  {:.2} vs int 0x80", m.ticks_per_op / b))
                 .unwrap_or_default();
             s += &format!(
                 "macro mix  {:<9} {:>12.0} ops/s{}  {:>9.1} {}/op{}\n",
@@ -739,6 +750,13 @@ i386 testbed kernel abc
         );
         assert!(t.contains("syscall    unavailable: not AMD"));
         assert!(t.contains("macro mix  int 0x80"));
+        // Units named per column; "vs int 0x80" is time over time in the
+        // micro table and in the macro lines alike.
+        assert!(
+            t.contains("insns      insns  time ratio   time ratio"),
+            "{t}"
+        );
+        assert!(t.contains("1.00 vs int 0x80"), "{t}");
     }
 
     /// A `locks` boot: no clock in the boot line's words the host did not

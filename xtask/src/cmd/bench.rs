@@ -687,7 +687,9 @@ fn boot_interleaved(
     for _round in 0..a.boots {
         for (v, art) in variants.iter().zip(builds) {
             progress(done, total, started, &v.name);
-            let words = format!("{} prog={} {}", a.mode.word(), a.prog, v.cmdline);
+            let words = format!("{} prog={} {}", a.mode.word(), a.prog, v.cmdline)
+                .trim()
+                .to_string();
             let machine = Machine::build(&spec, art, &words, tmp)?;
             if emulator.is_empty() {
                 emulator = machine.emulator();
