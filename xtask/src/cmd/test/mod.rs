@@ -124,7 +124,7 @@ fn host_unit_tests(root: &Path) -> Result<bool> {
         .success())
 }
 
-/// The outputs docs/*.md show must still be what the commands print.
+/// The outputs docs/*.md and the README show must still be what the commands print.
 fn docs_current() -> Result<(), String> {
     match crate::cmd::docs::docs_stale(true) {
         Ok(stale) if stale.is_empty() => Ok(()),
