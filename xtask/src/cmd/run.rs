@@ -106,6 +106,16 @@ pub fn run(a: RunArgs) -> Result<i32> {
     if let Some(w) = check.repeat_warning() {
         eprintln!("{w}");
     }
+    let results_dir = kbuild::root().join("results");
+    if !a.no_save {
+        // Before the boot: a directory that cannot be made fails first.
+        std::fs::create_dir_all(&results_dir).with_context(|| {
+            format!(
+                "cannot create the results directory {}",
+                results_dir.display()
+            )
+        })?;
+    }
     preflight::ensure(a.boot.need())?;
     let art = kbuild::build(true)?;
     let words = format!("{} prog={}", a.mode.word(), a.prog);
@@ -149,7 +159,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let results = results::Results::from_log(&log.serial, &a.label, m.backend.source())
         .context("reading the kernel's report")?;
     if !results.benches.is_empty() && !a.no_save {
-        let path = results.save(&kbuild::root().join("results"))?;
+        let path = results.save(&results_dir)?;
         eprintln!("results: {}", path.display());
     }
     if json {

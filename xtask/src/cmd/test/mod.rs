@@ -221,6 +221,35 @@ fn bench_smoke(root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `run --json`: stdout holds the results JSON and nothing else (the
+/// header and the kernel's text go to stderr).
+fn run_json() -> Result<()> {
+    let o = Command::new(std::env::current_exe()?)
+        .args([
+            "run",
+            "--json",
+            "--no-save",
+            "--append",
+            "batches=2 batch_size=16",
+        ])
+        .current_dir(kbuild::root())
+        .output()?;
+    anyhow::ensure!(
+        o.status.success(),
+        "run --json failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let r = Results::parse(&out)
+        .with_context(|| format!("stdout is not the results JSON alone:\n{out}"))?;
+    anyhow::ensure!(r.bench("int80.null").is_some(), "no int80.null in the JSON");
+    anyhow::ensure!(
+        String::from_utf8_lossy(&o.stderr).contains("i386 testbed  QEMU"),
+        "the header is not on stderr"
+    );
+    Ok(())
+}
+
 /// The one export directory `bench` wrote under `out` (besides `baselines`).
 fn export_dir(out: &Path) -> Result<std::path::PathBuf> {
     let mut dirs: Vec<_> = std::fs::read_dir(out)?
@@ -338,6 +367,15 @@ pub fn run(a: TestArgs) -> Result<i32> {
             "bench layouts: pool_align=packed against 128, the lock, ebizzy and SMP figures compared",
             Some(t),
             bench_layouts(&root).map_err(|e| format!("{e:#}")),
+        );
+    }
+    if selected("run json") {
+        let t = Instant::now();
+        tally.report_as(
+            "run json",
+            "run --json: stdout holds the results JSON alone",
+            Some(t),
+            run_json().map_err(|e| format!("{e:#}")),
         );
     }
     if selected("docs") {
