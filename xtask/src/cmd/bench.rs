@@ -1221,6 +1221,36 @@ mod tests {
     }
 
     #[test]
+    fn a_revision_worktree_is_reused_by_commit() {
+        let root = std::env::temp_dir().join(format!("testbed-wt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let git = |args: &[&str]| {
+            let o = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .current_dir(&root)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::write(root.join("Cargo.toml"), "# one\n").unwrap();
+        git(&["add", "Cargo.toml"]);
+        git(&["commit", "-q", "-m", "one"]);
+        let commit = resolve_commit(&root, "HEAD").unwrap();
+        assert!(resolve_commit(&root, "no-such-rev").is_err());
+        let tmp = root.join("cache");
+        let dir = rev_dir(&tmp, &commit);
+        worktree(&root, &dir, &commit).unwrap();
+        // What a build leaves in the worktree survives the next call.
+        std::fs::write(dir.join("built"), "").unwrap();
+        worktree(&root, &dir, &commit).unwrap();
+        assert!(dir.join("built").is_file(), "the worktree was made again");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
     fn the_summary_lists_changed_and_unchanged_metrics() {
         let info = MetricInfo {
             unit: "instructions".into(),
