@@ -23,9 +23,10 @@ pub struct Results {
     pub label: String,
     /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
     pub timestamp: String,
-    /// Where the figures come from: "qemu" or "import".
+    /// Where the figures come from: "qemu", "bochs" or "import".
     pub source: String,
-    /// The machine that ran QEMU (its host name), or "hardware" for an import.
+    /// The machine that ran the emulator (its host name); for an import,
+    /// what the log's CPU record shows ("hardware", "QEMU TCG guest", ...).
     #[serde(default)]
     pub host: String,
     /// The kernel's build (git describe) and command line.
@@ -41,7 +42,8 @@ pub struct Results {
     pub protocol: String,
     pub accel: String,
     pub clock: String,
-    /// "instructions" under icount, "cycles" under tsc.
+    /// "instructions" under icount; under tsc "cycles", "TCG ticks" or
+    /// "Bochs ticks" (accel=bochs: 1 tick = 1 instruction).
     pub unit: String,
     pub tsc_hz: u64,
     pub cpu: BTreeMap<String, String>,
@@ -108,6 +110,9 @@ pub struct Macro {
 }
 
 pub const JSON_SCHEMA: u32 = 1;
+
+/// The `source` of figures read from a captured serial log.
+pub const IMPORT_SOURCE: &str = "import";
 
 /// `Measure` in JSON as its record key (`per_op`, `throughput`).
 mod measure_key {
@@ -226,13 +231,10 @@ impl Results {
             label: label.to_string(),
             timestamp: utc_timestamp(SystemTime::now()),
             source: source.to_string(),
-            host: if source == "qemu" {
-                std::fs::read_to_string("/proc/sys/kernel/hostname")
-                    .map(|h| h.trim().to_string())
-                    .unwrap_or_else(|_| "localhost".into())
-            } else {
-                "hardware".into()
-            },
+            // An import's host is named from its CPU record, below.
+            host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "localhost".into()),
             ..Results::default()
         };
         let mut samples: BTreeMap<String, (u64, Vec<u64>, usize)> = BTreeMap::new();
@@ -332,10 +334,11 @@ impl Results {
         if r.accel.is_empty() {
             r.accel = "hw".into();
         }
-        if source != "qemu" {
+        if source == IMPORT_SOURCE {
             r.host = host_of_signature(r.cpu.get("hypervisor").map(String::as_str));
         }
         r.unit = match r.clock() {
+            Some(Clock::Tsc) if r.bochs() => abi::syscall::tsc_unit(abi::syscall::EMULATOR_BOCHS),
             Some(c) => c.unit(r.tcg()),
             None => "ticks",
         }
@@ -416,6 +419,11 @@ impl Results {
         self.accel == Accel::Tcg.key()
     }
 
+    /// The guest ran under Bochs.
+    pub fn bochs(&self) -> bool {
+        self.accel == crate::machine::bochs::ACCEL
+    }
+
     pub fn bench(&self, name: &str) -> Option<&Bench> {
         self.benches.iter().find(|b| b.name == name)
     }
@@ -466,8 +474,14 @@ impl Results {
     /// to int 0x80 for the same call; then the macro mix.
     pub fn table(&self) -> String {
         let mut s = String::new();
+        let bochs_note = format!(
+            "  ({}; emulator figures, not cycles)",
+            abi::syscall::BOCHS_TICK
+        );
         let emulated = if self.clock().is_some_and(|c| c.emulated(self.tcg())) {
             "  (TCG: emulator artefacts, not cycles)"
+        } else if self.bochs() && self.clock() == Some(Clock::Tsc) {
+            bochs_note.as_str()
         } else {
             ""
         };
@@ -819,6 +833,27 @@ i386 testbed kernel abc
     fn speedup_follows_the_direction() {
         assert_eq!(speedup(Measure::PerOp, 30.0, 20.0), 1.5);
         assert_eq!(speedup(Measure::Throughput, 100.0, 150.0), 1.5);
+    }
+
+    #[test]
+    fn a_bochs_boot_says_bochs_ticks() {
+        let log = LOG
+            .replace(
+                "clock%3Dicount%20accel%3Dtcg",
+                "clock%3Dtsc%20accel%3Dbochs",
+            )
+            .replace("clock clock=icount", "clock clock=tsc");
+        let r = Results::from_log(&log, "b", "bochs").unwrap();
+        assert_eq!(
+            (r.clock.as_str(), r.unit.as_str(), r.accel.as_str()),
+            ("tsc", "Bochs ticks", "bochs")
+        );
+        assert!(r.bochs() && !r.tcg() && r.host != "hardware");
+        let t = r.table();
+        assert!(
+            t.contains("Bochs: 1 tick = 1 instruction") && !t.contains("cycles per"),
+            "{t}"
+        );
     }
 
     #[test]

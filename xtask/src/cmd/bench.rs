@@ -479,9 +479,14 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         m.clock,
         m.accel,
         if reading.host_time {
-            " (TCG ticks: host time under emulation, not cycles)"
+            " (TCG ticks: host time under emulation, not cycles)".to_string()
+        } else if m.accel == crate::machine::bochs::ACCEL {
+            format!(
+                " ({}; emulator figures, not cycles)",
+                abi::syscall::BOCHS_TICK
+            )
         } else {
-            ""
+            String::new()
         }
     );
     println!("{header}");
@@ -664,7 +669,7 @@ fn boot_interleaved(
     tmp: &Path,
     started: Instant,
 ) -> Result<Measured> {
-    let spec = a.boot.spec();
+    let spec = a.boot.spec()?;
     // The accelerator notice once, before the progress bar takes the line.
     let _ = Backend::decide(&spec.backend);
     let total = a.boots as usize * variants.len();
