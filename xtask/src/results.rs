@@ -14,6 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::machine::{Accel, Clock};
+use crate::model::ModelFigures;
 use crate::report::{self, Record};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -56,6 +57,14 @@ pub struct Results {
     /// sentences.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// `--clock model`: the profile the model plugin ran, whether its
+    /// `virt` costs were on, and the profile's parameters as it used them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub model_virt: bool,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub model_params: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -98,6 +107,10 @@ pub struct Bench {
     pub cycles: Option<f64>,
     pub batch_size: u64,
     pub samples: Vec<u64>,
+    /// `--clock model`: modelled cycles, misses and flushes per call and
+    /// per batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelFigures>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -304,6 +317,7 @@ impl Results {
                     cycles: optional_real(rec, "cycles")?,
                     batch_size: 0,
                     samples: vec![],
+                    model: None,
                 }),
                 kind::SAMPLES => {
                     let name = field(rec, "name")?.to_string();
@@ -431,6 +445,10 @@ impl Results {
     /// Every metric of this run: each benchmark's median, and each macro
     /// mix's ticks per operation (`macro.<mechanism>`).
     pub fn metrics(&self) -> BTreeMap<String, f64> {
+        // A model run: modelled cycles per operation of each modelled figure.
+        if self.model_profile.is_some() {
+            return crate::model::metrics(self);
+        }
         let mut m: BTreeMap<String, f64> = self
             .benches
             .iter()
@@ -444,6 +462,18 @@ impl Results {
 
     /// How each of [`Results::metrics`] reads.
     pub fn metric_info(&self) -> BTreeMap<String, MetricInfo> {
+        if let Some(unit) = crate::model::unit(self) {
+            return crate::model::metrics(self)
+                .into_keys()
+                .map(|k| {
+                    let info = MetricInfo {
+                        unit: unit.clone(),
+                        measure: Measure::PerOp,
+                    };
+                    (k, info)
+                })
+                .collect();
+        }
         let mut m: BTreeMap<String, MetricInfo> = self
             .benches
             .iter()
@@ -494,9 +524,26 @@ impl Results {
             self.cpu.get("brand").map_or("?", String::as_str),
             emulated
         );
+        if let Some(p) = &self.model_profile {
+            s += &format!(
+                "modelled: cycles per call from the model plugin ({}); the other columns are {}\n",
+                crate::model::label(p, self.model_virt),
+                self.unit
+            );
+        }
         s += &format!(
-            "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}\n",
-            "entry", "call", "median", "min", "full/floor", "vs int 0x80"
+            "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}{}\n",
+            "entry",
+            "call",
+            "median",
+            "min",
+            "full/floor",
+            "vs int 0x80",
+            if self.model_profile.is_some() {
+                format!(" {:>10}", "modelled")
+            } else {
+                String::new()
+            }
         );
         // Each column's unit; both ratios are time over time, as in the
         // macro lines (below 1: faster).
@@ -506,8 +553,18 @@ impl Results {
             self.unit.as_str()
         };
         s += &format!(
-            "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}\n",
-            "", "", short, short, "time ratio", "time ratio"
+            "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}{}\n",
+            "",
+            "",
+            short,
+            short,
+            "time ratio",
+            "time ratio",
+            if self.model_profile.is_some() {
+                format!(" {:>10}", "cycles")
+            } else {
+                String::new()
+            }
         );
         for m in abi::Mechanism::ALL {
             if let Some(mech) = self.mechanisms.iter().find(|x| x.name == m.key()) {
@@ -533,14 +590,20 @@ impl Results {
                     }
                     _ => String::new(),
                 };
+                let modelled = match (&self.model_profile, &b.model) {
+                    (None, _) => String::new(),
+                    (Some(_), Some(x)) => format!(" {:>10.1}", x.cycles),
+                    (Some(_), None) => format!(" {:>10}", "-"),
+                };
                 s += &format!(
-                    "{:<10} {:<8} {:>10.2} {:>10.2} {:>11} {:>12}{}\n",
+                    "{:<10} {:<8} {:>10.2} {:>10.2} {:>11} {:>12}{}{}\n",
                     m.title(),
                     b.call,
                     b.median,
                     b.min,
                     ratio,
                     vs,
+                    modelled,
                     pmc
                 );
             }
@@ -642,12 +705,18 @@ impl Results {
     }
 
     /// Rows of `table` compare like with like only: the same clock, the
-    /// same accelerator and the same source of figures. This is what must
-    /// be equal.
+    /// same accelerator or emulator, the same source of figures, and for a
+    /// model run the same profile. This is what must be equal.
     pub fn like(&self) -> String {
         format!(
-            "clock={} accel={} source={}",
-            self.clock, self.accel, self.source
+            "clock={} accel={} source={}{}",
+            self.clock,
+            self.accel,
+            self.source,
+            match &self.model_profile {
+                Some(p) => format!(" ({})", crate::model::label(p, self.model_virt)),
+                None => String::new(),
+            }
         )
     }
 

@@ -251,6 +251,10 @@ pub struct Provenance {
     /// The host that ran the emulator, and its CPU.
     pub host: String,
     pub host_cpu: String,
+    /// Under the model clock, the profile (and `virt`) the figures are
+    /// modelled with; empty otherwise.
+    #[serde(default)]
+    pub profile: String,
 }
 
 impl Provenance {
@@ -291,6 +295,7 @@ pub fn baseline_mismatch(base: &Provenance, now: &Provenance) -> (Vec<String>, V
     check("emulator", base.emulator_name(), now.emulator_name(), true);
     check("CPU model", &base.cpu_model, &now.cpu_model, true);
     check("guest CPU", &base.cpu, &now.cpu, true);
+    check("model profile", &base.profile, &now.profile, true);
     check("revision", &base.revision(), &now.revision(), false);
     check("kernel command line", &base.cmdline, &now.cmdline, false);
     check("batches", &base.batches, &now.batches, false);
@@ -437,6 +442,7 @@ fn build_variant(v: &Variant, tmp: &Path, used: &mut Vec<String>) -> Result<Arti
 /// `--fail-on-change`, exit with [`CHANGED_EXIT`] when a metric changed.
 pub fn bench(a: BenchArgs) -> Result<i32> {
     let variants = a.variants()?;
+    a.boot.check()?;
     // Everything that can fail without a boot fails before the first one.
     let baseline = a
         .baseline
@@ -707,8 +713,9 @@ fn boot_interleaved(
                     log.explain(20)
                 );
             }
-            let r = Results::from_log(&log.serial, &v.name, machine.backend.source())
+            let mut r = Results::from_log(&log.serial, &v.name, machine.backend.source())
                 .with_context(|| format!("variant {}: boot {}", v.name, done + 1))?;
+            crate::model::finish(&machine, &log.serial, &mut r)?;
             if !r.warnings.is_empty() {
                 eprintln!();
                 bail!(
@@ -720,7 +727,7 @@ fn boot_interleaved(
             }
             m.clock = r.clock.clone();
             m.accel = r.accel.clone();
-            m.unit = r.unit.clone();
+            m.unit = crate::model::unit(&r).unwrap_or_else(|| r.unit.clone());
             m.infos.extend(r.metric_info());
             m.provenance
                 .entry(v.name.clone())
@@ -738,6 +745,11 @@ fn boot_interleaved(
                     batch_size: r.timing.get("batch_size").cloned().unwrap_or_default(),
                     host: r.host.clone(),
                     host_cpu: host_cpu.clone(),
+                    profile: r
+                        .model_profile
+                        .as_ref()
+                        .map(|p| crate::model::label(p, r.model_virt))
+                        .unwrap_or_default(),
                 });
             for (k, val) in compare::metrics_of(&r) {
                 m.table
@@ -757,7 +769,12 @@ fn boot_interleaved(
                     .or_default()
                     .entry(b.name.clone())
                     .or_default()
-                    .extend(b.samples.iter().map(|s| *s as f64 / b.batch_size as f64));
+                    .extend(crate::model::cycle_samples(b).unwrap_or_else(|| {
+                        b.samples
+                            .iter()
+                            .map(|s| *s as f64 / b.batch_size as f64)
+                            .collect()
+                    }));
             }
             done += 1;
         }
@@ -1169,6 +1186,11 @@ mod tests {
             ..provenance()
         };
         assert_eq!(baseline_mismatch(&base, &pentium).0.len(), 2);
+        let modelled = Provenance {
+            profile: "modelled, profile p6".into(),
+            ..provenance()
+        };
+        assert!(baseline_mismatch(&base, &modelled).0[0].starts_with("model profile"));
         let edited = Provenance {
             rev: "abc-dirty.123".into(),
             dirty: true,

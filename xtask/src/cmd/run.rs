@@ -5,7 +5,7 @@ use clap::{Args, ValueEnum};
 
 use super::BootArgs;
 use crate::machine::{CmdlineCheck, Loader, Machine};
-use crate::{compare, kbuild, preflight, results};
+use crate::{compare, kbuild, model, preflight, results};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ModeArg {
@@ -97,6 +97,7 @@ fn check_compare(a: &RunArgs) -> Result<()> {
 
 pub fn run(a: RunArgs) -> Result<i32> {
     check_compare(&a)?;
+    a.boot.check()?;
     let check = CmdlineCheck::of(&format!(
         "{} prog={} {}",
         a.mode.word(),
@@ -156,8 +157,12 @@ pub fn run(a: RunArgs) -> Result<i32> {
         eprintln!("run failed: {}", log.explain(20));
         return Ok(1);
     }
-    let results = results::Results::from_log(&log.serial, &a.label, m.backend.source())
+    let mut results = results::Results::from_log(&log.serial, &a.label, m.backend.source())
         .context("reading the kernel's report")?;
+    if model::finish(&m, &log.serial, &mut results)?.is_some() && !json {
+        println!();
+        print!("{}", model::table(&results));
+    }
     if !results.benches.is_empty() && !a.no_save {
         let path = results.save(&results_dir)?;
         eprintln!("results: {}", path.display());

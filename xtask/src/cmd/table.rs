@@ -29,7 +29,12 @@ pub struct TableArgs {
 
 /// The system a result comes from: host, accelerator, CPU model. Under
 /// Bochs the brand is a real CPU's, so the accelerator says what a tick is.
+/// For a model run, the profile.
 fn system_of(r: &Results) -> String {
+    // A model run's system is its profile.
+    if let Some(p) = &r.model_profile {
+        return crate::model::label(p, r.model_virt);
+    }
     let model = r.cpu.get("brand").cloned().unwrap_or_default();
     let model = if model.is_empty() {
         r.cpu.get("vendor").cloned().unwrap_or_default()
@@ -269,6 +274,14 @@ mod tests {
             e.contains("does not compare") && e.contains("clock=tsc"),
             "{e}"
         );
+        // Two model runs of one profile compare; the profile is part of
+        // what must be equal.
+        let mut a = mk("a", 1.0);
+        a.model_profile = Some("p6".into());
+        let mut b = a.clone();
+        assert_eq!(a.like(), b.like());
+        b.model_virt = true;
+        assert_ne!(a.like(), b.like());
         let mut b = mk("x", 1.0);
         b.accel = "bochs".into();
         b.cpu
