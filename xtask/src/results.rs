@@ -65,6 +65,13 @@ pub struct Results {
     pub model_virt: bool,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub model_params: BTreeMap<String, String>,
+    /// `--clock model`: the CPUs the model saw (its file's `ncpus`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub model_cpus: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
