@@ -500,12 +500,17 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         println!("note: {n}");
     }
     let compared = compare_all(&a, &table, &order, reading, &info_of)?;
-    let all_metrics: Vec<String> = table
-        .values()
-        .flat_map(|t| t.keys().cloned())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    // What was compared: the metrics asked for, or every one measured.
+    let all_metrics: Vec<String> = if a.metrics.is_empty() {
+        table
+            .values()
+            .flat_map(|t| t.keys().cloned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    } else {
+        a.metrics.clone()
+    };
     let summary = Summary::of(&compared, &all_metrics, a.threshold);
     println!("{}", summary.line());
     if let Some(name) = &a.save_baseline {
