@@ -12,8 +12,6 @@
 //!   single step in ring 3 ends the user task.
 //! - `exceptions` → `entry::traced_entry`: a #DB at an entry stub's first
 //!   instruction resumes at its traced variant.
-//! - `pmu` → `syscall::usercopy::user_slice`: a ring-3 fault is RDPMC only
-//!   if the user's bytes at its EIP say so.
 //! - `pit` → `task::sched::tick`: the timer interrupt is the scheduler's tick.
 //! - `power` → `kprintln!`, `exceptions` and `pmu` → `kprintln!`/`record!`:
 //!   the console and the report.

@@ -26,11 +26,13 @@ use abi::exit::vector_name;
 use abi::report::kind;
 use abi::syscall::RDPMC_FIXED;
 
+use abi::layout::{USER_BASE, USER_TOP};
+
 use super::cpu::Features;
 use super::exceptions::{last_fixup_vector, TrapFrame};
+use super::paging::{self, PRESENT, USER};
 use crate::console::Text;
 use crate::sync::cell::SetOnce;
-use crate::syscall::usercopy::{self, Access};
 use crate::{kprintln, record};
 
 /// IA32_FIXED_CTR_CTRL: 4 bits per fixed counter; 0b0011 = count in rings 0 and 3.
@@ -317,9 +319,8 @@ pub fn user_fault(f: &mut TrapFrame) -> bool {
     if !STATUS.get().is_some_and(|s| s.offered()) {
         return false;
     }
-    match usercopy::user_slice(f.iret.eip, RDPMC_OPCODE.len() as u32, Access::Read) {
-        Ok(bytes) if bytes == RDPMC_OPCODE => {}
-        _ => return false,
+    if user_bytes(f.iret.eip) != Some(RDPMC_OPCODE) {
+        return false;
     }
     if USER_ON.swap(false, Ordering::AcqRel) {
         set_pce(false);
@@ -335,6 +336,21 @@ pub fn user_fault(f: &mut TrapFrame) -> bool {
     f.regs.edx = 0;
     f.iret.eip += RDPMC_OPCODE.len() as u32;
     true
+}
+
+/// The two bytes at a ring-3 EIP, if they lie in mapped user pages.
+fn user_bytes(eip: u32) -> Option<[u8; 2]> {
+    let end = eip.checked_add(RDPMC_OPCODE.len() as u32)?;
+    if eip < USER_BASE || end > USER_TOP {
+        return None;
+    }
+    for byte in [eip, end - 1] {
+        paging::flags(byte).filter(|f| f & (PRESENT | USER) == PRESENT | USER)?;
+    }
+    // SAFETY: both bytes are in present user pages of the current address
+    // space (checked just above), which nothing unmaps while this CPU
+    // handles the fault.
+    Some(unsafe { core::ptr::read_unaligned(eip as *const [u8; 2]) })
 }
 
 /// "RDPMC (ECX 0x40000000) raised #GP in ring 3 at EIP 0x400028b4".

@@ -169,7 +169,9 @@ pub const CASES: &[Case] = &[
             all_tests_pass(log, r, 20)?;
             mech(r, "syscall", "unavailable")?;
             mech(r, "sysenter", "ok")?;
-            reason_mentions(r, "syscall", "Intel")
+            reason_mentions(r, "syscall", "Intel")?;
+            // TCG has no PMU: the counters are n/a, and the boot says why.
+            perf(r, &[("n/a", "CPUID leaf 0xA reports no architectural performance monitoring")])
         },
         ..CASE
     },
@@ -256,6 +258,19 @@ pub const CASES: &[Case] = &[
                 }
             }
             contains(log, "syscall    unavailable on this CPU")?;
+            end(r, "success")
+        },
+        ..CASE
+    },
+    Case {
+        name: "perf counters: pmc=pretend makes ring-3 RDPMC fault; counters go off, the run goes on",
+        cmdline: "mode=run pmc=pretend batches=4 batch_size=256",
+        check: |log, r| {
+            succeeded(log)?;
+            perf(r, &[("on", "pmc=pretend"), ("off", "RDPMC (ECX 0x40000000) raised #GP in ring 3")])?;
+            contains(log, "the run goes on without them")?;
+            let res = Results::from_records(r, "test", "qemu").map_err(|e| e.to_string())?;
+            bench_figures_without_counters(&res)?;
             end(r, "success")
         },
         ..CASE
@@ -595,6 +610,48 @@ fn reason_mentions(r: &[Record], name: &str, word: &str) -> Result<(), String> {
     match m.and_then(|m| m.get("reason")) {
         Some(why) if why.contains(word) => Ok(()),
         other => Err(format!("{name}'s reason {other:?} does not mention {word}")),
+    }
+}
+
+/// The boot's `perf` records, in order: each one's status, and a text its
+/// reason starts with.
+fn perf(r: &[Record], want: &[(&str, &str)]) -> Result<(), String> {
+    let got: Vec<_> = report::of_kind(r, kind::PERF)
+        .map(|p| (p.get("status").unwrap_or(""), p.get("reason").unwrap_or("")))
+        .collect();
+    let matches = got.len() == want.len()
+        && got
+            .iter()
+            .zip(want)
+            .all(|((s, why), (ws, wwhy))| s == ws && why.starts_with(wwhy));
+    if matches {
+        Ok(())
+    } else {
+        Err(format!("perf records {got:?}, expected {want:?}"))
+    }
+}
+
+/// Every figure of the `bench` program is there (each mechanism's five
+/// calls, where usable, and the loop), none with counter figures.
+fn bench_figures_without_counters(res: &Results) -> Result<(), String> {
+    let floors = res.benches.iter().filter(|b| b.path == "floor").count();
+    let full = res.benches.iter().filter(|b| b.path == "full").count();
+    if floors == 0 || full != 4 * floors || res.bench("loop").is_none() {
+        return Err(format!(
+            "{floors} floors, {full} full paths and loop {:?}",
+            res.bench("loop").map(|b| &b.name)
+        ));
+    }
+    match res
+        .benches
+        .iter()
+        .find(|b| b.instructions.is_some() || b.cycles.is_some())
+    {
+        Some(b) => Err(format!(
+            "{} has counter figures although the counters are off",
+            b.name
+        )),
+        None => Ok(()),
     }
 }
 
