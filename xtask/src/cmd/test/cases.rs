@@ -746,7 +746,28 @@ fn matrix(
             ));
         }
     }
-    hostile_all_expected(log, r)
+    hostile_all_expected(log, r)?;
+    selectors_16bit(log)
+}
+
+/// Every register dump shows segment registers as 16-bit selectors
+/// (`CS 0x001b`, `DS 0x0023 ES 0x0023`): the CPU need not write the upper
+/// half of the 32-bit slot it saves one in, so printing the slot would show
+/// whatever was there before (Bochs left `ES 0x40000023`).
+fn selectors_16bit(log: &BootLog) -> Result<(), String> {
+    for line in log.serial.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        for pair in words.windows(2) {
+            let is_dump = matches!(pair[0], "CS" | "DS" | "ES") && pair[1].starts_with("0x");
+            if is_dump && pair[1].len() != "0x0000".len() {
+                return Err(format!(
+                    "a register dump shows {} {}: not a 16-bit selector",
+                    pair[0], pair[1]
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The hostile suite's summary: every case of the table ran, all as expected.
@@ -785,6 +806,25 @@ fn fuzz_clean(log: &BootLog, r: &[Record], calls: u32, mechs: &[&str]) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn log_of(serial: &str) -> BootLog {
+        BootLog {
+            backend: "QEMU",
+            ending: Ending::Exited(Outcome::Success),
+            serial: serial.into(),
+            stderr: String::new(),
+            wall: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn selectors_must_be_16_bit() {
+        let ok = "  EIP 0x40001000  CS 0x001b  EFLAGS 0x00000202\n  ESI 0  DS 0x0023 ES 0x0023\ncpu: new CS:EIP = 0x0008:0x1\n [0x1] CS     = 0x0000001b";
+        assert!(selectors_16bit(&log_of(ok)).is_ok());
+        let bad = "  ESI 0x0  EDI 0x0  EBP 0x0  DS 0x0023 ES 0x40000023";
+        let e = selectors_16bit(&log_of(bad)).unwrap_err();
+        assert!(e.contains("ES 0x40000023"), "{e}");
+    }
     use crate::kbuild::Artifacts;
     use crate::machine::{Clock, Loader, Machine};
 
