@@ -43,6 +43,18 @@ pub struct Results {
     pub macros: Vec<Macro>,
     /// The clock record's other fields (fence, overheads, interrupts, perf).
     pub timing: BTreeMap<String, String>,
+    /// What the kernel found of the performance counters, in order: the
+    /// boot's verdict (`on`, `n/a` and why), then `off` if a ring-3 RDPMC
+    /// faulted during the run.
+    #[serde(default)]
+    pub perf: Vec<Perf>,
+}
+
+/// One `perf` record: `status` (`on`, `n/a`, `off`) and `reason`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Perf {
+    pub status: String,
+    pub reason: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -203,6 +215,10 @@ impl Results {
                 kind::CPU => r.cpu = rec.fields.clone().into_iter().collect(),
                 kind::MECH => r.mechanisms.push(Mech {
                     name: field(rec, "name")?.into(),
+                    status: field(rec, "status")?.into(),
+                    reason: rec.get("reason").unwrap_or("").into(),
+                }),
+                kind::PERF => r.perf.push(Perf {
                     status: field(rec, "status")?.into(),
                     reason: rec.get("reason").unwrap_or("").into(),
                 }),
@@ -598,6 +614,33 @@ i386 testbed kernel abc
         );
         assert!(t.contains("syscall    unavailable: not AMD"));
         assert!(t.contains("macro mix  int 0x80"));
+    }
+
+    #[test]
+    fn perf_records_in_order() {
+        let log = LOG.replace(
+            "@@tb1 end",
+            "@@tb1 perf status=on reason=pmc%3Dpretend\n\
+             @@tb1 perf status=off reason=RDPMC%20(ECX%200x40000000)%20raised%20#GP%20in%20ring%203\n\
+             @@tb1 end",
+        );
+        let r = Results::from_log(&log, "default", "qemu").unwrap();
+        let perf: Vec<_> = r
+            .perf
+            .iter()
+            .map(|p| (p.status.as_str(), p.reason.as_str()))
+            .collect();
+        assert_eq!(
+            perf,
+            [
+                ("on", "pmc=pretend"),
+                ("off", "RDPMC (ECX 0x40000000) raised #GP in ring 3")
+            ]
+        );
+        assert!(Results::from_log(LOG, "default", "qemu")
+            .unwrap()
+            .perf
+            .is_empty());
     }
 
     /// A `locks` boot: no clock in the boot line's words the host did not
