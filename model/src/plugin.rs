@@ -1,0 +1,423 @@
+//! The QEMU TCG plugin (API version 1, QEMU 7.2) around [`Machine`].
+//!
+//! QEMU loads `libmodel.so` with `-plugin libmodel.so,profile=NAME,
+//! virt=on|off,out=PATH[,pge=on|off]` and calls [`qemu_plugin_install`].
+//! The plugin asks for a callback on every instruction and every data
+//! access of each block QEMU translates; the instruction's class and cost
+//! are decoded once, there, and ride along as the callback's user data.
+//! When QEMU exits, the snapshot file (`abi::model`) is written to `out`.
+//!
+//! The QEMU functions are looked up with `dlsym` at install time rather than
+//! linked: QEMU exports them from its executable, and a missing one gives a
+//! clear refusal instead of a failed `dlopen`. The declarations below follow
+//! the documented v1 API (include/qemu/qemu-plugin.h in QEMU 7.2).
+
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+use crate::machine::{Insn, Machine, Options};
+use crate::profile;
+
+/// The plugin API version this plugin is written against.
+const API_VERSION: c_int = 1;
+
+/// QEMU reads this symbol to check the plugin's API version.
+#[allow(non_upper_case_globals)]
+#[unsafe(no_mangle)]
+pub static qemu_plugin_version: c_int = API_VERSION;
+
+type PluginId = u64;
+/// `qemu_plugin_meminfo_t`.
+type MemInfo = u32;
+
+/// Opaque QEMU handles.
+#[repr(C)]
+pub struct Tb {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct InsnHandle {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct Hwaddr {
+    _private: [u8; 0],
+}
+
+/// `qemu_info_t`.
+#[repr(C)]
+pub struct QemuInfo {
+    target_name: *const c_char,
+    version_min: c_int,
+    version_cur: c_int,
+    system_emulation: bool,
+    smp_vcpus: c_int,
+    max_vcpus: c_int,
+}
+
+/// `enum qemu_plugin_cb_flags`: QEMU_PLUGIN_CB_NO_REGS.
+const CB_NO_REGS: c_int = 0;
+/// `enum qemu_plugin_mem_rw`: QEMU_PLUGIN_MEM_RW.
+const MEM_RW: c_int = 3;
+
+type TbTransCb = extern "C" fn(PluginId, *mut Tb);
+type VcpuUdataCb = extern "C" fn(c_uint, *mut c_void);
+type MemCb = extern "C" fn(c_uint, MemInfo, u64, *mut c_void);
+type UdataCb = extern "C" fn(PluginId, *mut c_void);
+
+/// The QEMU functions the plugin calls: the struct `Api` of their
+/// pointers, and `Api::resolve`, which finds each as `qemu_plugin_<field>`.
+macro_rules! api {
+    ($($field:ident: $ty:ty,)*) => {
+        struct Api {
+            $($field: $ty,)*
+        }
+
+        impl Api {
+            fn resolve() -> Result<Api, String> {
+                Ok(Api {
+                    $($field: {
+                        let p = symbol(concat!("qemu_plugin_", stringify!($field)))?;
+                        // SAFETY: the symbol is QEMU's function of that name,
+                        // whose C signature (qemu-plugin.h, API v1) `$ty` spells.
+                        unsafe { std::mem::transmute::<*mut c_void, $ty>(p) }
+                    },)*
+                })
+            }
+        }
+    };
+}
+
+api! {
+    register_vcpu_tb_trans_cb: extern "C" fn(PluginId, TbTransCb),
+    tb_n_insns: extern "C" fn(*const Tb) -> usize,
+    tb_get_insn: extern "C" fn(*const Tb, usize) -> *mut InsnHandle,
+    insn_data: extern "C" fn(*const InsnHandle) -> *const c_void,
+    insn_size: extern "C" fn(*const InsnHandle) -> usize,
+    insn_vaddr: extern "C" fn(*const InsnHandle) -> u64,
+    register_vcpu_insn_exec_cb: extern "C" fn(*mut InsnHandle, VcpuUdataCb, c_int, *mut c_void),
+    register_vcpu_mem_cb: extern "C" fn(*mut InsnHandle, MemCb, c_int, c_int, *mut c_void),
+    mem_is_store: extern "C" fn(MemInfo) -> bool,
+    mem_size_shift: extern "C" fn(MemInfo) -> c_uint,
+    get_hwaddr: extern "C" fn(MemInfo, u64) -> *mut Hwaddr,
+    hwaddr_is_io: extern "C" fn(*const Hwaddr) -> bool,
+    hwaddr_phys_addr: extern "C" fn(*const Hwaddr) -> u64,
+    register_atexit_cb: extern "C" fn(PluginId, UdataCb, *mut c_void),
+    outs: extern "C" fn(*const c_char),
+}
+
+/// Looks a QEMU function up in the running executable.
+fn symbol(name: &str) -> Result<*mut c_void, String> {
+    let c = CString::new(name).map_err(|e| e.to_string())?;
+    // SAFETY: dlsym with RTLD_DEFAULT only reads the loaded objects' symbol
+    // tables; `c` is a valid NUL-terminated string.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) };
+    if p.is_null() {
+        Err(format!(
+            "this QEMU does not provide {name} (plugin API v{API_VERSION})"
+        ))
+    } else {
+        Ok(p)
+    }
+}
+
+static API: OnceLock<Api> = OnceLock::new();
+
+/// Everything the callbacks share, under one lock: under `-icount` QEMU runs
+/// the vCPUs on one thread, so it is never contended; under multi-threaded
+/// TCG it keeps the model whole.
+struct State {
+    machine: Machine,
+    out: PathBuf,
+    ncpus: usize,
+    /// Decoded instructions, one per (address, bytes): their addresses are
+    /// the callbacks' user data and live as long as QEMU.
+    interned: HashMap<(u32, Vec<u8>), &'static Insn>,
+}
+
+/// A spin lock: one compare-and-swap to take, one release store to give
+/// back; a callback runs a few hundred nanoseconds at most, and the lock is
+/// uncontended whenever the model is used as intended (icount).
+struct SpinLock<T> {
+    taken: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is only reached through `with`, which holds `taken`.
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+
+impl<T> SpinLock<T> {
+    const fn new(value: T) -> SpinLock<T> {
+        SpinLock {
+            taken: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        while self
+            .taken
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        // SAFETY: `taken` is ours until the store below, so no other
+        // reference to the value exists.
+        let r = f(unsafe { &mut *self.value.get() });
+        self.taken.store(false, Ordering::Release);
+        r
+    }
+}
+
+static STATE: SpinLock<Option<State>> = SpinLock::new(None);
+
+fn with_state(f: impl FnOnce(&mut State)) {
+    STATE.with(|s| {
+        if let Some(s) = s.as_mut() {
+            f(s);
+        }
+    });
+}
+
+/// The plugin's arguments.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Args {
+    pub profile: String,
+    pub opts: Options,
+    pub out: PathBuf,
+}
+
+fn on_off(key: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "on" | "true" | "yes" => Ok(true),
+        "off" | "false" | "no" => Ok(false),
+        _ => Err(format!("{key}={v}: expected on or off")),
+    }
+}
+
+/// Parses `key=value` plugin arguments.
+pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Args, String> {
+    let (mut profile, mut out) = (None, None);
+    let mut opts = Options::default();
+    for a in args {
+        let (k, v) = a
+            .split_once('=')
+            .ok_or_else(|| format!("argument {a:?}: expected key=value"))?;
+        match k {
+            "profile" => profile = Some(v.to_string()),
+            "out" => out = Some(PathBuf::from(v)),
+            "virt" => opts.virt = on_off(k, v)?,
+            "pge" => opts.pge = on_off(k, v)?,
+            _ => {
+                return Err(format!(
+                    "unknown argument {k} (known: profile, virt, pge, out)"
+                ))
+            }
+        }
+    }
+    Ok(Args {
+        profile: profile.ok_or("missing profile=NAME")?,
+        opts,
+        out: out.ok_or("missing out=PATH")?,
+    })
+}
+
+/// Whether this QEMU can serve the plugin: API version 1 within what it
+/// serves, system emulation, an x86 guest.
+pub fn check_qemu(min: i32, cur: i32, system: bool, target: &str) -> Result<(), String> {
+    if cur < API_VERSION || min > API_VERSION {
+        return Err(format!(
+            "this QEMU serves plugin API versions {min} to {cur}; the model needs version {API_VERSION}"
+        ));
+    }
+    if !system {
+        return Err("the model needs system emulation (qemu-system-*), not user mode".into());
+    }
+    if target != "i386" && target != "x86_64" {
+        return Err(format!("the model is for x86 guests, not {target}"));
+    }
+    Ok(())
+}
+
+fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
+    // SAFETY: QEMU passes a NUL-terminated target name, live during install.
+    let target = unsafe { CStr::from_ptr(info.target_name) }.to_string_lossy();
+    check_qemu(
+        info.version_min,
+        info.version_cur,
+        info.system_emulation,
+        &target,
+    )?;
+    let a = parse_args(args.iter().copied())?;
+    let profile = profile::find(&a.profile)?;
+    let ncpus = info.smp_vcpus.max(1) as usize;
+    let machine = Machine::new(profile, a.opts, ncpus)?;
+    let api = Api::resolve()?;
+    // A first check that the output file can be written, before the boot.
+    std::fs::write(&a.out, "").map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
+    let state = State {
+        machine,
+        out: a.out,
+        ncpus,
+        interned: HashMap::new(),
+    };
+    STATE.with(|s| *s = Some(state));
+    API.get_or_init(|| api);
+    Ok(())
+}
+
+/// QEMU calls this when it loads the plugin; non-zero refuses the load.
+///
+/// # Safety
+/// QEMU passes a valid `info` and `argc` NUL-terminated strings in `argv`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn qemu_plugin_install(
+    id: PluginId,
+    info: *const QemuInfo,
+    argc: c_int,
+    argv: *const *const c_char,
+) -> c_int {
+    // SAFETY: the caller's contract (above).
+    let args: Vec<String> = (0..argc.max(0) as usize)
+        .map(|i| {
+            unsafe { CStr::from_ptr(*argv.add(i)) }
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // SAFETY: the caller's contract (above).
+    let info = unsafe { &*info };
+    match install(info, &args) {
+        Ok(()) => {
+            let api = API.get().expect("set by install");
+            (api.register_vcpu_tb_trans_cb)(id, on_translate);
+            (api.register_atexit_cb)(id, on_exit, std::ptr::null_mut());
+            0
+        }
+        Err(e) => {
+            eprintln!("model plugin: {e}");
+            1
+        }
+    }
+}
+
+extern "C" fn on_translate(_id: PluginId, tb: *mut Tb) {
+    let Some(api) = API.get() else { return };
+    let n = (api.tb_n_insns)(tb);
+    with_state(|s| {
+        for i in 0..n {
+            let h = (api.tb_get_insn)(tb, i);
+            let size = (api.insn_size)(h);
+            let data = (api.insn_data)(h) as *const u8;
+            // SAFETY: QEMU's instruction bytes, `size` long, live during the
+            // translation callback.
+            let bytes = unsafe { std::slice::from_raw_parts(data, size) };
+            let vaddr = (api.insn_vaddr)(h) as u32;
+            let machine = &s.machine;
+            let insn: &'static Insn = s
+                .interned
+                .entry((vaddr, bytes.to_vec()))
+                .or_insert_with(|| Box::leak(Box::new(machine.decode(bytes, vaddr))));
+            let udata = insn as *const Insn as *mut c_void;
+            (api.register_vcpu_insn_exec_cb)(h, on_exec, CB_NO_REGS, udata);
+            (api.register_vcpu_mem_cb)(h, on_mem, CB_NO_REGS, MEM_RW, std::ptr::null_mut());
+        }
+    });
+}
+
+extern "C" fn on_exec(vcpu: c_uint, udata: *mut c_void) {
+    // SAFETY: `udata` is an interned, leaked `Insn` (on_translate).
+    let insn = unsafe { &*(udata as *const Insn) };
+    with_state(|s| s.machine.exec(vcpu as usize, insn));
+}
+
+extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_void) {
+    let Some(api) = API.get() else { return };
+    let size = 1u32 << (api.mem_size_shift)(info);
+    let store = (api.mem_is_store)(info);
+    with_state(|s| {
+        s.machine.mem(vcpu as usize, vaddr as u32, size, store, || {
+            let h = (api.get_hwaddr)(info, vaddr);
+            if h.is_null() || (api.hwaddr_is_io)(h) {
+                None
+            } else {
+                Some((api.hwaddr_phys_addr)(h))
+            }
+        })
+    });
+}
+
+extern "C" fn on_exit(_id: PluginId, _udata: *mut c_void) {
+    let Some(api) = API.get() else { return };
+    with_state(|s| {
+        s.machine.finish();
+        let mut notes = Vec::new();
+        if s.machine.forced > 0 {
+            notes.push(format!(
+                "model plugin: {} events were applied out of clock order (more than {} waited)\n",
+                s.machine.forced,
+                crate::machine::MAX_BUFFERED
+            ));
+        }
+        if let Err(e) = std::fs::write(&s.out, s.machine.report(s.ncpus)) {
+            notes.push(format!(
+                "model plugin: cannot write {}: {e}\n",
+                s.out.display()
+            ));
+        }
+        for n in notes {
+            let msg = CString::new(n).unwrap_or_default();
+            (api.outs)(msg.as_ptr());
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments() {
+        let a = parse_args(["profile=p4", "virt=on", "out=/tmp/m.txt"]).unwrap();
+        assert_eq!(a.profile, "p4");
+        assert!(a.opts.virt && !a.opts.pge);
+        assert_eq!(a.out, PathBuf::from("/tmp/m.txt"));
+        assert!(parse_args(["profile=p4"])
+            .unwrap_err()
+            .contains("missing out"));
+        assert!(parse_args(["out=x"])
+            .unwrap_err()
+            .contains("missing profile"));
+        assert!(parse_args(["virt=maybe", "profile=p4", "out=x"])
+            .unwrap_err()
+            .contains("expected on or off"));
+        assert!(parse_args(["speed=3"])
+            .unwrap_err()
+            .contains("unknown argument speed"));
+        assert!(parse_args(["p4"]).unwrap_err().contains("key=value"));
+    }
+
+    #[test]
+    fn qemu_versions() {
+        assert!(check_qemu(0, 1, true, "i386").is_ok());
+        assert!(check_qemu(0, 2, true, "x86_64").is_ok());
+        let e = check_qemu(2, 3, true, "i386").unwrap_err();
+        assert!(
+            e.contains("versions 2 to 3; the model needs version 1"),
+            "{e}"
+        );
+        assert!(check_qemu(0, 0, true, "i386").is_err());
+        assert!(check_qemu(0, 1, false, "i386")
+            .unwrap_err()
+            .contains("system emulation"));
+        assert!(check_qemu(0, 1, true, "aarch64")
+            .unwrap_err()
+            .contains("not aarch64"));
+    }
+}
