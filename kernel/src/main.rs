@@ -233,6 +233,7 @@ extern "C" fn ap_main(cpu: u32) -> ! {
     let cpu = cpu as usize;
     let stack_top = arch::smp::ap_init(cpu);
     entry::init_ap(stack_top);
+    arch::pmu::init_ap();
     arch::apic::start_timer(arch::pit::TICK_HZ as u32, arch::pit::tsc_hz());
     // This context becomes the CPU's idle thread.
     let idle_ok = task::sched::become_idle(cpu).is_ok();

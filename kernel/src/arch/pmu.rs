@@ -196,12 +196,7 @@ fn probe(f: &Features) -> Result<(u64, u64), Unusable> {
     if (f.perfmon_fixed as usize) < FIXED_COUNTERS.len() {
         return Err(Unusable::FixedCounters(f.perfmon_fixed));
     }
-    for (msr, value) in [
-        (IA32_FIXED_CTR_CTRL, FIXED_0_AND_1_ALL_RINGS),
-        (IA32_PERF_GLOBAL_CTRL, GLOBAL_FIXED_0_AND_1),
-    ] {
-        wrmsr_checked(msr, value).map_err(|vector| Unusable::Msr { msr, vector })?;
-    }
+    program()?;
     let read = |counter: u32| {
         rdpmc_checked(RDPMC_FIXED | counter).map_err(|vector| Unusable::Rdpmc { counter, vector })
     };
@@ -224,6 +219,27 @@ fn probe(f: &Features) -> Result<(u64, u64), Unusable> {
         });
     }
     Ok((instructions, after[1].wrapping_sub(before[1])))
+}
+
+/// Starts fixed counters 0 and 1 on this CPU, counting in rings 0 and 3.
+fn program() -> Result<(), Unusable> {
+    for (msr, value) in [
+        (IA32_FIXED_CTR_CTRL, FIXED_0_AND_1_ALL_RINGS),
+        (IA32_PERF_GLOBAL_CTRL, GLOBAL_FIXED_0_AND_1),
+    ] {
+        wrmsr_checked(msr, value).map_err(|vector| Unusable::Msr { msr, vector })?;
+    }
+    Ok(())
+}
+
+/// On an application processor: the counters and CR4.PCE are per CPU, so
+/// where the boot CPU proved them (and they are still on), this CPU
+/// programs its own and lets ring 3 read them. Should that fail, a ring-3
+/// RDPMC here faults and [`user_fault`] turns the counters off.
+pub fn init_ap() {
+    if matches!(STATUS.get(), Some(Status::On { .. })) && user_counters_on() && program().is_ok() {
+        set_pce(true);
+    }
 }
 
 /// [`WORK_INSTRUCTIONS`] instructions: a `decl; jnz` loop.
