@@ -39,6 +39,11 @@ pub const KEY_FUZZ_CALLS: &str = "fuzz_calls";
 pub const KEY_POOL_ALIGN: &str = "pool_align";
 pub const KEY_PMC: &str = "pmc";
 
+/// `accel=` values the host writes: QEMU's TCG, QEMU's KVM, Bochs.
+pub const ACCEL_TCG: &str = "tcg";
+pub const ACCEL_KVM: &str = "kvm";
+pub const ACCEL_BOCHS: &str = "bochs";
+
 /// What the boot is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -148,7 +153,7 @@ pub struct Options<'a> {
     pub test: Option<&'a str>,
     pub crash: Option<Crash>,
     pub clock: Clock,
-    /// The accelerator as the host reported it (`tcg`, `kvm`); `hw` when nobody said.
+    /// The accelerator as the host reported it (`tcg`, `kvm`, `bochs`); `hw` when nobody said.
     pub accel: &'a str,
     /// Bit `m as u32` set for each mechanism to use.
     pub entry: u32,
@@ -249,7 +254,7 @@ impl<'a> Options<'a> {
                     _ => bad("tsc or icount"),
                 },
                 KEY_ACCEL if is_name(value) => o.accel = value,
-                KEY_ACCEL => bad("tcg, kvm or hw"),
+                KEY_ACCEL => bad("tcg, kvm, bochs or hw"),
                 KEY_ENTRY => match parse_mechanisms(value) {
                     Some(bits) => o.entry = bits,
                     None => bad("a comma list of int80, sysenter, callgate, syscall"),

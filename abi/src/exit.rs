@@ -16,6 +16,18 @@ pub const PANIC: u32 = 0x12;
 /// A CPU exception in the kernel: `EXCEPTION_BASE + vector` (vectors 0..32).
 pub const EXCEPTION_BASE: u32 = 0x20;
 
+/// What the kernel prints on the serial line after writing its exit value,
+/// followed by the value in hex and `); halting...`. A machine without the
+/// debug-exit device (Bochs, a real PC) reads the verdict from this line.
+pub const FINISHED: &str = "testbed: finished (exit code ";
+
+/// The exit value a [`FINISHED`] line carries.
+pub fn finished_value(line: &str) -> Option<u32> {
+    let rest = line.strip_prefix(FINISHED)?;
+    let hex = rest.split(')').next()?.strip_prefix("0x")?;
+    u32::from_str_radix(hex, 16).ok()
+}
+
 /// The host exit status QEMU produces for a debug-exit value.
 pub const fn qemu_status(value: u32) -> i32 {
     (value * 2 + 1) as i32
@@ -118,6 +130,21 @@ mod tests {
         assert_eq!(outcome(0), Outcome::ResetOrTripleFault);
         assert_eq!(outcome(1), Outcome::Other(1));
         assert_eq!(outcome(2), Outcome::Other(2));
+    }
+
+    #[test]
+    fn finished_lines() {
+        let l = "testbed: finished (exit code 0x10); halting. Power off or reset the machine.";
+        assert_eq!(finished_value(l), Some(SUCCESS));
+        assert_eq!(
+            finished_value("testbed: finished (exit code 0x2e); halting."),
+            Some(EXCEPTION_BASE + 14)
+        );
+        assert_eq!(finished_value("testbed: finished (exit code 16)"), None);
+        assert_eq!(
+            finished_value("user: testbed: finished (exit code 0x10)"),
+            None
+        );
     }
 
     #[test]

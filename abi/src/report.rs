@@ -26,7 +26,7 @@ pub mod kind {
     /// `loader protocol cmdline mem_kib modules rev`.
     pub const BOOT: &str = "boot";
     /// `vendor brand family model stepping signature hypervisor tsc sep sse2
-    /// invariant_tsc syscall perfmon`.
+    /// rdtscp invariant_tsc syscall pae apic perfmon counters`.
     pub const CPU: &str = "cpu";
     /// A warning about the command line: `text`.
     pub const WARN: &str = "warn";

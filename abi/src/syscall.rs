@@ -243,8 +243,9 @@ pub struct CpuInfo {
     /// `seed` and `fuzz_calls` from the command line, for the fuzzer.
     pub seed: u32,
     pub fuzz_calls: u32,
-    /// 1 when the host said it runs the kernel under TCG (`accel=tcg`): a
-    /// TSC there follows the host's clock, so its ticks are no cycles.
+    /// Which emulator the host said runs the kernel (`accel=`): [`EMULATOR_NONE`],
+    /// [`EMULATOR_TCG`] (a TSC there follows the host's clock) or
+    /// [`EMULATOR_BOCHS`] (its TSC counts instructions). Emulated ticks are no cycles.
     pub emulated: u32,
     /// `pool_align=` from the command line (bytes, 0 = packed), or
     /// [`POOL_ALIGN_EVERY`] when it does not say.
@@ -272,14 +273,44 @@ pub const FEATURE_FIXED_PMC: u32 = 1 << 3;
 /// RDPMC); fixed counter 0 counts instructions retired, 1 core cycles.
 pub const RDPMC_FIXED: u32 = 1 << 30;
 
+/// `CpuInfo::emulated`: real hardware, or a VMM the host did not name.
+pub const EMULATOR_NONE: u32 = 0;
+/// `CpuInfo::emulated`: QEMU's TCG (`accel=tcg`).
+pub const EMULATOR_TCG: u32 = 1;
+/// `CpuInfo::emulated`: Bochs (`accel=bochs`).
+pub const EMULATOR_BOCHS: u32 = 2;
+
+/// The emulator an `accel=` value names.
+pub fn emulator_of(accel: &str) -> u32 {
+    match accel {
+        crate::cmdline::ACCEL_TCG => EMULATOR_TCG,
+        crate::cmdline::ACCEL_BOCHS => EMULATOR_BOCHS,
+        _ => EMULATOR_NONE,
+    }
+}
+
+/// What one TSC tick is on `emulated`: the unit of every TSC figure.
+/// Bochs's TSC advances one tick per instruction (measured: its path
+/// lengths equal QEMU's icount counts), but it is still no cycle.
+pub fn tsc_unit(emulated: u32) -> &'static str {
+    match emulated {
+        EMULATOR_TCG => "TCG ticks",
+        EMULATOR_BOCHS => "Bochs ticks",
+        _ => "cycles",
+    }
+}
+
+/// What a Bochs tick is, as reports say it.
+pub const BOCHS_TICK: &str = "Bochs: 1 tick = 1 instruction";
+
 impl CpuInfo {
     /// What one tick of the timed regions is: "instructions" under icount,
-    /// "TCG ticks" for the TSC under emulation, "cycles" otherwise.
+    /// "TCG ticks" or "Bochs ticks" for the TSC under emulation, "cycles"
+    /// otherwise.
     pub fn unit(&self) -> &'static str {
-        match (self.clock, self.emulated) {
-            (1, _) => "instructions",
-            (_, 1) => "TCG ticks",
-            _ => "cycles",
+        match self.clock {
+            1 => "instructions",
+            _ => tsc_unit(self.emulated),
         }
     }
 

@@ -189,7 +189,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             entry: opts.entry,
             seed: opts.seed,
             fuzz_calls: opts.fuzz_calls,
-            emulated: (opts.accel == "tcg") as u32,
+            emulated: abi::syscall::emulator_of(opts.accel),
             pool_align: opts.pool_align.unwrap_or(abi::syscall::POOL_ALIGN_EVERY),
         });
     }
@@ -215,7 +215,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             bench::smp::run(
                 tsc_hz,
                 opts.clock == abi::cmdline::Clock::Icount,
-                opts.accel == "tcg",
+                abi::syscall::emulator_of(opts.accel),
                 opts.pool_align.and_then(sync::pool::Align::from_bytes),
             )
         }
@@ -322,8 +322,8 @@ fn report_cpu(f: &cpu::Features) {
         "family" => f.family, "model" => f.model, "stepping" => f.stepping,
         "signature" => Hex(f.signature), "hypervisor" => f.hypervisor_str(),
         "tsc" => f.tsc, "sep" => f.sep, "sse2" => f.sse2, "rdtscp" => f.rdtscp,
-        "invariant_tsc" => f.invariant_tsc, "syscall" => f.syscall,
-        "perfmon" => f.perfmon_version, "counters" => f.perfmon_counters);
+        "invariant_tsc" => f.invariant_tsc, "syscall" => f.syscall, "pae" => f.pae,
+        "apic" => f.apic, "perfmon" => f.perfmon_version, "counters" => f.perfmon_counters);
 }
 
 /// Says what the counter check found; true when ring 3 is offered the counters.

@@ -7,6 +7,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
+use crate::machine::bochs;
+
 /// Debian packages that provide the tools.
 pub const APT_PACKAGES: &[&str] = &[
     "qemu-system-x86",
@@ -51,11 +53,13 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// What a command needs: QEMU only, or QEMU and the GRUB image tools.
+/// What a command needs: QEMU only, QEMU and the GRUB image tools, or
+/// Bochs and the GRUB image tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Need {
     Qemu,
     QemuAndGrub,
+    Bochs,
 }
 
 /// The first two `TOOLS` are QEMU's.
@@ -70,8 +74,70 @@ fn missing_for(need: Need) -> Vec<&'static str> {
     let qemu: Vec<&str> = TOOLS[..QEMU_TOOLS].iter().map(|(t, _)| *t).collect();
     missing_tools()
         .into_iter()
-        .filter(|t| need == Need::QemuAndGrub || qemu.contains(t))
+        .filter(|t| match need {
+            Need::Qemu => qemu.contains(t),
+            Need::QemuAndGrub => true,
+            Need::Bochs => !qemu.contains(t),
+        })
         .collect()
+}
+
+/// What Bochs needs that is missing: its binary, and the files of its packages.
+fn missing_bochs() -> Vec<&'static str> {
+    let mut m: Vec<&str> = Vec::new();
+    if !on_path("bochs") {
+        m.push("bochs");
+    }
+    for (file, package) in bochs::FILES {
+        if !Path::new(file).is_file() {
+            m.push(package);
+        }
+    }
+    m
+}
+
+fn bochs_install_command() -> String {
+    format!(
+        "apt-get update && apt-get install -y --no-install-recommends {}",
+        bochs::PACKAGES.join(" ")
+    )
+}
+
+/// Makes sure Bochs, its BIOS images and its SDL2 display are there.
+fn ensure_bochs() -> Result<()> {
+    let missing = missing_bochs();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !(is_root() && on_path("apt-get")) {
+        bail!(
+            "missing for Bochs: {}.\nInstall it with:\n  sudo sh -c '{}'",
+            missing.join(", "),
+            bochs_install_command()
+        );
+    }
+    eprintln!(
+        "xtask: missing {}; installing with apt-get: {}",
+        missing.join(", "),
+        bochs::PACKAGES.join(" ")
+    );
+    let ok = Command::new("sh")
+        .args(["-c", &format!("{} >/dev/null", bochs_install_command())])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .context("cannot run apt-get")?
+        .success();
+    let still = missing_bochs();
+    if !ok || !still.is_empty() {
+        bail!(
+            "apt-get could not install {} (missing still: {}).\nTry by hand:\n  {}",
+            bochs::PACKAGES.join(" "),
+            still.join(", "),
+            bochs_install_command()
+        );
+    }
+    eprintln!("xtask: installed {}", bochs::PACKAGES.join(" "));
+    Ok(())
 }
 
 /// The tools among `TOOLS` that no directory of `path` holds.
@@ -105,6 +171,9 @@ pub fn ensure_tools() -> Result<()> {
 /// Makes sure what `need` names is there (installing every package when
 /// it can: they come together).
 pub fn ensure(need: Need) -> Result<()> {
+    if need == Need::Bochs {
+        ensure_bochs()?;
+    }
     let missing = missing_for(need);
     if missing.is_empty() {
         return Ok(());

@@ -23,9 +23,9 @@ pub struct Results {
     pub label: String,
     /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
     pub timestamp: String,
-    /// Where the figures come from: "qemu" or "import".
+    /// Where the figures come from: "qemu", "bochs" or "import".
     pub source: String,
-    /// The machine that ran QEMU (its host name), or "hardware" for an import.
+    /// The machine that ran the emulator (its host name), or "hardware" for an import.
     #[serde(default)]
     pub host: String,
     /// The kernel's build (git describe) and command line.
@@ -34,7 +34,8 @@ pub struct Results {
     pub protocol: String,
     pub accel: String,
     pub clock: String,
-    /// "instructions" under icount, "cycles" under tsc.
+    /// "instructions" under icount; under tsc "cycles", "TCG ticks" or
+    /// "Bochs ticks" (accel=bochs: 1 tick = 1 instruction).
     pub unit: String,
     pub tsc_hz: u64,
     pub cpu: BTreeMap<String, String>,
@@ -183,7 +184,7 @@ impl Results {
             label: label.to_string(),
             timestamp: utc_timestamp(SystemTime::now()),
             source: source.to_string(),
-            host: if source == "qemu" {
+            host: if source != "import" {
                 std::fs::read_to_string("/proc/sys/kernel/hostname")
                     .map(|h| h.trim().to_string())
                     .unwrap_or_else(|_| "localhost".into())
@@ -290,6 +291,7 @@ impl Results {
             r.accel = "hw".into();
         }
         r.unit = match r.clock() {
+            Some(Clock::Tsc) if r.bochs() => abi::syscall::tsc_unit(abi::syscall::EMULATOR_BOCHS),
             Some(c) => c.unit(r.tcg()),
             None => "ticks",
         }
@@ -330,6 +332,11 @@ impl Results {
     /// The guest ran under TCG.
     pub fn tcg(&self) -> bool {
         self.accel == Accel::Tcg.key()
+    }
+
+    /// The guest ran under Bochs.
+    pub fn bochs(&self) -> bool {
+        self.accel == crate::machine::bochs::ACCEL
     }
 
     pub fn bench(&self, name: &str) -> Option<&Bench> {
@@ -382,8 +389,14 @@ impl Results {
     /// to int 0x80 for the same call; then the macro mix.
     pub fn table(&self) -> String {
         let mut s = String::new();
+        let bochs_note = format!(
+            "  ({}; emulator figures, not cycles)",
+            abi::syscall::BOCHS_TICK
+        );
         let emulated = if self.clock().is_some_and(|c| c.emulated(self.tcg())) {
             "  (TCG: emulator artefacts, not cycles)"
+        } else if self.bochs() && self.clock() == Some(Clock::Tsc) {
+            bochs_note.as_str()
         } else {
             ""
         };
@@ -703,6 +716,27 @@ i386 testbed kernel abc
     fn speedup_follows_the_direction() {
         assert_eq!(speedup(Measure::PerOp, 30.0, 20.0), 1.5);
         assert_eq!(speedup(Measure::Throughput, 100.0, 150.0), 1.5);
+    }
+
+    #[test]
+    fn a_bochs_boot_says_bochs_ticks() {
+        let log = LOG
+            .replace(
+                "clock%3Dicount%20accel%3Dtcg",
+                "clock%3Dtsc%20accel%3Dbochs",
+            )
+            .replace("clock clock=icount", "clock clock=tsc");
+        let r = Results::from_log(&log, "b", "bochs").unwrap();
+        assert_eq!(
+            (r.clock.as_str(), r.unit.as_str(), r.accel.as_str()),
+            ("tsc", "Bochs ticks", "bochs")
+        );
+        assert!(r.bochs() && !r.tcg() && r.host != "hardware");
+        let t = r.table();
+        assert!(
+            t.contains("Bochs: 1 tick = 1 instruction") && !t.contains("cycles per"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct Features {
     pub sse2: bool,
     /// A local APIC (leaf 1 EDX bit 9).
     pub apic: bool,
+    /// Physical address extension (leaf 1 EDX bit 6); reported, not used.
+    pub pae: bool,
     pub rdtscp: bool,
     pub invariant_tsc: bool,
     /// SYSCALL/SYSRET bit in leaf 0x8000_0001 (usable in 32-bit mode on AMD only).
@@ -117,6 +119,7 @@ pub fn detect() -> Features {
         sep: false,
         sse2: false,
         apic: false,
+        pae: false,
         rdtscp: false,
         invariant_tsc: false,
         syscall: false,
@@ -144,6 +147,7 @@ pub fn detect() -> Features {
             f.sep = fi.has_sysenter_sysexit() && !pentium_pro_sep;
             f.sse2 = fi.has_sse2();
             f.apic = fi.has_apic();
+            f.pae = fi.has_pae();
             f.hypervisor = fi.has_hypervisor();
         }
         if let Some(e) = id.get_extended_processor_and_feature_identifiers() {

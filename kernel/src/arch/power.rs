@@ -9,7 +9,8 @@ pub fn exit(value: u32) -> ! {
     // SAFETY: port 0xf4 is the debug-exit device under QEMU and unused on a PC.
     unsafe { outl(abi::exit::PORT, value) };
     crate::kprintln!(
-        "testbed: finished (exit code {:#x}); halting. Power off or reset the machine.",
+        "{}{:#x}); halting. Power off or reset the machine.",
+        abi::exit::FINISHED,
         value
     );
     halt_forever()

@@ -196,8 +196,9 @@ fn batches(mut f: impl FnMut()) -> [u64; BATCHES] {
 
 /// Runs the SMP benchmarks; true when they ran. `layout`: the pool layout
 /// the command line named (`pool_align=`), the only one false sharing then
-/// measures; `None` measures all three.
-pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool, layout: Option<Align>) -> bool {
+/// measures; `None` measures all three. `emulated`: the emulator the host
+/// named (`abi::syscall::EMULATOR_*`).
+pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>) -> bool {
     let cpus = smp::cpus();
     kprintln!(
         "smp: {} CPU(s) running, {} found via {}",
@@ -218,13 +219,14 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool, layout: Option<Align
     record!(kind::CLOCK, "clock" => clock.key(), "fence" => "lfence+rdtsc", "tsc_hz" => tsc_hz);
     let unit = if clock_icount {
         "instructions"
-    } else if emulated {
-        "TCG ticks"
     } else {
-        "cycles"
+        abi::syscall::tsc_unit(emulated)
     };
     let rep = Reporter { tsc_hz, unit };
-    if emulated || clock_icount {
+    let bochs = emulated == abi::syscall::EMULATOR_BOCHS;
+    if bochs {
+        kprintln!("smp: Bochs does not model caches ({}): false sharing and TLB costs need real hardware or real KVM", abi::syscall::BOCHS_TICK);
+    } else if emulated != abi::syscall::EMULATOR_NONE || clock_icount {
         kprintln!("smp: TCG does not model caches; icount counts instructions: false sharing and TLB costs need real hardware or real KVM");
     }
     smp::set_worker(worker);
@@ -396,7 +398,11 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: bool, layout: Option<Align
     let ok_tests = n < 2 || cross_cpu_tests();
     kprintln!(
         "{:<14} MP       forktest    {:.2}",
-        if emulated { "TCG" } else { "this machine" },
+        match emulated {
+            abi::syscall::EMULATOR_TCG => "TCG",
+            abi::syscall::EMULATOR_BOCHS => "Bochs",
+            _ => "this machine",
+        },
         medians[1] / medians[0].max(1.0)
     );
     ok_tests

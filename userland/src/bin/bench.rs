@@ -152,11 +152,8 @@ extern "C" fn main(_arg: u32) -> i32 {
         size: info.batch_size.max(1),
         tsc_hz: info.tsc_hz,
     };
-    let unit = if clock == "icount" {
-        "instructions"
-    } else {
-        "cycles"
-    };
+    let unit = info.unit();
+    let bochs = info.emulated == userland::abi::syscall::EMULATOR_BOCHS;
     // Baselines: the timer (a fenced RDTSC pair around an empty call) and the loop.
     let timer = bench::overhead(run.fence, userland::bench::tb_loop_empty);
     record!(kind::CLOCK, "clock" => clock, "fence" => Esc(run.fence.describe()),
@@ -164,10 +161,11 @@ extern "C" fn main(_arg: u32) -> i32 {
         "batch_size" => run.size, "interrupts" => "masked",
         "perf" => if run.pmc.get() { "fixed-counters" } else { "n/a" });
     println!(
-        "bench: clock={} ({} per tick{}), {} batches x {} calls, fence {}, timer+call overhead {} ticks per batch (subtracted), interrupts masked, perf counters {}",
+        "bench: clock={} ({} per tick{}{}), {} batches x {} calls, fence {}, timer+call overhead {} ticks per batch (subtracted), interrupts masked, perf counters {}",
         clock,
-        if clock == "icount" { "1 instruction" } else if info.emulated == 1 { "1 TCG tick" } else { "1 cycle" },
-        if clock == "icount" || info.emulated == 1 { "; TCG: emulator figures, not cycles" } else { "" },
+        if clock == "icount" { "1 instruction" } else if bochs { "1 Bochs tick" } else if info.emulated == userland::abi::syscall::EMULATOR_TCG { "1 TCG tick" } else { "1 cycle" },
+        if bochs { "; emulator figures, not cycles; " } else if clock == "icount" || info.emulated == userland::abi::syscall::EMULATOR_TCG { "; TCG: emulator figures, not cycles" } else { "" },
+        if bochs { userland::abi::syscall::BOCHS_TICK } else { "" },
         run.batches,
         run.size,
         run.fence.describe(),

@@ -277,7 +277,7 @@ fn boot_interleaved(
     tmp: &Path,
     started: Instant,
 ) -> Result<Measured> {
-    let spec = a.boot.spec();
+    let spec = a.boot.spec()?;
     // The accelerator notice once, before the progress bar takes the line.
     let _ = Backend::decide(&spec.backend);
     let total = a.boots as usize * variants.len();
@@ -382,9 +382,14 @@ fn print_comparison(
         "bench: {} boots per variant, clock={clock}, accel={accel}{}",
         a.boots,
         if known.is_some_and(|c| c.emulated(tcg)) {
-            " (TCG cycle counts are emulator artefacts)"
+            " (TCG cycle counts are emulator artefacts)".to_string()
+        } else if accel == crate::machine::bochs::ACCEL {
+            format!(
+                " ({}; emulator figures, not cycles)",
+                abi::syscall::BOCHS_TICK
+            )
         } else {
-            ""
+            String::new()
         }
     );
     if metrics.is_empty() {

@@ -61,12 +61,15 @@ pub fn gdb_args(kernel: &str, program: &str, script: &str, port: u16, batch: boo
 }
 
 pub fn gdb(a: GdbArgs) -> Result<i32> {
+    if a.boot.emulator != super::Emulator::Qemu {
+        bail!("gdb needs QEMU's gdb stub (Debian's Bochs has none built in): use --emulator qemu");
+    }
     preflight::ensure(preflight::Need::Qemu)?;
     preflight::ensure_gdb()?;
     let art = kbuild::build(true)?;
     let words = format!("mode=run prog={}", a.prog);
     let mut m = Machine::build(
-        &a.boot.spec(),
+        &a.boot.spec()?,
         &art,
         &words,
         &kbuild::root().join("target/xtask"),
@@ -84,6 +87,7 @@ pub fn gdb(a: GdbArgs) -> Result<i32> {
                 .spawn()
                 .with_context(|| format!("cannot start {}", qemu::binary(&m)))?
         }
+        Backend::Bochs(_) => unreachable!("refused above"),
     };
     // Give the stub a moment to listen.
     std::thread::sleep(Duration::from_millis(300));

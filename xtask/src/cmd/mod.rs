@@ -16,19 +16,34 @@ pub mod trace;
 
 use std::time::Duration;
 
-use clap::Args;
+use anyhow::{bail, Result};
+use clap::{Args, ValueEnum};
 
-use crate::machine::{self, qemu, AccelChoice, Clock};
+use crate::machine::{self, bochs, qemu, AccelChoice, Clock};
 use crate::preflight;
+
+/// Which emulator boots the kernel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Emulator {
+    /// QEMU (TCG or KVM), the kernel loaded directly or through GRUB.
+    #[default]
+    Qemu,
+    /// Bochs, through the GRUB image; its TSC counts instructions.
+    Bochs,
+}
 
 /// How to boot: shared by `run` and the tests.
 #[derive(Args, Clone, Debug)]
 pub struct BootArgs {
-    /// Accelerator: auto picks KVM only when /dev/kvm opens and the host CPU has vmx or svm.
+    /// The machine: QEMU, or Bochs (a second x86 implementation with real CPUs' CPUID).
+    #[arg(long, value_enum, default_value = "qemu")]
+    pub emulator: Emulator,
+    /// QEMU's accelerator: auto picks KVM only when /dev/kvm opens and the host CPU has vmx or svm.
     #[arg(long, value_enum, default_value = "auto")]
     pub accel: AccelChoice,
-    /// QEMU CPU model (default: qemu32 under TCG, host under KVM). AMD models
+    /// CPU model. QEMU: default qemu32 under TCG, host under KVM; AMD models
     /// (athlon, phenom, ...) boot with qemu-system-x86_64 so SYSCALL is visible.
+    /// Bochs: its model names (`bochs --help cpu`), default p4_prescott_celeron_336.
     #[arg(long)]
     pub cpu: Option<String>,
     /// Number of CPUs.
@@ -37,36 +52,42 @@ pub struct BootArgs {
     /// Extra kernel command-line words (key=value), appended last.
     #[arg(long, default_value = "")]
     pub append: String,
-    /// Boot through GRUB (a Multiboot 2 image) instead of QEMU's -kernel.
+    /// Boot through GRUB (a Multiboot 2 image) instead of QEMU's -kernel (Bochs always does).
     #[arg(long)]
     pub grub: bool,
     /// Seconds before a hung guest is killed.
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub timeout: u64,
-    /// Clock for timed regions (default: icount under TCG, tsc under KVM).
+    /// Clock for timed regions (default: icount under TCG, tsc under KVM and Bochs).
     #[arg(long, value_enum)]
     pub clock: Option<Clock>,
 }
 
 impl BootArgs {
-    /// The machine these flags ask for.
-    pub fn spec(&self) -> machine::Spec {
-        machine::Spec {
+    /// The machine these flags ask for; flags of the other emulator are refused.
+    pub fn spec(&self) -> Result<machine::Spec> {
+        let backend = match self.emulator {
+            Emulator::Qemu => machine::BackendSpec::Qemu(qemu::Spec::new(self.accel)),
+            Emulator::Bochs if self.accel != AccelChoice::Auto => {
+                bail!("--accel chooses QEMU's accelerator; Bochs has none (drop --accel with --emulator bochs)")
+            }
+            Emulator::Bochs => machine::BackendSpec::Bochs(bochs::Spec::default()),
+        };
+        Ok(machine::Spec {
             cpu: self.cpu.clone(),
             cpus: self.smp,
             clock: self.clock,
             grub: self.grub,
             append: self.append.clone(),
-            ..machine::Spec::new(
-                machine::BackendSpec::Qemu(qemu::Spec::new(self.accel)),
-                Duration::from_secs(self.timeout),
-            )
-        }
+            ..machine::Spec::new(backend, Duration::from_secs(self.timeout))
+        })
     }
 
     /// What must be installed for these flags.
     pub fn need(&self) -> preflight::Need {
-        if self.grub {
+        if self.emulator == Emulator::Bochs {
+            preflight::Need::Bochs
+        } else if self.grub {
             preflight::Need::QemuAndGrub
         } else {
             preflight::Need::Qemu
@@ -77,6 +98,7 @@ impl BootArgs {
 /// Boot flags as the tests use them: TCG, the icount clock, `cpu` if given.
 pub fn test_boot_args(cpu: Option<&str>) -> BootArgs {
     BootArgs {
+        emulator: Emulator::Qemu,
         accel: AccelChoice::Tcg,
         cpu: cpu.map(str::to_string),
         smp: 1,
@@ -84,5 +106,29 @@ pub fn test_boot_args(cpu: Option<&str>) -> BootArgs {
         grub: false,
         timeout: 60,
         clock: Some(Clock::Icount),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_emulator_flag_chooses_the_backend() {
+        let mut a = test_boot_args(None);
+        assert!(matches!(
+            a.spec().unwrap().backend,
+            machine::BackendSpec::Qemu(_)
+        ));
+        assert_eq!(a.need(), preflight::Need::Qemu);
+        a.emulator = Emulator::Bochs;
+        // --accel is QEMU's: refused unless left at auto.
+        assert!(a.spec().unwrap_err().to_string().contains("--accel"));
+        a.accel = AccelChoice::Auto;
+        assert!(matches!(
+            a.spec().unwrap().backend,
+            machine::BackendSpec::Bochs(_)
+        ));
+        assert_eq!(a.need(), preflight::Need::Bochs);
     }
 }

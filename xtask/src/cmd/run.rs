@@ -85,7 +85,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let art = kbuild::build(true)?;
     let words = format!("{} prog={}", a.mode.word(), a.prog);
     let m = Machine::build(
-        &a.boot.spec(),
+        &a.boot.spec()?,
         &art,
         &words,
         &kbuild::root().join("target/xtask"),

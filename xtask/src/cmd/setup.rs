@@ -7,6 +7,7 @@ use crate::{kbuild, preflight};
 pub fn setup() -> Result<i32> {
     preflight::ensure_rust_src(&kbuild::root())?;
     preflight::ensure_tools()?;
-    println!("setup: rust-src, QEMU and the GRUB tools are present");
+    preflight::ensure(preflight::Need::Bochs)?;
+    println!("setup: rust-src, QEMU, Bochs and the GRUB tools are present");
     Ok(0)
 }

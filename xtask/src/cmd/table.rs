@@ -27,7 +27,8 @@ pub struct TableArgs {
     pub md: bool,
 }
 
-/// The system a result comes from: host, accelerator, CPU model.
+/// The system a result comes from: host, accelerator, CPU model. Under
+/// Bochs the brand is a real CPU's, so the accelerator says what a tick is.
 fn system_of(r: &Results) -> String {
     let model = r.cpu.get("brand").cloned().unwrap_or_default();
     let model = if model.is_empty() {
@@ -35,10 +36,15 @@ fn system_of(r: &Results) -> String {
     } else {
         model
     };
+    let accel = if r.bochs() {
+        format!("{}(ticks=instructions)", r.accel)
+    } else {
+        r.accel.clone()
+    };
     format!(
         "{} {} {}",
         if r.host.is_empty() { "?" } else { &r.host },
-        r.accel,
+        accel,
         model.replace(' ', "_")
     )
 }
@@ -202,6 +208,14 @@ mod tests {
         .unwrap();
         assert_eq!(rows[0][3], "1.50");
         assert!(speedup_rows(&[mk("only", 1.0)], None, &[]).is_err());
+        let mut b = mk("x", 1.0);
+        b.accel = "bochs".into();
+        b.cpu
+            .insert("brand".into(), "Intel(R) Celeron(R) CPU 2.80GHz".into());
+        assert_eq!(
+            system_of(&b),
+            "h bochs(ticks=instructions) Intel(R)_Celeron(R)_CPU_2.80GHz"
+        );
         // A throughput is better when higher; runs of one layout each pair up.
         let rate = |label: &str, layout: &str, median: f64| {
             let mut r = mk(label, 1.0);

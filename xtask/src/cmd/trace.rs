@@ -66,13 +66,20 @@ pub fn trace_output(a: &TraceArgs) -> Result<Vec<String>> {
     preflight::ensure(a.boot.need())?;
     let art = kbuild::build(true)?;
     let mut boot_args = a.boot.clone();
-    // The AMD path needs an AMD model (and qemu-system-x86_64, chosen by model).
+    // The AMD path needs an AMD model (under QEMU, qemu-system-x86_64,
+    // chosen by model).
     if a.mechanism == MechArg::Syscall && boot_args.cpu.is_none() {
-        boot_args.cpu = Some("phenom".into());
+        boot_args.cpu = Some(
+            match boot_args.emulator {
+                super::Emulator::Qemu => "phenom",
+                super::Emulator::Bochs => "amd_k6_2_chomper",
+            }
+            .into(),
+        );
     }
     let words = format!("mode=run trace={}", a.mechanism.mechanism().key());
     let m = Machine::build(
-        &boot_args.spec(),
+        &boot_args.spec()?,
         &art,
         &words,
         &kbuild::root().join("target/xtask"),

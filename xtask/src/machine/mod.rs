@@ -17,6 +17,7 @@
 //! the guest clock it reads, its unit), and in each backend's
 //! `check_clock`, `default_clock` and arguments.
 
+pub mod bochs;
 pub mod qemu;
 
 pub use qemu::{Accel, AccelChoice};
@@ -153,12 +154,14 @@ impl Spec {
 #[derive(Clone, Debug)]
 pub enum BackendSpec {
     Qemu(qemu::Spec),
+    Bochs(bochs::Spec),
 }
 
 /// The backend a machine runs on, decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Backend {
     Qemu(qemu::Options),
+    Bochs(bochs::Options),
 }
 
 impl Backend {
@@ -167,6 +170,7 @@ impl Backend {
     pub fn decide(spec: &BackendSpec) -> Backend {
         match spec {
             BackendSpec::Qemu(s) => Backend::Qemu(qemu::Options::decide(s)),
+            BackendSpec::Bochs(s) => Backend::Bochs(bochs::Options::decide(s)),
         }
     }
 
@@ -174,6 +178,7 @@ impl Backend {
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Qemu(_) => "QEMU",
+            Backend::Bochs(_) => "Bochs",
         }
     }
 
@@ -181,6 +186,7 @@ impl Backend {
     pub fn source(&self) -> &'static str {
         match self {
             Backend::Qemu(_) => "qemu",
+            Backend::Bochs(_) => "bochs",
         }
     }
 
@@ -188,18 +194,38 @@ impl Backend {
     pub fn accel_key(&self) -> &'static str {
         match self {
             Backend::Qemu(o) => o.accel.key(),
+            Backend::Bochs(_) => bochs::ACCEL,
         }
     }
 
     fn default_clock(&self) -> Clock {
         match self {
             Backend::Qemu(o) => o.default_clock(),
+            Backend::Bochs(o) => o.default_clock(),
         }
     }
 
     fn check_clock(&self, clock: Clock) -> Result<()> {
         match self {
             Backend::Qemu(o) => o.check_clock(clock),
+            Backend::Bochs(o) => o.check_clock(clock),
+        }
+    }
+
+    /// Whether the backend has this CPU model (`None`: its default).
+    fn check_cpu(&self, cpu: Option<&str>) -> Result<()> {
+        match self {
+            // QEMU names a bad model itself.
+            Backend::Qemu(_) => Ok(()),
+            Backend::Bochs(o) => o.check_cpu(cpu),
+        }
+    }
+
+    /// Whether the backend boots only the GRUB image (no Multiboot loader).
+    fn grub_only(&self) -> bool {
+        match self {
+            Backend::Qemu(_) => false,
+            Backend::Bochs(_) => true,
         }
     }
 }
@@ -239,6 +265,7 @@ impl Machine {
         let backend = Backend::decide(&spec.backend);
         let clock = spec.clock.unwrap_or_else(|| backend.default_clock());
         backend.check_clock(clock)?;
+        backend.check_cpu(spec.cpu.as_deref())?;
         let cmdline = format!(
             "{words} clock={} accel={} {}",
             clock.guest().key(),
@@ -247,7 +274,7 @@ impl Machine {
         )
         .trim()
         .to_string();
-        let loader = if spec.grub {
+        let loader = if spec.grub || backend.grub_only() {
             std::fs::create_dir_all(scratch)?;
             let entry = iso::Entry {
                 title: "i386 testbed".into(),
@@ -276,30 +303,35 @@ impl Machine {
     pub fn cpu_model(&self) -> String {
         match &self.backend {
             Backend::Qemu(o) => qemu::cpu_model(self.cpu.as_deref(), o.accel),
+            Backend::Bochs(_) => bochs::cpu_model(self.cpu.as_deref()),
         }
     }
 
     /// Which machine, accelerator, clock and CPU: what a report says first
     /// (`QEMU 7.2.0 TCG  clock=icount (...)  cpu=qemu32`).
     pub fn describe(&self) -> String {
-        let backend = match &self.backend {
-            Backend::Qemu(o) => format!(
-                "QEMU {} {}",
-                qemu::version(self),
-                o.accel.key().to_uppercase()
+        let (backend, banner) = match &self.backend {
+            Backend::Qemu(o) => (
+                format!(
+                    "QEMU {} {}",
+                    qemu::version(self),
+                    o.accel.key().to_uppercase()
+                ),
+                self.clock.banner().to_string(),
+            ),
+            Backend::Bochs(_) => (
+                format!("Bochs {}", bochs::about().version),
+                format!("{} ({})", self.clock.key(), abi::syscall::BOCHS_TICK),
             ),
         };
-        format!(
-            "{backend}  clock={}  cpu={}",
-            self.clock.banner(),
-            self.cpu_model()
-        )
+        format!("{backend}  clock={banner}  cpu={}", self.cpu_model())
     }
 
     /// Starts the machine.
     pub fn start(&self) -> Result<Box<dyn Running>> {
         match &self.backend {
             Backend::Qemu(o) => Ok(Box::new(qemu::start(self, o)?)),
+            Backend::Bochs(o) => Ok(Box::new(bochs::start(self, o)?)),
         }
     }
 
@@ -364,7 +396,8 @@ pub trait Running {
 pub struct Stopped {
     /// Serial lines not yet taken.
     pub rest: Vec<String>,
-    /// The backend's own messages (QEMU's stderr).
+    /// The backend's own messages (QEMU's stderr; the panics and errors of
+    /// Bochs's log).
     pub messages: String,
 }
 
@@ -404,9 +437,14 @@ impl BootLog {
                 "the kernel stopped on a CPU exception in ring 0: {} (vector {v})",
                 exit::vector_name(*v)
             ),
-            Ending::Exited(Outcome::ResetOrTripleFault) => {
-                "the guest reset without reporting: a triple fault (QEMU exits with 0 under -no-reboot)".into()
-            }
+            Ending::Exited(Outcome::ResetOrTripleFault) => format!(
+                "the guest reset without reporting: a triple fault ({})",
+                if self.backend == "Bochs" {
+                    "Bochs stops on it with reset_on_triple_fault=0"
+                } else {
+                    "QEMU exits with 0 under -no-reboot"
+                }
+            ),
             Ending::Exited(Outcome::Other(s)) => {
                 format!(
                     "{} exited with status {s}, which is not a kernel verdict",
@@ -504,6 +542,22 @@ mod tests {
         assert!(m.cmdline.contains("clock=tsc accel=tcg"));
         spec.clock = Some(Clock::Icount);
         assert!(Machine::build(&spec, &art(), "mode=smp", Path::new("/nonexistent")).is_err());
+    }
+
+    #[test]
+    fn bochs_boots_grub_on_the_tsc() {
+        let b = Backend::decide(&BackendSpec::Bochs(bochs::Spec::default()));
+        assert!(
+            b.grub_only()
+                && !Backend::Qemu(qemu::Options::decide(&qemu::Spec::new(AccelChoice::Tcg)))
+                    .grub_only()
+        );
+        assert_eq!(
+            (b.default_clock(), b.accel_key(), b.source()),
+            (Clock::Tsc, "bochs", "bochs")
+        );
+        assert!(b.check_clock(Clock::Icount).is_err());
+        assert!(b.check_cpu(None).is_ok());
     }
 
     #[test]

@@ -6,8 +6,9 @@ use std::time::Duration;
 use abi::exit::Outcome;
 use abi::report::{kind, Measure};
 
+use crate::cmd::Emulator;
 use crate::machine::qemu::{self, Threads};
-use crate::machine::{self, AccelChoice, BootLog, Ending};
+use crate::machine::{self, bochs, AccelChoice, BootLog, Ending};
 use crate::report::{self, Record};
 use crate::results::Results;
 
@@ -20,20 +21,23 @@ const PATH_LENGTH_LIMITS: &[(&str, f64)] = &[
 
 pub type Check = fn(&BootLog, &[Record]) -> Result<(), String>;
 
-/// One boot and what it must show. Every case boots QEMU under TCG with
-/// the backend's default clock: icount, or the TSC when the CPUs run in
-/// parallel (`threads: Threads::Multi`), which -icount cannot.
+/// One boot and what it must show. A QEMU case boots under TCG with the
+/// backend's default clock: icount, or the TSC when the CPUs run in
+/// parallel (`threads: Threads::Multi`), which -icount cannot. A Bochs
+/// case boots the GRUB image with the TSC (1 tick = 1 instruction).
 pub struct Case {
     pub name: &'static str,
+    /// The machine: QEMU or Bochs.
+    pub emulator: Emulator,
     /// The kernel command line (`clock=` and `accel=` are added).
     pub cmdline: &'static str,
-    /// CPU model; `None`: QEMU's default (qemu32).
+    /// CPU model (QEMU's or Bochs's names); `None`: the backend's default.
     pub cpu: Option<&'static str>,
     /// Number of CPUs.
     pub cpus: u32,
-    /// How TCG runs the CPUs.
+    /// How TCG runs the CPUs (QEMU only).
     pub threads: Threads,
-    /// Start with the CPUs stopped: the surest hang there is.
+    /// Start with the CPUs stopped: the surest hang there is (QEMU only).
     pub paused: bool,
     /// Boot through a GRUB image whose only entry has this command line.
     pub grub: bool,
@@ -48,6 +52,7 @@ pub struct Case {
 /// booted directly, 60 s.
 const CASE: Case = Case {
     name: "",
+    emulator: Emulator::Qemu,
     cmdline: "",
     cpu: None,
     cpus: 1,
@@ -62,19 +67,19 @@ const CASE: Case = Case {
 impl Case {
     /// The machine this case asks for.
     pub fn spec(&self) -> machine::Spec {
-        let backend = qemu::Spec {
-            accel: AccelChoice::Tcg,
-            threads: self.threads,
-            paused: self.paused,
+        let backend = match self.emulator {
+            Emulator::Qemu => machine::BackendSpec::Qemu(qemu::Spec {
+                accel: AccelChoice::Tcg,
+                threads: self.threads,
+                paused: self.paused,
+            }),
+            Emulator::Bochs => machine::BackendSpec::Bochs(bochs::Spec::default()),
         };
         machine::Spec {
             cpu: self.cpu.map(str::to_string),
             cpus: self.cpus,
             grub: self.grub,
-            ..machine::Spec::new(
-                machine::BackendSpec::Qemu(backend),
-                Duration::from_secs(self.timeout),
-            )
+            ..machine::Spec::new(backend, Duration::from_secs(self.timeout))
         }
     }
 }
@@ -475,10 +480,144 @@ pub const CASES: &[Case] = &[
         check: |log, r| fuzz_clean(log, r, 20_000, &["int80", "sysenter", "callgate", "syscall"]),
         ..CASE
     },
+    // Bochs: the same kernel on a second x86 implementation, booted through
+    // GRUB with no exit device, on real CPUs' CPUID (docs/machines.md says
+    // where Bochs and QEMU differ). The agreement check (agreement.rs)
+    // runs beside these.
+    Case {
+        name: "bochs p4_prescott_celeron_336 (SEP): tests and the hostile suite",
+        emulator: Emulator::Bochs,
+        cpu: Some("p4_prescott_celeron_336"),
+        cmdline: "mode=test",
+        timeout: BOCHS_TIMEOUT,
+        check: |log, r| matrix(log, r, "GenuineIntel", "15", ["ok", "ok", "ok", "unavailable"]),
+        ..CASE
+    },
+    Case {
+        name: "bochs amd_k6_2_chomper (AMD SYSCALL in 32-bit mode, no SEP): tests and the hostile suite",
+        emulator: Emulator::Bochs,
+        cpu: Some("amd_k6_2_chomper"),
+        cmdline: "mode=test",
+        timeout: BOCHS_TIMEOUT,
+        check: |log, r| matrix(log, r, "AuthenticAMD", "5", ["ok", "unavailable", "ok", "ok"]),
+        ..CASE
+    },
+    Case {
+        name: "bochs core2_penryn_t9600: tests and the hostile suite",
+        emulator: Emulator::Bochs,
+        cpu: Some("core2_penryn_t9600"),
+        cmdline: "mode=test",
+        timeout: BOCHS_TIMEOUT,
+        check: |log, r| matrix(log, r, "GenuineIntel", "6", ["ok", "ok", "ok", "unavailable"]),
+        ..CASE
+    },
+    Case {
+        name: "bochs SMP: 2 p4_prescott_celeron_336 CPUs from the MADT; benchmarks; a wake-up and a mutex hand-off across CPUs",
+        emulator: Emulator::Bochs,
+        cpu: Some("p4_prescott_celeron_336"),
+        cpus: 2,
+        cmdline: "mode=smp",
+        timeout: BOCHS_TIMEOUT,
+        check: |log, r| smp_check_on(log, r, "2", BOCHS_TSC, "Bochs does not model caches"),
+        ..CASE
+    },
+    Case {
+        name: "bochs: a triple fault is told apart from a verdict (no exit device)",
+        emulator: Emulator::Bochs,
+        cmdline: "crash=triple",
+        timeout: BOCHS_TIMEOUT,
+        check: |log, _| {
+            outcome(log, Outcome::ResetOrTripleFault)?;
+            if !log.verdict().contains("triple fault") {
+                return Err(log.verdict());
+            }
+            Ok(())
+        },
+        ..CASE
+    },
+    Case {
+        name: "bochs: kernel #PF is reported with CR2, the verdict read from the serial line",
+        emulator: Emulator::Bochs,
+        cmdline: "crash=pf",
+        timeout: BOCHS_TIMEOUT,
+        check: |log, r| {
+            kernel_exception(log, r, 14)?;
+            match one(r, kind::EXCEPTION)?.get("cr2") {
+                Some("0xc0000000") => Ok(()),
+                other => Err(format!("CR2 is {other:?}, expected 0xc0000000")),
+            }
+        },
+        ..CASE
+    },
+    Case {
+        name: "bochs: a guest with no verdict is stopped at the timeout",
+        emulator: Emulator::Bochs,
+        cmdline: "mode=run",
+        // The BIOS alone takes longer than this.
+        timeout: 1,
+        check: |log, _| match log.ending {
+            Ending::TimedOut(_) if log.verdict().contains("Bochs was killed") => Ok(()),
+            _ => Err(format!("not a timeout: {}", log.verdict())),
+        },
+        ..CASE
+    },
 ];
 
-/// An SMP boot: `n` CPUs from the MADT, every figure, the forktest samples.
+/// Seconds before a Bochs case is called hung: its boots take 15 to 40 s
+/// on an idle 2-CPU machine (BIOS and GRUB included).
+const BOCHS_TIMEOUT: u64 = 240;
+
+/// A boot asked for on the command line (`cargo xtask test --emulator E
+/// --cpu MODEL --smp N`): `mode=test` must pass every test and the hostile
+/// suite, `mode=smp` must start `cpus` CPUs and pass the SMP checks.
+pub fn model_case(
+    emulator: Emulator,
+    cpu: Option<&str>,
+    cpus: u32,
+    cmdline: &str,
+    art: &crate::kbuild::Artifacts,
+    dir: &std::path::Path,
+) -> Result<(), String> {
+    let base = Case {
+        emulator,
+        cpus,
+        timeout: BOCHS_TIMEOUT,
+        ..CASE
+    };
+    let spec = machine::Spec {
+        cpu: cpu.map(str::to_string),
+        ..base.spec()
+    };
+    let m = machine::Machine::build(&spec, art, cmdline, dir).map_err(|e| format!("{e:#}"))?;
+    let log = m.boot(&mut |_| {}).map_err(|e| format!("{e:#}"))?;
+    let r = report::parse_log(&log.serial).map_err(|e| e.to_string())?;
+    let checked = if cmdline == "mode=smp" {
+        let (clock, note) = match emulator {
+            Emulator::Qemu => (ICOUNT, "TCG does not model caches"),
+            Emulator::Bochs => (BOCHS_TSC, "Bochs does not model caches"),
+        };
+        smp_check_on(&log, &r, &cpus.to_string(), clock, note)
+    } else {
+        all_tests_pass(&log, &r, 20).and_then(|()| hostile_all_expected(&log, &r))
+    };
+    checked.map_err(|e| format!("{e}\n{}", log.explain(20)))
+}
+
+/// An SMP boot under TCG: `n` CPUs from the MADT, every figure, the
+/// forktest samples.
 fn smp_check(log: &BootLog, r: &[Record], n: &str, clock: (&str, &str)) -> Result<(), String> {
+    smp_check_on(log, r, n, clock, "TCG does not model caches")
+}
+
+/// An SMP boot: `n` CPUs from the MADT, every figure in `clock`, the
+/// forktest samples, and the emulator's `note` beside the figures.
+fn smp_check_on(
+    log: &BootLog,
+    r: &[Record],
+    n: &str,
+    clock: (&str, &str),
+    note: &str,
+) -> Result<(), String> {
     succeeded(log)?;
     let s = one(r, kind::SMP)?;
     if s.get("cpus") != Some(n) || s.get("source") != Some("acpi-madt") {
@@ -515,7 +654,7 @@ fn smp_check(log: &BootLog, r: &[Record], n: &str, clock: (&str, &str)) -> Resul
                 .collect::<Vec<_>>()
         ));
     }
-    contains(log, "TCG does not model caches")
+    contains(log, note)
 }
 
 /// The lock benchmarks' figures per layout (`locks.<figure>.<layout>`).
@@ -530,6 +669,8 @@ const FORKS: usize = 32;
 const ICOUNT: (&str, &str) = ("icount", "instructions");
 /// The TSC under TCG, which follows the host's clock.
 const TCG_TSC: (&str, &str) = ("tsc", "TCG ticks");
+/// The TSC under Bochs, which counts instructions.
+const BOCHS_TSC: (&str, &str) = ("tsc", "Bochs ticks");
 
 /// A results file's run-wide clock and unit.
 fn clock_is(res: &Results, want: (&str, &str)) -> Result<(), String> {
@@ -834,7 +975,10 @@ mod tests {
             kernel: "/k/kernel".into(),
             programs: vec![],
         };
-        for c in CASES.iter().filter(|c| !c.grub) {
+        for c in CASES
+            .iter()
+            .filter(|c| !c.grub && c.emulator == Emulator::Qemu)
+        {
             let m = Machine::build(&c.spec(), &art, c.cmdline, std::path::Path::new("/x"))
                 .unwrap_or_else(|e| panic!("{}: {e:#}", c.name));
             assert!(m.cmdline.starts_with(c.cmdline), "{}", c.name);
@@ -845,6 +989,17 @@ mod tests {
                 Clock::Icount
             };
             assert_eq!(m.clock, want, "{}", c.name);
+        }
+        // Bochs cases boot the GRUB image (built at boot time), on the TSC.
+        for c in CASES.iter().filter(|c| c.emulator == Emulator::Bochs) {
+            let spec = c.spec();
+            assert!(
+                matches!(spec.backend, machine::BackendSpec::Bochs(_)),
+                "{}",
+                c.name
+            );
+            assert!(c.name.starts_with("bochs"), "{}", c.name);
+            assert!(!c.paused && c.threads == Threads::Single, "{}", c.name);
         }
         let names: std::collections::BTreeSet<_> = CASES.iter().map(|c| c.name).collect();
         assert_eq!(names.len(), CASES.len(), "two cases share a name");

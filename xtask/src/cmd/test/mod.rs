@@ -1,17 +1,22 @@
 //! `cargo xtask test`: host unit tests, then real boots of the real kernel in
-//! QEMU (TCG is enough), each checked against what the kernel printed; then
-//! `bench` end to end, the docs' outputs, and the teaching tools.
+//! QEMU (TCG is enough) and in Bochs, each checked against what the kernel
+//! printed; Bochs's path lengths against QEMU's icount; then `bench` end to
+//! end, the docs' outputs, and the teaching tools.
 
+mod agreement;
 mod cases;
 mod teaching;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
 
+use crate::cmd::Emulator;
 use crate::kbuild::{self, Artifacts};
 use crate::machine::{BootLog, Machine};
 use crate::preflight;
@@ -24,12 +29,23 @@ pub struct TestArgs {
     /// Only the host unit tests.
     #[arg(long, conflicts_with = "boots_only")]
     host_only: bool,
-    /// Only the QEMU boots.
+    /// Only the boots (QEMU and Bochs).
     #[arg(long)]
     boots_only: bool,
     /// Only boot tests whose name contains this.
     #[arg(long)]
     filter: Option<String>,
+    /// Only the boots on this emulator (default: QEMU's and Bochs's).
+    #[arg(long, value_enum)]
+    emulator: Option<Emulator>,
+    /// Instead of the built-in boots: the kernel tests and the hostile suite
+    /// on this CPU model of --emulator (QEMU's or Bochs's names).
+    #[arg(long, requires = "emulator")]
+    cpu: Option<String>,
+    /// Instead of the built-in boots: mode=smp with this many CPUs on
+    /// --emulator (with --cpu, on that model).
+    #[arg(long, requires = "emulator", value_parser = clap::value_parser!(u32).range(2..=16))]
+    smp: Option<u32>,
 }
 
 /// Every test of the run counted in one place, as the kernel's own runner
@@ -111,6 +127,83 @@ fn run_case(c: &Case, art: &Artifacts, dir: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A Bochs boot test: a case, or an agreement pair (a Bochs boot and a QEMU one).
+enum Job {
+    Case(&'static Case),
+    Agree(&'static agreement::Pair),
+}
+
+impl Job {
+    fn name(&self) -> String {
+        match self {
+            Job::Case(c) => c.name.to_string(),
+            Job::Agree(p) => p.name(),
+        }
+    }
+
+    fn run(&self, art: &Artifacts, dir: &Path) -> Result<(), String> {
+        match self {
+            Job::Case(c) => run_case(c, art, dir),
+            Job::Agree(p) => p.check(art, dir),
+        }
+    }
+}
+
+/// The Bochs tests the filter selects, the slowest first (they are
+/// started in this order, so the long ones do not end the run alone).
+fn bochs_jobs(wanted: &dyn Fn(&str) -> bool) -> Vec<Job> {
+    let mut jobs: Vec<Job> = agreement::PAIRS.iter().map(Job::Agree).collect();
+    let mut cases: Vec<&'static Case> = CASES
+        .iter()
+        .filter(|c| c.emulator == Emulator::Bochs)
+        .collect();
+    cases.sort_by_key(|c| std::cmp::Reverse(c.timeout));
+    jobs.splice(0..0, cases.into_iter().map(Job::Case));
+    jobs.retain(|j| wanted(&j.name()));
+    jobs
+}
+
+/// Bochs runs one CPU on one host thread: as many boots at once as the
+/// host has CPUs, at most [`MAX_BOCHS_WORKERS`].
+fn bochs_workers() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_BOCHS_WORKERS)
+}
+
+/// Beyond two, CI's two-CPU machines only share the same cores.
+const MAX_BOCHS_WORKERS: usize = 2;
+
+/// Runs `jobs` on `workers` threads, each job in its own scratch directory
+/// (its GRUB image, bochsrc and logs), reporting each as it ends.
+fn run_parallel(jobs: &[Job], workers: usize, art: &Artifacts, dir: &Path, tally: &mut Tally) {
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(usize, Instant, Result<(), String>)>();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let next = &next;
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else { break };
+                let scratch: PathBuf = dir.join(format!("bochs-{i}"));
+                let t = Instant::now();
+                let r = std::fs::create_dir_all(&scratch)
+                    .map_err(|e| format!("{}: {e}", scratch.display()))
+                    .and_then(|()| job.run(art, &scratch));
+                if tx.send((i, t, r)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        for (i, t, r) in rx {
+            let name = jobs[i].name();
+            tally.report(&name, Some(t), r);
+        }
+    });
 }
 
 /// `cargo test -p abi -p xtask`; true when it passed.
@@ -273,19 +366,43 @@ pub fn run(a: TestArgs) -> Result<i32> {
     if a.host_only {
         return Ok(tally.finish());
     }
+    if let Some(emulator) = a.emulator.filter(|_| a.cpu.is_some() || a.smp.is_some()) {
+        return model_boots(emulator, a.cpu.as_deref(), a.smp, &root, tally);
+    }
+    let on = |e: Emulator| a.emulator.is_none_or(|x| x == e);
     let wanted = |name: &str| a.filter.as_deref().is_none_or(|f| name.contains(f));
     preflight::ensure_tools()?;
+    let bochs_jobs = if on(Emulator::Bochs) {
+        bochs_jobs(&wanted)
+    } else {
+        Vec::new()
+    };
+    if !bochs_jobs.is_empty() {
+        preflight::ensure(preflight::Need::Bochs)?;
+    }
     println!("== building the kernel and the user programs");
     let art = kbuild::build(true)?;
     let dir = root.join("target/xtask");
     std::fs::create_dir_all(&dir)?;
     println!("== boots under QEMU TCG (clock=icount)");
-    for c in CASES.iter().filter(|c| wanted(c.name)) {
+    for c in CASES
+        .iter()
+        .filter(|c| c.emulator == Emulator::Qemu && on(Emulator::Qemu) && wanted(c.name))
+    {
         let t = Instant::now();
         tally.report(c.name, Some(t), run_case(c, &art, &dir));
     }
-    // These are selected when the filter is part of their short name.
-    let selected = |short: &str| a.filter.as_deref().is_none_or(|f| short.contains(f));
+    if !bochs_jobs.is_empty() {
+        let workers = bochs_workers();
+        println!(
+            "== boots under Bochs through GRUB (clock=tsc: {}), {workers} at a time",
+            abi::syscall::BOCHS_TICK
+        );
+        run_parallel(&bochs_jobs, workers, &art, &dir, &mut tally);
+    }
+    // These are QEMU's, selected when the filter is part of their short name.
+    let selected =
+        |short: &str| on(Emulator::Qemu) && a.filter.as_deref().is_none_or(|f| short.contains(f));
     if selected("bench") {
         let t = Instant::now();
         tally.report_as(
@@ -313,8 +430,47 @@ pub fn run(a: TestArgs) -> Result<i32> {
             docs_current(),
         );
     }
-    for (name, r) in teaching::self_tests(a.filter.as_deref()) {
-        tally.report(&name, None, r);
+    if on(Emulator::Qemu) {
+        for (name, r) in teaching::self_tests(a.filter.as_deref()) {
+            tally.report(&name, None, r);
+        }
+    }
+    Ok(tally.finish())
+}
+
+/// `--cpu`/`--smp`: the kernel tests and the hostile suite on one model,
+/// and mode=smp with `smp` CPUs, on `emulator`.
+fn model_boots(
+    emulator: Emulator,
+    cpu: Option<&str>,
+    smp: Option<u32>,
+    root: &Path,
+    mut tally: Tally,
+) -> Result<i32> {
+    preflight::ensure(match emulator {
+        Emulator::Qemu => preflight::Need::Qemu,
+        Emulator::Bochs => preflight::Need::Bochs,
+    })?;
+    println!("== building the kernel and the user programs");
+    let art = kbuild::build(true)?;
+    let dir = root.join("target/xtask");
+    std::fs::create_dir_all(&dir)?;
+    let model = cpu.map_or_else(|| "the default CPU".to_string(), str::to_string);
+    let emulator_name = match emulator {
+        Emulator::Qemu => "QEMU",
+        Emulator::Bochs => "Bochs",
+    };
+    if let Some(cpu) = cpu {
+        let name = format!("{emulator_name} {cpu}: kernel tests and the hostile suite");
+        let t = Instant::now();
+        let r = cases::model_case(emulator, Some(cpu), 1, "mode=test", &art, &dir);
+        tally.report(&name, Some(t), r);
+    }
+    if let Some(n) = smp {
+        let name = format!("{emulator_name} {model}: mode=smp with {n} CPUs");
+        let t = Instant::now();
+        let r = cases::model_case(emulator, cpu, n, "mode=smp", &art, &dir);
+        tally.report(&name, Some(t), r);
     }
     Ok(tally.finish())
 }
