@@ -511,6 +511,27 @@ pub const CASES: &[Case] = &[
         check: |log, r| matrix(log, r, "GenuineIntel", "6", ["ok", "ok", "ok", "unavailable"]),
         ..CASE
     },
+    // Bochs's Core 2 and Sandy Bridge models advertise architectural
+    // counters (leaf 0xA v2 and v3) and do not implement them: the check in
+    // ring 0 must find that out and the benchmark run without them.
+    Case {
+        name: "bochs core2_penryn_t9600: the benchmark runs whole; perf counters on, or n/a and why",
+        emulator: Emulator::Bochs,
+        cpu: Some("core2_penryn_t9600"),
+        cmdline: "mode=run batches=4 batch_size=256",
+        timeout: BOCHS_TIMEOUT,
+        check: bench_with_counters_or_reason,
+        ..CASE
+    },
+    Case {
+        name: "bochs corei7_sandy_bridge_2600k: the benchmark runs whole; perf counters on, or n/a and why",
+        emulator: Emulator::Bochs,
+        cpu: Some("corei7_sandy_bridge_2600k"),
+        cmdline: "mode=run batches=4 batch_size=256",
+        timeout: BOCHS_TIMEOUT,
+        check: bench_with_counters_or_reason,
+        ..CASE
+    },
     Case {
         name: "bochs SMP: 2 p4_prescott_celeron_336 CPUs from the MADT; benchmarks; a wake-up and a mutex hand-off across CPUs",
         emulator: Emulator::Bochs,
@@ -775,6 +796,13 @@ fn perf(r: &[Record], want: &[(&str, &str)]) -> Result<(), String> {
 /// Every figure of the `bench` program is there (each mechanism's five
 /// calls, where usable, and the loop), none with counter figures.
 fn bench_figures_without_counters(res: &Results) -> Result<(), String> {
+    bench_figures(res, false)
+}
+
+/// Every figure of the `bench` program is there (each mechanism's five
+/// calls, where usable, and the loop), and each has counter figures if
+/// `counters`, none otherwise.
+fn bench_figures(res: &Results, counters: bool) -> Result<(), String> {
     let floors = res.benches.iter().filter(|b| b.path == "floor").count();
     let full = res.benches.iter().filter(|b| b.path == "full").count();
     if floors == 0 || full != 4 * floors || res.bench("loop").is_none() {
@@ -783,17 +811,58 @@ fn bench_figures_without_counters(res: &Results) -> Result<(), String> {
             res.bench("loop").map(|b| &b.name)
         ));
     }
-    match res
-        .benches
-        .iter()
-        .find(|b| b.instructions.is_some() || b.cycles.is_some())
-    {
+    let has = |b: &crate::results::Bench| b.instructions.is_some() && b.cycles.is_some();
+    match res.benches.iter().find(|b| has(b) != counters) {
+        Some(b) if counters => Err(format!(
+            "{} has no counter figures although the counters are on",
+            b.name
+        )),
         Some(b) => Err(format!(
             "{} has counter figures although the counters are off",
             b.name
         )),
         None => Ok(()),
     }
+}
+
+/// A `bench` run on a CPU whose CPUID offers architectural counters: the
+/// run succeeds with every figure; the boot's one `perf` record says `on`
+/// (and every figure has counter figures) or `n/a` with a reason from the
+/// check in ring 0 (not from CPUID, which offered them); no ring-3 fault
+/// turned them off.
+fn bench_with_counters_or_reason(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    succeeded(log)?;
+    let offered = one(r, kind::CPU)?
+        .get("perfmon")
+        .and_then(|v| v.parse::<u8>().ok());
+    if offered.is_none_or(|v| v < 2) {
+        return Err(format!(
+            "CPUID leaf 0xA version {offered:?}: this case needs a CPU that offers fixed counters"
+        ));
+    }
+    let res = Results::from_records(r, "test", log.backend).map_err(|e| e.to_string())?;
+    let perf: Vec<_> = res
+        .perf
+        .iter()
+        .map(|p| (p.status.as_str(), p.reason.as_str()))
+        .collect();
+    match perf.as_slice() {
+        [("on", "")] => bench_figures(&res, true)?,
+        [("n/a", why)]
+            if ["RDPMC", "WRMSR", "fixed counter"]
+                .iter()
+                .any(|w| why.starts_with(w)) =>
+        {
+            contains(log, &format!("perf counters n/a: {why}"))?;
+            bench_figures(&res, false)?;
+        }
+        other => {
+            return Err(format!(
+                "perf records {other:?}: expected on, or n/a from the ring-0 check"
+            ))
+        }
+    }
+    end(r, "success")
 }
 
 fn exception(r: &[Record], vector: u8, mode: &str) -> Result<(), String> {
