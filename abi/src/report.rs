@@ -65,7 +65,9 @@ pub mod kind {
     pub const BENCH: &str = "bench";
     /// One benchmark's per-batch values: `name batch_size values` (comma list
     /// of batch totals in clock ticks; where the program calibrates its timer,
-    /// the timer overhead is subtracted). Follows its `bench` record.
+    /// the timer overhead is subtracted). Follows its `bench` record. Where
+    /// the run took model snapshots also `stream snap_calib calib_runs
+    /// snap_batches` (see `crate::model::Snaps`).
     pub const SAMPLES: &str = "samples";
     /// A macro workload: `mech ops ticks_per_op ops_per_s syscalls_per_op`.
     pub const MACRO: &str = "macro";
@@ -95,6 +97,8 @@ pub mod names {
     pub const SMP: &str = "smp";
     /// `mode=smp`'s forktest analog: `forktest.<window|cr3>`.
     pub const FORKTEST: &str = "forktest";
+    /// The pointer chase (`prog=chase`): `chase.<KiB>k`, one load per call.
+    pub const CHASE: &str = "chase";
     /// The pool layouts as they appear in names (`abi::cmdline`'s
     /// `pool_align` values).
     pub const LAYOUTS: [&str; 3] = ["128", "64", "packed"];
@@ -154,6 +158,9 @@ pub struct Figure<'a> {
     /// Instructions retired and core cycles per operation from the
     /// architectural counters, where the CPU has them.
     pub counters: Option<(f64, f64)>,
+    /// Where the figure's model snapshots are (`--clock model`), when the
+    /// guest took them around its batches.
+    pub snaps: Option<crate::model::Snaps>,
 }
 
 impl Figure<'_> {
@@ -205,11 +212,15 @@ pub fn write_bench(out: &mut dyn fmt::Write, f: &Figure, s: &crate::stats::Summa
     }
     write!(
         out,
-        "\n{MARKER}{SCHEMA} {} name={} batch_size={} values=",
+        "\n{MARKER}{SCHEMA} {} name={} batch_size={}",
         kind::SAMPLES,
         Escaped(f.name),
         f.batch_size
     )?;
+    if let Some(snaps) = f.snaps {
+        write!(out, "{snaps}")?;
+    }
+    out.write_str(" values=")?;
     for (i, v) in f.samples.iter().enumerate() {
         write!(out, "{}{v}", if i == 0 { "" } else { "," })?;
     }
@@ -305,6 +316,7 @@ mod tests {
             samples: &[2_000_000, 4_000_000],
             tsc_hz: 1_000_000_000,
             counters: None,
+            snaps: None,
         };
         let (mut v, mut s) = ([0.0; 2], [0.0; 2]);
         let sum = f.summarize(&mut v, &mut s);
@@ -322,9 +334,21 @@ mod tests {
         let per_op = Figure {
             measure: Measure::PerOp,
             unit: "",
+            snaps: Some(crate::model::Snaps {
+                stream: crate::model::SNAP_KERNEL,
+                calib: 0,
+                calib_runs: 0,
+                batches: 7,
+            }),
             ..f
         };
         assert_eq!(per_op.value(2_000_000), 2000.0);
+        let mut out = String::new();
+        write_bench(&mut out, &per_op, &sum).unwrap();
+        assert_eq!(
+            out.lines().nth(1).unwrap(),
+            "@@tb1 samples name=ebizzy.128 batch_size=1000 stream=kernel snap_calib=0 calib_runs=0 snap_batches=7 values=2000000,4000000"
+        );
         assert_eq!(Measure::from_key("throughput"), Some(Measure::Throughput));
         assert!(Measure::Throughput.higher_is_better() && !Measure::PerOp.higher_is_better());
     }

@@ -161,7 +161,9 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     );
     let usable = entry::init(f, stacks.kernel_top);
     idt::load();
+    arch::marker::announce_tables(idt::address(), gdt::gdtr().1, gdt::tss_address(0));
     paging::init(&stacks, task::sched::stack_guards());
+    arch::marker::check_window(&raw const __kernel_end as u32);
     task::sched::init();
     sync_pools(&opts);
     frames::init(

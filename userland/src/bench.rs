@@ -6,10 +6,15 @@
 //! fenced RDTSC on each side; the same loop timed with `n = 0` (the median of
 //! several) is the timer-and-call overhead, subtracted from every batch, so
 //! under icount `batch / n` is the body's exact instruction count.
+//!
+//! Each timed run is bracketed by two model snapshots (`crate::model`), so
+//! under `--clock model` the host computes the same per-batch figures in
+//! modelled cycles, misses and flushes.
 
 use core::arch::asm;
 
 use abi::layout::selector::CALL_GATE_FLOOR;
+use abi::model::Snaps;
 use abi::report::{write_bench, Figure};
 use abi::syscall::{fd, nr, CpuInfo, FEATURE_RDTSCP, FEATURE_SSE2, RDPMC_FIXED};
 
@@ -141,6 +146,26 @@ full_loops! {
     "tb_loop_syscall_write" = seq_syscall!(), nr::WRITE;
 }
 
+/// Where the pointer chase (`prog=chase`) stands: the next load's address,
+/// kept between calls so each batch goes on around the cycle.
+#[unsafe(no_mangle)]
+pub static mut tb_chase_at: u32 = 0;
+
+// tb_chase(n): n dependent loads `p = *p` from tb_chase_at, which then
+// holds where the chase stopped. One load per iteration (with the loop).
+core::arch::global_asm!(
+    concat!(
+        asm_fn_head!("tb_chase"),
+        "movl 20(%esp), %edi\n",
+        "movl tb_chase_at, %esi\n",
+        "testl %edi, %edi\n jz 8f\n",
+        "9:\n movl (%esi), %esi\n decl %edi\n jnz 9b\n",
+        "8:\n movl %esi, tb_chase_at\n",
+        asm_fn_tail!()
+    ),
+    options(att_syntax)
+);
+
 pub type LoopFn = unsafe extern "C" fn(u32);
 
 unsafe extern "C" {
@@ -165,32 +190,70 @@ unsafe extern "C" {
     pub fn tb_loop_syscall_getpid(n: u32);
     pub fn tb_loop_syscall_geteuid(n: u32);
     pub fn tb_loop_syscall_write(n: u32);
+    pub fn tb_chase(n: u32);
 }
 
-/// Times `f(0)` several times: the fixed cost of one timed batch.
+/// How many times [`overhead`] times the empty batch (it takes the median).
+pub const OVERHEAD_RUNS: usize = 15;
+
+/// One timed run of `f(n)`: a model snapshot, the fenced timer, the loop,
+/// the timer, a snapshot. Every run (calibration or batch) goes through
+/// this one function, so the instructions between the snapshots differ only
+/// by the loop's iterations, and the calibration subtracts the rest from
+/// the model's figures exactly as from the ticks. The snapshots lie outside
+/// the timer pair: the tick figures do not see them.
+#[inline(never)]
+fn timed(fence: Fence, f: LoopFn, n: u32) -> u64 {
+    crate::model::snap();
+    let t0 = fence.start();
+    // SAFETY: the loop functions preserve the C ABI registers and stack.
+    unsafe { f(n) };
+    let t = fence.end().wrapping_sub(t0);
+    crate::model::snap();
+    t
+}
+
+/// One timed region of any code: a model snapshot, the fenced timer, `f`,
+/// the timer, a snapshot, as [`timed`] does for the loop functions. A
+/// program that times closures calibrates with `timed_region(fence, || {})`
+/// and reports the calibration's snapshots with its figures.
+#[inline(always)]
+pub fn timed_region(fence: Fence, f: impl FnOnce()) -> u64 {
+    crate::model::snap();
+    let t0 = fence.start();
+    f();
+    let t = fence.end().wrapping_sub(t0);
+    crate::model::snap();
+    t
+}
+
+/// Times `f(0)` [`OVERHEAD_RUNS`] times: the fixed cost of one timed batch.
 pub fn overhead(fence: Fence, f: LoopFn) -> u64 {
-    let mut t = [0u64; 15];
+    let mut t = [0u64; OVERHEAD_RUNS];
     for v in t.iter_mut() {
-        let t0 = fence.start();
-        // SAFETY: the loop functions preserve the C ABI registers and stack.
-        unsafe { f(0) };
-        *v = fence.end().wrapping_sub(t0);
+        *v = timed(fence, f, 0);
     }
     t.sort_unstable();
     t[t.len() / 2]
 }
 
 /// Runs `batches` timed batches of `size` iterations of `f` (after one
-/// warm-up batch); writes each batch's ticks, overhead subtracted.
-pub fn measure(fence: Fence, f: LoopFn, size: u32, out: &mut [u64]) {
+/// warm-up batch); writes each batch's ticks, overhead subtracted, and
+/// returns where its model snapshots are.
+pub fn measure(fence: Fence, f: LoopFn, size: u32, out: &mut [u64]) -> Snaps {
+    let calib = crate::model::next_seq();
     let over = overhead(fence, f);
-    // SAFETY: as in overhead.
+    // SAFETY: as in `timed`.
     unsafe { f(size) };
+    let batches = crate::model::next_seq();
     for v in out.iter_mut() {
-        let t0 = fence.start();
-        // SAFETY: as in overhead.
-        unsafe { f(size) };
-        *v = fence.end().wrapping_sub(t0).saturating_sub(over);
+        *v = timed(fence, f, size).saturating_sub(over);
+    }
+    Snaps {
+        stream: abi::model::SNAP_USER,
+        calib,
+        calib_runs: OVERHEAD_RUNS as u32,
+        batches,
     }
 }
 

@@ -12,6 +12,7 @@
 mod seq;
 pub mod bench;
 pub mod flagged;
+pub mod model;
 pub mod sys;
 pub mod threads;
 

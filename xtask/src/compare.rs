@@ -11,7 +11,8 @@ use crate::machine::Clock;
 use crate::ministat::{self, RenderOptions};
 use crate::results::{MetricInfo, Results};
 
-/// Every metric of one boot: benchmark medians and macro ticks per op.
+/// Every metric of one boot: benchmark medians and macro ticks per op; for
+/// a model run, modelled cycles per call (`Results::metrics`).
 pub fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
     r.metrics()
 }
@@ -188,11 +189,12 @@ pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Res
         let b = r.bench(&name).with_context(|| {
             format!("no benchmark {name} in this boot (mechanisms: int80, sysenter, callgate, syscall; calls: floor, null, getpid, geteuid, write1)")
         })?;
-        let per_call: Vec<f64> = b
-            .samples
-            .iter()
-            .map(|s| *s as f64 / b.batch_size as f64)
-            .collect();
+        let per_call: Vec<f64> = crate::model::cycle_samples(b).unwrap_or_else(|| {
+            b.samples
+                .iter()
+                .map(|s| *s as f64 / b.batch_size as f64)
+                .collect()
+        });
         sets.push((name, per_call));
     }
     if sets.len() < 2 {
@@ -203,7 +205,7 @@ pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Res
         ..RenderOptions::default()
     };
     let info = MetricInfo {
-        unit: r.unit.clone(),
+        unit: crate::model::unit(r).unwrap_or_else(|| r.unit.clone()),
         measure: abi::report::Measure::PerOp,
     };
     Ok(compare_metric(

@@ -12,7 +12,7 @@ use crate::preflight;
 
 pub const TARGET_SPEC: &str = "i686-testbed.json";
 /// The user programs, each a Multiboot module named after its binary.
-pub const USER_PROGRAMS: &[&str] = &["bench", "utest", "faults", "locks", "fuzz"];
+pub const USER_PROGRAMS: &[&str] = &["bench", "utest", "faults", "locks", "fuzz", "chase"];
 
 /// What a build produced.
 #[derive(Clone, Debug)]

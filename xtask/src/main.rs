@@ -9,6 +9,7 @@ mod iso;
 mod kbuild;
 mod machine;
 mod ministat;
+mod model;
 mod preflight;
 mod report;
 mod results;

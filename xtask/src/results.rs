@@ -14,6 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::machine::{Accel, Clock};
+use crate::model::ModelFigures;
 use crate::report::{self, Record};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -44,6 +45,14 @@ pub struct Results {
     pub macros: Vec<Macro>,
     /// The clock record's other fields (fence, overheads, interrupts, perf).
     pub timing: BTreeMap<String, String>,
+    /// `--clock model`: the profile the model plugin ran, whether its
+    /// `virt` costs were on, and the profile's parameters as it used them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub model_virt: bool,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub model_params: BTreeMap<String, String>,
     /// What the kernel found of the performance counters, in order: the
     /// boot's verdict (`on`, `n/a` and why), then `off` if a ring-3 RDPMC
     /// faulted during the run.
@@ -98,6 +107,10 @@ pub struct Bench {
     pub cycles: Option<f64>,
     pub batch_size: u64,
     pub samples: Vec<u64>,
+    /// `--clock model`: modelled cycles, misses and flushes per call and
+    /// per batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelFigures>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -260,6 +273,7 @@ impl Results {
                     cycles: rec.get("cycles").and_then(|v| v.parse().ok()),
                     batch_size: 0,
                     samples: vec![],
+                    model: None,
                 }),
                 kind::SAMPLES => {
                     let name = field(rec, "name")?.to_string();
@@ -346,6 +360,10 @@ impl Results {
     /// Every metric of this run: each benchmark's median, and each macro
     /// mix's ticks per operation (`macro.<mechanism>`).
     pub fn metrics(&self) -> BTreeMap<String, f64> {
+        // A model run: modelled cycles per operation of each modelled figure.
+        if self.model_profile.is_some() {
+            return crate::model::metrics(self);
+        }
         let mut m: BTreeMap<String, f64> = self
             .benches
             .iter()
@@ -359,6 +377,18 @@ impl Results {
 
     /// How each of [`Results::metrics`] reads.
     pub fn metric_info(&self) -> BTreeMap<String, MetricInfo> {
+        if let Some(unit) = crate::model::unit(self) {
+            return crate::model::metrics(self)
+                .into_keys()
+                .map(|k| {
+                    let info = MetricInfo {
+                        unit: unit.clone(),
+                        measure: Measure::PerOp,
+                    };
+                    (k, info)
+                })
+                .collect();
+        }
         let mut m: BTreeMap<String, MetricInfo> = self
             .benches
             .iter()
@@ -409,9 +439,26 @@ impl Results {
             self.cpu.get("brand").map_or("?", String::as_str),
             emulated
         );
+        if let Some(p) = &self.model_profile {
+            s += &format!(
+                "modelled: cycles per call from the model plugin ({}); the other columns are {}\n",
+                crate::model::label(p, self.model_virt),
+                self.unit
+            );
+        }
         s += &format!(
-            "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}\n",
-            "entry", "call", "median", "min", "full/floor", "vs int 0x80"
+            "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}{}\n",
+            "entry",
+            "call",
+            "median",
+            "min",
+            "full/floor",
+            "vs int 0x80",
+            if self.model_profile.is_some() {
+                format!(" {:>10}", "modelled")
+            } else {
+                String::new()
+            }
         );
         for m in abi::Mechanism::ALL {
             if let Some(mech) = self.mechanisms.iter().find(|x| x.name == m.key()) {
@@ -437,14 +484,20 @@ impl Results {
                     }
                     _ => String::new(),
                 };
+                let modelled = match (&self.model_profile, &b.model) {
+                    (None, _) => String::new(),
+                    (Some(_), Some(x)) => format!(" {:>10.1}", x.cycles),
+                    (Some(_), None) => format!(" {:>10}", "-"),
+                };
                 s += &format!(
-                    "{:<10} {:<8} {:>10.2} {:>10.2} {:>11} {:>12}{}\n",
+                    "{:<10} {:<8} {:>10.2} {:>10.2} {:>11} {:>12}{}{}\n",
                     m.title(),
                     b.call,
                     b.median,
                     b.min,
                     ratio,
                     vs,
+                    modelled,
                     pmc
                 );
             }

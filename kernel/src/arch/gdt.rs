@@ -418,6 +418,17 @@ pub fn init_ap(cpu: usize) {
     }
 }
 
+/// The linear address of CPU `cpu`'s TSS (for the model clock's
+/// announcement): the main TSS on CPU 0, an AP TSS on the others.
+pub fn tss_address(cpu: usize) -> u32 {
+    if cpu == 0 {
+        TSS.as_ptr() as u32
+    } else {
+        // SAFETY: only the address of a static element is taken.
+        unsafe { &raw const (*AP_TSS.as_ptr())[cpu - 1] as u32 }
+    }
+}
+
 /// The GDTR value, for the trampoline to load.
 pub fn gdtr() -> (u16, u32) {
     // SAFETY: a read of the table's length and address.

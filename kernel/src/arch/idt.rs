@@ -76,6 +76,11 @@ pub fn raw(vector: u8) -> u64 {
     unsafe { IDT.get_mut().0[vector as usize].0 }
 }
 
+/// The IDT's linear address (for the model clock's announcement).
+pub fn address() -> u32 {
+    IDT.as_ptr() as u32
+}
+
 /// `lidt`.
 pub fn load() {
     #[repr(C, packed)]

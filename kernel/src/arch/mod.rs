@@ -25,6 +25,7 @@ pub mod exceptions;
 pub mod frames;
 pub mod gdt;
 pub mod idt;
+pub mod marker;
 pub mod msr;
 pub mod paging;
 pub mod pic;

@@ -206,8 +206,10 @@ pub fn map_window(va: u32, phys: u32) -> Result<(), OutOfMemory> {
     Ok(())
 }
 
-/// `invlpg`: drops the TLB entry for `va` (SDM Vol. 2A, INVLPG).
+/// `invlpg`: drops the TLB entry for `va` (SDM Vol. 2A, INVLPG). The
+/// model clock is told the page first (it cannot read the operand).
 pub fn invlpg(va: u32) {
+    super::marker::announce_invlpg(va);
     // SAFETY: only affects the TLB.
     unsafe { asm!("invlpg ({})", in(reg) va, options(att_syntax, nostack)) };
 }

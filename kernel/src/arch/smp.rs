@@ -497,6 +497,11 @@ fn ap_stack_top(cpu: usize) -> u32 {
 pub fn ap_init(cpu: usize) -> u32 {
     super::gdt::init_ap(cpu);
     super::idt::load();
+    super::marker::announce_tables(
+        super::idt::address(),
+        super::gdt::gdtr().1,
+        super::gdt::tss_address(cpu),
+    );
     apic::enable();
     ap_stack_top(cpu)
 }

@@ -18,11 +18,12 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use abi::cmdline::Clock;
 use abi::layout::{PAGE_SIZE, USER_BASE};
+use abi::model::{Snaps, SNAP_KERNEL};
 use abi::report::{kind, Figure, Measure};
 
 use crate::arch::idt::{self, Gate, GateKind};
 use crate::arch::smp::{self, command};
-use crate::arch::{apic, frames, paging};
+use crate::arch::{apic, frames, marker, paging};
 use crate::sync::pool::Align;
 use crate::sync::turnstile;
 use crate::{kprintln, record};
@@ -142,6 +143,7 @@ impl Reporter {
         title: &str,
         ops: u32,
         samples: &[u64],
+        snaps: Snaps,
         note: &str,
     ) -> f64 {
         let (group, path) = split_name(name);
@@ -160,6 +162,7 @@ impl Reporter {
             samples,
             tsc_hz: self.tsc_hz,
             counters: None,
+            snaps: Some(snaps),
         });
         show(
             title,
@@ -171,8 +174,15 @@ impl Reporter {
     }
 
     /// Ticks per operation: lower is better.
-    fn per_op(&self, name: &str, call: &str, title: &str, ops: u32, samples: &[u64]) -> f64 {
-        self.figure(name, call, Measure::PerOp, title, ops, samples, "")
+    fn per_op(
+        &self,
+        name: &str,
+        call: &str,
+        title: &str,
+        ops: u32,
+        (samples, snaps): (&[u64], Snaps),
+    ) -> f64 {
+        self.figure(name, call, Measure::PerOp, title, ops, samples, snaps, "")
     }
 }
 
@@ -183,15 +193,37 @@ fn split_name(name: &str) -> (&str, &str) {
     (group, parts.next().unwrap_or(""))
 }
 
+/// One timed region: a kernel-stream model snapshot, the timer, `f`, the
+/// timer, a snapshot (the snapshots lie outside the timer pair).
+fn timed(f: impl FnOnce()) -> u64 {
+    marker::snap();
+    let t0 = rdtsc();
+    f();
+    let t = rdtsc().wrapping_sub(t0);
+    marker::snap();
+    t
+}
+
+/// Where the snapshots of a figure whose first batch began at this CPU's
+/// kernel-stream snapshot `first` are: one [`timed`] pair per batch, no
+/// calibration (the kernel's figures subtract none).
+fn snaps_from(first: u32) -> Snaps {
+    Snaps {
+        stream: SNAP_KERNEL,
+        calib: 0,
+        calib_runs: 0,
+        batches: first,
+    }
+}
+
 /// Times `BATCHES` batches of `f`; each sample is one batch's ticks.
-fn batches(mut f: impl FnMut()) -> [u64; BATCHES] {
+fn batches(mut f: impl FnMut()) -> ([u64; BATCHES], Snaps) {
+    let first = marker::snap_seq();
     let mut out = [0u64; BATCHES];
     for v in out.iter_mut() {
-        let t0 = rdtsc();
-        f();
-        *v = rdtsc().wrapping_sub(t0);
+        *v = timed(&mut f);
     }
-    out
+    (out, snaps_from(first))
 }
 
 /// Runs the SMP benchmarks; true when they ran. `layout`: the pool layout
@@ -249,22 +281,24 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
     for &a in layouts {
         with_sched_lock(|| turnstile::set_align(a));
         let mut samples = [0u64; BATCHES];
+        let first = marker::snap_seq();
         for v in samples.iter_mut() {
             START.store(0, Ordering::Release);
             for cpu in 1..n {
                 smp::post(cpu, command::HAMMER, HAMMER_OPS);
             }
-            let t0 = rdtsc();
-            START.store(1, Ordering::Release);
-            let lock = turnstile::spin(0);
-            for _ in 0..HAMMER_OPS {
-                lock.lock();
-                lock.unlock();
-            }
-            for cpu in 1..n {
-                smp::wait_done(cpu);
-            }
-            *v = rdtsc().wrapping_sub(t0).max(1);
+            *v = timed(|| {
+                START.store(1, Ordering::Release);
+                let lock = turnstile::spin(0);
+                for _ in 0..HAMMER_OPS {
+                    lock.lock();
+                    lock.unlock();
+                }
+                for cpu in 1..n {
+                    smp::wait_done(cpu);
+                }
+            })
+            .max(1);
         }
         let (_, _, _, per128) = with_sched_lock(turnstile::layout);
         let mut name = Name::new();
@@ -280,6 +314,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
             title.as_str(),
             n as u32 * HAMMER_OPS,
             &samples,
+            snaps_from(first),
             if per128 > 1 {
                 "  (objects share 128-byte blocks)"
             } else {
@@ -292,21 +327,28 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
     // (b) Ping-pong between CPU 0 and CPU 1.
     if n >= 2 {
         let mut samples = [0u64; BATCHES];
+        let first = marker::snap_seq();
         for v in samples.iter_mut() {
             PING.store(0, Ordering::Release);
             smp::post(1, command::PONG, PINGS);
-            let t0 = rdtsc();
-            for _ in 0..PINGS {
-                PING.store(1, Ordering::Release);
-                while PING.load(Ordering::Acquire) != 0 {
-                    core::hint::spin_loop();
+            *v = timed(|| {
+                for _ in 0..PINGS {
+                    PING.store(1, Ordering::Release);
+                    while PING.load(Ordering::Acquire) != 0 {
+                        core::hint::spin_loop();
+                    }
                 }
-            }
-            *v = rdtsc().wrapping_sub(t0);
+            });
             smp::wait_done(1);
         }
         kprintln!("(b) lock hand-off between CPU 0 and CPU 1");
-        rep.per_op("smp.pingpong", "-", "ping-pong round trip", PINGS, &samples);
+        rep.per_op(
+            "smp.pingpong",
+            "-",
+            "ping-pong round trip",
+            PINGS,
+            (&samples, snaps_from(first)),
+        );
     } else {
         kprintln!("(b) ping-pong needs 2 CPUs: boot with --smp 2");
     }
@@ -314,7 +356,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
     // (c) TLB.
     kprintln!("(c) TLB");
     let probe = crate::boot::entry::stacks().kernel_top - PAGE_SIZE;
-    let samples = batches(|| {
+    let (samples, snaps) = batches(|| {
         for _ in 0..TLB_ROUNDS {
             paging::invlpg(probe);
             // SAFETY: a mapped kernel page; the read refills the TLB entry.
@@ -326,9 +368,9 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         "invlpg",
         "invlpg + refill (local)",
         TLB_ROUNDS,
-        &samples,
+        (&samples, snaps),
     );
-    let samples = batches(|| {
+    let (samples, snaps) = batches(|| {
         for _ in 0..TLB_ROUNDS {
             // SAFETY: the same directory again.
             unsafe { paging::load_cr3(paging::directory_address()) };
@@ -341,13 +383,13 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         "cr3",
         "CR3 reload + refill (local)",
         TLB_ROUNDS,
-        &samples,
+        (&samples, snaps),
     );
     if n >= 2 {
         SHOOT_ADDR.store(probe, Ordering::Relaxed);
         let target = smp::percpu(1);
         let id = target.apic_id as u8;
-        let samples = batches(|| {
+        let (samples, snaps) = batches(|| {
             let acked = target.ipis.load(Ordering::Acquire);
             for i in 0..SHOOTDOWNS {
                 paging::invlpg(probe);
@@ -362,7 +404,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
             "shootdown",
             "shootdown by IPI (remote, acked)",
             SHOOTDOWNS,
-            &samples,
+            (&samples, snaps),
         );
     } else {
         kprintln!("  a remote shootdown needs 2 CPUs: boot with --smp 2");
@@ -378,20 +420,27 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         .enumerate()
     {
         let mut samples = [0u64; FORKS];
+        let first = marker::snap_seq();
         for s in samples.iter_mut() {
-            let t0 = rdtsc();
-            if fork_once(strategy).is_err() {
+            let mut forked = Ok(());
+            *s = timed(|| forked = fork_once(strategy));
+            if forked.is_err() {
                 kprintln!("  forktest: out of memory");
                 return false;
             }
-            *s = rdtsc().wrapping_sub(t0);
         }
         let title = match strategy {
             Strategy::Window => "forktest, edit through a window",
             Strategy::SwitchCr3 => "forktest, switch CR3 to edit",
         };
         let key = strategy.key();
-        medians[k] = rep.per_op(key, split_name(key).1, title, 1, &samples);
+        medians[k] = rep.per_op(
+            key,
+            split_name(key).1,
+            title,
+            1,
+            (&samples, snaps_from(first)),
+        );
     }
     kprintln!();
     kprintln!("system         kernel   benchmark   speed up (switch CR3 / window)");

@@ -72,7 +72,7 @@ impl Run {
     fn bench(&self, name: &str, mech: &str, path: &str, call: &str, f: LoopFn) -> Summary {
         // SAFETY: one thread; this buffer is used by one benchmark at a time.
         let samples = unsafe { buf(&raw mut SAMPLES, self.batches) };
-        bench::measure(self.fence, f, self.size, samples);
+        let snaps = bench::measure(self.fence, f, self.size, samples);
         let pmc = self.counters(f);
         bench::report(&Figure {
             name,
@@ -85,6 +85,7 @@ impl Run {
             samples,
             tsc_hz: self.tsc_hz,
             counters: pmc,
+            snaps: Some(snaps),
         })
     }
 }

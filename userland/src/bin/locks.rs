@@ -8,6 +8,7 @@
 use core::fmt::Write as _;
 use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
 
+use userland::abi::model::{Snaps, SNAP_USER};
 use userland::abi::report::{kind, names, Figure, Measure};
 use userland::abi::syscall::{errno, nr, CpuInfo, FEATURE_TSC, MAX_THREADS, POOL_ALIGN_EVERY};
 use userland::abi::Mechanism;
@@ -378,16 +379,42 @@ const LAYOUTS: [(u32, &str); 3] = [
     (0, names::LAYOUTS[2]),
 ];
 
-/// Times `BATCHES` batches of `f`; each sample is a batch's ticks, the
-/// timer's own overhead subtracted.
-fn batches(fence: Fence, timer: u64, mut f: impl FnMut()) -> [u64; BATCHES] {
-    let mut out = [0u64; BATCHES];
-    for v in out.iter_mut() {
-        let t0 = fence.start();
-        f();
-        *v = fence.end().wrapping_sub(t0).saturating_sub(timer);
+/// The timer's calibration: its overhead in ticks, and where its model
+/// snapshots are (`BATCHES` empty timed regions).
+#[derive(Clone, Copy)]
+struct Timer {
+    fence: Fence,
+    overhead: u64,
+    calib: u32,
+}
+
+impl Timer {
+    /// Times `f` once (`bench::timed_region`), the timer's overhead subtracted.
+    fn time(&self, f: impl FnOnce()) -> u64 {
+        bench::timed_region(self.fence, f).saturating_sub(self.overhead)
     }
-    out
+
+    /// Where a figure's snapshots are whose first batch began at user
+    /// snapshot `first`, with this calibration.
+    fn snaps(&self, first: u32) -> Snaps {
+        Snaps {
+            stream: SNAP_USER,
+            calib: self.calib,
+            calib_runs: BATCHES as u32,
+            batches: first,
+        }
+    }
+
+    /// Times `BATCHES` batches of `f`; each sample is a batch's ticks, the
+    /// timer's own overhead subtracted.
+    fn batches(&self, mut f: impl FnMut()) -> ([u64; BATCHES], Snaps) {
+        let first = userland::model::next_seq();
+        let mut out = [0u64; BATCHES];
+        for v in out.iter_mut() {
+            *v = self.time(&mut f);
+        }
+        (out, self.snaps(first))
+    }
 }
 
 /// Reports one figure of layout `layout`: `group.figure.layout` (or
@@ -400,7 +427,7 @@ fn figure(
     measure: Measure,
     unit: &str,
     ops: u32,
-    samples: &[u64],
+    (samples, snaps): (&[u64], Snaps),
     tsc_hz: u64,
 ) -> f64 {
     let mut name = Line::new();
@@ -420,6 +447,7 @@ fn figure(
         samples,
         tsc_hz,
         counters: None,
+        snaps: Some(snaps),
     })
     .median
 }
@@ -435,11 +463,17 @@ fn benches() -> i32 {
     let unit = info.unit();
     let clock = if info.clock == 1 { "icount" } else { "tsc" };
     // The fenced timer pair around nothing: the median of a few.
-    let mut empty = batches(fence, 0, || {});
+    let mut timer = Timer {
+        fence,
+        overhead: 0,
+        calib: userland::model::next_seq(),
+    };
+    let (mut empty, _) = timer.batches(|| {});
     empty.sort_unstable();
-    let timer = empty[BATCHES / 2];
+    timer.overhead = empty[BATCHES / 2];
+    let timer_overhead = timer.overhead;
     record!(kind::CLOCK, "clock" => clock, "fence" => Esc(fence.describe()),
-        "tsc_hz" => info.tsc_hz, "timer_overhead" => timer, "batches" => BATCHES,
+        "tsc_hz" => info.tsc_hz, "timer_overhead" => timer_overhead, "batches" => BATCHES,
         "interrupts" => "preemption");
     let me = threads::gettid();
     let every = info.pool_align == POOL_ALIGN_EVERY;
@@ -465,7 +499,7 @@ fn benches() -> i32 {
             println!("locks: pool_align({align}) failed: {}", r as i32);
             return 1;
         }
-        let per_op = |fig: &str, ops: u32, samples: &[u64]| {
+        let per_op = |fig: &str, ops: u32, samples: (&[u64], Snaps)| {
             figure(
                 names::LOCKS,
                 fig,
@@ -478,69 +512,81 @@ fn benches() -> i32 {
             )
         };
         // Uncontended: the user fast path, no kernel entry.
-        let samples = batches(fence, timer, || {
+        let (samples, snaps) = timer.batches(|| {
             for _ in 0..UNCONTENDED_OPS {
                 let _ = M4.lock(me);
                 let _ = M4.unlock(me);
             }
         });
-        let unc = per_op("uncontended", UNCONTENDED_OPS, &samples);
+        let unc = per_op("uncontended", UNCONTENDED_OPS, (&samples, snaps));
         // Contended: two threads hand the mutex back and forth.
         let mut samples = [0u64; BATCHES];
+        let first = userland::model::next_seq();
         for v in samples.iter_mut() {
             threads::reset_slots();
             DONE.store(0, SeqCst);
             let _ = threads::spawn(contender, HANDOFFS, 16);
             let _ = threads::spawn(contender, HANDOFFS, 16);
             threads::sleep(1);
-            let t0 = fence.start();
-            threads::wakeup(CHAN_START, true);
-            join(&DONE, 2);
-            *v = fence.end().wrapping_sub(t0).saturating_sub(timer);
+            *v = timer.time(|| {
+                threads::wakeup(CHAN_START, true);
+                join(&DONE, 2);
+            });
         }
-        let con = per_op("contended", 2 * HANDOFFS, &samples);
+        let con = per_op("contended", 2 * HANDOFFS, (&samples, timer.snaps(first)));
         // Sleep/wakeup round trip between two threads.
         TIMEOUTS.store(0, SeqCst);
         let mut samples = [0u64; BATCHES];
+        let first = userland::model::next_seq();
         for v in samples.iter_mut() {
             threads::reset_slots();
             DONE.store(0, SeqCst);
             let _ = threads::spawn(ponger, ROUND_TRIPS, 16);
             threads::sleep(1);
-            let t0 = fence.start();
-            for _ in 0..ROUND_TRIPS {
-                threads::wakeup(CHAN_B, false);
-                if threads::sleep_on(CHAN_A, 20).is_err() {
-                    TIMEOUTS.fetch_add(1, SeqCst);
+            *v = timer.time(|| {
+                for _ in 0..ROUND_TRIPS {
+                    threads::wakeup(CHAN_B, false);
+                    if threads::sleep_on(CHAN_A, 20).is_err() {
+                        TIMEOUTS.fetch_add(1, SeqCst);
+                    }
                 }
-            }
-            *v = fence.end().wrapping_sub(t0).saturating_sub(timer);
+            });
             join(&DONE, 1);
         }
-        let rtt = per_op("sleep_wakeup", ROUND_TRIPS, &samples);
+        let rtt = per_op("sleep_wakeup", ROUND_TRIPS, (&samples, timer.snaps(first)));
         // One turnstile-chain lookup: n lookups against none.
         let call = |n: u32| sys::call(Mechanism::Int80, nr::LOOKUP_BENCH, [n, 0, 0, 0, 0, 0]);
-        let mut samples = [0u64; BATCHES];
-        for v in samples.iter_mut() {
-            let t0 = fence.start();
-            call(0);
-            let base = fence.end().wrapping_sub(t0);
-            let t0 = fence.start();
-            call(LOOKUPS);
-            *v = fence.end().wrapping_sub(t0).saturating_sub(base);
+        // The calibration is the same call with no lookups (its median),
+        // so the figure is the lookups alone.
+        let calib = userland::model::next_seq();
+        let mut base = [0u64; BATCHES];
+        for v in base.iter_mut() {
+            *v = bench::timed_region(fence, || {
+                call(0);
+            });
         }
-        let look = per_op("lookup", LOOKUPS, &samples);
+        base.sort_unstable();
+        let empty_call = Timer {
+            fence,
+            overhead: base[BATCHES / 2],
+            calib,
+        };
+        let (samples, snaps) = empty_call.batches(|| {
+            call(LOOKUPS);
+        });
+        let look = per_op("lookup", LOOKUPS, (&samples, snaps));
         // ebizzy-like: two searchers find EBIZZY_RECORDS records.
         let mut samples = [0u64; BATCHES];
+        let first = userland::model::next_seq();
         for v in samples.iter_mut() {
             threads::reset_slots();
             DONE.store(0, SeqCst);
             RECORDS.store(0, SeqCst);
-            let t0 = fence.start();
-            let _ = threads::spawn(searcher, EBIZZY_RECORDS, 16);
-            let _ = threads::spawn(searcher, EBIZZY_RECORDS, 16);
-            join(&DONE, 2);
-            *v = fence.end().wrapping_sub(t0).saturating_sub(timer);
+            *v = timer.time(|| {
+                let _ = threads::spawn(searcher, EBIZZY_RECORDS, 16);
+                let _ = threads::spawn(searcher, EBIZZY_RECORDS, 16);
+                join(&DONE, 2);
+            });
         }
         let per_s = figure(
             names::EBIZZY,
@@ -549,7 +595,7 @@ fn benches() -> i32 {
             Measure::Throughput,
             "records/s",
             EBIZZY_RECORDS,
-            &samples,
+            (&samples, timer.snaps(first)),
             info.tsc_hz,
         );
         threads::reset_slots();

@@ -202,6 +202,7 @@ fn build_variant(v: &Variant, tmp: &Path) -> Result<Artifacts> {
 /// save the baseline if asked, export.
 pub fn bench(a: BenchArgs) -> Result<i32> {
     let variants = a.variants()?;
+    a.boot.check()?;
     preflight::ensure(a.boot.need())?;
     let tmp = kbuild::root().join("target/xtask/bench");
     std::fs::create_dir_all(&tmp)?;
@@ -304,10 +305,11 @@ fn boot_interleaved(
                     log.explain(20)
                 );
             }
-            let r = Results::from_log(&log.serial, &v.name, machine.backend.source())?;
+            let mut r = Results::from_log(&log.serial, &v.name, machine.backend.source())?;
+            crate::model::finish(&machine, &log.serial, &mut r)?;
             m.clock = r.clock.clone();
             m.accel = r.accel.clone();
-            m.unit = r.unit.clone();
+            m.unit = crate::model::unit(&r).unwrap_or_else(|| r.unit.clone());
             m.infos.extend(r.metric_info());
             for (k, val) in compare::metrics_of(&r) {
                 m.table

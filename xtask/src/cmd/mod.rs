@@ -20,6 +20,7 @@ use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 
 use crate::machine::{self, bochs, qemu, AccelChoice, Clock};
+use crate::model::{self, ModelOpts};
 use crate::preflight;
 
 /// Which emulator boots the kernel.
@@ -61,6 +62,12 @@ pub struct BootArgs {
     /// Clock for timed regions (default: icount under TCG, tsc under KVM and Bochs).
     #[arg(long, value_enum)]
     pub clock: Option<Clock>,
+    /// With --clock model: the CPU profile (model/profiles.toml; default modern).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// With --clock model: add a VM exit's cost to CR3 writes and invlpg.
+    #[arg(long)]
+    pub virt: bool,
 }
 
 impl BootArgs {
@@ -79,8 +86,25 @@ impl BootArgs {
             clock: self.clock,
             grub: self.grub,
             append: self.append.clone(),
+            model: (self.profile.is_some() || self.virt).then(|| ModelOpts {
+                profile: self
+                    .profile
+                    .clone()
+                    .unwrap_or_else(|| model::DEFAULT_PROFILE.into()),
+                virt: self.virt,
+            }),
             ..machine::Spec::new(backend, Duration::from_secs(self.timeout))
         })
+    }
+
+    /// Refuses what cannot boot before anything is built: model options
+    /// without the model clock, a profile the model does not know.
+    pub fn check(&self) -> Result<()> {
+        model::options_for(
+            self.clock.unwrap_or(Clock::Icount),
+            self.spec()?.model.as_ref(),
+        )
+        .map(|_| ())
     }
 
     /// What must be installed for these flags.
@@ -106,6 +130,8 @@ pub fn test_boot_args(cpu: Option<&str>) -> BootArgs {
         grub: false,
         timeout: 60,
         clock: Some(Clock::Icount),
+        profile: None,
+        virt: false,
     }
 }
 

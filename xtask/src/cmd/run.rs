@@ -5,7 +5,7 @@ use clap::{Args, ValueEnum};
 
 use super::BootArgs;
 use crate::machine::{Loader, Machine};
-use crate::{compare, kbuild, preflight, results};
+use crate::{compare, kbuild, model, preflight, results};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ModeArg {
@@ -81,6 +81,7 @@ fn check_compare(a: &RunArgs) -> Result<()> {
 
 pub fn run(a: RunArgs) -> Result<i32> {
     check_compare(&a)?;
+    a.boot.check()?;
     preflight::ensure(a.boot.need())?;
     let art = kbuild::build(true)?;
     let words = format!("{} prog={}", a.mode.word(), a.prog);
@@ -121,8 +122,12 @@ pub fn run(a: RunArgs) -> Result<i32> {
         eprintln!("run failed: {}", log.explain(20));
         return Ok(1);
     }
-    let results = results::Results::from_log(&log.serial, &a.label, m.backend.source())
+    let mut results = results::Results::from_log(&log.serial, &a.label, m.backend.source())
         .context("reading the kernel's report")?;
+    if model::finish(&m, &log.serial, &mut results)?.is_some() && !json {
+        println!();
+        print!("{}", model::table(&results));
+    }
     if !results.benches.is_empty() && !a.no_save {
         let path = results.save(&kbuild::root().join("results"))?;
         eprintln!("results: {}", path.display());

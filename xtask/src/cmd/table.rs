@@ -29,7 +29,12 @@ pub struct TableArgs {
 
 /// The system a result comes from: host, accelerator, CPU model. Under
 /// Bochs the brand is a real CPU's, so the accelerator says what a tick is.
+/// For a model run, the profile.
 fn system_of(r: &Results) -> String {
+    // A model run's system is its profile.
+    if let Some(p) = &r.model_profile {
+        return crate::model::label(p, r.model_virt);
+    }
     let model = r.cpu.get("brand").cloned().unwrap_or_default();
     let model = if model.is_empty() {
         r.cpu.get("vendor").cloned().unwrap_or_default()

@@ -83,6 +83,9 @@ impl Options {
             Clock::Icount => bail!(
                 "--clock icount is QEMU's -icount; under Bochs use --clock tsc (the default), whose ticks count instructions"
             ),
+            Clock::Model => bail!(
+                "--clock model is a QEMU TCG plugin; use --emulator qemu (the default)"
+            ),
         }
     }
 
@@ -435,6 +438,7 @@ mod tests {
             clock: Clock::Tsc,
             timeout: Duration::from_secs(5),
             backend: Backend::Bochs(o.clone()),
+            model: None,
         };
         (m, o)
     }

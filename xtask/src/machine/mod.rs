@@ -39,16 +39,20 @@ pub enum Clock {
     Icount,
     /// RDTSC: real cycles under KVM and on real hardware.
     Tsc,
+    /// icount plus the model plugin: modelled cycles of a CPU profile
+    /// (--profile, --virt) beside the exact instruction counts (TCG only).
+    Model,
 }
 
 impl Clock {
-    pub const ALL: &[Clock] = &[Clock::Icount, Clock::Tsc];
+    pub const ALL: &[Clock] = &[Clock::Icount, Clock::Tsc, Clock::Model];
 
     /// The clock's name, as `--clock` takes it and the reports print it.
     pub fn key(self) -> &'static str {
         match self {
             Clock::Icount => "icount",
             Clock::Tsc => "tsc",
+            Clock::Model => "model",
         }
     }
 
@@ -57,7 +61,9 @@ impl Clock {
     /// guest).
     pub fn guest(self) -> abi::cmdline::Clock {
         match self {
-            Clock::Icount => abi::cmdline::Clock::Icount,
+            // The model runs under icount: the guest counts instructions,
+            // the plugin computes the cycles.
+            Clock::Icount | Clock::Model => abi::cmdline::Clock::Icount,
             Clock::Tsc => abi::cmdline::Clock::Tsc,
         }
     }
@@ -73,6 +79,7 @@ impl Clock {
         match self {
             Clock::Icount => "icount (1 tick = 1 guest instruction)",
             Clock::Tsc => "tsc",
+            Clock::Model => "model (modelled cycles from the model plugin)",
         }
     }
 
@@ -80,7 +87,7 @@ impl Clock {
     /// only "identical" or "differs by exactly N".
     pub fn exact(self) -> bool {
         match self {
-            Clock::Icount => true,
+            Clock::Icount | Clock::Model => true,
             Clock::Tsc => false,
         }
     }
@@ -89,7 +96,7 @@ impl Clock {
     /// the host's.
     pub fn virtual_time(self) -> bool {
         match self {
-            Clock::Icount => true,
+            Clock::Icount | Clock::Model => true,
             Clock::Tsc => false,
         }
     }
@@ -98,7 +105,7 @@ impl Clock {
     /// TSC follows the host's clock.
     pub fn emulated(self, tcg: bool) -> bool {
         match self {
-            Clock::Icount => false,
+            Clock::Icount | Clock::Model => false,
             Clock::Tsc => tcg,
         }
     }
@@ -106,7 +113,8 @@ impl Clock {
     /// What one tick is; `tcg`: the guest ran under TCG.
     pub fn unit(self, tcg: bool) -> &'static str {
         match self {
-            Clock::Icount => "instructions",
+            // The guest's ticks; the model's cycles carry their own label.
+            Clock::Icount | Clock::Model => "instructions",
             Clock::Tsc if tcg => "TCG ticks",
             Clock::Tsc => "cycles",
         }
@@ -129,6 +137,9 @@ pub struct Spec {
     pub grub: bool,
     /// Extra kernel command-line words, appended last.
     pub append: String,
+    /// The model's profile and options; `None`: the defaults (only with
+    /// [`Clock::Model`]).
+    pub model: Option<crate::model::ModelOpts>,
 }
 
 /// Memory every boot gets.
@@ -146,6 +157,7 @@ impl Spec {
             timeout,
             grub: false,
             append: String::new(),
+            model: None,
         }
     }
 }
@@ -256,6 +268,8 @@ pub struct Machine {
     /// A guest that has not ended by then is stopped and called hung.
     pub timeout: Duration,
     pub backend: Backend,
+    /// [`Clock::Model`]: the plugin, its options and the file it writes.
+    pub model: Option<crate::model::Plugin>,
 }
 
 impl Machine {
@@ -265,6 +279,7 @@ impl Machine {
         let backend = Backend::decide(&spec.backend);
         let clock = spec.clock.unwrap_or_else(|| backend.default_clock());
         backend.check_clock(clock)?;
+        let model = crate::model::Plugin::for_clock(clock, spec.model.as_ref(), scratch)?;
         backend.check_cpu(spec.cpu.as_deref())?;
         let cmdline = format!(
             "{words} clock={} accel={} {}",
@@ -296,6 +311,7 @@ impl Machine {
             clock,
             timeout: spec.timeout,
             backend,
+            model,
         })
     }
 
@@ -323,6 +339,10 @@ impl Machine {
                 format!("Bochs {}", bochs::about().version),
                 format!("{} ({})", self.clock.key(), abi::syscall::BOCHS_TICK),
             ),
+        };
+        let banner = match &self.model {
+            Some(p) => format!("model ({}; the guest counts instructions)", p.opts.label()),
+            None => banner,
         };
         format!("{backend}  clock={banner}  cpu={}", self.cpu_model())
     }
@@ -497,6 +517,9 @@ mod tests {
         assert_eq!(Clock::Tsc.unit(false), "cycles");
         assert!(Clock::Icount.exact() && !Clock::Tsc.exact());
         assert!(Clock::Tsc.emulated(true) && !Clock::Icount.emulated(true));
+        // The model's guest counts instructions; its cycles come from the plugin.
+        assert_eq!(Clock::Model.guest(), abi::cmdline::Clock::Icount);
+        assert!(Clock::Model.exact() && Clock::Model.virtual_time());
     }
 
     fn art() -> Artifacts {

@@ -183,6 +183,12 @@ impl Options {
             (Clock::Icount, Accel::Tcg, Threads::Multi) => bail!(
                 "the icount clock needs single-threaded TCG: QEMU's -icount cannot run CPUs in parallel"
             ),
+            (Clock::Model, Accel::Kvm, _) => bail!(
+                "--clock model needs TCG (a TCG plugin, under -icount); use --accel tcg"
+            ),
+            (Clock::Model, Accel::Tcg, Threads::Multi) => bail!(
+                "the model clock needs single-threaded TCG: it runs under -icount"
+            ),
             _ => Ok(()),
         }
     }
@@ -240,12 +246,17 @@ pub fn args(m: &Machine, o: &Options) -> Result<Vec<String>> {
     push(&format!("{}M", m.memory_mib));
     o.check_clock(m.clock)?;
     match m.clock {
-        Clock::Icount => {
+        Clock::Icount | Clock::Model => {
             // One TSC tick per guest instruction, not slowed to real time.
             push("-icount");
             push("shift=0,sleep=off");
         }
         Clock::Tsc => {}
+    }
+    if let Some(p) = &m.model {
+        for arg in p.qemu_args()? {
+            push(&arg);
+        }
     }
     // Serial on stdout (or a file); no screen, no monitor; a reset (triple
     // fault) ends QEMU instead of rebooting; the debug-exit device carries
@@ -446,6 +457,7 @@ mod tests {
             clock: Clock::Icount,
             timeout: Duration::from_secs(5),
             backend: super::super::Backend::Qemu(o.clone()),
+            model: None,
         };
         (m, o)
     }
@@ -470,6 +482,34 @@ mod tests {
         assert!(a.contains("-initrd /k/bench bench,/k/utest utest"));
         assert!(!a.contains("-S") && !a.contains("-gdb") && !a.contains("-accel"));
         assert_eq!(binary(&m), "qemu-system-i386");
+    }
+
+    #[test]
+    fn the_model_clock_is_icount_with_the_plugin() {
+        let (mut m, mut o) = machine();
+        m.clock = Clock::Model;
+        m.model = Some(crate::model::Plugin {
+            opts: crate::model::ModelOpts {
+                profile: "p4".into(),
+                virt: false,
+            },
+            lib: "/t/libmodel.so".into(),
+            out: "/t/m.txt".into(),
+        });
+        let a = line(&m, &o);
+        assert!(
+            a.contains("-icount shift=0,sleep=off")
+                && a.contains("-plugin /t/libmodel.so,profile=p4,virt=off,out=/t/m.txt"),
+            "{a}"
+        );
+        o.threads = Threads::Multi;
+        assert!(o.check_clock(Clock::Model).is_err());
+        o.accel = Accel::Kvm;
+        assert!(o
+            .check_clock(Clock::Model)
+            .unwrap_err()
+            .to_string()
+            .contains("needs TCG"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 mod agreement;
 mod cases;
+mod model;
 mod teaching;
 
 use std::path::{Path, PathBuf};
@@ -206,12 +207,12 @@ fn run_parallel(jobs: &[Job], workers: usize, art: &Artifacts, dir: &Path, tally
     });
 }
 
-/// `cargo test -p abi -p xtask`; true when it passed.
+/// `cargo test -p abi -p xtask -p model`; true when it passed.
 fn host_unit_tests(root: &Path) -> Result<bool> {
-    println!("== host unit tests (cargo test -p abi -p xtask)");
+    println!("== host unit tests (cargo test -p abi -p xtask -p model)");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     Ok(Command::new(cargo)
-        .args(["test", "-p", "abi", "-p", "xtask"])
+        .args(["test", "-p", "abi", "-p", "xtask", "-p", "model"])
         .current_dir(root)
         .status()?
         .success())
@@ -391,6 +392,12 @@ pub fn run(a: TestArgs) -> Result<i32> {
     {
         let t = Instant::now();
         tally.report(c.name, Some(t), run_case(c, &art, &dir));
+    }
+    if on(Emulator::Qemu) {
+        println!("== boots under the model clock (QEMU TCG, icount, the model plugin)");
+        for (name, r) in model::self_tests(&art, &dir, a.filter.as_deref()) {
+            tally.report(&name, None, r);
+        }
     }
     if !bochs_jobs.is_empty() {
         let workers = bochs_workers();

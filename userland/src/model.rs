@@ -1,0 +1,40 @@
+//! Snapshots for the model clock (`abi::model`): a one-instruction marker
+//! the model plugin sees, and the driver's own count of them.
+//!
+//! A snapshot asks the plugin to write down this CPU's running totals
+//! (modelled cycles, misses, flushes) as the `seq`-th snapshot of the user
+//! stream. The driver prints the sequence numbers a benchmark used in its
+//! records, so the host pairs them with the plugin's file without
+//! guessing. On a real CPU, and under every other clock, the marker is a
+//! NOP and the count is all that happens.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use abi::model::{marker_disp, SNAP_USER};
+
+/// How many user-stream snapshots this program has executed. The marker
+/// and the increment are one `asm!` block, so they stay together and in
+/// order against the timer's `asm!` blocks.
+#[unsafe(no_mangle)]
+static tb_user_snaps: AtomicU32 = AtomicU32::new(0);
+
+/// The sequence number the next [`snap`] will have.
+pub fn next_seq() -> u32 {
+    tb_user_snaps.load(Ordering::Relaxed)
+}
+
+/// One snapshot of the user stream: the marker, then the count.
+#[inline(always)]
+pub fn snap() {
+    // SAFETY: a NOP, then an increment of our own counter (one thread
+    // snapshots; the plugin reads nothing of it).
+    unsafe {
+        core::arch::asm!(
+            "nopl {disp}(%eax)",
+            "incl {count}",
+            disp = const marker_disp(SNAP_USER),
+            count = sym tb_user_snaps,
+            options(att_syntax, nostack)
+        )
+    };
+}

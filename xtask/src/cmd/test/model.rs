@@ -1,0 +1,322 @@
+//! The model clock's boot tests, part of `cargo xtask test`: real boots
+//! under QEMU with the model plugin loaded.
+//!
+//! - The pointer chase (`prog=chase`) shows, under every profile, the misses
+//!   the profile's geometry predicts: none for a working set that fits L1
+//!   (after the warm-up batch), one L1 miss per load and no L2 miss for one
+//!   between L1 and L2.
+//! - Two model boots give byte-identical records and plugin files.
+//! - An unknown profile is refused before booting, with the known ones.
+
+use std::path::Path;
+use std::time::Instant;
+
+use abi::model::chase::{SETS, STRIDE};
+use anyhow::{bail, ensure, Context, Result};
+
+use crate::cmd::test_boot_args;
+use crate::kbuild::{self, Artifacts};
+use crate::machine::{BootLog, Clock, Machine};
+use crate::model;
+use crate::results::Results;
+
+/// Lines the code between a chase batch's loop and its closing snapshot
+/// touches (stack and the chase's position): L1 misses a thrashing chase
+/// may add per batch beyond one per load.
+const HARNESS_LINES: u64 = 4;
+
+/// One model boot: the serial log, the plugin's file as text, the results
+/// with the model merged.
+fn boot(
+    art: &Artifacts,
+    dir: &Path,
+    words: &str,
+    profile: &str,
+) -> Result<(BootLog, String, Results)> {
+    boot_on(art, dir, words, profile, 1)
+}
+
+fn boot_on(
+    art: &Artifacts,
+    dir: &Path,
+    words: &str,
+    profile: &str,
+    cpus: u32,
+) -> Result<(BootLog, String, Results)> {
+    let mut a = test_boot_args(None);
+    a.smp = cpus;
+    a.clock = Some(Clock::Model);
+    a.profile = Some(profile.to_string());
+    a.timeout = 300;
+    let m = Machine::build(&a.spec()?, art, words, dir)?;
+    let log = m.boot(&mut |_| {})?;
+    if !log.succeeded() {
+        bail!("{}", log.explain(20));
+    }
+    let mut r = Results::from_log(&log.serial, "model", m.backend.source())?;
+    let text = model::finish(&m, &log.serial, &mut r)?.context("a model boot without its file")?;
+    Ok((log, text, r))
+}
+
+/// A profile parameter the plugin reported, as a number.
+fn param(r: &Results, key: &str) -> Result<u64> {
+    r.model_params
+        .get(key)
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("the plugin reported no parameter {key}"))
+}
+
+/// What the geometry predicts for the chase over `bytes`, per load, after
+/// the warm-up: (L1 misses, L2 misses). A cyclic walk over more lines than
+/// an LRU set holds misses on every access; one that fits misses nothing.
+/// Every load has a line of its own (STRIDE >= line), and the working sets
+/// cover whole pages, so each cache set sees the same number of lines.
+/// Returns an error where the working set sits too close to a cache size
+/// for the prediction to be clear-cut: the chase must then change, never
+/// the profile.
+fn predicted(r: &Results, bytes: u64) -> Result<(f64, f64)> {
+    let (line, l1, l2) = (
+        param(r, "line")?,
+        param(r, "l1d_size")?,
+        param(r, "l2_size")?,
+    );
+    ensure!(
+        line <= STRIDE as u64,
+        "line {line} is larger than the chase's stride {STRIDE}"
+    );
+    // Lines the chase keeps in L2: its own, plus the other line of each
+    // 128-byte pair where the adjacent-line prefetch brings it in.
+    let pair = param(r, "pair_prefetch")? != 0;
+    let l2_footprint = if pair {
+        bytes
+    } else {
+        bytes / STRIDE as u64 * line
+    };
+    let l1_miss = if bytes * 2 <= l1 {
+        0.0
+    } else if bytes >= 2 * l1 {
+        1.0
+    } else {
+        bail!("a {bytes}-byte working set is too close to the {l1}-byte L1");
+    };
+    ensure!(
+        l2_footprint * 2 <= l2,
+        "a {bytes}-byte working set does not fit the {l2}-byte L2 with room to spare"
+    );
+    Ok((l1_miss, 0.0))
+}
+
+fn chase_under(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
+    // Two passes over the largest chain per batch: the warm-up batch alone
+    // fills the caches.
+    let size = 2 * SETS.iter().max().copied().unwrap_or(0) / STRIDE;
+    let words = format!("mode=run prog=chase batches=4 batch_size={size}");
+    let (_, _, r) = boot(art, dir, &words, profile)?;
+    let mut seen = Vec::new();
+    for bytes in SETS {
+        let name = format!("chase.{}k", bytes >> 10);
+        let b = r
+            .bench(&name)
+            .with_context(|| format!("no benchmark {name}"))?;
+        let m = b
+            .model
+            .as_ref()
+            .with_context(|| format!("{name} has no model figures"))?;
+        let (l1, l2) = predicted(&r, bytes as u64)?;
+        // Every batch, not only the median: each load misses or none does.
+        // A chase that misses L1 on every load has also evicted what the
+        // code after its loop touches before the closing snapshot (the
+        // saved registers and return address, the chase's position), which
+        // the calibration run finds in L1: at most HARNESS_LINES more.
+        let want = |per_load: f64| (per_load * size as f64) as u64;
+        for (counter, per_load) in [("l1_misses", l1), ("l2_misses", l2)] {
+            let got = &m.samples[counter];
+            let slack = if per_load > 0.0 { HARNESS_LINES } else { 0 };
+            ensure!(
+                got.iter().all(|v| (want(per_load)..=want(per_load) + slack).contains(v)),
+                "{profile}: {name}: {counter} per batch {got:?}, the geometry predicts {} ({per_load} per load, {size} loads{})",
+                want(per_load),
+                if slack > 0 { format!(", plus at most {slack} for the code around the loop") } else { String::new() }
+            );
+        }
+        seen.push(format!(
+            "{name} L1 {:.3} L2 {:.3} per load",
+            m.l1_misses, m.l2_misses
+        ));
+    }
+    Ok(seen.join(", "))
+}
+
+/// Two boots of the benchmark driver under the model: the same records,
+/// the same plugin file, byte for byte.
+fn deterministic(art: &Artifacts, dir: &Path) -> Result<()> {
+    let words = "mode=run prog=bench batches=3 batch_size=64";
+    let records = |log: &BootLog| -> Vec<String> {
+        log.serial
+            .lines()
+            .filter(|l| l.contains(abi::report::MARKER))
+            .map(str::to_string)
+            .collect()
+    };
+    let (a, fa, r) = boot(art, dir, words, model::DEFAULT_PROFILE)?;
+    let (b, fb, _) = boot(art, dir, words, model::DEFAULT_PROFILE)?;
+    ensure!(records(&a) == records(&b), "the two boots' records differ");
+    ensure!(fa == fb, "the two boots' plugin files differ");
+    // The pairing of snapshots and batches, checked against icount: the
+    // model's own instruction count per call is the guest's.
+    let mut modelled = 0;
+    for b in &r.benches {
+        let m = b
+            .model
+            .as_ref()
+            .with_context(|| format!("{} has no model figures", b.name))?;
+        ensure!(
+            m.insns == b.median,
+            "{}: the model counted {} instructions per call, icount {}",
+            b.name,
+            m.insns,
+            b.median
+        );
+        modelled += 1;
+    }
+    ensure!(modelled > 0, "no benchmark has model figures");
+    Ok(())
+}
+
+/// `mode=smp` on 2 CPUs: every figure has the model's, the packed pool
+/// false-shares and the 128-byte one does not, and the TLB figures show
+/// what the code does: each local `invlpg` round one flush and one
+/// refill walk (the kernel announced the page), each fork four flushes
+/// (two `invlpg` and two CR3 writes through a window, four CR3 writes the
+/// other way).
+fn smp_figures(art: &Artifacts, dir: &Path) -> Result<String> {
+    let (_, _, r) = boot_on(art, dir, "mode=smp", model::DEFAULT_PROFILE, 2)?;
+    for b in &r.benches {
+        ensure!(b.model.is_some(), "{} has no model figures", b.name);
+    }
+    let m = |name: &str| {
+        r.bench(name)
+            .and_then(|b| b.model.clone())
+            .with_context(|| format!("no model figures for {name}"))
+    };
+    let invlpg = m("smp.tlb.invlpg")?;
+    ensure!(
+        (invlpg.tlb_flushes, invlpg.tlb_misses) == (1.0, 1.0),
+        "smp.tlb.invlpg: {} flushes and {} TLB misses per round, expected 1 and 1",
+        invlpg.tlb_flushes,
+        invlpg.tlb_misses
+    );
+    // Packed, each CPU's turnstile shares a line with the others': nearly
+    // every lock operation misses. Aligned to 128 bytes none does; what
+    // remains is the start and done flags the CPUs hand over once a batch.
+    let (packed, aligned) = (m("smp.false_sharing.packed")?, m("smp.false_sharing.128")?);
+    ensure!(
+        packed.coherence_misses > 0.5 && aligned.coherence_misses < 0.01,
+        "false sharing: {} coherence misses per op packed, {} aligned to 128",
+        packed.coherence_misses,
+        aligned.coherence_misses
+    );
+    for f in ["forktest.window", "forktest.cr3"] {
+        let x = m(f)?;
+        ensure!(
+            x.tlb_flushes == 4.0,
+            "{f}: {} flushes per fork, expected 4",
+            x.tlb_flushes
+        );
+    }
+    Ok(format!("{} figures", r.benches.len()))
+}
+
+/// `cargo xtask run --clock model --profile <unknown>` fails before booting
+/// and names the known profiles.
+fn unknown_profile_refused(root: &Path) -> Result<()> {
+    let exe = std::env::current_exe().context("cannot find the xtask binary")?;
+    let t = Instant::now();
+    let o = std::process::Command::new(exe)
+        .args([
+            "run",
+            "--clock",
+            "model",
+            "--profile",
+            "pentium9",
+            "--no-save",
+        ])
+        .current_dir(root)
+        .output()
+        .context("cannot run xtask")?;
+    let err = String::from_utf8_lossy(&o.stderr);
+    ensure!(!o.status.success(), "an unknown profile was accepted");
+    let known = model::known_profiles(root)?.join(", ");
+    ensure!(
+        err.contains("--profile \"pentium9\": no such model profile")
+            && err.contains(&format!("known profiles: {known}")),
+        "unclear error: {err}"
+    );
+    ensure!(
+        !String::from_utf8_lossy(&o.stdout).contains("i386 testbed"),
+        "it booted before refusing"
+    );
+    ensure!(
+        t.elapsed().as_secs() < 30,
+        "the refusal took {:?}",
+        t.elapsed()
+    );
+    Ok(())
+}
+
+/// The model's boot tests whose name contains `filter`, as (name, result).
+pub fn self_tests(
+    art: &Artifacts,
+    dir: &Path,
+    filter: Option<&str>,
+) -> Vec<(String, Result<(), String>)> {
+    let root = kbuild::root();
+    let wanted = |n: &str| filter.is_none_or(|f| n.contains(f));
+    let mut out = Vec::new();
+    let run = |name: String, f: &dyn Fn() -> Result<String>| -> (String, Result<(), String>) {
+        let t = Instant::now();
+        match f() {
+            Ok(what) => (
+                format!(
+                    "{name}{}{} ({:.1} s)",
+                    if what.is_empty() { "" } else { ": " },
+                    what,
+                    t.elapsed().as_secs_f64()
+                ),
+                Ok(()),
+            ),
+            Err(e) => (name, Err(format!("{e:#}"))),
+        }
+    };
+    let name =
+        "model: an unknown profile is refused before booting, with the known ones".to_string();
+    if wanted(&name) {
+        out.push(run(name, &|| {
+            unknown_profile_refused(&root).map(|()| String::new())
+        }));
+    }
+    match model::known_profiles(&root) {
+        Ok(profiles) => {
+            for p in profiles {
+                let name = format!(
+                    "model: pointer chase under {p}: no misses in L1, one L1 miss per load between L1 and L2"
+                );
+                if wanted(&name) {
+                    out.push(run(name, &|| chase_under(art, dir, &p)));
+                }
+            }
+        }
+        Err(e) => out.push(("model: profiles".into(), Err(format!("{e:#}")))),
+    }
+    let name = "model: mode=smp on 2 CPUs: every figure modelled; packed pools false-share, 128-byte ones do not; invlpg and forktest flush as the code says".to_string();
+    if wanted(&name) {
+        out.push(run(name, &|| smp_figures(art, dir)));
+    }
+    let name = "model: two boots give byte-identical records and plugin files; the model counts the instructions icount does".to_string();
+    if wanted(&name) {
+        out.push(run(name, &|| {
+            deterministic(art, dir).map(|()| String::new())
+        }));
+    }
+    out
+}

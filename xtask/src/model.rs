@@ -1,0 +1,821 @@
+//! The model clock on the host side: the profiles the plugin knows, the
+//! plugin's build and its QEMU arguments, and the reading of the file the
+//! plugin writes when QEMU exits, merged into the results of the same boot.
+//!
+//! A `--clock model` boot runs under `-icount shift=0,sleep=off` (so the
+//! guest's figures are still exact instruction counts) with the model
+//! plugin loaded. The guest brackets every timed run with snapshot markers
+//! and says in its `samples` records which snapshots belong to which
+//! benchmark (`abi::model::Snaps`); the plugin writes each snapshot's
+//! running totals (`abi::model`, the file format). Here each batch becomes
+//! the difference of its two snapshots, minus the median of the
+//! calibration runs, as the guest does with ticks.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use abi::model::{stream_from_key, SNAP_KERNEL, SNAP_USER};
+use abi::report::kind;
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::kbuild;
+use crate::machine::{Clock, Machine};
+use crate::report::{self, Record};
+use crate::results::Results;
+
+/// The profiles file of the model crate, relative to the workspace root.
+pub const PROFILES_FILE: &str = "model/profiles.toml";
+/// The profile `--clock model` uses when `--profile` is not given.
+pub const DEFAULT_PROFILE: &str = "modern";
+/// The first line's tag of the plugin's output file.
+const FILE_TAG: &str = "model1";
+
+/// What the user asked the model for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelOpts {
+    pub profile: String,
+    /// Add a VM exit's cost to CR3 writes and invlpg (shadow page tables).
+    pub virt: bool,
+}
+
+impl Default for ModelOpts {
+    fn default() -> ModelOpts {
+        ModelOpts {
+            profile: DEFAULT_PROFILE.into(),
+            virt: false,
+        }
+    }
+}
+
+impl ModelOpts {
+    /// How every model figure is labelled.
+    pub fn label(&self) -> String {
+        label(&self.profile, self.virt)
+    }
+}
+
+/// The model's options for a boot on `clock`: the defaults under
+/// [`Clock::Model`]; an error when model options come with another clock.
+/// The profile is checked against the model's list (nothing is built).
+pub fn options_for(clock: Clock, asked: Option<&ModelOpts>) -> Result<Option<ModelOpts>> {
+    match (clock, asked) {
+        (Clock::Model, asked) => {
+            let opts = asked.cloned().unwrap_or_default();
+            check_profile(&opts.profile, &known_profiles(&kbuild::root())?)?;
+            Ok(Some(opts))
+        }
+        (_, Some(_)) => {
+            bail!("--profile and --virt choose the model's CPU: use them with --clock model")
+        }
+        (_, None) => Ok(None),
+    }
+}
+
+/// The plugin of one model boot: what it models, the library, the file it
+/// writes when QEMU exits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plugin {
+    pub opts: ModelOpts,
+    pub lib: PathBuf,
+    pub out: PathBuf,
+}
+
+impl Plugin {
+    /// For a boot on `clock` (`None` unless [`Clock::Model`]): checks the
+    /// options, builds the plugin, picks a file in `scratch`.
+    pub fn for_clock(
+        clock: Clock,
+        asked: Option<&ModelOpts>,
+        scratch: &Path,
+    ) -> Result<Option<Plugin>> {
+        let Some(opts) = options_for(clock, asked)? else {
+            return Ok(None);
+        };
+        let lib = build_plugin(&kbuild::root())?;
+        std::fs::create_dir_all(scratch)
+            .with_context(|| format!("cannot create {}", scratch.display()))?;
+        // One file per process and boot, so parallel runs never share one.
+        static BOOTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = BOOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let out = scratch.join(format!("model-{}-{n}.txt", std::process::id()));
+        Ok(Some(Plugin { opts, lib, out }))
+    }
+
+    /// QEMU's arguments that load it.
+    pub fn qemu_args(&self) -> Result<Vec<String>> {
+        qemu_args(&self.lib, &self.opts, &self.out)
+    }
+}
+
+/// "modelled, profile X" (with ", virt" when the VM-exit costs are on).
+pub fn label(profile: &str, virt: bool) -> String {
+    format!(
+        "modelled, profile {profile}{}",
+        if virt { ", virt" } else { "" }
+    )
+}
+
+/// The profile names in a profiles file: its `[name]` tables, in file order.
+pub fn profile_names(toml: &str) -> Vec<String> {
+    toml.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter_map(|l| l.strip_prefix('[')?.strip_suffix(']'))
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty() && !n.starts_with('['))
+        .collect()
+}
+
+/// The profiles the model crate describes (read from [`PROFILES_FILE`]).
+pub fn known_profiles(root: &Path) -> Result<Vec<String>> {
+    let p = root.join(PROFILES_FILE);
+    let text = std::fs::read_to_string(&p)
+        .with_context(|| format!("cannot read the model's profiles, {}", p.display()))?;
+    let names = profile_names(&text);
+    if names.is_empty() {
+        bail!("{} names no profile", p.display());
+    }
+    Ok(names)
+}
+
+/// Refuses a profile the model does not know, naming the ones it does.
+pub fn check_profile(name: &str, known: &[String]) -> Result<()> {
+    if known.iter().any(|k| k == name) {
+        Ok(())
+    } else {
+        bail!(
+            "--profile {name:?}: no such model profile; known profiles: {} (from {PROFILES_FILE})",
+            known.join(", ")
+        )
+    }
+}
+
+/// Builds the plugin (the model crate, for the host) and returns the
+/// shared library's path.
+pub fn build_plugin(root: &Path) -> Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--quiet", "-p", "model", "--lib"])
+        .current_dir(root)
+        .status()
+        .context("cannot run cargo to build the model plugin")?;
+    if !status.success() {
+        bail!("the model plugin build failed (cargo exited with {status})");
+    }
+    let lib = root.join("target/release").join(format!(
+        "{}model{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ));
+    if !lib.is_file() {
+        bail!("the model build did not produce {}", lib.display());
+    }
+    Ok(lib)
+}
+
+/// QEMU's arguments that load the plugin, writing its file to `out`.
+pub fn qemu_args(lib: &Path, opts: &ModelOpts, out: &Path) -> Result<Vec<String>> {
+    let path = |p: &Path| -> Result<String> {
+        let s = p.to_str().context("path is not UTF-8")?;
+        if s.contains(',') {
+            bail!("QEMU cannot take a plugin path with a comma: {s}");
+        }
+        Ok(s.to_string())
+    };
+    Ok(vec![
+        "-plugin".into(),
+        format!(
+            "{},profile={},virt={},out={}",
+            path(lib)?,
+            opts.profile,
+            if opts.virt { "on" } else { "off" },
+            path(out)?
+        ),
+    ])
+}
+
+/// The counters of one snapshot (running totals of one CPU).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub insns: u64,
+    pub cycles: u64,
+    pub l1_misses: u64,
+    pub l2_misses: u64,
+    pub tlb_misses: u64,
+    pub tlb_flushes: u64,
+    pub coherence_misses: u64,
+    pub invalidations: u64,
+    pub transfers: u64,
+}
+
+/// The counter names, in the file's order.
+pub const COUNTERS: [&str; 9] = [
+    "insns",
+    "cycles",
+    "l1_misses",
+    "l2_misses",
+    "tlb_misses",
+    "tlb_flushes",
+    "coherence_misses",
+    "invalidations",
+    "transfers",
+];
+
+impl Counters {
+    fn get(&self, i: usize) -> u64 {
+        [
+            self.insns,
+            self.cycles,
+            self.l1_misses,
+            self.l2_misses,
+            self.tlb_misses,
+            self.tlb_flushes,
+            self.coherence_misses,
+            self.invalidations,
+            self.transfers,
+        ][i]
+    }
+
+    fn set(&mut self, i: usize, v: u64) {
+        *[
+            &mut self.insns,
+            &mut self.cycles,
+            &mut self.l1_misses,
+            &mut self.l2_misses,
+            &mut self.tlb_misses,
+            &mut self.tlb_flushes,
+            &mut self.coherence_misses,
+            &mut self.invalidations,
+            &mut self.transfers,
+        ][i] = v;
+    }
+
+    /// `self - earlier`, per counter (0 where a counter went backwards,
+    /// which running totals never do).
+    fn since(&self, earlier: &Counters) -> Counters {
+        let mut d = Counters::default();
+        for i in 0..COUNTERS.len() {
+            d.set(i, self.get(i).saturating_sub(earlier.get(i)));
+        }
+        d
+    }
+}
+
+/// The plugin's file, read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelFile {
+    pub profile: String,
+    pub virt: bool,
+    pub ncpus: u32,
+    /// The profile's parameters, as the plugin used them.
+    pub params: BTreeMap<String, String>,
+    /// (cpu, stream, seq) → counters.
+    pub snaps: BTreeMap<(u32, u16, u32), Counters>,
+}
+
+fn kv(word: &str, line: usize) -> Result<(&str, &str)> {
+    word.split_once('=')
+        .ok_or_else(|| anyhow!("model file line {line}: {word:?} is not key=value"))
+}
+
+fn int<T: std::str::FromStr>(v: &str, key: &str, line: usize) -> Result<T> {
+    v.parse()
+        .map_err(|_| anyhow!("model file line {line}: {key}={v:?} is not a whole number"))
+}
+
+impl ModelFile {
+    /// Parses the plugin's output (see `abi::model`). A file without its
+    /// `end` line is an error: the plugin did not finish (QEMU killed?).
+    pub fn parse(text: &str) -> Result<ModelFile> {
+        let mut f = ModelFile::default();
+        let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
+        let (_, first) = lines.next().context("the model file is empty")?;
+        let mut words = first.split_whitespace();
+        if words.next() != Some(FILE_TAG) {
+            bail!("the model file does not start with {FILE_TAG:?}: {first:?}");
+        }
+        for w in words {
+            match kv(w, 1)? {
+                ("profile", v) => f.profile = v.into(),
+                ("virt", v) => f.virt = v == "1" || v == "on",
+                ("ncpus", v) => f.ncpus = int(v, "ncpus", 1)?,
+                _ => {}
+            }
+        }
+        let mut ended = false;
+        for (n, l) in lines {
+            let mut words = l.split_whitespace();
+            match words.next() {
+                None => {}
+                Some("param") => {
+                    for w in words {
+                        let (k, v) = kv(w, n)?;
+                        f.params.insert(k.into(), v.into());
+                    }
+                }
+                Some("snap") => {
+                    let (mut cpu, mut stream, mut seq) = (None, None, None);
+                    let mut c = Counters::default();
+                    for w in words {
+                        let (k, v) = kv(w, n)?;
+                        match k {
+                            "cpu" => cpu = Some(int(v, k, n)?),
+                            "stream" => {
+                                stream = Some(match stream_from_key(v) {
+                                    Some(s) => s,
+                                    None => int(v, k, n)?,
+                                })
+                            }
+                            "seq" => seq = Some(int(v, k, n)?),
+                            _ => {
+                                if let Some(i) = COUNTERS.iter().position(|x| *x == k) {
+                                    c.set(i, int(v, k, n)?);
+                                }
+                            }
+                        }
+                    }
+                    let key = (
+                        cpu.ok_or_else(|| anyhow!("model file line {n}: snap without cpu"))?,
+                        stream
+                            .ok_or_else(|| anyhow!("model file line {n}: snap without stream"))?,
+                        seq.ok_or_else(|| anyhow!("model file line {n}: snap without seq"))?,
+                    );
+                    if f.snaps.insert(key, c).is_some() {
+                        bail!("model file line {n}: snapshot {key:?} appears twice");
+                    }
+                }
+                Some("end") => ended = true,
+                Some(other) => bail!("model file line {n}: unknown line kind {other:?}"),
+            }
+        }
+        if !ended {
+            bail!("the model file has no end line: the plugin did not finish (was QEMU killed?)");
+        }
+        Ok(f)
+    }
+}
+
+/// One benchmark's model figures: the median per call of each counter over
+/// the batches, and every batch's totals (calibration subtracted).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ModelFigures {
+    /// "modelled, profile X".
+    pub label: String,
+    pub cycles: f64,
+    pub l1_misses: f64,
+    pub l2_misses: f64,
+    pub tlb_misses: f64,
+    pub tlb_flushes: f64,
+    pub coherence_misses: f64,
+    pub invalidations: f64,
+    pub transfers: f64,
+    /// Instructions the model counted per call (a cross-check of icount).
+    pub insns: f64,
+    /// Per batch, per counter (the keys of [`COUNTERS`]).
+    pub samples: BTreeMap<String, Vec<u64>>,
+}
+
+fn median_u64(v: &mut [u64]) -> u64 {
+    v.sort_unstable();
+    if v.is_empty() {
+        0
+    } else {
+        v[(v.len() - 1) / 2]
+    }
+}
+
+fn median_f64(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+/// Where one benchmark's snapshots are, from its `samples` record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub stream: u16,
+    pub calib: u32,
+    pub calib_runs: u32,
+    pub batches: u32,
+    pub n: u32,
+    pub batch_size: u64,
+}
+
+/// The snapshot spans of every benchmark in a log (samples records that
+/// carry `snap_batches`), by benchmark name.
+pub fn spans(records: &[Record]) -> Result<BTreeMap<String, Span>> {
+    let mut m = BTreeMap::new();
+    for r in records.iter().filter(|r| r.kind == kind::SAMPLES) {
+        let Some(batches) = r.get("snap_batches") else {
+            continue;
+        };
+        let num = |k: &str, v: &str| -> Result<u64> {
+            v.parse()
+                .map_err(|_| anyhow!("line {}: samples record: {k}={v:?} is not a number", r.line))
+        };
+        let name = r
+            .get("name")
+            .ok_or_else(|| anyhow!("line {}: samples record without name", r.line))?;
+        let stream = match r.get("stream") {
+            None => SNAP_USER,
+            Some(s) => stream_from_key(s)
+                .ok_or_else(|| anyhow!("line {}: unknown snapshot stream {s:?}", r.line))?,
+        };
+        let n = r.get("values").map_or(0, |v| v.split(',').count()) as u32;
+        m.insert(
+            name.to_string(),
+            Span {
+                stream,
+                calib: num("snap_calib", r.get("snap_calib").unwrap_or("0"))? as u32,
+                calib_runs: num("calib_runs", r.get("calib_runs").unwrap_or("0"))? as u32,
+                batches: num("snap_batches", batches)? as u32,
+                n,
+                batch_size: num("batch_size", r.get("batch_size").unwrap_or("1"))?.max(1),
+            },
+        );
+    }
+    Ok(m)
+}
+
+/// The CPU whose streams the benchmarks use: the bootstrap processor runs
+/// the user driver and the kernel-side benchmarks.
+pub const BENCH_CPU: u32 = 0;
+
+/// A benchmark's figures from the model file.
+pub fn figures(file: &ModelFile, span: &Span, label: &str) -> Result<ModelFigures> {
+    let snap = |seq: u32| -> Result<&Counters> {
+        file.snaps.get(&(BENCH_CPU, span.stream, seq)).ok_or_else(|| {
+            anyhow!(
+                "the model file has no {} snapshot {seq} of CPU {BENCH_CPU} (the plugin and the guest disagree on the count)",
+                if span.stream == SNAP_KERNEL { "kernel" } else { "user" }
+            )
+        })
+    };
+    let pair = |first: u32| -> Result<Counters> { Ok(snap(first + 1)?.since(snap(first)?)) };
+    let calib: Vec<Counters> = (0..span.calib_runs)
+        .map(|k| pair(span.calib + 2 * k))
+        .collect::<Result<_>>()?;
+    let mut over = Counters::default();
+    for i in 0..COUNTERS.len() {
+        let mut v: Vec<u64> = calib.iter().map(|c| c.get(i)).collect();
+        over.set(i, median_u64(&mut v));
+    }
+    let batches: Vec<Counters> = (0..span.n)
+        .map(|i| Ok(pair(span.batches + 2 * i)?.since(&over)))
+        .collect::<Result<_>>()?;
+    let per_call = |i: usize| {
+        let v: Vec<f64> = batches
+            .iter()
+            .map(|b| b.get(i) as f64 / span.batch_size as f64)
+            .collect();
+        median_f64(&v)
+    };
+    let samples = COUNTERS
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.to_string(), batches.iter().map(|b| b.get(i)).collect()))
+        .collect();
+    Ok(ModelFigures {
+        label: label.to_string(),
+        insns: per_call(0),
+        cycles: per_call(1),
+        l1_misses: per_call(2),
+        l2_misses: per_call(3),
+        tlb_misses: per_call(4),
+        tlb_flushes: per_call(5),
+        coherence_misses: per_call(6),
+        invalidations: per_call(7),
+        transfers: per_call(8),
+        samples,
+    })
+}
+
+/// Every benchmark's model figures from a boot's serial log and the
+/// plugin's file, by benchmark name.
+pub fn merge_log(log: &str, file: &ModelFile) -> Result<BTreeMap<String, ModelFigures>> {
+    let records = report::parse_log(log)?;
+    let label = label(&file.profile, file.virt);
+    spans(&records)?
+        .into_iter()
+        .map(|(name, span)| {
+            let f = figures(file, &span, &label).with_context(|| format!("benchmark {name}"))?;
+            Ok((name, f))
+        })
+        .collect()
+}
+
+/// Puts the model's figures into a boot's results: each benchmark's
+/// `model` object, and the run's profile and parameters. A benchmark the
+/// guest gave no snapshots keeps `model: None`.
+pub fn apply(results: &mut Results, log: &str, file: &ModelFile) -> Result<()> {
+    let mut figs = merge_log(log, file)?;
+    for b in &mut results.benches {
+        b.model = figs.remove(&b.name);
+    }
+    results.model_profile = Some(file.profile.clone());
+    results.model_virt = file.virt;
+    results.model_params = file.params.clone();
+    Ok(())
+}
+
+/// The model's table: every benchmark with model figures, per operation.
+pub fn table(r: &Results) -> String {
+    let Some(profile) = &r.model_profile else {
+        return String::new();
+    };
+    let width = r
+        .benches
+        .iter()
+        .filter(|b| b.model.is_some())
+        .map(|b| b.name.len())
+        .max()
+        .unwrap_or(0)
+        .max("benchmark".len());
+    let mut s = format!(
+        "model: {} (per operation; insns: the instructions the model counted on the benchmark's CPU)\n",
+        label(profile, r.model_virt)
+    );
+    s += &format!(
+        "{:<width$} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+        "benchmark", "insns", "cycles", "L1 miss", "L2 miss", "TLB miss", "flushes", "coherence"
+    );
+    for b in &r.benches {
+        let Some(m) = &b.model else { continue };
+        s += &format!(
+            "{:<width$} {:>10.2} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2}\n",
+            b.name,
+            m.insns,
+            m.cycles,
+            m.l1_misses,
+            m.l2_misses,
+            m.tlb_misses,
+            m.tlb_flushes,
+            m.coherence_misses
+        );
+    }
+    s
+}
+
+/// After a boot: for a model boot, reads the plugin's file and merges it
+/// into the boot's results (and removes the file); otherwise nothing.
+/// Returns the file's text.
+pub fn finish(m: &Machine, log: &str, results: &mut Results) -> Result<Option<String>> {
+    let Some(p) = &m.model else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(&p.out).with_context(|| {
+        format!(
+            "the model plugin wrote no file {} (did QEMU load it?)",
+            p.out.display()
+        )
+    })?;
+    let _ = std::fs::remove_file(&p.out);
+    let file = ModelFile::parse(&text).with_context(|| format!("reading {}", p.out.display()))?;
+    apply(results, log, &file)?;
+    Ok(Some(text))
+}
+
+/// The unit of a model run's comparisons: "modelled cycles (profile X)".
+pub fn unit(r: &Results) -> Option<String> {
+    r.model_profile.as_ref().map(|p| {
+        format!(
+            "modelled cycles ({})",
+            label(p, r.model_virt).trim_start_matches("modelled, ")
+        )
+    })
+}
+
+/// A model run's metrics: modelled cycles per call of each benchmark.
+pub fn metrics(r: &Results) -> BTreeMap<String, f64> {
+    r.benches
+        .iter()
+        .filter_map(|b| Some((b.name.clone(), b.model.as_ref()?.cycles)))
+        .collect()
+}
+
+/// A benchmark's modelled cycles per call, batch by batch.
+pub fn cycle_samples(b: &crate::results::Bench) -> Option<Vec<f64>> {
+    let m = b.model.as_ref()?;
+    let size = b.batch_size.max(1) as f64;
+    Some(
+        m.samples
+            .get("cycles")?
+            .iter()
+            .map(|c| *c as f64 / size)
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOML: &str = "\
+# CPU profiles
+[p3]
+line = 32   # SDM
+[p4]  # NetBurst
+line = 64
+[ modern ]
+description = \"a [recent] core\"
+";
+
+    #[test]
+    fn profile_names_come_from_the_tables() {
+        assert_eq!(profile_names(TOML), ["p3", "p4", "modern"]);
+        let known = profile_names(TOML);
+        assert!(check_profile("p4", &known).is_ok());
+        let e = check_profile("k7", &known).unwrap_err().to_string();
+        assert!(
+            e.contains("\"k7\": no such model profile; known profiles: p3, p4, modern"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn plugin_arguments() {
+        let o = ModelOpts {
+            profile: "p4".into(),
+            virt: true,
+        };
+        let a = qemu_args(Path::new("/t/libmodel.so"), &o, Path::new("/t/out.txt")).unwrap();
+        assert_eq!(
+            a,
+            [
+                "-plugin",
+                "/t/libmodel.so,profile=p4,virt=on,out=/t/out.txt"
+            ]
+        );
+        assert!(qemu_args(Path::new("/a,b/lib.so"), &o, Path::new("/o")).is_err());
+        assert_eq!(o.label(), "modelled, profile p4, virt");
+    }
+
+    fn snap(seq: u32, cycles: u64, l1: u64) -> String {
+        format!(
+            "snap cpu=0 stream=1 seq={seq} insns={} cycles={cycles} l1_misses={l1} l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0\n",
+            cycles / 2
+        )
+    }
+
+    /// Two calibration runs of 10 cycles (one of 14, cold), two batches.
+    fn file() -> String {
+        let mut s =
+            String::from("model1 profile=p3 virt=0 ncpus=1\nparam line=32 l1d_size=16384\n");
+        for (seq, c, l1) in [
+            (0, 100, 0),
+            (1, 114, 1),
+            (2, 120, 1),
+            (3, 130, 1),
+            (4, 140, 1),
+            (5, 150, 1),
+            // batches: 4 calls each
+            (6, 200, 1),
+            (7, 250, 5),
+            (8, 300, 5),
+            (9, 342, 9),
+        ] {
+            s += &snap(seq, c, l1);
+        }
+        s + "end\n"
+    }
+
+    #[test]
+    fn parses_the_plugin_file() {
+        let f = ModelFile::parse(&file()).unwrap();
+        assert_eq!((f.profile.as_str(), f.virt, f.ncpus), ("p3", false, 1));
+        assert_eq!(f.params["l1d_size"], "16384");
+        assert_eq!(f.snaps.len(), 10);
+        assert_eq!(f.snaps[&(0, SNAP_USER, 7)].cycles, 250);
+        assert_eq!(f.snaps[&(0, SNAP_USER, 7)].insns, 125);
+    }
+
+    #[test]
+    fn a_truncated_or_foreign_file_is_an_error() {
+        let t = file();
+        let cut = &t[..t.len() - 4];
+        let e = ModelFile::parse(cut).unwrap_err().to_string();
+        assert!(e.contains("no end line"), "{e}");
+        let e = ModelFile::parse("hello\n").unwrap_err().to_string();
+        assert!(e.contains("does not start with \"model1\""), "{e}");
+        let e = ModelFile::parse(&t.replace("seq=3 ", "seq=x ")).unwrap_err();
+        assert!(e.to_string().contains("line 6: seq=\"x\""), "{e}");
+        let e = ModelFile::parse(&t.replace("seq=3 ", "seq=2 ")).unwrap_err();
+        assert!(e.to_string().contains("appears twice"), "{e}");
+    }
+
+    const LOG: &str = "\
+@@tb1 bench name=x.null mech=int80 path=full call=null n=2 min=1 p25=1 median=1 mean=1 p75=1 max=1 sd=0 outliers=0
+@@tb1 samples name=x.null batch_size=4 stream=user snap_calib=0 calib_runs=3 snap_batches=6 values=4,4
+@@tb1 samples name=old batch_size=4 values=4,4
+";
+
+    #[test]
+    fn batches_minus_the_calibration_median() {
+        let f = ModelFile::parse(&file()).unwrap();
+        let m = merge_log(LOG, &f).unwrap();
+        assert_eq!(m.len(), 1, "a samples record without snapshots is skipped");
+        let x = &m["x.null"];
+        // Calibration: 14, 10, 10 cycles -> median 10; l1 1, 0, 0 -> 0.
+        // Batches: 50 and 42 cycles -> 40 and 32 -> per call 10 and 8.
+        assert_eq!(x.samples["cycles"], [40, 32]);
+        assert_eq!(x.cycles, 9.0);
+        assert_eq!(x.samples["l1_misses"], [4, 4]);
+        assert_eq!(x.l1_misses, 1.0);
+        assert_eq!(x.label, "modelled, profile p3");
+    }
+
+    #[test]
+    fn a_missing_snapshot_names_the_benchmark() {
+        let t = file().replace(&snap(9, 342, 9), "");
+        let f = ModelFile::parse(&t).unwrap();
+        let e = format!("{:#}", merge_log(LOG, &f).unwrap_err());
+        assert!(
+            e.contains("benchmark x.null") && e.contains("no user snapshot 9 of CPU 0"),
+            "{e}"
+        );
+    }
+
+    /// A results file with two mechanisms' null calls under the model.
+    fn model_results() -> Results {
+        let bench = |name: &str, mech: &str, insns: f64, cycles: &[u64]| crate::results::Bench {
+            name: name.into(),
+            mech: mech.into(),
+            path: "full".into(),
+            call: "null".into(),
+            n: cycles.len(),
+            median: insns,
+            batch_size: 4,
+            samples: vec![insns as u64 * 4; cycles.len()],
+            model: Some(ModelFigures {
+                label: label("p4", false),
+                cycles: cycles[0] as f64 / 4.0,
+                insns,
+                samples: [("cycles".to_string(), cycles.to_vec())].into(),
+                ..ModelFigures::default()
+            }),
+            ..Default::default()
+        };
+        Results {
+            clock: "icount".into(),
+            unit: "instructions".into(),
+            model_profile: Some("p4".into()),
+            benches: vec![
+                bench("int80.null", "int80", 24.0, &[4000, 4000, 4000]),
+                bench("sysenter.null", "sysenter", 46.0, &[1200, 1200, 1200]),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn comparisons_use_modelled_cycles() {
+        let r = model_results();
+        assert_eq!(
+            crate::compare::metrics_of(&r),
+            [
+                ("int80.null".to_string(), 1000.0),
+                ("sysenter.null".to_string(), 300.0)
+            ]
+            .into()
+        );
+        assert_eq!(unit(&r).unwrap(), "modelled cycles (profile p4)");
+        let s = crate::compare::within_boot(&r, "int80,sysenter", "null", 95.0).unwrap();
+        assert!(
+            s.contains("modelled cycles (profile p4) per operation")
+                && s.contains("differs by exactly -700 modelled cycles (profile p4) (-70.00%"),
+            "{s}"
+        );
+        let t = r.table();
+        assert!(
+            t.contains("modelled, profile p4") && t.contains("   1000.0"),
+            "{t}"
+        );
+        assert!(
+            table(&r).contains("sysenter.null      46.00      300.0"),
+            "{}",
+            table(&r)
+        );
+    }
+
+    #[test]
+    fn table_names_the_profile_as_the_system() {
+        let mut before = model_results();
+        before.label = "before".into();
+        let mut after = model_results();
+        after.label = "after".into();
+        after.benches[0].model.as_mut().unwrap().cycles = 500.0;
+        let mut other = model_results();
+        other.model_profile = Some("p3".into());
+        let rows =
+            crate::cmd::table::speedup_rows(&[before, after, other], Some("before"), &[]).unwrap();
+        assert_eq!(
+            rows[0],
+            ["modelled, profile p4", "after", "int80.null", "2.00"].map(String::from)
+        );
+    }
+}
