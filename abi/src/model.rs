@@ -22,13 +22,19 @@
 //! ```text
 //! model1 profile=<name> virt=<0|1> ncpus=<n>
 //! param <key>=<value> ...                      the profile's parameters
-//! snap cpu=<c> stream=<s> seq=<n> insns=<n> cycles=<n> l1_misses=<n> l2_misses=<n> tlb_misses=<n> tlb_flushes=<n> coherence_misses=<n> invalidations=<n> transfers=<n>
+//! snap cpu=<c> stream=<s> seq=<n> insns=<n> cycles=<n> l1_misses=<n> l2_misses=<n> tlb_misses=<n> tlb_flushes=<n> coherence_misses=<n> invalidations=<n> transfers=<n> invalidations_received=<n> upgrades=<n> clock=<n>
 //! end
 //! ```
 //!
 //! A `snap` line is the running totals of CPU `c`'s counters at the moment
 //! it executed its `seq`-th (from 0) [`SNAP_USER`] or [`SNAP_KERNEL`] marker
-//! (`stream` = the marker's id). The guest counts its own snapshots and
+//! (`stream` = the marker's id). The five coherence counters
+//! (`coherence_misses` to `upgrades`) are the whole machine's instead: the
+//! sum over every CPU of what was applied before the snapshot in modelled-
+//! clock order, because a benchmark's misses happen on every CPU it runs
+//! on. `clock` is CPU `c`'s modelled time: its `cycles` plus the time it
+//! waited for other CPUs (halted until an IPI, or behind a write it saw);
+//! on one CPU it equals `cycles`. The guest counts its own snapshots and
 //! prints the sequence numbers a benchmark used in its records, so the host
 //! pairs them without guessing.
 
@@ -55,6 +61,26 @@ pub const ANNOUNCE_TSS: u16 = 0x0012;
 /// Argument: `ARG_WINDOW + (page >> 12)`, the page an `invlpg` on this CPU
 /// is about to invalidate (the plugin cannot read `invlpg`'s operand).
 pub const INVLPG_PAGE: u16 = 0x0020;
+
+/// Marker `INTERRUPT + v` is the first instruction of the handler of
+/// interrupt vector `v` (the kernel's IPI handlers carry it): QEMU delivers
+/// hardware interrupts where the plugin sees nothing, so the model charges
+/// the delivery there. Ids `INTERRUPT..=INTERRUPT + 255`.
+pub const INTERRUPT: u16 = 0x0100;
+
+/// The marker id of the handler of vector `v`.
+pub const fn interrupt_marker(v: u8) -> u16 {
+    INTERRUPT + v as u16
+}
+
+/// The vector of an interrupt-handler marker, if `id` is one.
+pub const fn interrupt_vector(id: u16) -> Option<u8> {
+    if id >= INTERRUPT && id <= INTERRUPT + 0xff {
+        Some((id - INTERRUPT) as u8)
+    } else {
+        None
+    }
+}
 
 /// A range of kernel memory that is always mapped and readable in ring 0:
 /// 16 MiB up, inside the kernel's identity map ([`KERNEL_MAP_END`]) and
@@ -163,5 +189,14 @@ mod tests {
         // The 7-byte NOP assemblers pad with: nopl 0x0(%eax).
         assert_eq!(decode_marker(&[0x0f, 0x1f, 0x80, 0, 0, 0, 0]), None);
         assert_eq!(decode_marker(&insn[..6]), None);
+    }
+
+    #[test]
+    fn interrupt_markers_carry_their_vector() {
+        assert_eq!(interrupt_vector(interrupt_marker(0xf1)), Some(0xf1));
+        assert_eq!(interrupt_vector(interrupt_marker(0)), Some(0));
+        assert_eq!(interrupt_vector(SNAP_KERNEL), None);
+        assert_eq!(interrupt_vector(INTERRUPT + 0x100), None);
+        assert!(!takes_arg(interrupt_marker(0x20)));
     }
 }

@@ -92,7 +92,7 @@ pub mod names {
     pub const LOCKS: &str = "locks";
     /// The `locks` program's ebizzy-like workload: `ebizzy.<layout>`.
     pub const EBIZZY: &str = "ebizzy";
-    /// `mode=smp`: `smp.false_sharing.<layout>`, `smp.pingpong`,
+    /// `mode=smp`: `smp.false_sharing.<layout>`, `smp.lines.<same|adjacent|page>`, `smp.pingpong`,
     /// `smp.tlb.<invlpg|cr3|shootdown>`.
     pub const SMP: &str = "smp";
     /// `mode=smp`'s forktest analog: `forktest.<window|cr3>`.

@@ -59,8 +59,8 @@ use std::collections::VecDeque;
 
 use abi::layout::{selector, KERNEL_MAP_END, PAGE_SIZE, USER_BASE};
 use abi::model::{
-    ANNOUNCE_GDT, ANNOUNCE_IDT, ANNOUNCE_TSS, ARG_WINDOW, ARG_WINDOW_SIZE, INVLPG_PAGE,
-    SNAP_KERNEL, SNAP_USER,
+    interrupt_vector, ANNOUNCE_GDT, ANNOUNCE_IDT, ANNOUNCE_TSS, ARG_WINDOW, ARG_WINDOW_SIZE,
+    INVLPG_PAGE, SNAP_KERNEL, SNAP_USER,
 };
 
 use crate::cache::{Cache, LineState};
@@ -85,7 +85,10 @@ const IO_PAGE: u32 = u32::MAX;
 /// sends an IPI. The architectural default base (SDM Vol. 3A §10.4.1),
 /// where this kernel maps it (identity, kernel/src/arch/apic.rs), and the
 /// register's offset (SDM Vol. 3A Table 10-1).
-const LAPIC_ICR_LOW: u32 = 0xFEE0_0000 + 0x300;
+const LAPIC_BASE: u32 = 0xFEE0_0000;
+const LAPIC_ICR_LOW: u32 = LAPIC_BASE + 0x300;
+/// Bytes of the local APIC's register page (SDM Vol. 3A §10.4.1).
+const LAPIC_BYTES: u32 = 0x1000;
 /// Entries of the tables of last writes per 4-byte word (multi-CPU only).
 const WORDS: usize = 1 << 20;
 /// Events that may wait for clock order before the oldest is forced
@@ -113,10 +116,21 @@ pub struct Counters {
     pub invalidations: u64,
     /// Dirty lines that came from another CPU's cache.
     pub transfers: u64,
-    /// Not in the file: copies of this CPU's invalidated by others, and
-    /// this CPU's upgrades from S to M.
+    /// Copies of this CPU's that other CPUs' writes invalidated.
     pub invalidations_received: u64,
+    /// This CPU's writes to lines it held Shared (S to M).
     pub upgrades: u64,
+}
+
+impl Counters {
+    /// The coherence counters of `self` plus `other`'s (the rest stays).
+    fn add_coherence(&mut self, o: &Counters) {
+        self.coherence_misses += o.coherence_misses;
+        self.invalidations += o.invalidations;
+        self.transfers += o.transfers;
+        self.invalidations_received += o.invalidations_received;
+        self.upgrades += o.upgrades;
+    }
 }
 
 /// Plugin options beside the profile.
@@ -143,6 +157,11 @@ pub struct Snap {
     pub stream: u16,
     pub seq: u64,
     pub counters: Counters,
+    /// Every CPU's coherence counters, summed, at the snapshot (in clock
+    /// order); its other fields are 0.
+    pub machine: Counters,
+    /// The CPU's modelled time: its cycles plus the time it waited.
+    pub clock: u64,
 }
 
 /// What a CPU did, as it waits for its turn in clock order.
@@ -167,8 +186,18 @@ enum Event {
     Wake {
         ipi: u64,
     },
-    /// The CPU sent an IPI (a store to the local APIC's ICR).
-    Ipi,
+    /// An access to the local APIC's registers; `send`: the store to the
+    /// ICR that sends an IPI.
+    Apic {
+        send: bool,
+    },
+    /// The CPU entered the handler of interrupt `vector` (its marker): the
+    /// delivery of the IPI number `ipi` (counted from 1 in QEMU's order;
+    /// the last one sent before; 0: none), which it waits for.
+    Interrupt {
+        vector: u8,
+        ipi: u64,
+    },
 }
 
 /// The plugin-side state of a CPU, kept in QEMU's order: what QEMU's own
@@ -424,6 +453,12 @@ impl Machine {
         } else {
             self.execute(cpu, insn);
         }
+        if insn.decoded.class == Class::Marker {
+            if let Some(vector) = interrupt_vector(insn.decoded.marker) {
+                let ipi = self.ipis_sent;
+                self.submit(cpu, Event::Interrupt { vector, ipi });
+            }
+        }
     }
 
     /// A data access as the plugin sees it. The load after a marker that
@@ -446,8 +481,9 @@ impl Machine {
             self.submit(cpu, Event::Arg(id, vaddr));
             return;
         }
-        if write && vaddr == LAPIC_ICR_LOW && self.ordered {
-            self.submit(cpu, Event::Ipi);
+        if (LAPIC_BASE..LAPIC_BASE + LAPIC_BYTES).contains(&vaddr) {
+            let send = write && vaddr == LAPIC_ICR_LOW;
+            self.submit(cpu, Event::Apic { send });
             return;
         }
         let paddr = if vaddr < KERNEL_MAP_END {
@@ -500,7 +536,7 @@ impl Machine {
             }
         }
         let lane = &mut self.lanes[cpu];
-        if matches!(ev, Event::Ipi) {
+        if matches!(ev, Event::Apic { send: true }) {
             lane.hold = true;
             self.ipis_sent += 1;
         }
@@ -555,7 +591,7 @@ impl Machine {
             // whose access waits for the write it saw cannot move before
             // that write: neither runs nor holds anybody back.
             let waiting = |lane: &Lane| match lane.queue.front() {
-                Some(Event::Wake { ipi }) => *ipi > ipis,
+                Some(Event::Wake { ipi }) | Some(Event::Interrupt { ipi, .. }) => *ipi > ipis,
                 Some(Event::Access {
                     after: Some((a, serial)),
                     ..
@@ -639,9 +675,29 @@ impl Machine {
                 let c = &mut self.cpus[cpu];
                 c.idle += at.saturating_sub(c.clock());
             }
-            Event::Ipi => {
-                self.ipi_clocks.push(self.cpus[cpu].clock());
-                self.lanes[cpu].ipi_applied = true;
+            Event::Apic { send } => {
+                self.cpus[cpu].c.cycles += u64::from(self.profile.apic_access);
+                if send && self.ordered {
+                    self.ipi_clocks.push(self.cpus[cpu].clock());
+                    self.lanes[cpu].ipi_applied = true;
+                }
+            }
+            Event::Interrupt { vector, ipi } => {
+                // The message arrives ipi_latency after its send; the
+                // handler cannot start earlier.
+                if let Some(&sent) = ipi
+                    .checked_sub(1)
+                    .and_then(|i| self.ipi_clocks.get(i as usize))
+                {
+                    let at = sent + u64::from(self.profile.ipi_latency);
+                    let c = &mut self.cpus[cpu];
+                    c.idle += at.saturating_sub(c.clock());
+                }
+                // Delivery through the gate: int n's microcode and reads
+                // (ring 0: the APs run no user code; a ring-3 interruption
+                // would also read the TSS, uncharged).
+                self.cpus[cpu].c.cycles += u64::from(self.profile.int_n);
+                self.deliver(cpu, vector, false);
             }
         }
     }
@@ -962,11 +1018,18 @@ impl Machine {
         };
         let seq = c.seq[stream];
         c.seq[stream] += 1;
+        let (counters, clock) = (c.c, c.clock());
+        let mut machine = Counters::default();
+        for o in &self.cpus {
+            machine.add_coherence(&o.c);
+        }
         self.snaps.push(Snap {
             cpu,
             stream: id,
             seq,
-            counters: c.c,
+            counters,
+            machine,
+            clock,
         });
     }
 
@@ -1018,11 +1081,12 @@ impl Machine {
         }
         out.push_str(&format!(" pge={}\n", u8::from(self.opts.pge)));
         for s in &self.snaps {
-            let c = &s.counters;
+            let (c, m) = (&s.counters, &s.machine);
             out.push_str(&format!(
-                "snap cpu={} stream={} seq={} insns={} cycles={} l1_misses={} l2_misses={} tlb_misses={} tlb_flushes={} coherence_misses={} invalidations={} transfers={}\n",
+                "snap cpu={} stream={} seq={} insns={} cycles={} l1_misses={} l2_misses={} tlb_misses={} tlb_flushes={} coherence_misses={} invalidations={} transfers={} invalidations_received={} upgrades={} clock={}\n",
                 s.cpu, s.stream, s.seq, c.insns, c.cycles, c.l1_misses, c.l2_misses,
-                c.tlb_misses, c.tlb_flushes, c.coherence_misses, c.invalidations, c.transfers
+                c.tlb_misses, c.tlb_flushes, m.coherence_misses, m.invalidations, m.transfers,
+                m.invalidations_received, m.upgrades, s.clock
             ));
         }
         out.push_str("end\n");
@@ -1098,6 +1162,8 @@ locked = 16
 vmexit = 1000
 c2c_latency = 42
 upgrade_latency = 20
+apic_access = 70
+ipi_latency = 300
 ";
 
     fn profile(edit: &[(&str, &str)]) -> Profile {
@@ -1327,10 +1393,12 @@ upgrade_latency = 20
         let lines: Vec<&str> = r.lines().collect();
         assert_eq!(lines[0], "model1 profile=t virt=0 ncpus=1");
         assert!(lines[1].starts_with("param line=64 l1d_size=256 "));
-        assert!(lines[1].ends_with(" vmexit=1000 c2c_latency=42 upgrade_latency=20 pge=0"));
+        assert!(lines[1].ends_with(
+            " vmexit=1000 c2c_latency=42 upgrade_latency=20 apic_access=70 ipi_latency=300 pge=0"
+        ));
         assert_eq!(
             lines[4],
-            "snap cpu=0 stream=1 seq=1 insns=4 cycles=31 l1_misses=0 l2_misses=0 tlb_misses=1 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0"
+            "snap cpu=0 stream=1 seq=1 insns=4 cycles=31 l1_misses=0 l2_misses=0 tlb_misses=1 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 clock=31"
         );
         assert_eq!(lines[5], "end");
     }
@@ -1352,10 +1420,13 @@ upgrade_latency = 20
             Some(0x0030_0008)
         });
         assert_eq!(asked, 2);
-        // MMIO is neither cached nor charged.
+        // MMIO is neither cached nor charged (the I/O APIC's page here),
+        // except the local APIC's registers, which cost an access.
         let before = m.counters(0);
-        m.mem(0, 0xfee0_0030, 4, false, || None);
+        m.mem(0, 0xfec0_0000, 4, false, || None);
         assert_eq!(m.counters(0), before);
+        m.mem(0, LAPIC_BASE + 0x30, 4, false, || None);
+        assert_eq!(m.counters(0).cycles, before.cycles + 70);
     }
 
     fn write(m: &mut Machine, cpu: usize, a: u32) {
@@ -1409,6 +1480,34 @@ upgrade_latency = 20
             ),
             (1, 20)
         );
+    }
+
+    #[test]
+    fn adjacent_lines_under_the_pair_prefetch_settle_after_the_first_touches() {
+        // Intel: coherence on 64-byte lines, bus reads fetch the 128-byte
+        // sector. Two CPUs writing the two lines of one pair: the first
+        // touches move lines (the pair fetch included), then each CPU
+        // holds its own line Modified and no L2 miss fetches the buddy.
+        let mut m =
+            Machine::new(profile(&[("pair_prefetch", "1")]), Options::default(), 2).unwrap();
+        for _ in 0..3 {
+            write(&mut m, 0, KERNEL_PAGE);
+            write(&mut m, 1, KERNEL_PAGE + 64);
+        }
+        let total = |m: &Machine| {
+            let (a, b) = (m.counters(0), m.counters(1));
+            (
+                a.coherence_misses + b.coherence_misses,
+                a.invalidations + b.invalidations,
+            )
+        };
+        let warm = total(&m);
+        assert!(warm.0 >= 2, "the first touches move lines: {warm:?}");
+        for _ in 0..100 {
+            write(&mut m, 0, KERNEL_PAGE);
+            write(&mut m, 1, KERNEL_PAGE + 64);
+        }
+        assert_eq!(total(&m), warm, "steady state: nothing moves");
     }
 
     #[test]
@@ -1547,6 +1646,79 @@ upgrade_latency = 20
         let (ca, cb) = (m.cpus[0].clock(), m.cpus[1].clock());
         assert!(ca.abs_diff(cb) < 200, "{ca} {cb}");
         assert!(ca > 100 * 2 * (40 + 20));
+    }
+
+    #[test]
+    fn an_ipi_costs_the_apic_write_the_flight_and_the_delivery() {
+        use abi::model::interrupt_marker;
+        let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        m.idt = Some(KERNEL_PAGE + 0x800);
+        let (nop, hlt) = (m.decode(&NOP, KERNEL_PAGE), m.decode(&[0xf4], KERNEL_PAGE));
+        let entry = m.decode(&marker(interrupt_marker(0xf1)), KERNEL_PAGE);
+        m.exec(1, &hlt);
+        m.exec(0, &nop);
+        let before = m.cpus[0].c.cycles;
+        m.mem(0, LAPIC_ICR_LOW, 4, true, || None);
+        // The ICR write is an APIC access.
+        assert_eq!(m.cpus[0].c.cycles - before, 70);
+        let sent = m.cpus[0].clock();
+        // The target wakes and enters the handler: not before the message
+        // arrives (300 after the send); the delivery costs int_n (100) and
+        // the IDT entry's line (a cold miss: 100, and CPU 1's first data
+        // page: a DTLB walk, 30); then the handler's first instruction.
+        m.exec(1, &entry);
+        m.exec(1, &nop);
+        m.finish();
+        let c1 = &m.cpus[1];
+        assert_eq!(c1.clock(), sent + 300 + 100 + 100 + 30 + 1);
+        assert_eq!(c1.c.l1_misses, 1, "the IDT entry");
+        // An EOI (any other APIC register) costs an access too.
+        let before = m.cpus[1].c.cycles;
+        m.mem(1, LAPIC_BASE + 0xb0, 4, true, || None);
+        m.finish();
+        assert_eq!(m.cpus[1].c.cycles - before, 70);
+        assert_eq!(m.ipis_sent, 1);
+    }
+
+    #[test]
+    fn on_one_cpu_the_delivery_is_charged_without_waiting() {
+        use abi::model::interrupt_marker;
+        let mut m = machine(&[], Options::default());
+        exec(&mut m, &marker(interrupt_marker(0x20)), KERNEL_PAGE);
+        // int_n only: no IDT announced, and a marker costs nothing.
+        assert_eq!(m.counters(0).cycles, 100);
+    }
+
+    #[test]
+    fn snapshots_sum_every_cpus_coherence_counters() {
+        let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        let snap = m.decode(&marker(SNAP_KERNEL), KERNEL_PAGE);
+        m.exec(0, &snap);
+        for _ in 0..50 {
+            nop_and_write(&mut m, 0, KERNEL_PAGE);
+            nop_and_write(&mut m, 1, KERNEL_PAGE + 4);
+        }
+        m.exec(1, &snap);
+        // CPU 0's closing snapshot comes last in clock order.
+        let nop = m.decode(&NOP, KERNEL_PAGE);
+        for _ in 0..1000 {
+            m.exec(0, &nop);
+        }
+        m.exec(0, &snap);
+        m.finish();
+        let s: Vec<_> = m.snaps().iter().filter(|s| s.cpu == 0).collect();
+        let (c0, c1) = (m.counters(0), m.counters(1));
+        assert!(c0.coherence_misses > 0 && c1.coherence_misses > 0);
+        assert_eq!(
+            s[1].machine.coherence_misses - s[0].machine.coherence_misses,
+            c0.coherence_misses + c1.coherence_misses
+        );
+        assert_eq!(
+            s[1].machine.invalidations_received,
+            c0.invalidations_received + c1.invalidations_received
+        );
+        assert_eq!(s[1].counters.coherence_misses, c0.coherence_misses);
+        assert!(s[1].clock >= s[1].counters.cycles);
     }
 
     #[test]

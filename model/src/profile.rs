@@ -81,6 +81,11 @@ profile_fields! {
     /// Invalidating other CPUs' copies before a write (an upgrade from S,
     /// or a write miss to a line others share).
     upgrade_latency,
+    /// An access to the local APIC's registers (uncacheable MMIO): the ICR
+    /// write that sends an IPI, the EOI write that acknowledges one.
+    apic_access,
+    /// From an IPI's send (the ICR write) to its delivery at the target.
+    ipi_latency,
 }
 
 /// Size in bytes of the pair the adjacent-line prefetch completes.

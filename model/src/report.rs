@@ -12,7 +12,10 @@ pub struct SnapLine {
     pub cpu: usize,
     pub stream: u16,
     pub seq: u64,
+    /// The CPU's counters; the coherence ones are the whole machine's.
     pub counters: Counters,
+    /// The CPU's modelled time (cycles plus waiting).
+    pub clock: u64,
 }
 
 /// A whole file.
@@ -94,13 +97,15 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
                     coherence_misses: num(&f, "coherence_misses", n)?,
                     invalidations: num(&f, "invalidations", n)?,
                     transfers: num(&f, "transfers", n)?,
-                    ..Counters::default()
+                    invalidations_received: num(&f, "invalidations_received", n)?,
+                    upgrades: num(&f, "upgrades", n)?,
                 };
                 file.snaps.push(SnapLine {
                     cpu: num(&f, "cpu", n)?,
                     stream: num(&f, "stream", n)?,
                     seq: num(&f, "seq", n)?,
                     counters,
+                    clock: num(&f, "clock", n)?,
                 });
             }
             Some("end") => ended = true,
@@ -148,6 +153,7 @@ mod tests {
         );
         assert_eq!(b.counters.insns - a.counters.insns, 2);
         assert_eq!(b.counters.cycles - a.counters.cycles, m.counters(0).cycles);
+        assert_eq!(b.clock, b.counters.cycles, "one CPU never waits");
     }
 
     #[test]

@@ -207,10 +207,15 @@ pub struct Counters {
     pub coherence_misses: u64,
     pub invalidations: u64,
     pub transfers: u64,
+    pub invalidations_received: u64,
+    pub upgrades: u64,
+    pub clock: u64,
 }
 
-/// The counter names, in the file's order.
-pub const COUNTERS: [&str; 9] = [
+/// The counter names, in the file's order. The five coherence counters
+/// are the whole machine's (every CPU's); `clock` is the CPU's modelled
+/// time, its `cycles` plus the time it waited for other CPUs.
+pub const COUNTERS: [&str; 12] = [
     "insns",
     "cycles",
     "l1_misses",
@@ -220,6 +225,27 @@ pub const COUNTERS: [&str; 9] = [
     "coherence_misses",
     "invalidations",
     "transfers",
+    "invalidations_received",
+    "upgrades",
+    "clock",
+];
+
+/// The figure each counter becomes (`ModelFigures`, its `samples` keys):
+/// a figure's `cycles` is the modelled time that passed on the
+/// benchmark's CPU (its clock), `busy_cycles` the cycles it executed.
+pub const FIGURES: [&str; 12] = [
+    "insns",
+    "busy_cycles",
+    "l1_misses",
+    "l2_misses",
+    "tlb_misses",
+    "tlb_flushes",
+    "coherence_misses",
+    "invalidations",
+    "transfers",
+    "invalidations_received",
+    "upgrades",
+    "cycles",
 ];
 
 impl Counters {
@@ -234,6 +260,9 @@ impl Counters {
             self.coherence_misses,
             self.invalidations,
             self.transfers,
+            self.invalidations_received,
+            self.upgrades,
+            self.clock,
         ][i]
     }
 
@@ -248,6 +277,9 @@ impl Counters {
             &mut self.coherence_misses,
             &mut self.invalidations,
             &mut self.transfers,
+            &mut self.invalidations_received,
+            &mut self.upgrades,
+            &mut self.clock,
         ][i] = v;
     }
 
@@ -362,17 +394,28 @@ impl ModelFile {
 pub struct ModelFigures {
     /// "modelled, profile X".
     pub label: String,
+    /// Modelled time on the benchmark's CPU: the cycles it executed plus
+    /// the time it waited for other CPUs (on one CPU, `busy_cycles`).
     pub cycles: f64,
+    /// The cycles the benchmark's CPU executed.
+    #[serde(default)]
+    pub busy_cycles: f64,
     pub l1_misses: f64,
     pub l2_misses: f64,
     pub tlb_misses: f64,
     pub tlb_flushes: f64,
+    /// The coherence figures count every CPU's events between the
+    /// benchmark CPU's two snapshots (the whole machine's).
     pub coherence_misses: f64,
     pub invalidations: f64,
     pub transfers: f64,
+    #[serde(default)]
+    pub invalidations_received: f64,
+    #[serde(default)]
+    pub upgrades: f64,
     /// Instructions the model counted per call (a cross-check of icount).
     pub insns: f64,
-    /// Per batch, per counter (the keys of [`COUNTERS`]).
+    /// Per batch, per figure (the keys of [`FIGURES`]).
     pub samples: BTreeMap<String, Vec<u64>>,
 }
 
@@ -475,7 +518,7 @@ pub fn figures(file: &ModelFile, span: &Span, label: &str) -> Result<ModelFigure
             .collect();
         median_f64(&v)
     };
-    let samples = COUNTERS
+    let samples = FIGURES
         .iter()
         .enumerate()
         .map(|(i, k)| (k.to_string(), batches.iter().map(|b| b.get(i)).collect()))
@@ -483,7 +526,8 @@ pub fn figures(file: &ModelFile, span: &Span, label: &str) -> Result<ModelFigure
     Ok(ModelFigures {
         label: label.to_string(),
         insns: per_call(0),
-        cycles: per_call(1),
+        busy_cycles: per_call(1),
+        cycles: per_call(11),
         l1_misses: per_call(2),
         l2_misses: per_call(3),
         tlb_misses: per_call(4),
@@ -491,6 +535,8 @@ pub fn figures(file: &ModelFile, span: &Span, label: &str) -> Result<ModelFigure
         coherence_misses: per_call(6),
         invalidations: per_call(7),
         transfers: per_call(8),
+        invalidations_received: per_call(9),
+        upgrades: per_call(10),
         samples,
     })
 }
@@ -520,6 +566,7 @@ pub fn apply(results: &mut Results, log: &str, file: &ModelFile) -> Result<()> {
     results.model_profile = Some(file.profile.clone());
     results.model_virt = file.virt;
     results.model_params = file.params.clone();
+    results.model_cpus = file.ncpus;
     Ok(())
 }
 
@@ -540,22 +587,43 @@ pub fn table(r: &Results) -> String {
         "model: {} (per operation; insns: the instructions the model counted on the benchmark's CPU)\n",
         label(profile, r.model_virt)
     );
+    // With several CPUs: the coherence figures, every CPU's, and the
+    // cycles the benchmark's CPU executed beside the time that passed.
+    let smp = r.model_cpus > 1;
     s += &format!(
-        "{:<width$} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
-        "benchmark", "insns", "cycles", "L1 miss", "L2 miss", "TLB miss", "flushes", "coherence"
+        "{:<width$} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}",
+        "benchmark", "insns", "cycles", "L1 miss", "L2 miss", "TLB miss", "flushes"
     );
+    if smp {
+        s += &format!(
+            " {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "busy", "coh miss", "inval", "inv recv", "upgrades", "dirty xfr"
+        );
+    }
+    s += "\n";
     for b in &r.benches {
         let Some(m) = &b.model else { continue };
         s += &format!(
-            "{:<width$} {:>10.2} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2}\n",
-            b.name,
-            m.insns,
-            m.cycles,
-            m.l1_misses,
-            m.l2_misses,
-            m.tlb_misses,
-            m.tlb_flushes,
-            m.coherence_misses
+            "{:<width$} {:>10.2} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
+            b.name, m.insns, m.cycles, m.l1_misses, m.l2_misses, m.tlb_misses, m.tlb_flushes
+        );
+        if smp {
+            s += &format!(
+                " {:>10.1} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+                m.busy_cycles,
+                m.coherence_misses,
+                m.invalidations,
+                m.invalidations_received,
+                m.upgrades,
+                m.transfers
+            );
+        }
+        s += "\n";
+    }
+    if smp {
+        s += &format!(
+            "({} CPUs: cycles = modelled time on the benchmark's CPU, busy = the cycles it executed; the coherence columns count every CPU's misses, invalidations sent and received, S-to-M upgrades and dirty transfers)\n",
+            r.model_cpus
         );
     }
     s
@@ -657,7 +725,7 @@ description = \"a [recent] core\"
 
     fn snap(seq: u32, cycles: u64, l1: u64) -> String {
         format!(
-            "snap cpu=0 stream=1 seq={seq} insns={} cycles={cycles} l1_misses={l1} l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0\n",
+            "snap cpu=0 stream=1 seq={seq} insns={} cycles={cycles} l1_misses={l1} l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 clock={cycles}\n",
             cycles / 2
         )
     }
@@ -800,6 +868,25 @@ description = \"a [recent] core\"
             "{}",
             table(&r)
         );
+    }
+
+    #[test]
+    fn several_cpus_add_the_coherence_columns() {
+        let mut r = model_results();
+        assert!(
+            !table(&r).contains("coh miss"),
+            "one CPU: no coherence columns"
+        );
+        r.model_cpus = 2;
+        let m = r.benches[0].model.as_mut().unwrap();
+        (m.busy_cycles, m.coherence_misses, m.transfers) = (400.0, 1.5, 0.25);
+        let t = table(&r);
+        assert!(t.contains("coh miss") && t.contains("dirty xfr"), "{t}");
+        assert!(
+            t.contains("     400.0     1.500     0.000     0.000     0.000     0.250"),
+            "{t}"
+        );
+        assert!(t.contains("(2 CPUs: cycles = modelled time"), "{t}");
     }
 
     #[test]

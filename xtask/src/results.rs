@@ -53,11 +53,18 @@ pub struct Results {
     pub model_virt: bool,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub model_params: BTreeMap<String, String>,
+    /// `--clock model`: the CPUs the model saw (its file's `ncpus`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub model_cpus: u32,
     /// What the kernel found of the performance counters, in order: the
     /// boot's verdict (`on`, `n/a` and why), then `off` if a ring-3 RDPMC
     /// faulted during the run.
     #[serde(default)]
     pub perf: Vec<Perf>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One `perf` record: `status` (`on`, `n/a`, `off`) and `reason`.

@@ -15,6 +15,10 @@
 //! - Before every `invlpg`: its page ([`announce_invlpg`]), since the plugin
 //!   decodes `invlpg` but cannot read its operand.
 //! - Kernel-side benchmarks: snapshots of the kernel stream ([`snap`]).
+//! - Interrupt handlers the model should charge a delivery for: marker
+//!   `abi::model::interrupt_marker(vector)` as the handler's first
+//!   instruction (the shootdown IPI's, kernel/src/bench/smp.rs), since QEMU
+//!   delivers interrupts where the plugin sees nothing.
 //!
 //! None of this lies on a system-call entry or exit path.
 

@@ -454,6 +454,7 @@ unsafe extern "C" {
 pub mod command {
     pub const HAMMER: u32 = 1;
     pub const PONG: u32 = 2;
+    pub const LINES: u32 = 3;
 }
 
 /// What `ap_main` does with a command, provided by the benchmarks.

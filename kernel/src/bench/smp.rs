@@ -2,6 +2,8 @@
 //!
 //! (a) false sharing: every CPU hammers the lock word of its own turnstile,
 //!     with the pools packed, 64-aligned and 128-aligned;
+//!     and every CPU writing a word of its own 4, 64 and 4096 bytes from the
+//!     next CPU's (one line, adjacent lines, different pages);
 //! (b) lock hand-off ping-pong between two CPUs;
 //! (c) the TLB: a local INVLPG against a full CR3 reload, and a remote
 //!     shootdown by IPI;
@@ -18,7 +20,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use abi::cmdline::Clock;
 use abi::layout::{PAGE_SIZE, USER_BASE};
-use abi::model::{Snaps, SNAP_KERNEL};
+use abi::model::{interrupt_marker, marker_disp, Snaps, SNAP_KERNEL};
 use abi::report::{kind, Figure, Measure};
 
 use crate::arch::idt::{self, Gate, GateKind};
@@ -32,6 +34,37 @@ use crate::{kprintln, record};
 const BATCHES: usize = 8;
 /// Lock/unlock pairs per CPU per false-sharing batch.
 const HAMMER_OPS: u32 = 2_500;
+/// Word writes per CPU per batch of the line-distance benchmark.
+const LINE_WRITES: u32 = 1_000;
+/// Calibration runs of the line-distance benchmark (no writes).
+const LINE_CALIB_RUNS: u32 = 3;
+/// The distances in bytes between two CPUs' words, with each figure's name
+/// (`smp.lines.<name>`): one 64-byte line, adjacent 64-byte lines (one
+/// 128-byte pair), different pages.
+const LINE_STRIDES: [(u32, &str); 3] = [(4, "same"), (64, "adjacent"), (4096, "page")];
+/// Bytes of each distance's own region of [`LINES`]: a word per CPU at the
+/// largest stride.
+const LINE_REGION: usize = abi::layout::MAX_CPUS * 4096;
+/// The words the line-distance benchmark writes: one region per distance,
+/// so each starts on lines no CPU has touched.
+#[repr(C, align(4096))]
+struct Lines([AtomicU32; LINE_STRIDES.len() * LINE_REGION / 4]);
+static LINES: Lines = Lines([const { AtomicU32::new(0) }; LINE_STRIDES.len() * LINE_REGION / 4]);
+/// The word of `cpu` at `stride` bytes per CPU, in the region of distance `k`.
+fn line_word(k: usize, stride: u32, cpu: usize) -> &'static AtomicU32 {
+    &LINES.0[(k * LINE_REGION + cpu * stride as usize) / 4]
+}
+/// One store the compiler keeps (a loop of relaxed stores to one atomic
+/// may be folded into its last).
+#[inline(always)]
+fn write_word(w: &AtomicU32, v: u32) {
+    // SAFETY: `as_ptr` points at a live, aligned static word; a volatile
+    // store of a whole u32 races with no non-atomic access (only this CPU
+    // writes its word, and nobody reads it).
+    unsafe { w.as_ptr().write_volatile(v) };
+}
+/// The distance the APs write at (an index into LINE_STRIDES).
+static LINE_K: AtomicU32 = AtomicU32::new(0);
 /// Round trips per ping-pong batch.
 const PINGS: u32 = 250;
 /// Invalidations (or CR3 reloads) per TLB batch.
@@ -63,8 +96,10 @@ global_asm!(
     r#"
     .pushsection .text.ipi, "ax"
     .global ipi_shootdown_entry
-    /* The shootdown IPI: on an AP, in ring 0 (APs run no user code). */
+    /* The shootdown IPI: on an AP, in ring 0 (APs run no user code). The
+       marker tells the model a delivery of this vector happened here. */
 ipi_shootdown_entry:
+    nopl {entry}(%eax)
     pushal
     cld
     call {handler}
@@ -73,6 +108,7 @@ ipi_shootdown_entry:
     .popsection
     "#,
     handler = sym shootdown,
+    entry = const marker_disp(interrupt_marker(VECTOR_SHOOTDOWN)),
     options(att_syntax)
 );
 
@@ -97,6 +133,16 @@ fn worker(cpu: usize, c: u32, arg: u32) {
             for _ in 0..arg {
                 lock.lock();
                 lock.unlock();
+            }
+        }
+        command::LINES => {
+            while START.load(Ordering::Acquire) == 0 {
+                core::hint::spin_loop();
+            }
+            let k = LINE_K.load(Ordering::Relaxed) as usize;
+            let word = line_word(k, LINE_STRIDES[k].0, cpu);
+            for i in 0..arg {
+                write_word(word, i);
             }
         }
         command::PONG => {
@@ -323,6 +369,9 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         );
     }
     with_sched_lock(|| turnstile::set_align(layout.unwrap_or(Align::A128)));
+    if n >= 2 {
+        lines(&rep, n);
+    }
 
     // (b) Ping-pong between CPU 0 and CPU 1.
     if n >= 2 {
@@ -456,6 +505,70 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
     );
     ok_tests
 }
+/// Every CPU writes a word of its own, its neighbours' `stride` bytes
+/// away, for each distance of [`LINE_STRIDES`]: what a cache-coherent
+/// machine pays for sharing a line, a 128-byte pair, or nothing.
+fn lines(rep: &Reporter, n: usize) {
+    kprintln!("    each CPU writes its own word, 4 / 64 / 4096 bytes from the next CPU's");
+    for (k, &(stride, key)) in LINE_STRIDES.iter().enumerate() {
+        LINE_K.store(k as u32, Ordering::Relaxed);
+        let mine = line_word(k, stride, 0);
+        // One run: post the writes, start them together, wait for all.
+        let run = |writes: u32| {
+            START.store(0, Ordering::Release);
+            for cpu in 1..n {
+                smp::post(cpu, command::LINES, writes);
+            }
+            timed(|| {
+                START.store(1, Ordering::Release);
+                for i in 0..writes {
+                    write_word(mine, i);
+                }
+                for cpu in 1..n {
+                    smp::wait_done(cpu);
+                }
+            })
+            .max(1)
+        };
+        // The model's calibration: the same hand-shake without writes
+        // (its coherence misses are the command and done words').
+        let calib = marker::snap_seq();
+        for _ in 0..LINE_CALIB_RUNS {
+            run(0);
+        }
+        let first = marker::snap_seq();
+        let mut samples = [0u64; BATCHES];
+        for v in samples.iter_mut() {
+            *v = run(LINE_WRITES);
+        }
+        let mut name = Name::new();
+        name.push("smp.lines.");
+        name.push(key);
+        let mut title = Name::new();
+        title.push("words ");
+        title.push(match stride {
+            4 => "4 bytes apart",
+            64 => "64 bytes apart",
+            _ => "4096 bytes apart",
+        });
+        rep.figure(
+            name.as_str(),
+            key,
+            Measure::Throughput,
+            title.as_str(),
+            n as u32 * LINE_WRITES,
+            &samples,
+            Snaps {
+                stream: SNAP_KERNEL,
+                calib,
+                calib_runs: LINE_CALIB_RUNS,
+                batches: first,
+            },
+            "",
+        );
+    }
+}
+
 /// Threads on different CPUs: a sleeper on CPU 0 woken from CPU 1, and a
 /// mutex owned on CPU 0 that a more urgent thread on CPU 1 waits for (its
 /// priority lent across CPUs, the hand-off waking CPU 1).

@@ -5,7 +5,12 @@
 //!   the profile's geometry predicts: none for a working set that fits L1
 //!   (after the warm-up batch), one L1 miss per load and no L2 miss for one
 //!   between L1 and L2.
-//! - Two model boots give byte-identical records and plugin files.
+//! - Two model boots give byte-identical records and plugin files, on one
+//!   CPU (the benchmark driver) and with `mode=smp` on 2 and on 4 CPUs.
+//! - Across CPUs: words of two CPUs in one line make it move between their
+//!   caches; words 64 bytes apart (with the pair prefetch on: `p4`) and
+//!   4 KiB apart cause no coherence miss after the warm-up batch; a remote
+//!   shootdown takes at least the IPI's send, flight and delivery.
 //! - An unknown profile is refused before booting, with the known ones.
 
 use std::path::Path;
@@ -183,14 +188,86 @@ fn deterministic(art: &Artifacts, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `mode=smp` on 2 CPUs: every figure has the model's, the packed pool
-/// false-shares and the 128-byte one does not, and the TLB figures show
-/// what the code does: each local `invlpg` round one flush and one
-/// refill walk (the kernel announced the page), each fork four flushes
-/// (two `invlpg` and two CR3 writes through a window, four CR3 writes the
-/// other way).
+/// `mode=smp` on `cpus` CPUs under `profile`, booted twice: the two boots'
+/// records and plugin files are byte-identical; the results of one.
+fn smp_twice(art: &Artifacts, dir: &Path, profile: &str, cpus: u32) -> Result<Results> {
+    let (a, fa, r) = boot_on(art, dir, "mode=smp", profile, cpus)?;
+    let (b, fb, _) = boot_on(art, dir, "mode=smp", profile, cpus)?;
+    let records = |log: &BootLog| -> Vec<String> {
+        log.serial
+            .lines()
+            .filter(|l| l.contains(abi::report::MARKER))
+            .map(str::to_string)
+            .collect()
+    };
+    ensure!(
+        records(&a) == records(&b),
+        "{profile}, {cpus} CPUs: the two boots' records differ"
+    );
+    ensure!(
+        fa == fb,
+        "{profile}, {cpus} CPUs: the two boots' plugin files differ"
+    );
+    ensure!(
+        r.model_cpus == cpus,
+        "the model saw {} CPUs, not {cpus}",
+        r.model_cpus
+    );
+    Ok(r)
+}
+
+/// Writes per line-distance batch on every CPU, as the kernel makes them
+/// (kernel/src/bench/smp.rs, `LINE_WRITES`): the batch size over the CPUs.
+fn line_writes(r: &Results, name: &str) -> Result<u64> {
+    let b = r
+        .bench(name)
+        .with_context(|| format!("no benchmark {name}"))?;
+    Ok(b.batch_size)
+}
+
+/// What coherence predicts for words `4`, `64` and `4096` bytes apart
+/// (calibration, the hand-shake's own misses, subtracted): one line moves
+/// between the caches, at least once per four writes in every batch;
+/// lines apart (adjacent ones too, under a pair prefetch: each CPU keeps
+/// its own line Modified, so no L2 miss fetches the buddy) miss nothing
+/// after the warm-up batch.
+fn line_distances(r: &Results, profile: &str) -> Result<String> {
+    let m = |name: &str| {
+        r.bench(name)
+            .and_then(|b| b.model.clone())
+            .with_context(|| format!("no model figures for {name}"))
+    };
+    let same = m("smp.lines.same")?;
+    let writes = line_writes(r, "smp.lines.same")?;
+    let got = &same.samples["coherence_misses"];
+    ensure!(
+        got.iter().all(|&v| v * 4 >= writes),
+        "{profile}: words in one line: coherence misses per batch {got:?}, fewer than one per four of the {writes} writes"
+    );
+    for name in ["smp.lines.adjacent", "smp.lines.page"] {
+        let x = m(name)?;
+        let got = &x.samples["coherence_misses"];
+        ensure!(
+            got.iter().skip(1).all(|&v| v == 0),
+            "{profile}: {name}: coherence misses per batch {got:?}: expected none after the warm-up batch"
+        );
+    }
+    Ok(format!(
+        "{profile}: one line {:.2} coherence misses per write",
+        same.coherence_misses
+    ))
+}
+
+/// `mode=smp` on 2 CPUs, twice (byte-identical): every figure has the
+/// model's, the packed pool false-shares and the 128-byte one does not,
+/// and the TLB figures show what the code does: each local
+/// `invlpg` round one flush and one refill walk (the kernel announced the
+/// page), each fork four flushes (two `invlpg` and two CR3 writes through
+/// a window, four CR3 writes the other way); a remote shootdown waits at
+/// least for the IPI's APIC write, its flight and its delivery; the line
+/// distances as [`line_distances`] says.
 fn smp_figures(art: &Artifacts, dir: &Path) -> Result<String> {
-    let (_, _, r) = boot_on(art, dir, "mode=smp", model::DEFAULT_PROFILE, 2)?;
+    let r = smp_twice(art, dir, model::DEFAULT_PROFILE, 2)?;
     for b in &r.benches {
         ensure!(b.model.is_some(), "{} has no model figures", b.name);
     }
@@ -224,7 +301,27 @@ fn smp_figures(art: &Artifacts, dir: &Path) -> Result<String> {
             x.tlb_flushes
         );
     }
-    Ok(format!("{} figures", r.benches.len()))
+    let shoot = m("smp.tlb.shootdown")?;
+    let floor = param(&r, "apic_access")? + param(&r, "ipi_latency")? + param(&r, "int_n")?;
+    ensure!(
+        shoot.cycles >= floor as f64,
+        "smp.tlb.shootdown: {} modelled cycles, less than the IPI's send, flight and delivery ({floor})",
+        shoot.cycles
+    );
+    let lines = line_distances(&r, model::DEFAULT_PROFILE)?;
+    Ok(format!(
+        "{} figures; shootdown {:.0} cycles; {lines}",
+        r.benches.len(),
+        shoot.cycles
+    ))
+}
+
+/// `mode=smp` on 4 CPUs under `p4` (the pair prefetch on), twice
+/// (byte-identical), and the line distances.
+fn smp_four_p4(art: &Artifacts, dir: &Path) -> Result<String> {
+    let r = smp_twice(art, dir, "p4", 4)?;
+    ensure!(param(&r, "pair_prefetch")? == 1, "p4 has no pair prefetch");
+    line_distances(&r, "p4")
 }
 
 /// `cargo xtask run --clock model --profile <unknown>` fails before booting
@@ -308,9 +405,13 @@ pub fn self_tests(
         }
         Err(e) => out.push(("model: profiles".into(), Err(format!("{e:#}")))),
     }
-    let name = "model: mode=smp on 2 CPUs: every figure modelled; packed pools false-share, 128-byte ones do not; invlpg and forktest flush as the code says".to_string();
+    let name = "model: mode=smp on 2 CPUs, two boots byte-identical: every figure modelled; packed pools false-share, 128-byte ones do not; invlpg and forktest flush as the code says; a shootdown pays the IPI; one shared line moves, lines apart do not".to_string();
     if wanted(&name) {
         out.push(run(name, &|| smp_figures(art, dir)));
+    }
+    let name = "model: mode=smp on 4 CPUs under p4 (pair prefetch), two boots byte-identical: one shared line moves, adjacent lines and pages apart do not after warm-up".to_string();
+    if wanted(&name) {
+        out.push(run(name, &|| smp_four_p4(art, dir)));
     }
     let name = "model: two boots give byte-identical records and plugin files; the model counts the instructions icount does".to_string();
     if wanted(&name) {
