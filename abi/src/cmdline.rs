@@ -175,6 +175,11 @@ pub struct Options<'a> {
     pub pmc: Pmc,
 }
 
+/// The longest command line the kernel reads, in bytes without its NUL (the
+/// loader's string, the image's path included where the loader puts it
+/// first). Longer ones are a malformed boot; xtask refuses them first.
+pub const MAX_LEN: usize = 4095;
+
 pub const DEFAULT_PROG: &str = "bench";
 pub const DEFAULT_BATCHES: u32 = 64;
 pub const DEFAULT_BATCH_SIZE: u32 = 4096;

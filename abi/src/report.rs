@@ -102,6 +102,13 @@ pub mod names {
     /// The pool layouts as they appear in names (`abi::cmdline`'s
     /// `pool_align` values).
     pub const LAYOUTS: [&str; 3] = ["128", "64", "packed"];
+    /// The calls the `bench` program times through each mechanism
+    /// (`<mechanism>.<call>`).
+    pub const CALLS: [&str; 5] = ["floor", "null", "getpid", "geteuid", "write1"];
+    /// The macro mix's group: `macro.<mechanism>` (host-side name).
+    pub const MACRO: &str = "macro";
+    /// Every group a metric's name starts with, besides the mechanisms.
+    pub const GROUPS: [&str; 6] = [LOOP, LOCKS, EBIZZY, SMP, FORKTEST, MACRO];
 }
 
 /// What a benchmark's values are, so that readers know which way is better.

@@ -20,17 +20,151 @@ pub fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
 /// Per variant, per metric, one value per boot.
 pub type Table = BTreeMap<String, BTreeMap<String, Vec<f64>>>;
 
-/// The comparison of one metric across sets, as text. Under icount every
+/// How a comparison's figures are to be read, from the clock and the
+/// machine that made them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// Every boot gives the same count ([`Clock::exact`]): "identical" or
+    /// "differs by exactly N", no t-test.
+    pub exact: bool,
+    /// The figures are host time under emulation ([`Clock::emulated`]): a
+    /// difference between them is not a difference in cycles.
+    pub host_time: bool,
+}
+
+impl Reading {
+    /// For figures read with `clock` (`None`: a clock this tool does not
+    /// know) on a guest that ran under TCG (`tcg`).
+    pub fn of(clock: Option<Clock>, tcg: bool) -> Reading {
+        Reading {
+            exact: clock.is_some_and(Clock::exact),
+            host_time: clock.is_some_and(|c| c.emulated(tcg)),
+        }
+    }
+}
+
+/// What a comparison found for one set against the first.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Exact counts, equal.
+    Identical,
+    /// Exact counts, `delta` apart (`percent` of the first set's).
+    Exact { delta: f64, percent: f64 },
+    /// A difference proven by Student's t at the comparison's level.
+    Proven(ministat::Comparison),
+    /// No difference proven at the comparison's level.
+    NotProven(ministat::Comparison),
+    /// Fewer than 3 values in a set: no statistics; `delta` between medians.
+    TooFew { delta: f64 },
+    /// The set has no value for the metric.
+    Absent,
+}
+
+impl Verdict {
+    /// The metric changed (or may have: too few values to tell, and the
+    /// medians differ; or it is measured on one side only).
+    pub fn changed(&self) -> bool {
+        match self {
+            Verdict::Identical | Verdict::NotProven(_) => false,
+            Verdict::Exact { .. } | Verdict::Proven(_) | Verdict::Absent => true,
+            Verdict::TooFew { delta } => *delta != 0.0,
+        }
+    }
+
+    /// The verdict in words, with its unit and which way is better; under
+    /// host time it says the difference is not one in cycles.
+    pub fn sentence(&self, info: &MetricInfo, reading: Reading) -> String {
+        let unit = &info.unit;
+        let better = |d: f64| {
+            if (d > 0.0) == info.measure.higher_is_better() {
+                "better"
+            } else {
+                "worse"
+            }
+        };
+        let caveat = if reading.host_time {
+            format!(" ({unit} are host time under emulation: not a cycle difference)")
+        } else {
+            String::new()
+        };
+        match self {
+            Verdict::Identical => "identical".into(),
+            Verdict::Exact { delta, percent } => format!(
+                "differs by exactly {} {unit} ({percent:+.2}%, {})",
+                fmt_num(*delta),
+                better(*delta)
+            ),
+            Verdict::Proven(c) => format!(
+                "differs by {} +/- {} {unit} ({:+.1}% +/- {:.1}%) at {}% confidence, {}{caveat}",
+                fmt_signed(c.difference),
+                fmt_num(c.interval),
+                c.percent,
+                c.percent_interval,
+                c.confidence,
+                better(c.difference)
+            ),
+            Verdict::NotProven(c) => {
+                format!(
+                    "no difference proven at {}% confidence{caveat}",
+                    c.confidence
+                )
+            }
+            Verdict::TooFew { delta } => format!(
+                "medians {} {unit} apart; fewer than 3 values, so nothing proven{caveat}",
+                fmt_signed(*delta)
+            ),
+            Verdict::Absent => "measured on one side only".into(),
+        }
+    }
+}
+
+fn fmt_signed(v: f64) -> String {
+    if v > 0.0 {
+        format!("+{}", fmt_num(v))
+    } else {
+        fmt_num(v)
+    }
+}
+
+/// One metric compared across sets.
+#[derive(Clone, Debug)]
+pub struct Compared {
+    pub metric: String,
+    pub info: MetricInfo,
+    pub reading: Reading,
+    /// Each set's name and values, the first the one compared against.
+    pub sets: Vec<(String, Vec<f64>)>,
+    /// One per set after the first.
+    pub verdicts: Vec<(String, Verdict)>,
+    /// The comparison as `bench` prints it.
+    pub text: String,
+}
+
+impl Compared {
+    pub fn changed(&self) -> bool {
+        self.verdicts.iter().any(|(_, v)| v.changed())
+    }
+
+    /// One line per later set: `verdict b: ...`.
+    pub fn verdict_lines(&self) -> String {
+        self.verdicts
+            .iter()
+            .map(|(n, v)| format!("  verdict {n}: {}\n", v.sentence(&self.info, self.reading)))
+            .collect()
+    }
+}
+
+/// The comparison of one metric across sets. Under an exact clock every
 /// boot gives the same count, so there is no distribution to test: it says
-/// "identical" or "differs by exactly N instructions".
+/// "identical" or "differs by exactly N instructions". Otherwise ministat's
+/// text, and each later set's verdict in words.
 pub fn compare_metric(
     metric: &str,
     sets: &[(String, Vec<f64>)],
-    exact: bool,
+    reading: Reading,
     info: &MetricInfo,
     opts: &RenderOptions,
-) -> String {
-    let unit = &info.unit;
+) -> Compared {
     let mut s = format!(
         "== {metric} ({}{})\n",
         info.describe(),
@@ -40,36 +174,69 @@ pub fn compare_metric(
             ""
         }
     );
+    let mut out = Compared {
+        metric: metric.to_string(),
+        info: info.clone(),
+        reading,
+        sets: sets.to_vec(),
+        verdicts: Vec::new(),
+        text: String::new(),
+    };
     let constant = |v: &[f64]| v.windows(2).all(|w| w[0] == w[1]);
-    if exact && sets.iter().all(|(_, v)| !v.is_empty() && constant(v)) {
+    if reading.exact && sets.iter().all(|(_, v)| !v.is_empty() && constant(v)) {
         let base = sets[0].1[0];
-        for (name, v) in sets {
+        for (i, (name, v)) in sets.iter().enumerate() {
             let d = v[0] - base;
-            let what = if name == &sets[0].0 {
-                "baseline".to_string()
-            } else if d == 0.0 {
-                "identical".to_string()
+            let verdict = if d == 0.0 {
+                Verdict::Identical
             } else {
-                let better = (d > 0.0) == info.measure.higher_is_better();
-                format!(
-                    "differs by exactly {} {unit} ({:+.2}%, {})",
-                    fmt_num(d),
-                    100.0 * d / base,
-                    if better { "better" } else { "worse" }
-                )
+                Verdict::Exact {
+                    delta: d,
+                    percent: 100.0 * d / base,
+                }
             };
+            let what = if i == 0 {
+                "baseline".to_string()
+            } else {
+                verdict.sentence(info, reading)
+            };
+            if i > 0 {
+                out.verdicts.push((name.clone(), verdict));
+            }
             s += &format!("  {name:<18} {:>10}  {what}\n", fmt_num(v[0]));
         }
-        return s;
+        out.text = s;
+        return out;
     }
     if sets.iter().any(|(_, v)| v.len() < 3) {
         s += "  (fewer than 3 values in a set: no statistics; use more boots)\n";
         for (name, v) in sets {
             s += &format!("  {name:<12} {:?}\n", v);
         }
-        return s;
+        let base = median(&sets[0].1);
+        for (name, v) in &sets[1..] {
+            out.verdicts.push((
+                name.clone(),
+                Verdict::TooFew {
+                    delta: median(v) - base,
+                },
+            ));
+        }
+    } else {
+        s += &ministat::render(sets, opts);
+        for (name, v) in &sets[1..] {
+            let c = ministat::compare(&sets[0].1, v, opts.confidence, opts.formula);
+            let verdict = if c.proven {
+                Verdict::Proven(c)
+            } else {
+                Verdict::NotProven(c)
+            };
+            out.verdicts.push((name.clone(), verdict));
+        }
     }
-    s + &ministat::render(sets, opts)
+    s += &out.verdict_lines();
+    out.text = s;
+    out
 }
 
 pub fn fmt_num(v: f64) -> String {
@@ -143,7 +310,8 @@ pub fn one_layout_each(t: &Table) -> bool {
         })
 }
 
-/// Which metrics to show: the asked ones, or those whose values differ.
+/// Which metrics to show: the asked ones, or those whose values differ,
+/// and those some sets lack (a metric on one side only is a difference too).
 pub fn chosen_metrics(table: &Table, asked: &[String]) -> Result<Vec<String>> {
     let all: Vec<String> = table
         .values()
@@ -163,7 +331,8 @@ pub fn chosen_metrics(table: &Table, asked: &[String]) -> Result<Vec<String>> {
         .into_iter()
         .filter(|m| {
             let vals: Vec<&Vec<f64>> = table.values().filter_map(|v| v.get(m)).collect();
-            vals.len() > 1 && vals.iter().any(|v| *v != vals[0])
+            vals.len() < table.len()
+                || vals.len() > 1 && vals.iter().any(|v| *v != vals[0])
                 || vals.iter().any(|v| v.windows(2).any(|w| w[0] != w[1]))
         })
         .collect())
@@ -180,6 +349,17 @@ pub fn median(v: &[f64]) -> f64 {
     }
 }
 
+/// The sets of `order` that measured `metric`, when not all did: what
+/// "only in a" names.
+pub fn only_in(table: &Table, order: &[String], metric: &str) -> Option<Vec<String>> {
+    let have: Vec<String> = order
+        .iter()
+        .filter(|n| table.get(*n).is_some_and(|t| t.contains_key(metric)))
+        .cloned()
+        .collect();
+    (have.len() < order.len()).then_some(have)
+}
+
 /// `run --compare a,b`: the per-batch values of one call through each
 /// mechanism, compared like separate runs.
 pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Result<String> {
@@ -187,7 +367,10 @@ pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Res
     for m in mechs.split(',') {
         let name = format!("{m}.{call}");
         let b = r.bench(&name).with_context(|| {
-            format!("no benchmark {name} in this boot (mechanisms: int80, sysenter, callgate, syscall; calls: floor, null, getpid, geteuid, write1)")
+            format!(
+                "no benchmark {name} in this boot (mechanisms: int80, sysenter, callgate, syscall; calls: {})",
+                abi::report::names::CALLS.join(", ")
+            )
         })?;
         let per_call: Vec<f64> = crate::model::cycle_samples(b).unwrap_or_else(|| {
             b.samples
@@ -208,13 +391,7 @@ pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Res
         unit: crate::model::unit(r).unwrap_or_else(|| r.unit.clone()),
         measure: abi::report::Measure::PerOp,
     };
-    Ok(compare_metric(
-        call,
-        &sets,
-        r.clock().is_some_and(Clock::exact),
-        &info,
-        &opts,
-    ))
+    Ok(compare_metric(call, &sets, Reading::of(r.clock(), r.tcg()), &info, &opts).text)
 }
 
 #[cfg(test)]
@@ -232,7 +409,13 @@ mod tests {
             unit: "instructions".into(),
             measure: abi::report::Measure::PerOp,
         };
-        let s = compare_metric("int80.null", &sets, true, &info, &RenderOptions::default());
+        let exact = Reading {
+            exact: true,
+            host_time: false,
+        };
+        let c = compare_metric("int80.null", &sets, exact, &info, &RenderOptions::default());
+        assert!(c.changed());
+        let s = c.text;
         assert!(
             s.contains("differs by exactly 22 instructions (+91.67%, worse)"),
             "{s}"
@@ -250,8 +433,18 @@ mod tests {
             unit: "cycles".into(),
             measure: abi::report::Measure::PerOp,
         };
-        let s = compare_metric("x", &sets, false, &info, &RenderOptions::default());
+        let c = compare_metric(
+            "x",
+            &sets,
+            Reading::default(),
+            &info,
+            &RenderOptions::default(),
+        );
+        assert!(c.changed());
+        let s = c.text;
         assert!(s.contains("Difference at 95.0% confidence"), "{s}");
+        assert!(s.contains("verdict b: differs by +9.25"), "{s}");
+        assert!(!s.contains("host time"), "{s}");
     }
 
     #[test]
@@ -274,6 +467,58 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no metric"));
+    }
+
+    #[test]
+    fn a_metric_on_one_side_only_is_shown() {
+        // `--variant all="" --variant nosysenter="entry=int80,callgate"`.
+        let mut t: Table = BTreeMap::new();
+        for (v, mechs) in [
+            ("all", &["int80", "sysenter", "callgate"][..]),
+            ("nosysenter", &["int80", "callgate"][..]),
+        ] {
+            for m in mechs {
+                t.entry(v.into())
+                    .or_default()
+                    .insert(format!("{m}.null"), vec![24.0; 3]);
+            }
+        }
+        assert!(!one_mechanism_each(&t));
+        assert_eq!(chosen_metrics(&t, &[]).unwrap(), ["sysenter.null"]);
+        let order = ["all".to_string(), "nosysenter".to_string()];
+        assert_eq!(
+            only_in(&t, &order, "sysenter.null").unwrap(),
+            ["all".to_string()]
+        );
+        assert_eq!(only_in(&t, &order, "int80.null"), None);
+    }
+
+    #[test]
+    fn host_time_under_emulation_is_said_in_the_verdict() {
+        // A patch that adds instructions, timed with tsc under TCG, came out
+        // faster: the verdict itself must say what such a figure is.
+        let sets = vec![
+            ("a".to_string(), vec![100.0, 101.0, 99.0, 100.5, 100.2]),
+            ("b".to_string(), vec![77.0, 76.0, 78.0, 76.5, 77.2]),
+        ];
+        let info = MetricInfo {
+            unit: Clock::Tsc.unit(true).into(),
+            measure: abi::report::Measure::PerOp,
+        };
+        let tcg = Reading::of(Some(Clock::Tsc), true);
+        assert!(tcg.host_time && !tcg.exact);
+        let c = compare_metric("null", &sets, tcg, &info, &RenderOptions::default());
+        let line = c.verdict_lines();
+        assert!(
+            line.contains("verdict b: differs by -")
+                && line.contains("TCG ticks are host time under emulation: not a cycle difference"),
+            "{line}"
+        );
+        // The same figures from KVM are cycles.
+        let kvm = Reading::of(Some(Clock::Tsc), false);
+        let c = compare_metric("null", &sets, kvm, &info, &RenderOptions::default());
+        assert!(!c.verdict_lines().contains("host time"));
+        assert!(!Reading::of(Some(Clock::Icount), true).host_time);
     }
 
     #[test]
@@ -340,7 +585,8 @@ mod tests {
             ("a".to_string(), vec![100.0; 3]),
             ("b".to_string(), vec![150.0; 3]),
         ];
-        let s = compare_metric("ebizzy", &sets, true, &info, &RenderOptions::default());
+        let exact = Reading::of(Some(Clock::Icount), true);
+        let s = compare_metric("ebizzy", &sets, exact, &info, &RenderOptions::default()).text;
         assert!(
             s.contains("records/s, a throughput: higher is better"),
             "{s}"

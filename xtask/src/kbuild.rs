@@ -76,6 +76,7 @@ pub fn build_in(
     if let Some(t) = target_dir {
         cmd.env("CARGO_TARGET_DIR", t);
     }
+    cmd.env("TESTBED_REV", revision(dir));
     if quiet {
         cmd.arg("--quiet");
     }
@@ -101,6 +102,45 @@ pub fn build_in(
     }
     Ok(a)
 }
+
+/// The revision of the tree at `dir` as the kernel reports it: `git
+/// describe`, and for a tree with uncommitted changes `-dirty.` and the
+/// first 12 hex digits of the hash git gives the diff against HEAD (so two
+/// different edits of one commit are told apart). `unknown` outside git.
+pub fn revision(dir: &Path) -> String {
+    let git = |args: &[&str], input: Option<&[u8]>| -> Option<String> {
+        use std::io::Write as _;
+        let mut child = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let mut stdin = child.stdin.take()?;
+        if let Some(i) = input {
+            stdin.write_all(i).ok()?;
+        }
+        drop(stdin);
+        let o = child.wait_with_output().ok()?;
+        o.status
+            .success()
+            .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let Some(describe) = git(&["describe", "--always", "--dirty", "--abbrev=12"], None) else {
+        return "unknown".into();
+    };
+    if !describe.ends_with("-dirty") {
+        return describe;
+    }
+    let diff = git(&["diff", "HEAD", "--binary"], None).unwrap_or_default();
+    let hash = git(&["hash-object", "--stdin"], Some(diff.as_bytes())).unwrap_or_default();
+    format!("{describe}.{}", &hash[..hash.len().min(DIFF_HASH_DIGITS)])
+}
+
+/// Hex digits of the diff's hash a dirty revision carries.
+const DIFF_HASH_DIGITS: usize = 12;
 
 /// Builds, then copies the kernel and the programs to `dest`, so builds with
 /// other features or revisions (which cargo writes to the same place) do not
@@ -130,4 +170,43 @@ pub fn build_into(
 
 pub fn build(quiet: bool) -> Result<Artifacts> {
     build_in(&root(), &[], quiet, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_uncommitted_edit_is_a_dirty_revision_with_its_hash() {
+        let dir = std::env::temp_dir().join(format!("testbed-rev-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let git = |args: &[&str]| {
+            let ok = Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .unwrap()
+                .status
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::write(dir.join("f"), "nop\n").unwrap();
+        git(&["add", "f"]);
+        git(&["commit", "-q", "-m", "one"]);
+        let clean = revision(&dir);
+        assert!(!clean.contains("dirty") && clean.len() == 12, "{clean}");
+        std::fs::write(dir.join("f"), "nop\nnop\n").unwrap();
+        let one = revision(&dir);
+        std::fs::write(dir.join("f"), "nop\nnop\nnop\n").unwrap();
+        let two = revision(&dir);
+        assert!(one.starts_with(&format!("{clean}-dirty.")), "{one}");
+        assert_eq!(one.len(), clean.len() + "-dirty.".len() + DIFF_HASH_DIGITS);
+        assert_ne!(one, two, "two edits of one commit must differ");
+        let (dirty, diff) = crate::results::dirty_of_rev(&one);
+        assert!(dirty && diff.len() == DIFF_HASH_DIGITS);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

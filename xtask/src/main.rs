@@ -5,6 +5,7 @@
 
 mod cmd;
 mod compare;
+mod export;
 mod iso;
 mod kbuild;
 mod machine;

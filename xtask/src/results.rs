@@ -26,11 +26,19 @@ pub struct Results {
     pub timestamp: String,
     /// Where the figures come from: "qemu", "bochs" or "import".
     pub source: String,
-    /// The machine that ran the emulator (its host name), or "hardware" for an import.
+    /// The machine that ran the emulator (its host name); for an import,
+    /// what the log's CPU record shows ("hardware", "QEMU TCG guest", ...).
     #[serde(default)]
     pub host: String,
     /// The kernel's build (git describe) and command line.
     pub rev: String,
+    /// The build had uncommitted changes (`rev` ends in `-dirty.<diff>`).
+    #[serde(default)]
+    pub dirty: bool,
+    /// The hash of those changes (`git diff HEAD`, as git hashes a blob);
+    /// empty for a clean build.
+    #[serde(default)]
+    pub diff: String,
     pub cmdline: String,
     pub protocol: String,
     pub accel: String,
@@ -45,6 +53,10 @@ pub struct Results {
     pub macros: Vec<Macro>,
     /// The clock record's other fields (fence, overheads, interrupts, perf).
     pub timing: BTreeMap<String, String>,
+    /// The kernel's warnings about its command line (`warn` records), as
+    /// sentences.
+    #[serde(default)]
+    pub warnings: Vec<String>,
     /// `--clock model`: the profile the model plugin ran, whether its
     /// `virt` costs were on, and the profile's parameters as it used them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,6 +143,9 @@ pub struct Macro {
 
 pub const JSON_SCHEMA: u32 = 1;
 
+/// The `source` of figures read from a captured serial log.
+pub const IMPORT_SOURCE: &str = "import";
+
 /// `Measure` in JSON as its record key (`per_op`, `throughput`).
 mod measure_key {
     use abi::report::Measure;
@@ -189,6 +204,50 @@ fn num<T: std::str::FromStr>(r: &Record, k: &str) -> Result<T> {
     })
 }
 
+/// A figure: a finite number. `NaN` and `inf` parse as floats, but no
+/// measurement is one, and JSON cannot hold them.
+fn real(r: &Record, k: &str) -> Result<f64> {
+    let x: f64 = num(r, k)?;
+    if !x.is_finite() {
+        bail!(
+            "line {}: {} record: {k}={:?} is not a finite number",
+            r.line,
+            r.kind,
+            field(r, k)?
+        );
+    }
+    Ok(x)
+}
+
+/// An optional counter figure (`instructions`, `cycles`): `n/a` where the
+/// CPU has no counters; anything else must be a finite number.
+fn optional_real(r: &Record, k: &str) -> Result<Option<f64>> {
+    match r.get(k) {
+        None | Some("n/a") => Ok(None),
+        Some(_) => real(r, k).map(Some),
+    }
+}
+
+/// What a hypervisor signature in the CPU record says about where an
+/// imported log ran (`none`: no hypervisor bit, a real machine).
+pub fn host_of_signature(sig: Option<&str>) -> String {
+    match sig.map(str::trim) {
+        None | Some("") | Some("none") => "hardware".into(),
+        Some("TCGTCGTCGTCG") => "QEMU TCG guest".into(),
+        Some("KVMKVMKVM") => "KVM guest".into(),
+        Some(s) => format!("{s} guest"),
+    }
+}
+
+/// The dirty flag and diff hash a kernel revision carries
+/// (`<describe>-dirty.<hash>`; the kernel build writes it so).
+pub fn dirty_of_rev(rev: &str) -> (bool, String) {
+    match rev.split_once("-dirty") {
+        Some((_, tail)) => (true, tail.trim_start_matches('.').to_string()),
+        None => (false, String::new()),
+    }
+}
+
 impl Results {
     /// Gathers the records of one boot. Fails, naming the line, on a
     /// malformed record, a benchmark without its samples, or a sample count
@@ -204,20 +263,19 @@ impl Results {
             label: label.to_string(),
             timestamp: utc_timestamp(SystemTime::now()),
             source: source.to_string(),
-            host: if source != "import" {
-                std::fs::read_to_string("/proc/sys/kernel/hostname")
-                    .map(|h| h.trim().to_string())
-                    .unwrap_or_else(|_| "localhost".into())
-            } else {
-                "hardware".into()
-            },
+            // An import's host is named from its CPU record, below.
+            host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "localhost".into()),
             ..Results::default()
         };
         let mut samples: BTreeMap<String, (u64, Vec<u64>, usize)> = BTreeMap::new();
+        let mut ended: Option<(String, usize)> = None;
         for rec in records {
             match rec.kind.as_str() {
                 kind::BOOT => {
                     r.rev = field(rec, "rev")?.into();
+                    (r.dirty, r.diff) = dirty_of_rev(&r.rev);
                     r.cmdline = field(rec, "cmdline")?.into();
                     r.protocol = field(rec, "protocol")?.into();
                     for w in r.cmdline.split_whitespace() {
@@ -234,6 +292,8 @@ impl Results {
                     }
                 }
                 kind::CPU => r.cpu = rec.fields.clone().into_iter().collect(),
+                kind::WARN => r.warnings.push(warning_text(rec)),
+                kind::END => ended = Some((rec.get("status").unwrap_or("").to_string(), rec.line)),
                 kind::MECH => r.mechanisms.push(Mech {
                     name: field(rec, "name")?.into(),
                     status: field(rec, "status")?.into(),
@@ -268,16 +328,16 @@ impl Results {
                     },
                     unit: rec.get("unit").unwrap_or("").into(),
                     n: num(rec, "n")?,
-                    min: num(rec, "min")?,
-                    p25: num(rec, "p25")?,
-                    median: num(rec, "median")?,
-                    mean: num(rec, "mean")?,
-                    p75: num(rec, "p75")?,
-                    max: num(rec, "max")?,
-                    sd: num(rec, "sd")?,
+                    min: real(rec, "min")?,
+                    p25: real(rec, "p25")?,
+                    median: real(rec, "median")?,
+                    mean: real(rec, "mean")?,
+                    p75: real(rec, "p75")?,
+                    max: real(rec, "max")?,
+                    sd: real(rec, "sd")?,
                     outliers: num(rec, "outliers")?,
-                    instructions: rec.get("instructions").and_then(|v| v.parse().ok()),
-                    cycles: rec.get("cycles").and_then(|v| v.parse().ok()),
+                    instructions: optional_real(rec, "instructions")?,
+                    cycles: optional_real(rec, "cycles")?,
                     batch_size: 0,
                     samples: vec![],
                     model: None,
@@ -301,8 +361,8 @@ impl Results {
                 kind::MACRO => r.macros.push(Macro {
                     mech: field(rec, "mech")?.into(),
                     ops: num(rec, "ops")?,
-                    ticks_per_op: num(rec, "ticks_per_op")?,
-                    ops_per_s: num(rec, "ops_per_s")?,
+                    ticks_per_op: real(rec, "ticks_per_op")?,
+                    ops_per_s: real(rec, "ops_per_s")?,
                     syscalls_per_op: num(rec, "syscalls_per_op")?,
                 }),
                 _ => {}
@@ -310,6 +370,9 @@ impl Results {
         }
         if r.accel.is_empty() {
             r.accel = "hw".into();
+        }
+        if source == IMPORT_SOURCE {
+            r.host = host_of_signature(r.cpu.get("hypervisor").map(String::as_str));
         }
         r.unit = match r.clock() {
             Some(Clock::Tsc) if r.bochs() => abi::syscall::tsc_unit(abi::syscall::EMULATOR_BOCHS),
@@ -341,7 +404,45 @@ impl Results {
         if let Some(name) = samples.keys().next() {
             bail!("samples for {name} without a bench record (a truncated log?)");
         }
+        match ended {
+            None => bail!(
+                "the log ends before the kernel's end record (cut short?); missing: {}",
+                r.missing().join(", ")
+            ),
+            Some((status, line)) if status != "success" => {
+                bail!("line {line}: the kernel ended with status={status:?}, not success")
+            }
+            Some(_) => {}
+        }
         Ok(r)
+    }
+
+    /// What a cut log lacks, for the error that says so: the end record,
+    /// every usable mechanism the benchmark program had not measured yet,
+    /// and its macro mix.
+    fn missing(&self) -> Vec<String> {
+        let mut m = vec!["the end record".to_string()];
+        let words: Vec<&str> = self.cmdline.split_whitespace().collect();
+        let bench_prog = !words
+            .iter()
+            .any(|w| w.starts_with("mode=") && *w != "mode=run")
+            && words
+                .iter()
+                .rev()
+                .find_map(|w| w.strip_prefix("prog="))
+                .unwrap_or(abi::cmdline::DEFAULT_PROG)
+                == abi::cmdline::DEFAULT_PROG;
+        if bench_prog {
+            for mech in self.mechanisms.iter().filter(|x| x.status == "ok") {
+                if !self.benches.iter().any(|b| b.mech == mech.name) {
+                    m.push(format!("the {} benchmarks", mech.name));
+                }
+            }
+            if self.macros.is_empty() {
+                m.push("the macro mix".into());
+            }
+        }
+        m
     }
 
     /// The clock the kernel reported, if this tool knows it (a CPU without
@@ -467,6 +568,27 @@ impl Results {
                 String::new()
             }
         );
+        // Each column's unit; both ratios are time over time, as in the
+        // macro lines (below 1: faster).
+        let short = if self.unit == "instructions" {
+            "insns"
+        } else {
+            self.unit.as_str()
+        };
+        s += &format!(
+            "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}{}\n",
+            "",
+            "",
+            short,
+            short,
+            "time ratio",
+            "time ratio",
+            if self.model_profile.is_some() {
+                format!(" {:>10}", "cycles")
+            } else {
+                String::new()
+            }
+        );
         for m in abi::Mechanism::ALL {
             if let Some(mech) = self.mechanisms.iter().find(|x| x.name == m.key()) {
                 if mech.status != "ok" {
@@ -519,11 +641,11 @@ impl Results {
             .macros
             .iter()
             .find(|m| m.mech == "int80")
-            .map(|m| m.ops_per_s);
+            .map(|m| m.ticks_per_op);
         for m in &self.macros {
             let vs = base
                 .filter(|b| *b > 0.0)
-                .map(|b| format!("  {:.2}x int 0x80", m.ops_per_s / b))
+                .map(|b| format!("  {:.2} vs int 0x80", m.ticks_per_op / b))
                 .unwrap_or_default();
             s += &format!(
                 "macro mix  {:<9} {:>12.0} ops/s{}  {:>9.1} {}/op{}\n",
@@ -583,20 +705,42 @@ impl Results {
         Ok(serde_json::to_string_pretty(self)? + "\n")
     }
 
-    /// Reads a results file, with a clear error for a truncated or foreign one.
-    pub fn load(path: &Path) -> Result<Results> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let r: Results = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a results file (truncated?)", path.display()))?;
+    /// A results file's text; the error says whether it is cut short, is
+    /// another of xtask's files, or what field is wrong.
+    pub fn parse(text: &str) -> Result<Results> {
+        if let Some(kind) = other_kind(text) {
+            bail!("it is {kind}, not a run's results");
+        }
+        let r: Results = serde_json::from_str(text).map_err(|e| {
+            if e.is_eof() {
+                anyhow!("it ends early, at line {} (truncated?)", e.line())
+            } else {
+                anyhow!("{e}")
+            }
+        })?;
         if r.schema != JSON_SCHEMA {
             bail!(
-                "{}: results schema {} (this xtask reads {JSON_SCHEMA})",
-                path.display(),
+                "results schema {} (this xtask reads {JSON_SCHEMA})",
                 r.schema
             );
         }
         Ok(r)
+    }
+
+    /// Rows of `table` compare like with like only: the same clock, the
+    /// same accelerator or emulator, the same source of figures, and for a
+    /// model run the same profile. This is what must be equal.
+    pub fn like(&self) -> String {
+        format!(
+            "clock={} accel={} source={}{}",
+            self.clock,
+            self.accel,
+            self.source,
+            match &self.model_profile {
+                Some(p) => format!(" ({})", crate::model::label(p, self.model_virt)),
+                None => String::new(),
+            }
+        )
     }
 
     /// The fields that identify a run, for comparing boots: everything but
@@ -609,7 +753,32 @@ impl Results {
     }
 }
 
-fn sanitize(label: &str) -> String {
+/// What a JSON file that is not a run's results is, when it is another of
+/// xtask's files: a `bench` export or a `bench` baseline.
+pub fn other_kind(text: &str) -> Option<&'static str> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let o = v.as_object()?;
+    if o.get("kind").and_then(|k| k.as_str()) == Some(crate::export::BENCH_KIND)
+        || o.contains_key("variants") && o.contains_key("values")
+    {
+        Some("a bench export")
+    } else if o.contains_key("metrics") && o.contains_key("label") && !o.contains_key("schema") {
+        Some("a bench baseline")
+    } else {
+        None
+    }
+}
+
+/// A `warn` record as the sentence the kernel printed beside it.
+fn warning_text(rec: &Record) -> String {
+    let key = rec.get("key").unwrap_or("?");
+    match rec.get("value") {
+        Some(v) => format!("{key}={v}: {}", rec.get("text").unwrap_or("warning")),
+        None => format!("{key}: {}", rec.get("text").unwrap_or("warning")),
+    }
+}
+
+pub fn sanitize(label: &str) -> String {
     label
         .chars()
         .map(|c| {
@@ -687,6 +856,13 @@ i386 testbed kernel abc
         );
         assert!(t.contains("syscall    unavailable: not AMD"));
         assert!(t.contains("macro mix  int 0x80"));
+        // Units named per column; "vs int 0x80" is time over time in the
+        // micro table and in the macro lines alike.
+        assert!(
+            t.contains("insns      insns  time ratio   time ratio"),
+            "{t}"
+        );
+        assert!(t.contains("1.00 vs int 0x80"), "{t}");
     }
 
     #[test]
@@ -833,6 +1009,101 @@ i386 testbed kernel abc
     }
 
     #[test]
+    fn non_finite_figures_are_refused() {
+        for bad in ["NaN", "nan", "inf", "-inf", "infinity"] {
+            let log = LOG.replace("median=24.0000", &format!("median={bad}"));
+            let e = Results::from_log(&log, "x", "qemu")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("line 9: bench record: median=") && e.contains("not a finite number"),
+                "{bad}: {e}"
+            );
+        }
+        let log = LOG.replace("ticks_per_op=1700.0", "ticks_per_op=inf");
+        let e = Results::from_log(&log, "x", "import").unwrap_err();
+        assert!(e.to_string().starts_with("line 11: macro record"), "{e}");
+        let log = LOCKS_LOG.replace("instructions=n/a", "instructions=NaN");
+        assert!(Results::from_log(&log, "x", "qemu").is_err());
+    }
+
+    #[test]
+    fn a_cut_log_says_what_is_missing() {
+        let log = LOG.replace("@@tb1 end status=success\n", "");
+        let e = Results::from_log(&log, "x", "import")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("before the kernel's end record"), "{e}");
+        // int80 was measured; no macro mix came. The call gate reported ok
+        // but never got to its benchmarks.
+        let log = log.replace(
+            "@@tb1 macro mech=int80 ops=16 batches=2 ticks_per_op=1700.0 ops_per_s=588235.3 syscalls_per_op=4\n",
+            "@@tb1 mech name=callgate status=ok reason=%00\n",
+        );
+        let e = Results::from_log(&log, "x", "import")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("missing: the end record, the callgate benchmarks, the macro mix"),
+            "{e}"
+        );
+        let log = LOG.replace("end status=success", "end status=failure");
+        let e = Results::from_log(&log, "x", "import").unwrap_err();
+        assert!(e.to_string().contains("status=\"failure\""), "{e}");
+    }
+
+    #[test]
+    fn an_import_names_its_host_from_the_log() {
+        let r = Results::from_log(LOG, "x", "import").unwrap();
+        assert_eq!(r.host, "hardware");
+        let tcg = LOG.replace("stepping=3", "stepping=3 hypervisor=TCGTCGTCGTCG");
+        assert_eq!(
+            Results::from_log(&tcg, "x", "import").unwrap().host,
+            "QEMU TCG guest"
+        );
+        let kvm = LOG.replace("stepping=3", "stepping=3 hypervisor=KVMKVMKVM");
+        assert_eq!(
+            Results::from_log(&kvm, "x", "import").unwrap().host,
+            "KVM guest"
+        );
+        let none = LOG.replace("stepping=3", "stepping=3 hypervisor=none");
+        assert_eq!(
+            Results::from_log(&none, "x", "import").unwrap().host,
+            "hardware"
+        );
+    }
+
+    #[test]
+    fn a_dirty_build_is_flagged() {
+        let r = Results::from_log(LOG, "x", "qemu").unwrap();
+        assert!(!r.dirty && r.diff.is_empty());
+        let log = LOG.replace("rev=abc", "rev=abc-dirty.0123456789ab");
+        let r = Results::from_log(&log, "x", "qemu").unwrap();
+        assert!(r.dirty);
+        assert_eq!(r.diff, "0123456789ab");
+        assert!(r.to_json().unwrap().contains("\"dirty\": true"));
+    }
+
+    #[test]
+    fn command_line_warnings_are_kept() {
+        let log = LOG.replace(
+            "@@tb1 cpu ",
+            "@@tb1 warn text=bad%20value key=entry value=sysentr\n@@tb1 warn text=unknown%20key key=colour\n@@tb1 cpu ",
+        );
+        let r = Results::from_log(&log, "x", "qemu").unwrap();
+        assert_eq!(
+            r.warnings,
+            ["entry=sysentr: bad value", "colour: unknown key"]
+        );
+    }
+
+    /// As `table` reads a file.
+    fn load(path: &Path) -> Result<Results> {
+        let text = std::fs::read_to_string(path)?;
+        Results::parse(&text).with_context(|| format!("{} is not a results file", path.display()))
+    }
+
+    #[test]
     fn json_round_trip_and_truncated_file() {
         let r = Results::from_log(LOG, "a b/c", "qemu").unwrap();
         let dir = std::env::temp_dir().join(format!("testbed-results-{}", std::process::id()));
@@ -843,11 +1114,33 @@ i386 testbed kernel abc
             .to_str()
             .unwrap()
             .ends_with("-a_b_c.json"));
-        assert_eq!(Results::load(&p).unwrap(), r);
+        assert_eq!(load(&p).unwrap(), r);
         let text = std::fs::read_to_string(&p).unwrap();
         std::fs::write(&p, &text[..text.len() / 2]).unwrap();
-        let e = format!("{:#}", Results::load(&p).unwrap_err());
-        assert!(e.contains("not a results file (truncated?)"), "{e}");
+        let e = format!("{:#}", load(&p).unwrap_err());
+        assert!(
+            e.contains("is not a results file: it ends early") && e.contains("(truncated?)"),
+            "{e}"
+        );
+        // A figure JSON cannot hold (an older xtask wrote NaN as null).
+        std::fs::write(&p, text.replacen("\"median\": 4.0", "\"median\": null", 1)).unwrap();
+        let e = format!("{:#}", load(&p).unwrap_err());
+        assert!(
+            e.contains("invalid type: null") && !e.contains("truncated"),
+            "{e}"
+        );
+        // Another of xtask's files is named for what it is.
+        std::fs::write(&p, r#"{"schema":1,"kind":"bench","values":{}}"#).unwrap();
+        let e = format!("{:#}", load(&p).unwrap_err());
+        assert!(
+            e.contains("it is a bench export, not a run's results"),
+            "{e}"
+        );
+        std::fs::write(&p, r#"{"label":"x","provenance":null,"metrics":{}}"#).unwrap();
+        assert_eq!(
+            other_kind(&std::fs::read_to_string(&p).unwrap()),
+            Some("a bench baseline")
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 

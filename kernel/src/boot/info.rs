@@ -83,9 +83,10 @@ pub trait PhysMem<'a> {
     /// `len` bytes at physical address `addr`, or `None` outside memory.
     fn bytes(&self, addr: u32, len: u32) -> Option<&'a [u8]>;
 
-    /// A NUL-terminated string at `addr` (at most 4 KiB), as UTF-8.
+    /// A NUL-terminated string at `addr` (at most `abi::cmdline::MAX_LEN`
+    /// bytes before the NUL), as UTF-8.
     fn c_str(&self, addr: u32) -> Option<&'a str> {
-        for len in 0..4096 {
+        for len in 0..=abi::cmdline::MAX_LEN as u32 {
             if self.bytes(addr + len, 1)?[0] == 0 {
                 return core::str::from_utf8(self.bytes(addr, len)?).ok();
             }

@@ -486,11 +486,10 @@ fn benches() -> i32 {
         }
     );
     println!("locks: TCG does not model caches, so alignment cannot change TCG figures: icount counts instructions, real KVM or hardware shows the cache effect");
-    println!(
-        "{:<8} {:>12} {:>12} {:>12} {:>12} {:>14}",
-        "align", "uncontended", "contended", "sleep/wake", "lookup", "ebizzy rec/s"
-    );
-    for (align, name) in LAYOUTS {
+    // The table is printed once every layout is measured: the kernel's
+    // `pools:` line for each layout comes when it is set, not amid the rows.
+    let mut rows: [Option<(&str, [f64; 5])>; LAYOUTS.len()] = [None; LAYOUTS.len()];
+    for (row, (align, name)) in rows.iter_mut().zip(LAYOUTS) {
         if !every && info.pool_align != align {
             continue;
         }
@@ -599,14 +598,30 @@ fn benches() -> i32 {
             info.tsc_hz,
         );
         threads::reset_slots();
-        println!(
-            "{:<8} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>14.0}",
-            name, unc, con, rtt, look, per_s
-        );
+        *row = Some((name, [unc, con, rtt, look, per_s]));
         let t = TIMEOUTS.load(SeqCst);
         if t != 0 {
             println!("locks: {t} sleep/wakeup round trips timed out (align {name})");
         }
+    }
+    println!(
+        "{:<8} {:>12} {:>12} {:>12} {:>12} {:>14}",
+        "align", "uncontended", "contended", "sleep/wake", "lookup", "ebizzy rec/s"
+    );
+    let short = if unit == "instructions" {
+        "insns"
+    } else {
+        unit
+    };
+    println!(
+        "{:<8} {:>12} {:>12} {:>12} {:>12} {:>14}",
+        "", short, short, short, short, "records/s"
+    );
+    for (name, [unc, con, rtt, look, per_s]) in rows.into_iter().flatten() {
+        println!(
+            "{:<8} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>14.0}",
+            name, unc, con, rtt, look, per_s
+        );
     }
     0
 }

@@ -1,5 +1,6 @@
-//! `cargo xtask docs`: the command outputs docs/*.md show, regenerated from
-//! the commands themselves (`--check`: fail if any is stale).
+//! `cargo xtask docs`: the command outputs docs/*.md and the README show,
+//! regenerated from the commands themselves (`--check`: fail if any is
+//! stale; `cargo xtask test` checks).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -127,15 +128,23 @@ pub fn docs_dir() -> PathBuf {
     kbuild::root().join("docs")
 }
 
-/// Regenerates (or checks) every docs/*.md; returns the stale blocks.
-pub fn docs_stale(check: bool) -> Result<Vec<String>> {
-    let mut stale = Vec::new();
+/// The files whose output blocks are generated: every docs/*.md, and the
+/// README (its figures are the same commands' output).
+pub fn generated_files() -> Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(docs_dir())
         .context("no docs/ directory")?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "md"))
         .collect();
     files.sort();
+    files.push(kbuild::root().join("README.md"));
+    Ok(files)
+}
+
+/// Regenerates (or checks) every generated file; returns the stale blocks.
+pub fn docs_stale(check: bool) -> Result<Vec<String>> {
+    let mut stale = Vec::new();
+    let files = generated_files()?;
     // Each command runs once even when several chapters show it.
     let mut cache: std::collections::HashMap<String, String> = Default::default();
     for f in files {
@@ -206,6 +215,18 @@ mod docs_tests {
             n,
             "i386 testbed  QEMU <version> TCG  clock=icount\ni386 testbed kernel <rev>\nkeep"
         );
+    }
+
+    #[test]
+    fn the_readme_is_generated_too() {
+        let files = generated_files().unwrap();
+        let readme = kbuild::root().join("README.md");
+        assert!(files.contains(&readme));
+        // Its figures are output blocks, not hand-copied text.
+        let text = std::fs::read_to_string(readme).unwrap();
+        for cmd in ["run --no-save -->", "run --no-save --prog locks -->"] {
+            assert!(text.contains(&format!("{BLOCK_START}{cmd}")), "{cmd}");
+        }
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub fn import(a: ImportArgs) -> Result<i32> {
     let bytes =
         std::fs::read(&a.log).with_context(|| format!("cannot read {}", a.log.display()))?;
     let text = String::from_utf8_lossy(&bytes);
-    let results = results::Results::from_log(&text, &a.label, "import")
+    let results = results::Results::from_log(&text, &a.label, results::IMPORT_SOURCE)
         .with_context(|| format!("{} is not a usable testbed log", a.log.display()))?;
     if results.benches.is_empty() {
         bail!(

@@ -4,7 +4,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 
 use super::BootArgs;
-use crate::machine::{Loader, Machine};
+use crate::machine::{CmdlineCheck, Loader, Machine};
 use crate::{compare, kbuild, model, preflight, results};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -51,30 +51,46 @@ pub struct RunArgs {
     /// Compare mechanisms over this boot's batches, e.g. int80,sysenter.
     #[arg(long, value_name = "MECHS")]
     compare: Option<String>,
-    /// The call --compare looks at: floor, null, getpid, geteuid, write1.
-    #[arg(long, default_value = "null")]
-    call: String,
+    /// The call --compare looks at: floor, null, getpid, geteuid, write1
+    /// (default null).
+    #[arg(long)]
+    call: Option<String>,
     /// Confidence level for --compare, in percent.
     #[arg(long, default_value_t = 95.0)]
     confidence: f64,
 }
 
-/// `--compare` and `--call` name real mechanisms and calls.
+/// `--compare`, `--call` and `--confidence` make sense before any boot:
+/// two or more real mechanisms, a real call, `--call` only with
+/// `--compare`, a level strictly between 0 and 100.
 fn check_compare(a: &RunArgs) -> Result<()> {
-    if let Some(m) = &a.compare {
-        for k in m.split(',') {
-            if abi::Mechanism::from_key(k).is_none() {
-                bail!(
-                    "--compare {m}: {k:?} is not a mechanism (int80, sysenter, callgate, syscall)"
-                );
-            }
+    use abi::report::names::CALLS;
+    let Some(m) = &a.compare else {
+        if a.call.is_some() {
+            bail!("--call chooses the call --compare looks at: give --compare too (e.g. --compare int80,sysenter)");
         }
-        if !["floor", "null", "getpid", "geteuid", "write1"].contains(&a.call.as_str()) {
-            bail!(
-                "--call {}: not one of floor, null, getpid, geteuid, write1",
-                a.call
-            );
+        return Ok(());
+    };
+    let mut seen = Vec::new();
+    for k in m.split(',') {
+        if abi::Mechanism::from_key(k).is_none() {
+            bail!("--compare {m}: {k:?} is not a mechanism (int80, sysenter, callgate, syscall)");
         }
+        if seen.contains(&k) {
+            bail!("--compare {m}: {k} is named twice");
+        }
+        seen.push(k);
+    }
+    if seen.len() < 2 {
+        bail!("--compare {m}: needs at least two mechanisms, e.g. int80,sysenter");
+    }
+    if let Some(call) = &a.call {
+        if !CALLS.contains(&call.as_str()) {
+            bail!("--call {call}: not one of {}", CALLS.join(", "));
+        }
+    }
+    if !(a.confidence > 0.0 && a.confidence < 100.0) {
+        bail!("--confidence must lie strictly between 0 and 100");
     }
     Ok(())
 }
@@ -82,6 +98,25 @@ fn check_compare(a: &RunArgs) -> Result<()> {
 pub fn run(a: RunArgs) -> Result<i32> {
     check_compare(&a)?;
     a.boot.check()?;
+    let check = CmdlineCheck::of(&format!(
+        "{} prog={} {}",
+        a.mode.word(),
+        a.prog,
+        a.boot.append
+    ));
+    if let Some(w) = check.repeat_warning() {
+        eprintln!("{w}");
+    }
+    let results_dir = kbuild::root().join("results");
+    if !a.no_save {
+        // Before the boot: a directory that cannot be made fails first.
+        std::fs::create_dir_all(&results_dir).with_context(|| {
+            format!(
+                "cannot create the results directory {}",
+                results_dir.display()
+            )
+        })?;
+    }
     preflight::ensure(a.boot.need())?;
     let art = kbuild::build(true)?;
     let words = format!("{} prog={}", a.mode.word(), a.prog);
@@ -129,7 +164,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         print!("{}", model::table(&results));
     }
     if !results.benches.is_empty() && !a.no_save {
-        let path = results.save(&kbuild::root().join("results"))?;
+        let path = results.save(&results_dir)?;
         eprintln!("results: {}", path.display());
     }
     if json {
@@ -139,9 +174,44 @@ pub fn run(a: RunArgs) -> Result<i32> {
         println!();
         print!(
             "{}",
-            compare::within_boot(&results, mechs, &a.call, a.confidence)?
+            compare::within_boot(
+                &results,
+                mechs,
+                a.call.as_deref().unwrap_or("null"),
+                a.confidence
+            )?
         );
     }
     eprintln!("run: finished in {:.2} s", log.wall.as_secs_f64());
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> RunArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            r: RunArgs,
+        }
+        let mut v = vec!["x"];
+        v.extend_from_slice(extra);
+        T::try_parse_from(v).unwrap().r
+    }
+
+    #[test]
+    fn compare_mistakes_fail_before_the_boot() {
+        let e = |x: &[&str]| check_compare(&args(x)).unwrap_err().to_string();
+        assert!(e(&["--compare", "int80"]).contains("at least two mechanisms"));
+        assert!(e(&["--compare", "int80,int80"]).contains("named twice"));
+        assert!(e(&["--compare", "int80,sysentr"]).contains("not a mechanism"));
+        assert!(e(&["--compare", "int80,sysenter", "--call", "nul"]).contains("not one of"));
+        assert!(e(&["--call", "getpid"]).contains("give --compare too"));
+        assert!(e(&["--compare", "int80,sysenter", "--confidence", "100"]).contains("--confidence"));
+        assert!(check_compare(&args(&["--compare", "int80,sysenter", "--call", "getpid"])).is_ok());
+        assert!(check_compare(&args(&[])).is_ok());
+    }
 }

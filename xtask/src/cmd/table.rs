@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::compare::{layout_key, layout_of, metrics_of};
-use crate::results::{speedup, MetricInfo, Results};
+use crate::results::{other_kind, speedup, MetricInfo, Results};
 
 #[derive(Args, Debug)]
 pub struct TableArgs {
@@ -94,6 +94,15 @@ pub fn speedup_rows(
                 .map(|(k, v)| (rename(&k), v))
                 .collect()
         };
+        if let Some(r) = rs.iter().find(|r| r.like() != b.like()) {
+            bail!(
+                "{system}: run {:?} ({}) does not compare with base {:?} ({}): rows compare like with like (clock, accelerator, source); give files of one clock",
+                r.label,
+                r.like(),
+                b.label,
+                b.like()
+            );
+        }
         let infos: BTreeMap<String, MetricInfo> = b
             .metric_info()
             .into_iter()
@@ -123,12 +132,33 @@ pub fn speedup_rows(
     Ok(rows)
 }
 
+/// The results files among `files`; bench exports and baselines (which a
+/// `results/*` glob may catch) are skipped with a note.
+pub fn load_results(files: &[PathBuf]) -> Result<Vec<Results>> {
+    let mut out = Vec::new();
+    for p in files {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+        if let Some(kind) = other_kind(&text) {
+            eprintln!(
+                "table: skipping {}: {kind}, not a run's results",
+                p.display()
+            );
+            continue;
+        }
+        out.push(
+            Results::parse(&text)
+                .with_context(|| format!("{} is not a results file", p.display()))?,
+        );
+    }
+    if out.is_empty() {
+        bail!("none of the files is a run's results file (results/<timestamp>-<label>.json)");
+    }
+    Ok(out)
+}
+
 pub fn table(a: TableArgs) -> Result<i32> {
-    let results = a
-        .files
-        .iter()
-        .map(|p| Results::load(p))
-        .collect::<Result<Vec<_>>>()?;
+    let results = load_results(&a.files)?;
     let rows = speedup_rows(&results, a.base.as_deref(), &a.benches)?;
     let head = ["system", "kernel", "benchmark", "speed up"];
     if a.md {
@@ -179,6 +209,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn bench_exports_among_the_files_are_skipped() {
+        let dir = std::env::temp_dir().join(format!("testbed-table-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let export = dir.join("bench.json");
+        std::fs::write(&export, r#"{"schema":1,"kind":"bench","values":{}}"#).unwrap();
+        let run = dir.join("run.json");
+        let r = Results {
+            schema: crate::results::JSON_SCHEMA,
+            label: "a".into(),
+            ..Results::default()
+        };
+        std::fs::write(&run, r.to_json().unwrap()).unwrap();
+        let got = load_results(&[export.clone(), run]).unwrap();
+        assert_eq!(got.len(), 1);
+        assert!(load_results(&[export]).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn speedups() {
         let mk = |label: &str, median: f64| {
             let mut r = Results {
@@ -213,6 +262,26 @@ mod tests {
         .unwrap();
         assert_eq!(rows[0][3], "1.50");
         assert!(speedup_rows(&[mk("only", 1.0)], None, &[]).is_err());
+        // An icount base against a tsc run: refused, not a row.
+        let mut tsc = mk("after", 20.0);
+        tsc.clock = "tsc".into();
+        let mut icount = mk("before", 30.0);
+        icount.clock = "icount".into();
+        let e = speedup_rows(&[icount, tsc], None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("does not compare") && e.contains("clock=tsc"),
+            "{e}"
+        );
+        // Two model runs of one profile compare; the profile is part of
+        // what must be equal.
+        let mut a = mk("a", 1.0);
+        a.model_profile = Some("p6".into());
+        let mut b = a.clone();
+        assert_eq!(a.like(), b.like());
+        b.model_virt = true;
+        assert_ne!(a.like(), b.like());
         let mut b = mk("x", 1.0);
         b.accel = "bochs".into();
         b.cpu

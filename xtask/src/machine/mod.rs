@@ -240,6 +240,77 @@ impl Backend {
             Backend::Bochs(_) => true,
         }
     }
+
+    /// Whether this host can run the backend as decided (KVM asked for on a
+    /// host without it fails here, saying why).
+    fn check_host(&self) -> Result<()> {
+        match self {
+            Backend::Qemu(o) => o.check_host(),
+            // Bochs emulates every instruction: any host runs it.
+            Backend::Bochs(_) => Ok(()),
+        }
+    }
+}
+
+/// The kernel command line fits what the kernel reads: the loader passes
+/// the image's path, a space and the words, and the kernel reads at most
+/// [`abi::cmdline::MAX_LEN`] bytes of it.
+pub fn check_length(cmdline: &str, kernel: &Path) -> Result<()> {
+    let len = kernel.as_os_str().len() + 1 + cmdline.len();
+    if len > abi::cmdline::MAX_LEN {
+        anyhow::bail!(
+            "the kernel command line is too long: {len} bytes with the image's path ({}), the kernel reads at most {}",
+            kernel.display(),
+            abi::cmdline::MAX_LEN
+        );
+    }
+    Ok(())
+}
+
+/// What is wrong with kernel command-line words, found on the host with the
+/// kernel's own parser before any boot: words the kernel would warn about
+/// (`invalid`), and keys given more than once (`repeated`: the last wins).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CmdlineCheck {
+    pub invalid: Vec<String>,
+    pub repeated: Vec<String>,
+}
+
+impl CmdlineCheck {
+    pub fn of(words: &str) -> CmdlineCheck {
+        let mut c = CmdlineCheck::default();
+        abi::cmdline::Options::parse(words, &mut |w| {
+            c.invalid.push(match w {
+                abi::cmdline::Warning::UnknownKey(k) => format!(
+                    "unknown key {k:?} (valid keys: {})",
+                    abi::cmdline::KEYS.join(", ")
+                ),
+                abi::cmdline::Warning::BadValue {
+                    key,
+                    value,
+                    expected,
+                } => format!("{key}={value}: {key} takes {expected}"),
+            })
+        });
+        let mut seen = std::collections::BTreeSet::new();
+        for w in words.split_ascii_whitespace() {
+            let key = w.split_once('=').map_or(w, |(k, _)| k);
+            if !seen.insert(key) && !c.repeated.iter().any(|r| r == key) {
+                c.repeated.push(key.to_string());
+            }
+        }
+        c
+    }
+
+    /// The repeated keys as one warning line, if any.
+    pub fn repeat_warning(&self) -> Option<String> {
+        (!self.repeated.is_empty()).then(|| {
+            format!(
+                "warning: the kernel command line gives {} more than once; the last one counts",
+                self.repeated.join(", ")
+            )
+        })
+    }
 }
 
 /// How the kernel is loaded.
@@ -277,6 +348,7 @@ impl Machine {
     /// of the mode (`mode=run prog=bench`); `scratch`: where a GRUB image goes.
     pub fn build(spec: &Spec, art: &Artifacts, words: &str, scratch: &Path) -> Result<Machine> {
         let backend = Backend::decide(&spec.backend);
+        backend.check_host()?;
         let clock = spec.clock.unwrap_or_else(|| backend.default_clock());
         backend.check_clock(clock)?;
         let model = crate::model::Plugin::for_clock(clock, spec.model.as_ref(), scratch)?;
@@ -289,6 +361,7 @@ impl Machine {
         )
         .trim()
         .to_string();
+        check_length(&cmdline, &art.kernel)?;
         let loader = if spec.grub || backend.grub_only() {
             std::fs::create_dir_all(scratch)?;
             let entry = iso::Entry {
@@ -320,6 +393,14 @@ impl Machine {
         match &self.backend {
             Backend::Qemu(o) => qemu::cpu_model(self.cpu.as_deref(), o.accel),
             Backend::Bochs(_) => bochs::cpu_model(self.cpu.as_deref()),
+        }
+    }
+
+    /// The emulator and its version (`QEMU 7.2.0`).
+    pub fn emulator(&self) -> String {
+        match &self.backend {
+            Backend::Qemu(_) => format!("QEMU {}", qemu::version(self)),
+            Backend::Bochs(_) => format!("Bochs {}", bochs::about().version),
         }
     }
 
@@ -565,6 +646,33 @@ mod tests {
         assert!(m.cmdline.contains("clock=tsc accel=tcg"));
         spec.clock = Some(Clock::Icount);
         assert!(Machine::build(&spec, &art(), "mode=smp", Path::new("/nonexistent")).is_err());
+    }
+
+    #[test]
+    fn command_lines_are_checked_on_the_host() {
+        let c = CmdlineCheck::of("mode=run entry=sysentr colour=red");
+        assert_eq!(c.invalid.len(), 2, "{c:?}");
+        assert!(c.invalid[0].starts_with("entry=sysentr: entry takes a comma list"));
+        assert!(c.invalid[1].starts_with("unknown key \"colour\""));
+        let c = CmdlineCheck::of("mode=test mode=run prog=bench");
+        assert!(c.invalid.is_empty());
+        assert_eq!(c.repeated, ["mode"]);
+        assert!(c.repeat_warning().unwrap().contains("mode more than once"));
+        assert_eq!(
+            CmdlineCheck::of("mode=run entry=int80").repeat_warning(),
+            None
+        );
+        // Too long for the kernel: said so, before any boot.
+        let long = format!("mode=run test={}", "x".repeat(abi::cmdline::MAX_LEN));
+        let e = Machine::build(
+            &tcg(qemu::Threads::Single),
+            &art(),
+            &long,
+            Path::new("/nonexistent"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("command line is too long"), "{e}");
     }
 
     #[test]

@@ -51,25 +51,50 @@ pub fn choose_accel(
     kvm_opens: bool,
     cpuinfo: &str,
 ) -> (Accel, Option<String>) {
+    match choice {
+        AccelChoice::Kvm => (Accel::Kvm, None),
+        AccelChoice::Tcg => (Accel::Tcg, None),
+        AccelChoice::Auto => match kvm_unusable(kvm_opens, cpuinfo) {
+            None => (Accel::Kvm, None),
+            Some(why) => (Accel::Tcg, Some(format!("accel: TCG, because {why}"))),
+        },
+    }
+}
+
+/// Why this host cannot run the guest under KVM, or `None` if it can: what
+/// `auto` falls back on, and what `--accel kvm` fails with.
+pub fn kvm_unusable(kvm_opens: bool, cpuinfo: &str) -> Option<&'static str> {
     let virt = cpuinfo
         .lines()
         .filter(|l| l.starts_with("flags"))
         .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"));
-    match choice {
-        AccelChoice::Kvm => (Accel::Kvm, None),
-        AccelChoice::Tcg => (Accel::Tcg, None),
-        AccelChoice::Auto if kvm_opens && virt => (Accel::Kvm, None),
-        AccelChoice::Auto => {
-            let why = match (kvm_opens, virt) {
-                (false, _) => "/dev/kvm cannot be opened",
-                (true, false) => {
-                    "/dev/kvm opens but the host CPU shows no vmx/svm flag (paravirtual KVM cannot run paged 32-bit guests)"
-                }
-                (true, true) => unreachable!(),
-            };
-            (Accel::Tcg, Some(format!("accel: TCG, because {why}")))
-        }
+    match (kvm_opens, virt) {
+        (false, _) => Some("/dev/kvm cannot be opened"),
+        (true, false) => Some(
+            "/dev/kvm opens but the host CPU shows no vmx/svm flag (paravirtual KVM cannot run paged 32-bit guests)",
+        ),
+        (true, true) => None,
     }
+}
+
+/// `accel` can run on a host where /dev/kvm opens (`kvm_opens`) and whose
+/// /proc/cpuinfo is `cpuinfo`: KVM asked for on a host without it fails
+/// here, with the reason, instead of in QEMU.
+pub fn check_accel(accel: Accel, kvm_opens: bool, cpuinfo: &str) -> Result<()> {
+    match (accel, kvm_unusable(kvm_opens, cpuinfo)) {
+        (Accel::Kvm, Some(why)) => {
+            bail!("--accel kvm: this host cannot run the guest under KVM: {why} (use --accel tcg or auto)")
+        }
+        _ => Ok(()),
+    }
+}
+
+fn kvm_opens() -> bool {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok()
 }
 
 /// Looks at this host and decides. The notice is given once per process.
@@ -81,13 +106,8 @@ pub fn detect_accel(choice: AccelChoice) -> (Accel, Option<String>) {
 }
 
 fn detect_accel_uncached(choice: AccelChoice) -> (Accel, Option<String>) {
-    let kvm_opens = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_ok();
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    choose_accel(choice, kvm_opens, &cpuinfo)
+    choose_accel(choice, kvm_opens(), &cpuinfo)
 }
 
 /// CPU models made by AMD. qemu-system-i386 hides the SYSCALL CPUID bit even
@@ -172,6 +192,12 @@ impl Options {
             (Accel::Tcg, Threads::Single) => Clock::Icount,
             _ => Clock::Tsc,
         }
+    }
+
+    /// Whether this host can run the accelerator decided.
+    pub fn check_host(&self) -> Result<()> {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        check_accel(self.accel, kvm_opens(), &cpuinfo)
     }
 
     /// Whether this QEMU can provide `clock`.
@@ -433,6 +459,18 @@ mod tests {
             choose_accel(AccelChoice::Kvm, false, ""),
             (Accel::Kvm, None)
         );
+    }
+
+    #[test]
+    fn kvm_asked_for_on_a_host_without_it_says_why() {
+        let e = check_accel(Accel::Kvm, true, KVM_PVM)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--accel kvm") && e.contains("no vmx/svm"), "{e}");
+        let e = check_accel(Accel::Kvm, false, VMX).unwrap_err().to_string();
+        assert!(e.contains("cannot be opened"), "{e}");
+        assert!(check_accel(Accel::Kvm, true, VMX).is_ok());
+        assert!(check_accel(Accel::Tcg, false, "").is_ok());
     }
 
     fn machine() -> (Machine, Options) {

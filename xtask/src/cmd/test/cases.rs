@@ -147,7 +147,10 @@ pub const CASES: &[Case] = &[
             if res.benches.len() != 3 * (LOCK_FIGURES.len() + 1) {
                 return Err(format!("{} benchmarks, expected {}", res.benches.len(), 3 * (LOCK_FIGURES.len() + 1)));
             }
-            contains(log, "TCG does not model caches")
+            contains(log, "TCG does not model caches")?;
+            // The table whole: its header, its units, its three rows, with
+            // no kernel line among them.
+            table_in_order(log, "align     uncontended", &["", "128 ", "64 ", "packed "])
         },
         ..CASE
     },
@@ -263,6 +266,29 @@ pub const CASES: &[Case] = &[
                 }
             }
             contains(log, "syscall    unavailable on this CPU")?;
+            // Each column names its unit; "vs int 0x80" is a time ratio in
+            // the table and in the macro lines alike.
+            contains(log, "insns      insns  time ratio   time ratio")?;
+            if !log.serial.lines().filter(|l| l.starts_with("macro mix")).all(|l| l.ends_with(" vs int 0x80")) {
+                return Err("a macro mix line without its time ratio to int 0x80".into());
+            }
+            end(r, "success")
+        },
+        ..CASE
+    },
+    Case {
+        name: "run with the TSC under TCG: every figure says TCG ticks, none says cycles",
+        cmdline: "mode=run batches=2 batch_size=16",
+        // Multi-threaded TCG cannot count instructions: the TSC runs.
+        threads: Threads::Multi,
+        check: |log, r| {
+            succeeded(log)?;
+            for want in ["TCG ticks per iteration", "TCG ticks/op", "TCG ticks  time ratio"] {
+                contains(log, want)?;
+            }
+            if let Some(l) = log.serial.lines().find(|l| l.contains("cycles per") || l.contains("cycles/op")) {
+                return Err(format!("a TCG figure called cycles: {l:?}"));
+            }
             end(r, "success")
         },
         ..CASE
@@ -675,7 +701,30 @@ fn smp_check_on(
                 .collect::<Vec<_>>()
         ));
     }
-    contains(log, note)
+    contains(log, note)?;
+    // The speed-up table whole, its row naming the emulator the note names.
+    let emulator = note.split(' ').next().unwrap_or("");
+    table_in_order(log, "system         kernel   benchmark", &[emulator])
+}
+
+/// The line starting with `header` is followed at once by lines starting
+/// with each of `rows`, in order: a table printed whole.
+fn table_in_order(log: &BootLog, header: &str, rows: &[&str]) -> Result<(), String> {
+    let lines: Vec<&str> = log.serial.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(header))
+        .ok_or_else(|| format!("no table headed {header:?}"))?;
+    for (i, want) in rows.iter().enumerate() {
+        let got = lines.get(at + 1 + i).copied().unwrap_or("");
+        if !got.starts_with(want) {
+            return Err(format!(
+                "table {header:?}: line {} is {got:?}, expected a row starting {want:?}",
+                i + 1
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The lock benchmarks' figures per layout (`locks.<figure>.<layout>`).

@@ -218,7 +218,7 @@ fn host_unit_tests(root: &Path) -> Result<bool> {
         .success())
 }
 
-/// The outputs docs/*.md show must still be what the commands print.
+/// The outputs docs/*.md and the README show must still be what the commands print.
 fn docs_current() -> Result<(), String> {
     match crate::cmd::docs::docs_stale(true) {
         Ok(stale) if stale.is_empty() => Ok(()),
@@ -256,33 +256,102 @@ fn bench_smoke(root: &Path) -> Result<()> {
         out.to_str().context("path")?,
         "--save-baseline",
         "smoke",
+        "--fail-on-change",
     ])?;
-    crate::cmd::bench::bench(cli.b)?;
-    let mut found = 0;
-    for e in std::fs::read_dir(&out)? {
-        let p = e?.path();
-        match p.extension().and_then(|x| x.to_str()) {
-            Some("md") => {
-                let md = std::fs::read_to_string(&p)?;
-                anyhow::ensure!(
-                    md.contains("| null | instructions per operation, lower is better | 24 | 46 |"),
-                    "unexpected Markdown:\n{md}"
-                );
-                found += 1;
-            }
-            Some("json") | Some("csv") => found += 1,
-            _ => {}
-        }
-    }
+    // The two mechanisms differ: --fail-on-change says so in its status.
+    let status = crate::cmd::bench::bench(cli.b)?;
     anyhow::ensure!(
-        found == 3,
-        "expected JSON, CSV and Markdown exports, found {found} files"
+        status == crate::cmd::bench::CHANGED_EXIT,
+        "--fail-on-change exited with {status} on a change"
     );
+    let dir = export_dir(&out)?;
+    let md = std::fs::read_to_string(dir.join("bench.md"))?;
+    anyhow::ensure!(
+        md.contains("| null | instructions per operation, lower is better | 24 | 46 | +22 instructions (+91.67%), exact | differs by exactly 22 instructions (+91.67%, worse) | [plot](null.svg) |"),
+        "unexpected Markdown:\n{md}"
+    );
+    for f in [
+        "bench.json",
+        "bench.csv",
+        "batches.csv",
+        "ministat.txt",
+        "null.svg",
+        "data/null.a.dat",
+    ] {
+        anyhow::ensure!(
+            dir.join(f).is_file(),
+            "no {f} among the exports in {}",
+            dir.display()
+        );
+    }
     anyhow::ensure!(
         out.join("baselines/smoke.json").is_file(),
         "the baseline was not saved"
     );
+    // The same kernel against its baseline: nothing changed, status 0.
+    let cli = Cli::try_parse_from([
+        "bench",
+        "-n",
+        "1",
+        "--accel",
+        "tcg",
+        "--clock",
+        "icount",
+        "--variant",
+        "a=entry=int80",
+        "--append",
+        "batches=3 batch_size=64",
+        "--out",
+        out.to_str().context("path")?,
+        "--baseline",
+        "smoke",
+        "--fail-on-change",
+    ])?;
+    let status = crate::cmd::bench::bench(cli.b)?;
+    anyhow::ensure!(
+        status == 0,
+        "an unchanged kernel against its baseline exited with {status}"
+    );
     Ok(())
+}
+
+/// `run --json`: stdout holds the results JSON and nothing else (the
+/// header and the kernel's text go to stderr).
+fn run_json() -> Result<()> {
+    let o = Command::new(std::env::current_exe()?)
+        .args([
+            "run",
+            "--json",
+            "--no-save",
+            "--append",
+            "batches=2 batch_size=16",
+        ])
+        .current_dir(kbuild::root())
+        .output()?;
+    anyhow::ensure!(
+        o.status.success(),
+        "run --json failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let r = Results::parse(&out)
+        .with_context(|| format!("stdout is not the results JSON alone:\n{out}"))?;
+    anyhow::ensure!(r.bench("int80.null").is_some(), "no int80.null in the JSON");
+    anyhow::ensure!(
+        String::from_utf8_lossy(&o.stderr).contains("i386 testbed  QEMU"),
+        "the header is not on stderr"
+    );
+    Ok(())
+}
+
+/// The one export directory `bench` wrote under `out` (besides `baselines`).
+fn export_dir(out: &Path) -> Result<std::path::PathBuf> {
+    let mut dirs: Vec<_> = std::fs::read_dir(out)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && !p.ends_with("baselines"))
+        .collect();
+    dirs.sort();
+    dirs.pop().context("no export directory")
 }
 
 /// `cargo xtask bench` over two pool layouts (`pool_align=packed` against
@@ -342,11 +411,7 @@ fn bench_layouts(root: &Path) -> Result<()> {
             argv.extend(["--metric", m]);
         }
         crate::cmd::bench::bench(Cli::try_parse_from(argv)?.b)?;
-        let md = std::fs::read_dir(&out)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.extension().is_some_and(|x| x == "md"))
-            .context("no Markdown export")?;
-        let md = std::fs::read_to_string(md)?;
+        let md = std::fs::read_to_string(export_dir(&out)?.join("bench.md"))?;
         for (m, how) in metrics {
             anyhow::ensure!(
                 md.lines()
@@ -426,6 +491,15 @@ pub fn run(a: TestArgs) -> Result<i32> {
             "bench layouts: pool_align=packed against 128, the lock, ebizzy and SMP figures compared",
             Some(t),
             bench_layouts(&root).map_err(|e| format!("{e:#}")),
+        );
+    }
+    if selected("run json") {
+        let t = Instant::now();
+        tally.report_as(
+            "run json",
+            "run --json: stdout holds the results JSON alone",
+            Some(t),
+            run_json().map_err(|e| format!("{e:#}")),
         );
     }
     if selected("docs") {
