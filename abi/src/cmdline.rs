@@ -22,6 +22,7 @@ pub const KEYS: &[&str] = &[
     KEY_SEED,
     KEY_FUZZ_CALLS,
     KEY_POOL_ALIGN,
+    KEY_PMC,
 ];
 pub const KEY_MODE: &str = "mode";
 pub const KEY_PROG: &str = "prog";
@@ -36,6 +37,7 @@ pub const KEY_TRACE: &str = "trace";
 pub const KEY_SEED: &str = "seed";
 pub const KEY_FUZZ_CALLS: &str = "fuzz_calls";
 pub const KEY_POOL_ALIGN: &str = "pool_align";
+pub const KEY_PMC: &str = "pmc";
 
 /// `accel=` values the host writes: QEMU's TCG, QEMU's KVM, Bochs.
 pub const ACCEL_TCG: &str = "tcg";
@@ -92,6 +94,36 @@ impl Crash {
     }
 }
 
+/// What the kernel does with the architectural performance counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pmc {
+    /// Use them where CPUID offers them and a check in ring 0 proves they
+    /// count (the default).
+    Auto,
+    /// Never use them.
+    Off,
+    /// Tell ring 3 they work without enabling or checking them, so the
+    /// first ring-3 RDPMC faults: the test of the path that turns them off
+    /// while a benchmark runs.
+    Pretend,
+}
+
+impl Pmc {
+    pub const ALL: [(Pmc, &'static str); 3] = [
+        (Pmc::Auto, "auto"),
+        (Pmc::Off, "off"),
+        (Pmc::Pretend, "pretend"),
+    ];
+
+    pub fn key(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(p, _)| *p == self)
+            .map(|(_, k)| *k)
+            .unwrap_or("?")
+    }
+}
+
 /// Which clock the timed regions read; the kernel cannot tell icount from
 /// real cycles, so the host says which one QEMU was given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +171,8 @@ pub struct Options<'a> {
     /// say (the pools are then 128-aligned, [`DEFAULT_POOL_ALIGN`], and the
     /// lock benchmarks measure every layout).
     pub pool_align: Option<u32>,
+    /// `pmc=auto|off|pretend`: the performance counters ([`Pmc`]).
+    pub pmc: Pmc,
 }
 
 /// The longest command line the kernel reads, in bytes without its NUL (the
@@ -177,6 +211,7 @@ impl Default for Options<'_> {
             seed: DEFAULT_SEED,
             fuzz_calls: DEFAULT_FUZZ_CALLS,
             pool_align: None,
+            pmc: Pmc::Auto,
         }
     }
 }
@@ -259,6 +294,10 @@ impl<'a> Options<'a> {
                     "packed" => o.pool_align = Some(0),
                     _ => bad("128, 64 or packed"),
                 },
+                KEY_PMC => match Pmc::ALL.iter().find(|(_, k)| *k == value) {
+                    Some((p, _)) => o.pmc = *p,
+                    None => bad("auto, off or pretend"),
+                },
                 _ => warn(Warning::UnknownKey(key)),
             }
         }
@@ -332,6 +371,14 @@ mod tests {
         assert_eq!(o.pool_align, Some(0));
         let (o, w) = parse("pool_align=32");
         assert_eq!((o.pool_align, w.len()), (None, 1));
+        for (p, k) in Pmc::ALL {
+            let word = std::format!("pmc={k}");
+            let (o, w) = parse(&word);
+            assert!(w.is_empty(), "{w:?}");
+            assert_eq!((o.pmc, p.key()), (p, k));
+        }
+        let (o, w) = parse("pmc=on");
+        assert_eq!((o.pmc, w.len()), (Pmc::Auto, 1));
     }
 
     #[test]

@@ -124,6 +124,10 @@ pub mod kind {
     /// A CPU exception: `vector name mode error eip cs eflags eax ebx ecx edx
     /// esi edi ebp esp cr2`.
     pub const EXCEPTION: &str = "exception";
+    /// The architectural performance counters: `status` (`on`, `n/a`, or
+    /// `off` when a ring-3 RDPMC faulted during the run and the kernel
+    /// turned them off) and `reason` (empty when on).
+    pub const PERF: &str = "perf";
     /// A user task ended: `prog pid how` (`exit` or `fault`) `code`.
     pub const TASK: &str = "task";
     /// A mechanism's check from a user program: `name result detail`.

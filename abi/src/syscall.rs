@@ -278,8 +278,15 @@ pub const FEATURE_SSE2: u32 = 1 << 1;
 /// RDTSCP exists.
 pub const FEATURE_RDTSCP: u32 = 1 << 2;
 /// The kernel enabled architectural fixed counters 0 (instructions retired)
-/// and 1 (core cycles) and RDPMC from ring 3 (CPUID leaf 0xA, version 2+).
+/// and 1 (core cycles) and RDPMC from ring 3 (CPUID leaf 0xA, version 2+,
+/// and a check in ring 0 that they count). The bit clears for the rest of
+/// the boot once a ring-3 RDPMC faults: the kernel then resumes the program
+/// after the RDPMC with EDX:EAX = 0, so a program re-reads `cpuinfo` after
+/// reading the counters to know whether the values were real.
 pub const FEATURE_FIXED_PMC: u32 = 1 << 3;
+/// RDPMC's ECX bit 30: read fixed-function counter ECX[29:0] (SDM Vol. 2B,
+/// RDPMC); fixed counter 0 counts instructions retired, 1 core cycles.
+pub const RDPMC_FIXED: u32 = 1 << 30;
 
 /// `CpuInfo::emulated`: real hardware, or a VMM the host did not name.
 pub const EMULATOR_NONE: u32 = 0;

@@ -174,7 +174,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
         ),
     );
     let tsc_hz = arch::pit::measure_tsc_hz(f.tsc);
-    let pmc = arch::pmu::init(f);
+    let pmc = report_pmc(arch::pmu::init(f, opts.pmc));
     {
         use abi::syscall::{FEATURE_FIXED_PMC, FEATURE_RDTSCP, FEATURE_SSE2, FEATURE_TSC};
         syscall::set_sysinfo(abi::syscall::CpuInfo {
@@ -235,6 +235,7 @@ extern "C" fn ap_main(cpu: u32) -> ! {
     let cpu = cpu as usize;
     let stack_top = arch::smp::ap_init(cpu);
     entry::init_ap(stack_top);
+    arch::pmu::init_ap();
     arch::apic::start_timer(arch::pit::TICK_HZ as u32, arch::pit::tsc_hz());
     // This context becomes the CPU's idle thread.
     let idle_ok = task::sched::become_idle(cpu).is_ok();
@@ -326,6 +327,29 @@ fn report_cpu(f: &cpu::Features) {
         "tsc" => f.tsc, "sep" => f.sep, "sse2" => f.sse2, "rdtscp" => f.rdtscp,
         "invariant_tsc" => f.invariant_tsc, "syscall" => f.syscall, "pae" => f.pae,
         "apic" => f.apic, "perfmon" => f.perfmon_version, "counters" => f.perfmon_counters);
+}
+
+/// Says what the counter check found; true when ring 3 is offered the counters.
+fn report_pmc(s: arch::pmu::Status) -> bool {
+    use arch::pmu::Status;
+    match s {
+        Status::On {
+            instructions,
+            cycles,
+        } => {
+            kprintln!("perf counters on (instructions retired, core cycles): checked in ring 0, {instructions} instructions and {cycles} cycles across a known loop");
+            record!(kind::PERF, "status" => "on", "reason" => "");
+        }
+        Status::Pretend => {
+            kprintln!("perf counters pretended (pmc=pretend): offered to ring 3 unchecked and not enabled, so the first RDPMC faults");
+            record!(kind::PERF, "status" => "on", "reason" => "pmc=pretend");
+        }
+        Status::Unusable(why) => {
+            kprintln!("perf counters n/a: {why}");
+            record!(kind::PERF, "status" => "n/a", "reason" => console::Text(why));
+        }
+    }
+    s.offered()
 }
 
 /// Runs the program `prog` names; true when it exits with status 0.

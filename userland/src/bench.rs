@@ -16,7 +16,7 @@ use core::arch::asm;
 use abi::layout::selector::CALL_GATE_FLOOR;
 use abi::model::Snaps;
 use abi::report::{write_bench, Figure, MARKER};
-use abi::syscall::{fd, nr, CpuInfo, FEATURE_RDTSCP, FEATURE_SSE2};
+use abi::syscall::{fd, nr, CpuInfo, FEATURE_RDTSCP, FEATURE_SSE2, RDPMC_FIXED};
 
 /// How RDTSC is ordered against the loop (Intel SDM Vol. 2B, RDTSC/RDTSCP).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -319,14 +319,15 @@ pub fn report(f: &Figure) -> Summary {
     s
 }
 
-/// RDPMC of fixed counter `i` (ECX bit 30 selects the fixed counters).
+/// RDPMC of fixed counter `i`.
 #[inline(always)]
 fn rdpmc_fixed(i: u32) -> u64 {
     let (lo, hi): (u32, u32);
-    // SAFETY: only called when the kernel enabled the fixed counters and
-    // CR4.PCE (FEATURE_FIXED_PMC).
+    // SAFETY: only called when the kernel offered the fixed counters
+    // (FEATURE_FIXED_PMC); should RDPMC fault anyway, the kernel turns them
+    // off and resumes after it with EDX:EAX = 0 (`cpuinfo` then says so).
     unsafe {
-        asm!("rdpmc", in("ecx") (1u32 << 30) | i, out("eax") lo, out("edx") hi, options(nomem, nostack))
+        asm!("rdpmc", in("ecx") RDPMC_FIXED | i, out("eax") lo, out("edx") hi, options(nomem, nostack))
     };
     ((hi as u64) << 32) | lo as u64
 }

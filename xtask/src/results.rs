@@ -68,10 +68,22 @@ pub struct Results {
     /// `--clock model`: the CPUs the model saw (its file's `ncpus`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub model_cpus: u32,
+    /// What the kernel found of the performance counters, in order: the
+    /// boot's verdict (`on`, `n/a` and why), then `off` if a ring-3 RDPMC
+    /// faulted during the run.
+    #[serde(default)]
+    pub perf: Vec<Perf>,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+/// One `perf` record: `status` (`on`, `n/a`, `off`) and `reason`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Perf {
+    pub status: String,
+    pub reason: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -284,6 +296,10 @@ impl Results {
                 kind::END => ended = Some((rec.get("status").unwrap_or("").to_string(), rec.line)),
                 kind::MECH => r.mechanisms.push(Mech {
                     name: field(rec, "name")?.into(),
+                    status: field(rec, "status")?.into(),
+                    reason: rec.get("reason").unwrap_or("").into(),
+                }),
+                kind::PERF => r.perf.push(Perf {
                     status: field(rec, "status")?.into(),
                     reason: rec.get("reason").unwrap_or("").into(),
                 }),
@@ -847,6 +863,33 @@ i386 testbed kernel abc
             "{t}"
         );
         assert!(t.contains("1.00 vs int 0x80"), "{t}");
+    }
+
+    #[test]
+    fn perf_records_in_order() {
+        let log = LOG.replace(
+            "@@tb1 end",
+            "@@tb1 perf status=on reason=pmc%3Dpretend\n\
+             @@tb1 perf status=off reason=RDPMC%20(ECX%200x40000000)%20raised%20#GP%20in%20ring%203\n\
+             @@tb1 end",
+        );
+        let r = Results::from_log(&log, "default", "qemu").unwrap();
+        let perf: Vec<_> = r
+            .perf
+            .iter()
+            .map(|p| (p.status.as_str(), p.reason.as_str()))
+            .collect();
+        assert_eq!(
+            perf,
+            [
+                ("on", "pmc=pretend"),
+                ("off", "RDPMC (ECX 0x40000000) raised #GP in ring 3")
+            ]
+        );
+        assert!(Results::from_log(LOG, "default", "qemu")
+            .unwrap()
+            .perf
+            .is_empty());
     }
 
     /// A `locks` boot: no clock in the boot line's words the host did not

@@ -2,9 +2,13 @@
 //! handler that decides what the fault means.
 //!
 //! - From ring 3: the user task is ended with a report (vector, EIP, error
-//!   code, CR2) and the kernel goes on (`task::end_current`).
+//!   code, CR2) and the kernel goes on (`task::end_current`). One exception:
+//!   an RDPMC that faults after the boot offered the counters turns them off
+//!   and the program goes on (`pmu::user_fault`).
 //! - From ring 0 at a listed instruction (the exception table): resume at
-//!   its fixup; this is how an entry stub's read of user memory fails softly.
+//!   its fixup; this is how an entry stub's read of user memory fails softly,
+//!   and how the counter check tries RDPMC and WRMSR (#GP, #PF and #UD are
+//!   fixed up; [`last_fixup_vector`] says which it was).
 //! - #DB comes through a task gate too (`debug_task`): SYSCALL does not
 //!   switch stacks, so a user who sets TF traps at the first kernel
 //!   instruction while ESP is still the user's, and an interrupt gate would
@@ -19,6 +23,7 @@
 //!   stack overflow is reported on a fresh stack instead of triple-faulting.
 
 use core::arch::global_asm;
+use core::sync::atomic::{AtomicU8, Ordering};
 
 use abi::eflags;
 use abi::exit::{vector_name, vector_title, EXCEPTION_BASE};
@@ -27,7 +32,7 @@ use abi::report::kind;
 
 use super::idt::{self, vector, Gate, GateKind};
 use super::regs::{IretFrame, Regs};
-use super::{cpu, gdt, power};
+use super::{cpu, gdt, pmu, power};
 use crate::console::Hex;
 use crate::{entry, kprintln, record, task};
 
@@ -227,6 +232,23 @@ unsafe extern "C" {
     static __extable_end: ExEntry;
 }
 
+/// The vector of the last exception the table fixed up.
+static FIXUP_VECTOR: AtomicU8 = AtomicU8::new(0);
+
+/// The vector of the last fault the exception table fixed up, for the fixup
+/// code that wants to say what happened (read it right after the fixup, on
+/// the CPU that took it; the counter check runs on the boot CPU alone).
+pub fn last_fixup_vector() -> u8 {
+    FIXUP_VECTOR.load(Ordering::Relaxed)
+}
+
+/// The faults an exception-table entry may turn into a jump to its fixup.
+const FIXED_UP: [u8; 3] = [
+    vector::PAGE_FAULT,
+    vector::GENERAL_PROTECTION,
+    vector::INVALID_OPCODE,
+];
+
 fn fixup_for(eip: u32) -> Option<u32> {
     let start = &raw const __extable_start;
     let end = &raw const __extable_end;
@@ -239,6 +261,9 @@ fn fixup_for(eip: u32) -> Option<u32> {
 extern "fastcall" fn exception_handler(f: &mut TrapFrame) {
     let v = f.vector as u8;
     if f.from_user() {
+        if (v == vector::GENERAL_PROTECTION || v == vector::INVALID_OPCODE) && pmu::user_fault(f) {
+            return;
+        }
         crate::kprintln!(
             "task {} (pid {}):",
             task::current().name,
@@ -250,8 +275,9 @@ extern "fastcall" fn exception_handler(f: &mut TrapFrame) {
             eip: f.iret.eip,
         });
     }
-    if v == vector::PAGE_FAULT || v == vector::GENERAL_PROTECTION {
+    if FIXED_UP.contains(&v) {
         if let Some(fixup) = fixup_for(f.iret.eip) {
+            FIXUP_VECTOR.store(v, Ordering::Relaxed);
             f.iret.eip = fixup;
             return;
         }
@@ -276,10 +302,12 @@ fn report(f: &TrapFrame, mode: &str) {
 
 /// An interrupted context, wherever the CPU left it: a trap frame on the
 /// kernel stack, or a TSS after a task switch. One register dump and one
-/// record serve both.
+/// record serve both. Segment registers are 16-bit selectors: the CPU
+/// pushes each in a 32-bit slot and need not write the upper half (SDM
+/// Vol. 3A §6.12.1; Vol. 2B, PUSH), and a TSS keeps it reserved.
 struct Context {
     eip: u32,
-    cs: u32,
+    cs: u16,
     eflags: u32,
     esp: u32,
     eax: u32,
@@ -292,14 +320,19 @@ struct Context {
     error: u32,
     /// DS and ES, shown when the save is a trap frame (the common stub
     /// pushed them); a TSS dump leaves them out.
-    data_segments: Option<(u32, u32)>,
+    data_segments: Option<(u16, u16)>,
+}
+
+/// The selector in a segment register's 32-bit save slot.
+fn selector_of(slot: u32) -> u16 {
+    slot as u16
 }
 
 impl From<&TrapFrame> for Context {
     fn from(f: &TrapFrame) -> Context {
         Context {
             eip: f.iret.eip,
-            cs: f.iret.cs,
+            cs: selector_of(f.iret.cs),
             eflags: f.iret.eflags,
             esp: f.esp(),
             eax: f.regs.eax,
@@ -310,7 +343,7 @@ impl From<&TrapFrame> for Context {
             edi: f.regs.edi,
             ebp: f.regs.ebp,
             error: f.error,
-            data_segments: Some((f.ds, f.es)),
+            data_segments: Some((selector_of(f.ds), selector_of(f.es))),
         }
     }
 }
@@ -320,7 +353,7 @@ impl From<&gdt::Tss> for Context {
     fn from(t: &gdt::Tss) -> Context {
         Context {
             eip: t.eip,
-            cs: t.cs,
+            cs: selector_of(t.cs),
             eflags: t.eflags,
             esp: t.esp,
             eax: t.eax,
@@ -337,7 +370,7 @@ impl From<&gdt::Tss> for Context {
 }
 
 /// "  DS 0x0023 ES 0x0023", or nothing.
-struct DataSegments(Option<(u32, u32)>);
+struct DataSegments(Option<(u16, u16)>);
 
 impl core::fmt::Display for DataSegments {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -375,7 +408,7 @@ fn dump(c: &Context, vector: u8, mode: &str) {
     );
     record!(kind::EXCEPTION,
         "vector" => vector, "name" => vector_name(vector), "mode" => mode, "error" => Hex(c.error),
-        "eip" => Hex(c.eip), "cs" => Hex(c.cs), "eflags" => Hex(c.eflags),
+        "eip" => Hex(c.eip), "cs" => Hex(c.cs as u32), "eflags" => Hex(c.eflags),
         "eax" => Hex(c.eax), "ebx" => Hex(c.ebx), "ecx" => Hex(c.ecx), "edx" => Hex(c.edx),
         "esi" => Hex(c.esi), "edi" => Hex(c.edi), "ebp" => Hex(c.ebp), "esp" => Hex(c.esp),
         "cr2" => Hex(cr2));

@@ -13,8 +13,8 @@
 //! - `exceptions` → `entry::traced_entry`: a #DB at an entry stub's first
 //!   instruction resumes at its traced variant.
 //! - `pit` → `task::sched::tick`: the timer interrupt is the scheduler's tick.
-//! - `power` → `kprintln!`, `exceptions` → `kprintln!`/`record!`: the
-//!   console and the report.
+//! - `power` → `kprintln!`, `exceptions` and `pmu` → `kprintln!`/`record!`:
+//!   the console and the report.
 //!
 //! (`exceptions::double_fault` also reads `boot::entry::stacks()` to tell a
 //! stack overflow by its guard page.)

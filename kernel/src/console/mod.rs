@@ -94,6 +94,24 @@ macro_rules! plain_val {
 }
 plain_val!(u8, u16, u32, u64, i32, i64, usize, bool);
 
+/// A record value any `Display` type writes, escaped as a string is (a
+/// reason with numbers in it).
+#[derive(Clone, Copy)]
+pub struct Text<T>(pub T);
+
+impl<T: fmt::Display> fmt::Display for Val<'_, Text<T>> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        /// Escapes each piece the value writes.
+        struct Escaping<'a, 'b>(&'a mut fmt::Formatter<'b>);
+        impl fmt::Write for Escaping<'_, '_> {
+            fn write_str(&mut self, s: &str) -> fmt::Result {
+                fmt::Display::fmt(&abi::report::Escaped(s), self.0)
+            }
+        }
+        fmt::write(&mut Escaping(f), format_args!("{}", self.0 .0))
+    }
+}
+
 /// A value printed as `0x` hex.
 #[derive(Clone, Copy)]
 pub struct Hex(pub u32);

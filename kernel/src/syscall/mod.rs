@@ -182,7 +182,11 @@ fn read(fd: u32, buf: u32, len: u32) -> u32 {
 
 #[inline(never)]
 fn cpuinfo(buf: u32, len: u32) -> u32 {
-    let info: CpuInfo = sysinfo();
+    let mut info: CpuInfo = sysinfo();
+    // The counters may have gone off since boot (a ring-3 RDPMC faulted).
+    if !crate::arch::pmu::user_counters_on() {
+        info.features &= !abi::syscall::FEATURE_FIXED_PMC;
+    }
     if (len as usize) < core::mem::size_of::<CpuInfo>() {
         return err(errno::EINVAL);
     }

@@ -40,6 +40,10 @@ const KERNEL_TESTS: &[Test] = &[
         "kernel: exception table turns a fault into a fixup",
         extable_fixup,
     ),
+    (
+        "kernel: RDPMC of a counter no CPU has faults into its fixup",
+        rdpmc_invalid_counter,
+    ),
     ("kernel: mechanisms match CPUID", mechanisms_match_cpuid),
     ("kernel: mutex lock, relock (EDEADLK), unlock", kernel_mutex),
     (
@@ -421,6 +425,20 @@ fn extable_fixup() -> Result<(), &'static str> {
         Ok(())
     } else {
         Err("the fixup did not run")
+    }
+}
+
+/// The counter check's fault path, forced: fixed counter 31 exists on no
+/// CPU (leaf 0xA counts at most 31 fixed counters, 0 to 30), so RDPMC of it
+/// raises #GP, or #UD where RDPMC itself is missing (QEMU's TCG), and the
+/// exception table resumes at the fixup.
+fn rdpmc_invalid_counter() -> Result<(), &'static str> {
+    use crate::arch::idt::vector;
+    const NO_SUCH_FIXED_COUNTER: u32 = 31;
+    match crate::arch::pmu::rdpmc_checked(abi::syscall::RDPMC_FIXED | NO_SUCH_FIXED_COUNTER) {
+        Ok(_) => Err("RDPMC of fixed counter 31 did not fault"),
+        Err(vector::GENERAL_PROTECTION | vector::INVALID_OPCODE) => Ok(()),
+        Err(_) => Err("RDPMC faulted with a vector other than #GP or #UD"),
     }
 }
 

@@ -4,10 +4,11 @@
 #![no_std]
 #![no_main]
 
+use core::cell::Cell;
 use core::fmt::Write as _;
 
 use userland::abi::report::{kind, Escaped, Figure, Measure};
-use userland::abi::syscall::{fd, nr, CpuInfo, FEATURE_TSC};
+use userland::abi::syscall::{fd, nr, CpuInfo, FEATURE_FIXED_PMC, FEATURE_TSC};
 use userland::abi::Mechanism;
 use userland::bench::{self, Fence, LoopFn, Summary};
 use userland::{println, record, sys, Line};
@@ -58,8 +59,9 @@ fn loops(m: Mechanism) -> [(&'static str, LoopFn); 5] {
 
 struct Run {
     fence: Fence,
-    /// The fixed counters are readable (instructions retired, core cycles).
-    pmc: bool,
+    /// The fixed counters are readable (instructions retired, core cycles);
+    /// cleared when the kernel turns them off during the run.
+    pmc: Cell<bool>,
     batches: usize,
     size: u32,
     tsc_hz: u64,
@@ -71,7 +73,7 @@ impl Run {
         // SAFETY: one thread; this buffer is used by one benchmark at a time.
         let samples = unsafe { buf(&raw mut SAMPLES, self.batches) };
         let snaps = bench::measure(self.fence, f, self.size, samples);
-        let pmc = self.pmc.then(|| bench::counters(f, self.size));
+        let pmc = self.counters(f);
         bench::report(&Figure {
             name,
             mech,
@@ -85,6 +87,24 @@ impl Run {
             counters: pmc,
             snaps: Some(snaps),
         })
+    }
+}
+
+impl Run {
+    /// The counters' figures for `f`, if they are still on afterwards: a
+    /// ring-3 RDPMC that faults makes the kernel turn them off and hand back
+    /// zeros, and `cpuinfo` then says so.
+    fn counters(&self, f: LoopFn) -> Option<(f64, f64)> {
+        if !self.pmc.get() {
+            return None;
+        }
+        let c = bench::counters(f, self.size);
+        if sys::cpuinfo().features & FEATURE_FIXED_PMC != 0 {
+            return Some(c);
+        }
+        self.pmc.set(false);
+        println!("bench: perf counters went off during the run; the figures go on without them");
+        None
     }
 }
 
@@ -128,7 +148,7 @@ extern "C" fn main(_arg: u32) -> i32 {
     }
     let run = Run {
         fence: Fence::for_cpu(&info),
-        pmc: info.features & userland::abi::syscall::FEATURE_FIXED_PMC != 0,
+        pmc: Cell::new(info.features & FEATURE_FIXED_PMC != 0),
         batches: (info.batches as usize).clamp(1, MAX),
         size: info.batch_size.max(1),
         tsc_hz: info.tsc_hz,
@@ -141,7 +161,7 @@ extern "C" fn main(_arg: u32) -> i32 {
     record!(kind::CLOCK, "clock" => clock, "fence" => Esc(run.fence.describe()),
         "tsc_hz" => info.tsc_hz, "timer_overhead" => timer, "batches" => run.batches,
         "batch_size" => run.size, "interrupts" => "masked",
-        "perf" => if run.pmc { "fixed-counters" } else { "n/a" });
+        "perf" => if run.pmc.get() { "fixed-counters" } else { "n/a" });
     println!(
         "bench: clock={} ({} per tick{}{}), {} batches x {} calls, fence {}, timer+call overhead {} ticks per batch (subtracted), interrupts masked, perf counters {}",
         clock,
@@ -152,7 +172,7 @@ extern "C" fn main(_arg: u32) -> i32 {
         run.size,
         run.fence.describe(),
         timer,
-        if run.pmc { "on (instructions retired, core cycles)" } else { "n/a" }
+        if run.pmc.get() { "on (instructions retired, core cycles)" } else { "n/a" }
     );
     let lp = run.bench(
         "loop",

@@ -203,7 +203,9 @@ pub const CASES: &[Case] = &[
             all_tests_pass(log, r, 20)?;
             mech(r, "syscall", "unavailable")?;
             mech(r, "sysenter", "ok")?;
-            reason_mentions(r, "syscall", "Intel")
+            reason_mentions(r, "syscall", "Intel")?;
+            // TCG has no PMU: the counters are n/a, and the boot says why.
+            perf(r, &[("n/a", "CPUID leaf 0xA reports no architectural performance monitoring")])
         },
         ..CASE
     },
@@ -313,6 +315,19 @@ pub const CASES: &[Case] = &[
             if let Some(l) = log.serial.lines().find(|l| l.contains("cycles per") || l.contains("cycles/op")) {
                 return Err(format!("a TCG figure called cycles: {l:?}"));
             }
+            end(r, "success")
+        },
+        ..CASE
+    },
+    Case {
+        name: "perf counters: pmc=pretend makes ring-3 RDPMC fault; counters go off, the run goes on",
+        cmdline: "mode=run pmc=pretend batches=4 batch_size=256",
+        check: |log, r| {
+            succeeded(log)?;
+            perf(r, &[("on", "pmc=pretend"), ("off", "RDPMC (ECX 0x40000000) raised #GP in ring 3")])?;
+            contains(log, "the run goes on without them")?;
+            let res = Results::from_records(r, "test", "qemu").map_err(|e| e.to_string())?;
+            bench_figures_without_counters(&res)?;
             end(r, "success")
         },
         ..CASE
@@ -592,6 +607,27 @@ pub const CASES: &[Case] = &[
         check: |log, r| matrix(log, r, "GenuineIntel", "6", ["ok", "ok", "ok", "unavailable"]),
         ..CASE
     },
+    // Bochs's Core 2 and Sandy Bridge models advertise architectural
+    // counters (leaf 0xA v2 and v3) and do not implement them: the check in
+    // ring 0 must find that out and the benchmark run without them.
+    Case {
+        name: "bochs core2_penryn_t9600: the benchmark runs whole; perf counters on, or n/a and why",
+        emulator: Emulator::Bochs,
+        cpu: Some("core2_penryn_t9600"),
+        cmdline: "mode=run batches=4 batch_size=256",
+        timeout: BOCHS_TIMEOUT,
+        check: bench_with_counters_or_reason,
+        ..CASE
+    },
+    Case {
+        name: "bochs corei7_sandy_bridge_2600k: the benchmark runs whole; perf counters on, or n/a and why",
+        emulator: Emulator::Bochs,
+        cpu: Some("corei7_sandy_bridge_2600k"),
+        cmdline: "mode=run batches=4 batch_size=256",
+        timeout: BOCHS_TIMEOUT,
+        check: bench_with_counters_or_reason,
+        ..CASE
+    },
     Case {
         name: "bochs SMP: 2 p4_prescott_celeron_336 CPUs from the MADT; benchmarks; a wake-up and a mutex hand-off across CPUs",
         emulator: Emulator::Bochs,
@@ -858,6 +894,96 @@ fn reason_mentions(r: &[Record], name: &str, word: &str) -> Result<(), String> {
     }
 }
 
+/// The boot's `perf` records, in order: each one's status, and a text its
+/// reason starts with.
+fn perf(r: &[Record], want: &[(&str, &str)]) -> Result<(), String> {
+    let got: Vec<_> = report::of_kind(r, kind::PERF)
+        .map(|p| (p.get("status").unwrap_or(""), p.get("reason").unwrap_or("")))
+        .collect();
+    let matches = got.len() == want.len()
+        && got
+            .iter()
+            .zip(want)
+            .all(|((s, why), (ws, wwhy))| s == ws && why.starts_with(wwhy));
+    if matches {
+        Ok(())
+    } else {
+        Err(format!("perf records {got:?}, expected {want:?}"))
+    }
+}
+
+/// Every figure of the `bench` program is there (each mechanism's five
+/// calls, where usable, and the loop), none with counter figures.
+fn bench_figures_without_counters(res: &Results) -> Result<(), String> {
+    bench_figures(res, false)
+}
+
+/// Every figure of the `bench` program is there (each mechanism's five
+/// calls, where usable, and the loop), and each has counter figures if
+/// `counters`, none otherwise.
+fn bench_figures(res: &Results, counters: bool) -> Result<(), String> {
+    let floors = res.benches.iter().filter(|b| b.path == "floor").count();
+    let full = res.benches.iter().filter(|b| b.path == "full").count();
+    if floors == 0 || full != 4 * floors || res.bench("loop").is_none() {
+        return Err(format!(
+            "{floors} floors, {full} full paths and loop {:?}",
+            res.bench("loop").map(|b| &b.name)
+        ));
+    }
+    let has = |b: &crate::results::Bench| b.instructions.is_some() && b.cycles.is_some();
+    match res.benches.iter().find(|b| has(b) != counters) {
+        Some(b) if counters => Err(format!(
+            "{} has no counter figures although the counters are on",
+            b.name
+        )),
+        Some(b) => Err(format!(
+            "{} has counter figures although the counters are off",
+            b.name
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A `bench` run on a CPU whose CPUID offers architectural counters: the
+/// run succeeds with every figure; the boot's one `perf` record says `on`
+/// (and every figure has counter figures) or `n/a` with a reason from the
+/// check in ring 0 (not from CPUID, which offered them); no ring-3 fault
+/// turned them off.
+fn bench_with_counters_or_reason(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    succeeded(log)?;
+    let offered = one(r, kind::CPU)?
+        .get("perfmon")
+        .and_then(|v| v.parse::<u8>().ok());
+    if offered.is_none_or(|v| v < 2) {
+        return Err(format!(
+            "CPUID leaf 0xA version {offered:?}: this case needs a CPU that offers fixed counters"
+        ));
+    }
+    let res = Results::from_records(r, "test", log.backend).map_err(|e| e.to_string())?;
+    let perf: Vec<_> = res
+        .perf
+        .iter()
+        .map(|p| (p.status.as_str(), p.reason.as_str()))
+        .collect();
+    match perf.as_slice() {
+        [("on", "")] => bench_figures(&res, true)?,
+        [("n/a", why)]
+            if ["RDPMC", "WRMSR", "fixed counter"]
+                .iter()
+                .any(|w| why.starts_with(w)) =>
+        {
+            contains(log, &format!("perf counters n/a: {why}"))?;
+            bench_figures(&res, false)?;
+        }
+        other => {
+            return Err(format!(
+                "perf records {other:?}: expected on, or n/a from the ring-0 check"
+            ))
+        }
+    }
+    end(r, "success")
+}
+
 fn exception(r: &[Record], vector: u8, mode: &str) -> Result<(), String> {
     let e = one(r, kind::EXCEPTION)?;
     let v = vector.to_string();
@@ -949,7 +1075,28 @@ fn matrix(
             ));
         }
     }
-    hostile_all_expected(log, r)
+    hostile_all_expected(log, r)?;
+    selectors_16bit(log)
+}
+
+/// Every register dump shows segment registers as 16-bit selectors
+/// (`CS 0x001b`, `DS 0x0023 ES 0x0023`): the CPU need not write the upper
+/// half of the 32-bit slot it saves one in, so printing the slot would show
+/// whatever was there before (Bochs left `ES 0x40000023`).
+fn selectors_16bit(log: &BootLog) -> Result<(), String> {
+    for line in log.serial.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        for pair in words.windows(2) {
+            let is_dump = matches!(pair[0], "CS" | "DS" | "ES") && pair[1].starts_with("0x");
+            if is_dump && pair[1].len() != "0x0000".len() {
+                return Err(format!(
+                    "a register dump shows {} {}: not a 16-bit selector",
+                    pair[0], pair[1]
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The hostile suite's summary: every case of the table ran, all as expected.
@@ -1001,6 +1148,25 @@ fn fuzz_clean(log: &BootLog, r: &[Record], calls: u32, mechs: &[&str]) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn log_of(serial: &str) -> BootLog {
+        BootLog {
+            backend: "QEMU",
+            ending: Ending::Exited(Outcome::Success),
+            serial: serial.into(),
+            stderr: String::new(),
+            wall: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn selectors_must_be_16_bit() {
+        let ok = "  EIP 0x40001000  CS 0x001b  EFLAGS 0x00000202\n  ESI 0  DS 0x0023 ES 0x0023\ncpu: new CS:EIP = 0x0008:0x1\n [0x1] CS     = 0x0000001b";
+        assert!(selectors_16bit(&log_of(ok)).is_ok());
+        let bad = "  ESI 0x0  EDI 0x0  EBP 0x0  DS 0x0023 ES 0x40000023";
+        let e = selectors_16bit(&log_of(bad)).unwrap_err();
+        assert!(e.contains("ES 0x40000023"), "{e}");
+    }
     use crate::kbuild::Artifacts;
     use crate::machine::{Clock, Loader, Machine};
 
