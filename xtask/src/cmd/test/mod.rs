@@ -219,15 +219,14 @@ fn host_unit_tests(root: &Path) -> Result<bool> {
 }
 
 /// The outputs docs/*.md and the README show must still be what the commands print.
-fn docs_current() -> Result<(), String> {
-    match crate::cmd::docs::docs_stale(true) {
-        Ok(stale) if stale.is_empty() => Ok(()),
-        Ok(stale) => Err(format!(
-            "stale output blocks (run `cargo xtask docs`):\n  {}",
-            stale.join("\n  ")
-        )),
-        Err(e) => Err(format!("{e:#}")),
-    }
+fn docs_current() -> Result<()> {
+    let stale = crate::cmd::docs::docs_stale(true)?;
+    anyhow::ensure!(
+        stale.is_empty(),
+        "stale output blocks (run `cargo xtask docs`):\n  {}",
+        stale.join("\n  ")
+    );
+    Ok(())
 }
 fn bench_smoke(root: &Path) -> Result<()> {
     use clap::Parser;
@@ -472,44 +471,38 @@ pub fn run(a: TestArgs) -> Result<i32> {
         );
         run_parallel(&bochs_jobs, workers, &art, &dir, &mut tally);
     }
-    // These are QEMU's, selected when the filter is part of their short name.
+    // The host-side checks, QEMU's: each its short name, what its PASS line
+    // says, and the check; one runs when the filter is part of its short name.
     let selected =
         |short: &str| on(Emulator::Qemu) && a.filter.as_deref().is_none_or(|f| short.contains(f));
-    if selected("bench") {
-        let t = Instant::now();
-        tally.report_as(
+    type HostCheck<'a> = (&'a str, &'a str, &'a dyn Fn() -> Result<()>);
+    let host_checks: [HostCheck; 4] = [
+        (
             "bench",
             "bench: two variants interleaved, compared and exported",
-            Some(t),
-            bench_smoke(&root).map_err(|e| format!("{e:#}")),
-        );
-    }
-    if selected("bench layouts") {
-        let t = Instant::now();
-        tally.report_as(
+            &|| bench_smoke(&root),
+        ),
+        (
             "bench layouts",
             "bench layouts: pool_align=packed against 128, the lock, ebizzy and SMP figures compared",
-            Some(t),
-            bench_layouts(&root).map_err(|e| format!("{e:#}")),
-        );
-    }
-    if selected("run json") {
-        let t = Instant::now();
-        tally.report_as(
+            &|| bench_layouts(&root),
+        ),
+        (
             "run json",
             "run --json: stdout holds the results JSON alone",
-            Some(t),
-            run_json().map_err(|e| format!("{e:#}")),
-        );
-    }
-    if selected("docs") {
-        let t = Instant::now();
-        tally.report_as(
+            &run_json,
+        ),
+        (
             "docs",
             "docs: every output block matches the code",
-            Some(t),
-            docs_current(),
-        );
+            &docs_current,
+        ),
+    ];
+    for (short, what, check) in host_checks {
+        if selected(short) {
+            let t = Instant::now();
+            tally.report_as(short, what, Some(t), check().map_err(|e| format!("{e:#}")));
+        }
     }
     if on(Emulator::Qemu) {
         for (name, r) in teaching::self_tests(a.filter.as_deref()) {
