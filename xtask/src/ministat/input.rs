@@ -107,26 +107,10 @@ pub fn read_set_freebsd(
                 }
                 piece = rest;
             }
-            let Some(field) = pick_field(piece, column, delimiters) else {
-                continue;
-            };
-            match parse_c_double(field) {
-                Some(v) => values.push(v),
-                None => {
-                    return Err(Error::Invalid {
-                        line: number,
-                        name: name.to_string(),
-                    })
-                }
-            }
+            take_field(&mut values, piece, number, name, column, delimiters)?;
         }
     }
-    if values.len() < MIN_POINTS {
-        return Err(Error::TooFew {
-            name: name.to_string(),
-        });
-    }
-    Ok(values)
+    enough(values, name)
 }
 
 /// Reads one set from `reader`: the numbers in `column` (counting from 1)
@@ -161,19 +145,35 @@ pub fn read_set(
         while line.last().is_some_and(|&b| is_c_space(b)) {
             line.pop();
         }
-        let Some(field) = pick_field(&line, column, delimiters) else {
-            continue;
-        };
-        match parse_c_double(field) {
-            Some(v) => values.push(v),
-            None => {
-                return Err(Error::Invalid {
-                    line: number,
-                    name: name.to_string(),
-                })
-            }
-        }
+        take_field(&mut values, &line, number, name, column, delimiters)?;
     }
+    enough(values, name)
+}
+
+/// Adds the number in `column` of `line` (line `number` of `name`) to
+/// `values`. A line without that field adds nothing; a field that is not a
+/// number is an error.
+fn take_field(
+    values: &mut Vec<f64>,
+    line: &[u8],
+    number: usize,
+    name: &str,
+    column: usize,
+    delimiters: &[u8],
+) -> Result<(), Error> {
+    let Some(field) = pick_field(line, column, delimiters) else {
+        return Ok(());
+    };
+    let v = parse_c_double(field).ok_or_else(|| Error::Invalid {
+        line: number,
+        name: name.to_string(),
+    })?;
+    values.push(v);
+    Ok(())
+}
+
+/// `values` as the set `name`, if it has at least [`MIN_POINTS`] of them.
+fn enough(values: Vec<f64>, name: &str) -> Result<Vec<f64>, Error> {
     if values.len() < MIN_POINTS {
         return Err(Error::TooFew {
             name: name.to_string(),
