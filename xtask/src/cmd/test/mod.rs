@@ -228,37 +228,41 @@ fn docs_current() -> Result<()> {
     );
     Ok(())
 }
-fn bench_smoke(root: &Path) -> Result<()> {
+/// `cargo xtask bench -n n --accel tcg --clock icount args...`: its exit
+/// status.
+fn bench_under_icount(n: &str, args: &[&str]) -> Result<i32> {
     use clap::Parser;
     #[derive(Parser)]
     struct Cli {
         #[command(flatten)]
         b: crate::cmd::bench::BenchArgs,
     }
+    let argv = ["bench", "-n", n, "--accel", "tcg", "--clock", "icount"];
+    let cli = Cli::try_parse_from(argv.iter().chain(args))?;
+    crate::cmd::bench::bench(cli.b)
+}
+
+fn bench_smoke(root: &Path) -> Result<()> {
     let out = root.join("target/xtask/bench-test");
     let _ = std::fs::remove_dir_all(&out);
-    let cli = Cli::try_parse_from([
-        "bench",
-        "-n",
-        "2",
-        "--accel",
-        "tcg",
-        "--clock",
-        "icount",
-        "--variant",
-        "a=entry=int80",
-        "--variant",
-        "b=entry=sysenter",
-        "--append",
-        "batches=3 batch_size=64",
-        "--out",
-        out.to_str().context("path")?,
-        "--save-baseline",
-        "smoke",
-        "--fail-on-change",
-    ])?;
+    let out_arg = out.to_str().context("path")?;
     // The two mechanisms differ: --fail-on-change says so in its status.
-    let status = crate::cmd::bench::bench(cli.b)?;
+    let status = bench_under_icount(
+        "2",
+        &[
+            "--variant",
+            "a=entry=int80",
+            "--variant",
+            "b=entry=sysenter",
+            "--append",
+            "batches=3 batch_size=64",
+            "--out",
+            out_arg,
+            "--save-baseline",
+            "smoke",
+            "--fail-on-change",
+        ],
+    )?;
     anyhow::ensure!(
         status == crate::cmd::bench::CHANGED_EXIT,
         "--fail-on-change exited with {status} on a change"
@@ -288,25 +292,20 @@ fn bench_smoke(root: &Path) -> Result<()> {
         "the baseline was not saved"
     );
     // The same kernel against its baseline: nothing changed, status 0.
-    let cli = Cli::try_parse_from([
-        "bench",
-        "-n",
+    let status = bench_under_icount(
         "1",
-        "--accel",
-        "tcg",
-        "--clock",
-        "icount",
-        "--variant",
-        "a=entry=int80",
-        "--append",
-        "batches=3 batch_size=64",
-        "--out",
-        out.to_str().context("path")?,
-        "--baseline",
-        "smoke",
-        "--fail-on-change",
-    ])?;
-    let status = crate::cmd::bench::bench(cli.b)?;
+        &[
+            "--variant",
+            "a=entry=int80",
+            "--append",
+            "batches=3 batch_size=64",
+            "--out",
+            out_arg,
+            "--baseline",
+            "smoke",
+            "--fail-on-change",
+        ],
+    )?;
     anyhow::ensure!(
         status == 0,
         "an unchanged kernel against its baseline exited with {status}"
@@ -357,12 +356,6 @@ fn export_dir(out: &Path) -> Result<std::path::PathBuf> {
 /// `pool_align=128`), one boot each: the `locks` program's figures, then
 /// `mode=smp`'s on 2 CPUs, compared layout against layout and exported.
 fn bench_layouts(root: &Path) -> Result<()> {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        b: crate::cmd::bench::BenchArgs,
-    }
     /// A bench run: its name, its flags, and each metric with what its
     /// export row must say about it.
     type Run<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
@@ -391,13 +384,6 @@ fn bench_layouts(root: &Path) -> Result<()> {
         let out = root.join(format!("target/xtask/bench-layouts-{what}"));
         let _ = std::fs::remove_dir_all(&out);
         let mut argv = vec![
-            "bench",
-            "-n",
-            "1",
-            "--accel",
-            "tcg",
-            "--clock",
-            "icount",
             "--variant",
             "a=pool_align=packed",
             "--variant",
@@ -409,7 +395,7 @@ fn bench_layouts(root: &Path) -> Result<()> {
         for (m, _) in metrics {
             argv.extend(["--metric", m]);
         }
-        crate::cmd::bench::bench(Cli::try_parse_from(argv)?.b)?;
+        bench_under_icount("1", &argv)?;
         let md = std::fs::read_to_string(export_dir(&out)?.join("bench.md"))?;
         for (m, how) in metrics {
             anyhow::ensure!(
