@@ -36,6 +36,10 @@ pub struct TestArgs {
     /// Only boot tests whose name contains this.
     #[arg(long)]
     filter: Option<String>,
+    /// How often the repeated boots run (the multi-threaded TCG boot of the
+    /// cross-CPU tests; default: what fits CI, see `cases::REPEATED_BOOTS`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    repeat_boots: Option<u32>,
     /// Only the boots on this emulator (default: QEMU's and Bochs's).
     #[arg(long, value_enum)]
     emulator: Option<Emulator>,
@@ -112,12 +116,24 @@ impl Tally {
 
 /// One case: its boot, its check, and for `twice` a second boot of the
 /// same machine with the same results.
-fn run_case(c: &Case, art: &Artifacts, dir: &Path) -> Result<(), String> {
+fn run_case(c: &Case, art: &Artifacts, dir: &Path, repeat: u32) -> Result<(), String> {
     let m = Machine::build(&c.spec(), art, c.cmdline, dir).map_err(|e| format!("{e:#}"))?;
     let boot = || m.boot(&mut |_| {}).map_err(|e| format!("{e:#}"));
-    let log = boot()?;
-    let records = report::parse_log(&log.serial).map_err(|e| e.to_string())?;
-    (c.check)(&log, &records).map_err(|e| format!("{e}\n{}", log.explain(20)))?;
+    let mut log = boot()?;
+    for i in 1..=repeat {
+        if i > 1 {
+            log = boot().map_err(|e| format!("boot {i} of {repeat}: {e}"))?;
+        }
+        let records = report::parse_log(&log.serial).map_err(|e| e.to_string())?;
+        (c.check)(&log, &records).map_err(|e| {
+            let which = if repeat > 1 {
+                format!("boot {i} of {repeat}: ")
+            } else {
+                String::new()
+            };
+            format!("{which}{e}\n{}", log.explain(20))
+        })?;
+    }
     if c.twice {
         let again = boot()?;
         let results = |l: &BootLog| {
@@ -146,7 +162,7 @@ impl Job {
 
     fn run(&self, art: &Artifacts, dir: &Path) -> Result<(), String> {
         match self {
-            Job::Case(c) => run_case(c, art, dir),
+            Job::Case(c) => run_case(c, art, dir, c.repeat),
             Job::Agree(p) => p.check(art, dir),
         }
     }
@@ -441,7 +457,12 @@ pub fn run(a: TestArgs) -> Result<i32> {
         .filter(|c| c.emulator == Emulator::Qemu && on(Emulator::Qemu) && wanted(c.name))
     {
         let t = Instant::now();
-        tally.report(c.name, Some(t), run_case(c, &art, &dir));
+        let repeat = match (c.repeat, a.repeat_boots) {
+            (1, _) => 1,
+            (_, Some(n)) => n,
+            (n, None) => n,
+        };
+        tally.report(c.name, Some(t), run_case(c, &art, &dir, repeat));
     }
     if on(Emulator::Qemu) {
         println!("== boots under the model clock (QEMU TCG, icount, the model plugin)");
