@@ -146,10 +146,11 @@ fn run_case(c: &Case, art: &Artifacts, dir: &Path, repeat: u32) -> Result<(), St
     Ok(())
 }
 
-/// A Bochs boot test: a case, or an agreement pair (a Bochs boot and a QEMU one).
+/// A Bochs boot test: a case, or an agreement check (a Bochs boot and a QEMU one).
 enum Job {
     Case(&'static Case),
     Agree(&'static agreement::Pair),
+    Strings(&'static agreement::Strings),
 }
 
 impl Job {
@@ -157,6 +158,7 @@ impl Job {
         match self {
             Job::Case(c) => c.name.to_string(),
             Job::Agree(p) => p.name(),
+            Job::Strings(s) => s.name(),
         }
     }
 
@@ -164,6 +166,7 @@ impl Job {
         match self {
             Job::Case(c) => run_case(c, art, dir, c.repeat),
             Job::Agree(p) => p.check(art, dir),
+            Job::Strings(s) => s.check(art, dir),
         }
     }
 }
@@ -172,6 +175,7 @@ impl Job {
 /// started in this order, so the long ones do not end the run alone).
 fn bochs_jobs(wanted: &dyn Fn(&str) -> bool) -> Vec<Job> {
     let mut jobs: Vec<Job> = agreement::PAIRS.iter().map(Job::Agree).collect();
+    jobs.push(Job::Strings(&agreement::STRINGS));
     let mut cases: Vec<&'static Case> = CASES
         .iter()
         .filter(|c| c.emulator == Emulator::Bochs)
