@@ -66,6 +66,7 @@ impl Run {
             tsc_hz: self.tsc_hz,
             counters,
             snaps: Some(snaps),
+            cpus: 0,
         });
         Fig {
             median: s.median,
