@@ -646,7 +646,16 @@ fn benches() -> i32 {
             "one pool alignment (pool_align=)"
         }
     );
-    println!("locks: TCG does not model caches, so alignment cannot change TCG figures: icount counts instructions, real KVM or hardware shows the cache effect");
+    // No emulator here models caches: say which one ran, and what its
+    // ticks are. On KVM or real hardware the cache effect is in the figures.
+    if info.emulated == userland::abi::syscall::EMULATOR_BOCHS {
+        println!(
+            "locks: Bochs does not model caches, so alignment cannot change Bochs figures ({}): real KVM or hardware shows the cache effect",
+            userland::abi::syscall::BOCHS_TICK
+        );
+    } else if info.emulated != userland::abi::syscall::EMULATOR_NONE || info.clock == 1 {
+        println!("locks: TCG does not model caches, so alignment cannot change TCG figures: icount counts instructions, real KVM or hardware shows the cache effect");
+    }
     // The table is printed once every layout is measured: the kernel's
     // `pools:` line for each layout comes when it is set, not amid the rows.
     let mut rows: [Option<(&str, [f64; 5])>; LAYOUTS.len()] = [None; LAYOUTS.len()];

@@ -651,12 +651,18 @@ pub const CASES: &[Case] = &[
     // where Bochs and QEMU differ). The agreement check (agreement.rs)
     // runs beside these.
     Case {
-        name: "bochs p4_prescott_celeron_336 (SEP): tests and the hostile suite",
+        // Two CPUs: the user threads run on both (the locks tests across
+        // CPUs, a task ending everywhere); the other two models run one.
+        name: "bochs p4_prescott_celeron_336 (SEP) on 2 CPUs: tests, the hostile suite, user threads on both CPUs",
         emulator: Emulator::Bochs,
         cpu: Some("p4_prescott_celeron_336"),
+        cpus: 2,
         cmdline: "mode=test",
         timeout: BOCHS_TIMEOUT,
-        check: |log, r| matrix(log, r, "GenuineIntel", "15", ["ok", "ok", "ok", "unavailable"]),
+        check: |log, r| {
+            matrix(log, r, "GenuineIntel", "15", ["ok", "ok", "ok", "unavailable"])?;
+            smp_user_check(log, r, 2, 3)
+        },
         ..CASE
     },
     Case {
