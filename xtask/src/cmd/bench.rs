@@ -16,7 +16,7 @@ use super::BootArgs;
 use crate::compare::{self, Compared, Reading, Table};
 use crate::export;
 use crate::kbuild::{self, Artifacts};
-use crate::machine::{qemu, Backend, Clock, CmdlineCheck, Machine};
+use crate::machine::{qemu, Backend, Clock, CmdlineCheck, Machine, Scratch};
 use crate::ministat::RenderOptions;
 use crate::preflight;
 use crate::results::{sanitize, utc_timestamp, MetricInfo, Results};
@@ -460,7 +460,9 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     std::fs::create_dir_all(&tmp)?;
     let builds = build_variants(&variants, &tmp)?;
     let started = Instant::now();
-    let m = boot_interleaved(&a, &variants, &builds, &tmp, started)?;
+    // The builds are kept between runs; the boots' files are this run's own.
+    let scratch = Scratch::new("bench")?;
+    let m = boot_interleaved(&a, &variants, &builds, scratch.path(), started)?;
     let now = m.provenance.values().next().cloned().unwrap_or_default();
     let mut notes = Vec::new();
     if let Some(b) = &baseline {

@@ -4,7 +4,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 
 use super::BootArgs;
-use crate::machine::{CmdlineCheck, Loader, Machine};
+use crate::machine::{CmdlineCheck, Loader, Machine, Scratch};
 use crate::{compare, kbuild, model, preflight, results};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -120,12 +120,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
     preflight::ensure(a.boot.need())?;
     let art = kbuild::build(true)?;
     let words = format!("{} prog={}", a.mode.word(), a.prog);
-    let m = Machine::build(
-        &a.boot.spec()?,
-        &art,
-        &words,
-        &kbuild::root().join("target/xtask"),
-    )?;
+    let scratch = Scratch::new("run")?;
+    let m = Machine::build(&a.boot.spec()?, &art, &words, scratch.path())?;
     let header = format!(
         "i386 testbed  {}{}",
         m.describe(),

@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 
 use super::BootArgs;
 use crate::kbuild;
-use crate::machine::Machine;
+use crate::machine::{Machine, Scratch};
 use crate::preflight;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -78,12 +78,8 @@ pub fn trace_output(a: &TraceArgs) -> Result<Vec<String>> {
         );
     }
     let words = format!("mode=run trace={}", a.mechanism.mechanism().key());
-    let m = Machine::build(
-        &boot_args.spec()?,
-        &art,
-        &words,
-        &kbuild::root().join("target/xtask"),
-    )?;
+    let scratch = Scratch::new("trace")?;
+    let m = Machine::build(&boot_args.spec()?, &art, &words, scratch.path())?;
     let log = m.boot(&mut |_| {})?;
     if !log.succeeded() {
         bail!("the trace boot failed: {}", log.explain(20));

@@ -322,6 +322,32 @@ pub enum Loader {
     Grub(PathBuf),
 }
 
+/// A scratch directory of one command's own for its boots
+/// (`target/xtask/<name>-<pid>`: the GRUB image, the bochsrc, Bochs's
+/// serial and log files), so two commands at once never boot or read each
+/// other's files. Removed when dropped.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Result<Scratch> {
+        let dir = crate::kbuild::root()
+            .join("target/xtask")
+            .join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Scratch(dir))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// One boot, every setting decided.
 #[derive(Clone, Debug)]
 pub struct Machine {
