@@ -2,9 +2,13 @@
 //!
 //! QEMU loads `libmodel.so` with `-plugin libmodel.so,profile=NAME,
 //! virt=on|off,out=PATH[,pge=on|off]` and calls [`qemu_plugin_install`].
-//! The plugin asks for a callback on every instruction and every data
-//! access of each block QEMU translates; the instruction's class and cost
-//! are decoded once, there, and ride along as the callback's user data.
+//! The plugin asks for a callback on every data access of each block QEMU
+//! translates, and on every instruction the machine's plan
+//! ([`Machine::plan`]) says needs one; the others (with one CPU, most
+//! instructions inside a block) only add their count and cost to an
+//! accumulator, by an inline add QEMU compiles into the block, which the
+//! next call empties into the model. The instruction's class and cost are
+//! decoded once, there, and ride along as the callback's user data.
 //! When QEMU exits, the snapshot file (`abi::model`) is written to `out`.
 //!
 //! The QEMU functions are looked up with `dlsym` at install time rather than
