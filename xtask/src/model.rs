@@ -162,27 +162,20 @@ pub fn qemu_args(lib: &Path, opts: &ModelOpts, out: &Path) -> Result<Vec<String>
     Ok(vec!["-plugin".into(), arg])
 }
 
-/// The figure each number of a snapshot line becomes (in the order of
-/// `model::report::FIELDS`; `ModelFigures`, its `samples` keys): a
-/// figure's `cycles` is the modelled time that passed on the benchmark's
-/// CPU (the line's clock), `busy_cycles` the cycles it executed. The five
-/// coherence counters are the whole machine's (every CPU's).
-pub const FIGURES: [&str; FIELDS.len()] = [
-    "insns",
-    "busy_cycles",
-    "l1_misses",
-    "l2_misses",
-    "tlb_misses",
-    "tlb_flushes",
-    "coherence_misses",
-    "invalidations",
-    "transfers",
-    "invalidations_received",
-    "upgrades",
-    "cycles",
-];
+/// The figure a number of a snapshot line becomes (`ModelFigures`, its
+/// `samples` keys): a figure's `cycles` is the modelled time that passed
+/// on the benchmark's CPU (the line's clock), `busy_cycles` the cycles it
+/// executed; the others keep their names. The five coherence counters are
+/// the whole machine's (every CPU's).
+fn figure(field: &'static str) -> &'static str {
+    match field {
+        "cycles" => "busy_cycles",
+        "clock" => "cycles",
+        other => other,
+    }
+}
 
-/// The numbers of one snapshot line, as [`FIGURES`] orders them.
+/// The numbers of one snapshot line, in the order of `FIELDS`.
 type Values = [u64; FIELDS.len()];
 
 /// `later - earlier`, number by number (0 where one went backwards, which
@@ -223,7 +216,7 @@ pub struct ModelFigures {
     pub upgrades: f64,
     /// Instructions the model counted per call (a cross-check of icount).
     pub insns: f64,
-    /// Per batch, per figure (the keys of [`FIGURES`]).
+    /// Per batch, per figure (keyed by the figure names above).
     pub samples: BTreeMap<String, Vec<u64>>,
 }
 
@@ -327,10 +320,13 @@ pub fn figures(file: &SnapshotFile, span: &Span, label: &str) -> Result<ModelFig
             .collect();
         median_f64(&v)
     };
-    let samples = FIGURES
+    let samples = FIELDS
         .iter()
         .enumerate()
-        .map(|(i, k)| (k.to_string(), batches.iter().map(|b| b[i]).collect()))
+        .map(|(i, k)| {
+            let values = batches.iter().map(|b| b[i]).collect();
+            (figure(k).to_string(), values)
+        })
         .collect();
     Ok(ModelFigures {
         label: label.to_string(),
