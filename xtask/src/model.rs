@@ -250,36 +250,55 @@ pub struct Span {
     pub batch_size: u64,
 }
 
-/// The snapshot spans of every benchmark in a log (samples records that
-/// carry `snap_batches`), by benchmark name.
+/// The snapshot spans of every benchmark in a log, by benchmark name: the
+/// samples records that carry `snap_batches`, and the macro mix's records
+/// (`macro.<mechanism>`, `batches` of `ops` operations) that do.
 pub fn spans(records: &[Record]) -> Result<BTreeMap<String, Span>> {
     let mut m = BTreeMap::new();
-    for r in records.iter().filter(|r| r.kind == kind::SAMPLES) {
+    for r in records {
         let Some(batches) = r.get("snap_batches") else {
             continue;
         };
         let num = |k: &str, v: &str| -> Result<u64> {
-            v.parse()
-                .map_err(|_| anyhow!("line {}: samples record: {k}={v:?} is not a number", r.line))
+            v.parse().map_err(|_| {
+                anyhow!(
+                    "line {}: {} record: {k}={v:?} is not a number",
+                    r.line,
+                    r.kind
+                )
+            })
         };
-        let name = r
-            .get("name")
-            .ok_or_else(|| anyhow!("line {}: samples record without name", r.line))?;
+        let field = |k: &str| {
+            r.get(k)
+                .ok_or_else(|| anyhow!("line {}: {} record without {k}", r.line, r.kind))
+        };
+        let (name, n, batch_size) = match r.kind.as_str() {
+            kind::SAMPLES => (
+                field("name")?.to_string(),
+                r.get("values").map_or(0, |v| v.split(',').count()) as u32,
+                num("batch_size", r.get("batch_size").unwrap_or("1"))?,
+            ),
+            kind::MACRO => (
+                format!("{}.{}", abi::report::names::MACRO, field("mech")?),
+                num("batches", field("batches")?)? as u32,
+                num("ops", field("ops")?)?,
+            ),
+            _ => continue,
+        };
         let stream = match r.get("stream") {
             None => SNAP_USER,
             Some(s) => stream_from_key(s)
                 .ok_or_else(|| anyhow!("line {}: unknown snapshot stream {s:?}", r.line))?,
         };
-        let n = r.get("values").map_or(0, |v| v.split(',').count()) as u32;
         m.insert(
-            name.to_string(),
+            name,
             Span {
                 stream,
                 calib: num("snap_calib", r.get("snap_calib").unwrap_or("0"))? as u32,
                 calib_runs: num("calib_runs", r.get("calib_runs").unwrap_or("0"))? as u32,
                 batches: num("snap_batches", batches)? as u32,
                 n,
-                batch_size: num("batch_size", r.get("batch_size").unwrap_or("1"))?.max(1),
+                batch_size: batch_size.max(1),
             },
         );
     }
@@ -368,6 +387,9 @@ pub fn apply(results: &mut Results, log: &str, file: &SnapshotFile) -> Result<()
     for b in &mut results.benches {
         b.model = figs.remove(&b.name);
     }
+    for m in &mut results.macros {
+        m.model = figs.remove(&m.name());
+    }
     results.model_profile = Some(file.profile.clone());
     results.model_virt = file.virt;
     results.model_params = file
@@ -379,16 +401,29 @@ pub fn apply(results: &mut Results, log: &str, file: &SnapshotFile) -> Result<()
     Ok(())
 }
 
+/// Every figure of a run with model figures, by name: the benchmarks', then
+/// the macro mix's (`macro.<mechanism>`).
+fn modelled(r: &Results) -> Vec<(String, &ModelFigures)> {
+    let benches = r
+        .benches
+        .iter()
+        .filter_map(|b| Some((b.name.clone(), b.model.as_ref()?)));
+    let macros = r
+        .macros
+        .iter()
+        .filter_map(|m| Some((m.name(), m.model.as_ref()?)));
+    benches.chain(macros).collect()
+}
+
 /// The model's table: every benchmark with model figures, per operation.
 pub fn table(r: &Results) -> String {
     let Some(profile) = &r.model_profile else {
         return String::new();
     };
-    let width = r
-        .benches
+    let rows = modelled(r);
+    let width = rows
         .iter()
-        .filter(|b| b.model.is_some())
-        .map(|b| b.name.len())
+        .map(|(name, _)| name.len())
         .max()
         .unwrap_or(0)
         .max("benchmark".len());
@@ -410,11 +445,10 @@ pub fn table(r: &Results) -> String {
         );
     }
     s += "\n";
-    for b in &r.benches {
-        let Some(m) = &b.model else { continue };
+    for (name, m) in rows {
         s += &format!(
             "{:<width$} {:>10.2} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
-            b.name, m.insns, m.cycles, m.l1_misses, m.l2_misses, m.tlb_misses, m.tlb_flushes
+            name, m.insns, m.cycles, m.l1_misses, m.l2_misses, m.tlb_misses, m.tlb_flushes
         );
         if smp {
             s += &format!(
@@ -469,9 +503,9 @@ pub fn unit(r: &Results) -> Option<String> {
 
 /// A model run's metrics: modelled cycles per call of each benchmark.
 pub fn metrics(r: &Results) -> BTreeMap<String, f64> {
-    r.benches
-        .iter()
-        .filter_map(|b| Some((b.name.clone(), b.model.as_ref()?.cycles)))
+    modelled(r)
+        .into_iter()
+        .map(|(name, m)| (name, m.cycles))
         .collect()
 }
 
@@ -570,6 +604,36 @@ mod tests {
         assert_eq!(x.samples["l1_misses"], [4, 4]);
         assert_eq!(x.l1_misses, 1.0);
         assert_eq!(x.label, "modelled, profile p3");
+    }
+
+    #[test]
+    fn the_macro_mix_gets_the_same_figures_per_operation() {
+        let f = parse_file(&file()).unwrap();
+        // The same snapshots as x.null's, named by a macro record: two
+        // batches of 4 operations.
+        let log = "@@tb1 macro mech=int80 ops=4 batches=2 ticks_per_op=1700.0 ops_per_s=588235.3 syscalls_per_op=4 stream=user snap_calib=0 calib_runs=3 snap_batches=6\n\
+                   @@tb1 macro mech=sysenter ops=4 batches=2 ticks_per_op=1700.0 ops_per_s=588235.3 syscalls_per_op=4\n";
+        let m = merge_log(log, &f).unwrap();
+        assert_eq!(m.len(), 1, "a macro record without snapshots is skipped");
+        let x = &m["macro.int80"];
+        assert_eq!((x.samples["cycles"].clone(), x.cycles), (vec![40, 32], 9.0));
+        let mut r = Results {
+            macros: vec![crate::results::Macro {
+                mech: "int80".into(),
+                ops: 4,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        apply(&mut r, log, &f).unwrap();
+        assert_eq!(r.macros[0].model.as_ref().unwrap().cycles, 9.0);
+        assert_eq!(metrics(&r)["macro.int80"], 9.0);
+        assert!(table(&r).contains("macro.int80"), "{}", table(&r));
+        assert!(
+            r.table().contains("  9.0 modelled cycles/op"),
+            "{}",
+            r.table()
+        );
     }
 
     #[test]

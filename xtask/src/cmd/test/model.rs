@@ -6,7 +6,7 @@
 //!   (after the warm-up batch), one L1 miss per load and no L2 miss for one
 //!   between L1 and L2.
 //! - Two model boots give byte-identical records and plugin files, on one
-//!   CPU (the benchmark driver) and with `mode=smp` on 2 and on 4 CPUs.
+//!   CPU (the benchmark driver, its macro mix modelled too) and with `mode=smp` on 2 and on 4 CPUs.
 //! - Across CPUs: words of two CPUs in one line make it move between their
 //!   caches; words 64 bytes apart (with the pair prefetch on: `p4`) and
 //!   4 KiB apart cause no coherence miss after the warm-up batch; a remote
@@ -185,8 +185,30 @@ fn deterministic(art: &Artifacts, dir: &Path) -> Result<()> {
         modelled += 1;
     }
     ensure!(modelled > 0, "no benchmark has model figures");
+    // The macro mix: its ticks count part of the timer's own instructions
+    // (the guest subtracts no overhead from them), the model's figure the
+    // loop's setup outside the timer pair: a few instructions a batch
+    // either way, against hundreds an operation.
+    ensure!(!r.macros.is_empty(), "no macro mix");
+    for x in &r.macros {
+        let m = x
+            .model
+            .as_ref()
+            .with_context(|| format!("{} has no model figures", x.name()))?;
+        ensure!(
+            (m.insns - x.ticks_per_op).abs() <= x.ticks_per_op * MACRO_SLACK,
+            "{}: the model counted {} instructions per operation, icount {}",
+            x.name(),
+            m.insns,
+            x.ticks_per_op
+        );
+    }
     Ok(())
 }
+
+/// How far the model's instructions per operation of the macro mix may lie
+/// from icount's, as a share of icount's.
+const MACRO_SLACK: f64 = 0.02;
 
 /// `mode=smp` on `cpus` CPUs under `profile`, booted twice: the two boots'
 /// records and plugin files are byte-identical; the results of one.
