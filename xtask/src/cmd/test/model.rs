@@ -12,8 +12,9 @@
 //!   4 KiB apart cause no coherence miss after the warm-up batch; a remote
 //!   shootdown takes at least the IPI's send, flight and delivery.
 //! - An unknown profile is refused before booting, with the known ones.
+//! - A saved model run imports back with its figures (`import --model`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use abi::model::chase::{SETS, STRIDE};
@@ -349,38 +350,129 @@ fn smp_four_p4(art: &Artifacts, dir: &Path) -> Result<String> {
 /// `cargo xtask run --clock model --profile <unknown>` fails before booting
 /// and names the known profiles.
 fn unknown_profile_refused(root: &Path) -> Result<()> {
-    let exe = std::env::current_exe().context("cannot find the xtask binary")?;
     let t = Instant::now();
-    let o = std::process::Command::new(exe)
-        .args([
+    let (ok, out, err) = xtask(
+        root,
+        &[
             "run",
             "--clock",
             "model",
             "--profile",
             "pentium9",
             "--no-save",
-        ])
-        .current_dir(root)
-        .output()
-        .context("cannot run xtask")?;
-    let err = String::from_utf8_lossy(&o.stderr);
-    ensure!(!o.status.success(), "an unknown profile was accepted");
+        ],
+    )?;
+    ensure!(!ok, "an unknown profile was accepted");
     let known = model::known_profiles().join(", ");
     ensure!(
         err.contains("--profile \"pentium9\": no such model profile")
             && err.contains(&format!("known profiles: {known}")),
         "unclear error: {err}"
     );
-    ensure!(
-        !String::from_utf8_lossy(&o.stdout).contains("i386 testbed"),
-        "it booted before refusing"
-    );
+    ensure!(!out.contains("i386 testbed"), "it booted before refusing");
     ensure!(
         t.elapsed().as_secs() < 30,
         "the refusal took {:?}",
         t.elapsed()
     );
     Ok(())
+}
+
+/// `xtask` itself, run in the workspace with `args`: (success, stdout,
+/// stderr).
+fn xtask(root: &Path, args: &[&str]) -> Result<(bool, String, String)> {
+    let exe = std::env::current_exe().context("cannot find the xtask binary")?;
+    let o = std::process::Command::new(exe)
+        .args(args)
+        .current_dir(root)
+        .output()
+        .context("cannot run xtask")?;
+    Ok((
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    ))
+}
+
+/// A saved model run (`run --clock model --records --model-file FILE`, its
+/// records the log) imported back (`import LOG --model FILE`) gives the
+/// run's model figures; without `--model` the import says it has none;
+/// the file of a boot with another command line is refused.
+fn import_round_trip(root: &Path, dir: &Path) -> Result<String> {
+    std::fs::create_dir_all(dir)?;
+    let save = |append: &str, name: &str| -> Result<(PathBuf, PathBuf, Results)> {
+        let file = dir.join(format!("{name}.model"));
+        let file_arg = file.to_str().context("scratch path is not UTF-8")?;
+        let (ok, json, log) = xtask(
+            root,
+            &[
+                "run",
+                "--clock",
+                "model",
+                "--profile",
+                "p3",
+                "--records",
+                "--json",
+                "--no-save",
+                "--append",
+                append,
+                "--model-file",
+                file_arg,
+            ],
+        )?;
+        ensure!(ok, "the model run failed: {log}");
+        // With --json the kernel's text, records included, goes to stderr.
+        let path = dir.join(format!("{name}.log"));
+        std::fs::write(&path, &log)?;
+        let r: Results = serde_json::from_str(&json).context("the run's JSON")?;
+        Ok((path, file, r))
+    };
+    let (log, file, ran) = save("batches=3 batch_size=64", "a")?;
+    let s = |p: &Path| p.to_str().unwrap_or_default().to_string();
+    let (ok, json, err) = xtask(
+        root,
+        &[
+            "import",
+            &s(&log),
+            "--model",
+            &s(&file),
+            "--json",
+            "--no-save",
+        ],
+    )?;
+    ensure!(ok, "the import failed: {err}");
+    let got: Results = serde_json::from_str(&json).context("the import's JSON")?;
+    ensure!(
+        got.model_profile.as_deref() == Some("p3") && got.model_params == ran.model_params,
+        "the import names profile {:?}",
+        got.model_profile
+    );
+    let figures = |r: &Results| -> Vec<(String, Option<model::ModelFigures>)> {
+        let b = r.benches.iter().map(|b| (b.name.clone(), b.model.clone()));
+        let m = r.macros.iter().map(|m| (m.name(), m.model.clone()));
+        b.chain(m).collect()
+    };
+    ensure!(
+        figures(&got) == figures(&ran),
+        "the imported model figures differ from the run's"
+    );
+    let modelled = figures(&got).iter().filter(|(_, m)| m.is_some()).count();
+    ensure!(modelled > 0, "nothing modelled");
+    let (ok, _, err) = xtask(root, &["import", &s(&log), "--no-save"])?;
+    ensure!(
+        ok && err.contains(crate::cmd::import::NO_MODEL_NOTE),
+        "an import without the model file does not say it has none: {err}"
+    );
+    let (_, other, _) = save("batches=4 batch_size=64", "b")?;
+    let (ok, _, err) = xtask(
+        root,
+        &["import", &s(&log), "--model", &s(&other), "--no-save"],
+    )?;
+    ensure!(
+        !ok && err.contains("are not the log and the model file of one boot"),
+        "another boot's model file was taken: {err}"
+    );
+    Ok(format!("{modelled} figures came back"))
 }
 
 /// The model's boot tests whose name contains `filter`, as (name, result).
@@ -429,6 +521,10 @@ pub fn self_tests(
     let name = "model: mode=smp on 4 CPUs under p4 (pair prefetch), two boots byte-identical: one shared line moves, adjacent lines and pages apart do not after warm-up".to_string();
     if wanted(&name) {
         out.push(run(name, &|| smp_four_p4(art, dir)));
+    }
+    let name = "model: a saved model run (records and the plugin's file) imports back with its figures; without the file the import says it has none; another boot's file is refused".to_string();
+    if wanted(&name) {
+        out.push(run(name, &|| import_round_trip(&root, &dir.join("import"))));
     }
     let name = "model: two boots give byte-identical records and plugin files; the model counts the instructions icount does".to_string();
     if wanted(&name) {
