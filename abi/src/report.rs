@@ -167,10 +167,28 @@ pub mod names {
     /// The system-call loops of the `bench` program: `<mechanism>.<call>`
     /// (`int80.null`, `sysenter.floor`, ...) and `loop`.
     pub const LOOP: &str = "loop";
-    /// The `locks` program: `locks.<figure>.<layout>`.
+    /// The `locks` program: `locks.<figure>.<layout>`. With more than one
+    /// CPU also the cross-CPU figures [`CONTENDED_SMP`], [`SLEEP_WAKEUP_SMP`]
+    /// and the user-level false sharing, `locks.<FALSE_SHARING_*>.<layout>`.
     pub const LOCKS: &str = "locks";
-    /// The `locks` program's ebizzy-like workload: `ebizzy.<layout>`.
+    /// The `locks` program's ebizzy-like workload: `ebizzy.<layout>`; with
+    /// more than one CPU also `ebizzy.smp.<layout>` (one searcher per CPU,
+    /// records/s of all) and `ebizzy.cpu<N>.<layout>` (CPU N's searcher).
     pub const EBIZZY: &str = "ebizzy";
+    /// `locks.contended_smp.<layout>`: the contended hand-off between
+    /// threads on CPUs 0 and 1.
+    pub const CONTENDED_SMP: &str = "contended_smp";
+    /// `locks.sleep_wakeup_smp.<layout>`: the sleep/wakeup round trip
+    /// between a thread on CPU 0 and one on CPU 1.
+    pub const SLEEP_WAKEUP_SMP: &str = "sleep_wakeup_smp";
+    /// `ebizzy.smp.<layout>`: every CPU's searcher together.
+    pub const EBIZZY_SMP: &str = "smp";
+    /// User-level false sharing: one thread per CPU increments its own
+    /// counter; the counters in one 64-byte line, in adjacent 64-byte
+    /// lines, and 128 bytes apart (increments of every CPU per second).
+    pub const FALSE_SHARING_LINE: &str = "false_sharing_line";
+    pub const FALSE_SHARING_ADJACENT: &str = "false_sharing_adjacent";
+    pub const FALSE_SHARING_APART: &str = "false_sharing_apart";
     /// `mode=smp`: `smp.false_sharing.<layout>`, `smp.lines.<same|adjacent|page>`, `smp.pingpong`,
     /// `smp.tlb.<invlpg|cr3|shootdown>`.
     pub const SMP: &str = "smp";
@@ -178,6 +196,9 @@ pub mod names {
     pub const FORKTEST: &str = "forktest";
     /// The pointer chase (`prog=chase`): `chase.<KiB>k`, one load per call.
     pub const CHASE: &str = "chase";
+    /// The string-instruction counts (`prog=strings`): `string.<op>.<ecx>`
+    /// and `string.none` (`abi::strings`), one instruction per call.
+    pub const STRING: &str = "string";
     /// The pool layouts as they appear in names (`abi::cmdline`'s
     /// `pool_align` values).
     pub const LAYOUTS: [&str; 3] = ["128", "64", "packed"];
@@ -187,7 +208,7 @@ pub mod names {
     /// The macro mix's group: `macro.<mechanism>` (host-side name).
     pub const MACRO: &str = "macro";
     /// Every group a metric's name starts with, besides the mechanisms.
-    pub const GROUPS: [&str; 6] = [LOOP, LOCKS, EBIZZY, SMP, FORKTEST, MACRO];
+    pub const GROUPS: [&str; 8] = [LOOP, LOCKS, EBIZZY, SMP, FORKTEST, CHASE, STRING, MACRO];
 }
 
 /// What a benchmark's values are, so that readers know which way is better.
@@ -244,6 +265,10 @@ pub struct Figure<'a> {
     /// Instructions retired and core cycles per operation from the
     /// architectural counters, where the CPU has them.
     pub counters: Option<(f64, f64)>,
+    /// The CPUs the benchmark's threads ran on, bit `n` for CPU `n` (as the
+    /// `cpu` system call told each thread); 0 when not known. Written as
+    /// `cpus=0,1`, so a reader sees the work crossed CPUs.
+    pub cpus: u32,
     /// Where the figure's model snapshots are (`--clock model`), when the
     /// guest took them around its batches.
     pub snaps: Option<crate::model::Snaps>,
@@ -295,6 +320,14 @@ pub fn write_bench(out: &mut dyn fmt::Write, f: &Figure, s: &crate::stats::Summa
     match f.counters {
         Some((i, c)) => write!(out, " instructions={i:.4} cycles={c:.4}")?,
         None => out.write_str(" instructions=n/a cycles=n/a")?,
+    }
+    if f.cpus != 0 {
+        out.write_str(" cpus=")?;
+        let mut first = true;
+        for c in (0..u32::BITS).filter(|c| f.cpus & (1 << c) != 0) {
+            write!(out, "{}{c}", if first { "" } else { "," })?;
+            first = false;
+        }
     }
     write!(
         out,
@@ -404,6 +437,7 @@ mod tests {
             samples: &[2_000_000, 4_000_000],
             tsc_hz: 1_000_000_000,
             counters: None,
+            cpus: 0b11,
             snaps: None,
         };
         let (mut v, mut s) = ([0.0; 2], [0.0; 2]);
@@ -414,7 +448,7 @@ mod tests {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 2);
         assert!(lines[0].starts_with("@@tb1 bench name=ebizzy.128 mech=locks path=ebizzy call=128 measure=throughput unit=records/s n=2 min=250000.0000"), "{}", lines[0]);
-        assert!(lines[0].ends_with(" instructions=n/a cycles=n/a"));
+        assert!(lines[0].ends_with(" instructions=n/a cycles=n/a cpus=0,1"));
         assert_eq!(
             lines[1],
             "@@tb1 samples name=ebizzy.128 batch_size=1000 values=2000000,4000000"
@@ -484,6 +518,7 @@ mod tests {
             samples: &[1, 2],
             tsc_hz: 1,
             counters: None,
+            cpus: 0b11,
             snaps: Some(crate::model::Snaps {
                 stream: crate::model::SNAP_USER,
                 calib: 2,

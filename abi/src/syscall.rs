@@ -37,10 +37,15 @@ pub mod nr {
     pub const TRACE: u32 = 10;
     /// `sleep(ticks)`: block for at least `ticks` timer ticks (1 ms each).
     pub const SLEEP: u32 = 11;
-    /// `thread_create(entry, stack_top, arg, priority)` → tid, or -EAGAIN
-    /// when no thread (or turnstile, or sleepqueue) is left in the pools.
+    /// `thread_create(entry, stack_top, arg, priority, cpu)` → tid, or
+    /// -EAGAIN when no thread (or turnstile, or sleepqueue) is left in the
+    /// pools, -EINVAL for a CPU that does not run. `cpu` is a CPU index, or
+    /// [`super::CPU_ANY`]: the least loaded CPU.
     pub const THREAD_CREATE: u32 = 12;
-    /// `thread_exit()`: ends the calling thread (the task ends with its last).
+    /// `thread_exit(clear)`: ends the calling thread (the task ends with its
+    /// last). When `clear` is not 0, the kernel stores 0 at that user word
+    /// once the thread no longer runs on its user stack, so the stack can
+    /// be reused (Linux's clear-child-tid).
     pub const THREAD_EXIT: u32 = 13;
     /// `umtx_lock(addr)`: the slow path of a user mutex (a word: 0 free,
     /// else the owner's tid, with `UMTX_CONTESTED` when others wait). Blocks
@@ -71,8 +76,11 @@ pub mod nr {
     /// user program's figures reach the report: ring 3's console writes
     /// cannot hold the marker (the kernel escapes every `@` in them).
     pub const RECORD: u32 = 22;
+    /// `cpu()` → the index of the CPU the calling thread runs on (0 is the
+    /// bootstrap processor).
+    pub const CPU: u32 = 23;
     /// One past the last number: anything `>= COUNT` returns `-ENOSYS`.
-    pub const COUNT: u32 = 23;
+    pub const COUNT: u32 = 24;
 
     /// The name of a call, for reports.
     pub fn name(n: u32) -> &'static str {
@@ -100,6 +108,7 @@ pub mod nr {
             GETPRIO => "getprio",
             LOOKUP_BENCH => "lookup_bench",
             RECORD => "record",
+            CPU => "cpu",
             _ => "unknown",
         }
     }
@@ -166,6 +175,25 @@ pub const MAX_THREADS: usize = 16;
 /// `PRIO_USER` unless `thread_create` asks otherwise.
 pub const PRIO_MAX: u32 = 31;
 pub const PRIO_USER: u32 = 16;
+/// The `locks` program's argument (EAX at entry): what it runs.
+pub mod locks_arg {
+    /// The benchmarks (any other value too).
+    pub const BENCHES: u32 = 0;
+    /// The tests: priority propagation, wake-up order, stresses, exhaustion,
+    /// EDEADLK; with more than one CPU the same across CPUs.
+    pub const TESTS: u32 = 1;
+    /// A thread spins in ring 3 on every other CPU, another makes system
+    /// calls there, and the first thread calls `exit(0)`: the task must end
+    /// everywhere.
+    pub const END_EXIT: u32 = 2;
+    /// As `END_EXIT`, but the task ends by a thread on the last CPU
+    /// executing `ud2` (#UD) while the others run.
+    pub const END_FAULT: u32 = 3;
+}
+
+/// `thread_create`'s CPU argument for "any": the kernel spreads threads
+/// over the running CPUs (the one with the fewest live user threads).
+pub const CPU_ANY: u32 = u32::MAX;
 /// The bit a user mutex word carries while threads wait in the kernel.
 pub const UMTX_CONTESTED: u32 = 1 << 31;
 
@@ -265,6 +293,9 @@ pub struct CpuInfo {
     /// `pool_align=` from the command line (bytes, 0 = packed), or
     /// [`POOL_ALIGN_EVERY`] when it does not say.
     pub pool_align: u32,
+    /// How many CPUs run (the bootstrap processor and every started AP):
+    /// `thread_create` takes CPUs `0..cpus`.
+    pub cpus: u32,
 }
 
 /// [`CpuInfo::pool_align`] when the command line names no layout: the lock

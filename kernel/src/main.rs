@@ -175,6 +175,12 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     );
     let tsc_hz = arch::pit::measure_tsc_hz(f.tsc);
     let pmc = report_pmc(arch::pmu::init(f, opts.pmc));
+    // Every CPU the firmware lists starts, in every mode: user threads run
+    // on all of them.
+    let cpus = arch::smp::init(tsc_hz, f.apic, ap_main);
+    if cpus > 1 || opts.mode == Mode::Smp {
+        kprintln!("smp: {cpus} CPU(s) started");
+    }
     {
         use abi::syscall::{FEATURE_FIXED_PMC, FEATURE_RDTSCP, FEATURE_SSE2, FEATURE_TSC};
         syscall::set_sysinfo(abi::syscall::CpuInfo {
@@ -193,6 +199,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             fuzz_calls: opts.fuzz_calls,
             emulated: abi::syscall::emulator_of(opts.accel),
             pool_align: opts.pool_align.unwrap_or(abi::syscall::POOL_ALIGN_EVERY),
+            cpus: cpus as u32,
         });
     }
     for m in Mechanism::ALL {
@@ -211,26 +218,22 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     let ok = match opts.mode {
         Mode::Test => testing::run_all(&bi, &opts),
         Mode::Run => run_program(&bi, &opts),
-        Mode::Smp => {
-            let n = arch::smp::init(tsc_hz, f.apic, ap_main);
-            kprintln!("smp: {n} CPU(s) started");
-            bench::smp::run(
-                tsc_hz,
-                opts.clock == abi::cmdline::Clock::Icount,
-                abi::syscall::emulator_of(opts.accel),
-                opts.pool_align.and_then(sync::pool::Align::from_bytes),
-            )
-        }
+        Mode::Smp => bench::smp::run(
+            tsc_hz,
+            opts.clock == abi::cmdline::Clock::Icount,
+            abi::syscall::emulator_of(opts.accel),
+            opts.pool_align.and_then(sync::pool::Align::from_bytes),
+        ),
     };
     record!(kind::END, "status" => if ok { "success" } else { "failure" });
     power::exit(if ok { exit::SUCCESS } else { exit::FAILURE })
 }
 
-/// An application processor's life after the trampoline (`mode=smp`), as
-/// `kmain` is the bootstrap processor's: its own CPU state, its entry MSRs,
-/// its local timer, then the idle thread's loop: run this CPU's ready
-/// threads and the benchmarks' commands, and otherwise wait for an
-/// interrupt (the local timer, a reschedule IPI).
+/// An application processor's life after the trampoline, as `kmain` is
+/// the bootstrap processor's: its own CPU state, its entry MSRs, its local
+/// timer, then the idle thread's loop: run this CPU's ready threads (user
+/// threads included) and the benchmarks' commands, and otherwise wait for
+/// an interrupt (the local timer, a reschedule IPI).
 extern "C" fn ap_main(cpu: u32) -> ! {
     let cpu = cpu as usize;
     let stack_top = arch::smp::ap_init(cpu);

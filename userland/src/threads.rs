@@ -15,6 +15,11 @@ fn call(n: u32, a: [u32; 6]) -> u32 {
     sys::call(Mechanism::Int80, n, a)
 }
 
+/// The CPU the calling thread runs on.
+pub fn cpu() -> u32 {
+    call(nr::CPU, [0; 6])
+}
+
 pub fn gettid() -> u32 {
     call(nr::GETTID, [0; 6])
 }
@@ -78,22 +83,27 @@ impl Umtx {
     }
 }
 
-/// Stacks for the threads a program creates.
+/// Stacks for the threads a program creates, one per slot. A slot is
+/// busy from `spawn` until the kernel clears its word at the thread's
+/// `thread_exit` (when the thread no longer runs on the stack), so a
+/// stack is never reused under a thread still on its way out, on any CPU.
 const STACK: usize = 16 * 1024;
 #[repr(C, align(16))]
 struct Stacks([[u8; STACK]; MAX_THREADS]);
 static mut STACKS: Stacks = Stacks([[0; STACK]; MAX_THREADS]);
 static mut ENTRIES: [(usize, u32); MAX_THREADS] = [(0, 0); MAX_THREADS];
-static NEXT_SLOT: AtomicU32 = AtomicU32::new(0);
+static BUSY: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX_THREADS];
 
 core::arch::global_asm!(
     r#"
     .pushsection .text.tb_thread_start, "ax"
     .global tb_thread_start
-    /* A new thread: EAX = its slot; run its entry, then thread_exit. */
+    /* A new thread: EAX = its slot; run its entry, then thread_exit with
+       the slot's busy word (run_slot's result) for the kernel to clear. */
 tb_thread_start:
     pushl %eax
     call {run}
+    movl %eax, %ebx
     movl ${exit}, %eax
     int $0x80
     ud2
@@ -108,40 +118,50 @@ unsafe extern "C" {
     fn tb_thread_start();
 }
 
-extern "C" fn run_slot(slot: u32) {
+/// Runs slot `slot`'s entry; returns the address of its busy word.
+extern "C" fn run_slot(slot: u32) -> u32 {
     // SAFETY: the slot was written before the thread was created.
     let (f, arg) = unsafe { (*(&raw const ENTRIES))[slot as usize] };
     // SAFETY: `f` was an `fn(u32)` when stored.
     let f: fn(u32) = unsafe { core::mem::transmute::<usize, fn(u32)>(f) };
     f(arg);
+    &BUSY[slot as usize] as *const AtomicU32 as u32
 }
 
-/// Starts `f(arg)` in a new thread of priority `prio`: its tid, or the errno
-/// (EAGAIN when the kernel's pools are exhausted, or no stack is left here).
+/// Starts `f(arg)` in a new thread of priority `prio` on the caller's CPU:
+/// its tid, or the errno (EAGAIN when the kernel's pools are exhausted, or
+/// no stack is left here).
 pub fn spawn(f: fn(u32), arg: u32, prio: u32) -> Result<u32, i32> {
-    let slot = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) as usize;
-    if slot >= MAX_THREADS {
+    spawn_on(f, arg, prio, cpu())
+}
+
+/// As [`spawn`], on CPU `cpu` (or `abi::syscall::CPU_ANY`: the kernel
+/// picks the least loaded). EINVAL for a CPU that does not run.
+pub fn spawn_on(f: fn(u32), arg: u32, prio: u32, cpu: u32) -> Result<u32, i32> {
+    let Some(slot) = BUSY.iter().position(|b| {
+        b.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }) else {
         return Err(abi::syscall::errno::EAGAIN);
-    }
-    // SAFETY: each slot and stack is used by one thread only.
+    };
+    // SAFETY: the slot is ours (BUSY) until its thread exits.
     let top = unsafe {
         (*(&raw mut ENTRIES))[slot] = (f as usize, arg);
         (&raw mut STACKS) as usize + (slot + 1) * STACK
     };
-    abi::syscall::decode(call(
+    let r = abi::syscall::decode(call(
         nr::THREAD_CREATE,
         [
             tb_thread_start as *const () as u32,
             top as u32,
             slot as u32,
             prio,
-            0,
+            cpu,
             0,
         ],
-    ))
-}
-
-/// Makes the slots reusable (after every created thread has exited).
-pub fn reset_slots() {
-    NEXT_SLOT.store(0, Ordering::Relaxed);
+    ));
+    if r.is_err() {
+        BUSY[slot].store(0, Ordering::Release);
+    }
+    r
 }

@@ -124,6 +124,10 @@ pub struct Bench {
     pub instructions: Option<f64>,
     #[serde(default)]
     pub cycles: Option<f64>,
+    /// The CPUs the benchmark's threads ran on (`cpus=0,1` in the record);
+    /// empty when the record does not say.
+    #[serde(default)]
+    pub cpus: Vec<u32>,
     pub batch_size: u64,
     pub samples: Vec<u64>,
     /// `--clock model`: modelled cycles, misses and flushes per call and
@@ -338,6 +342,20 @@ impl Results {
                     outliers: num(rec, "outliers")?,
                     instructions: optional_real(rec, "instructions")?,
                     cycles: optional_real(rec, "cycles")?,
+                    cpus: match rec.get("cpus") {
+                        None => vec![],
+                        Some(list) => list
+                            .split(',')
+                            .map(|c| {
+                                c.parse::<u32>().map_err(|_| {
+                                    anyhow!(
+                                        "line {}: bench record: cpus={list:?} is not a list of CPU numbers",
+                                        rec.line
+                                    )
+                                })
+                            })
+                            .collect::<Result<Vec<_>>>()?,
+                    },
                     batch_size: 0,
                     samples: vec![],
                     model: None,
@@ -899,7 +917,7 @@ i386 testbed kernel abc
 @@tb1 cpu vendor=GenuineIntel brand=QEMU%20Virtual%20CPU family=6 model=6 stepping=3
 @@tb1 bench name=locks.contended.128 mech=locks path=contended call=128 measure=per_op n=2 min=1476.0000 p25=1476.0000 median=1476.0000 mean=1476.0000 p75=1476.0000 max=1476.0000 sd=0.0000 outliers=0 instructions=n/a cycles=n/a
 @@tb1 samples name=locks.contended.128 batch_size=100 values=147600,147600
-@@tb1 bench name=ebizzy.128 mech=locks path=ebizzy call=128 measure=throughput unit=records/s n=2 min=160000.0000 p25=160000.0000 median=160000.0000 mean=160000.0000 p75=160000.0000 max=160000.0000 sd=0.0000 outliers=0 instructions=n/a cycles=n/a
+@@tb1 bench name=ebizzy.128 mech=locks path=ebizzy call=128 measure=throughput unit=records/s n=2 min=160000.0000 p25=160000.0000 median=160000.0000 mean=160000.0000 p75=160000.0000 max=160000.0000 sd=0.0000 outliers=0 instructions=n/a cycles=n/a cpus=0,1
 @@tb1 samples name=ebizzy.128 batch_size=1000 values=6250000,6250000
 @@tb1 end status=success
 ";
@@ -923,6 +941,7 @@ i386 testbed kernel abc
             (e.measure, e.unit.as_str()),
             (Measure::Throughput, "records/s")
         );
+        assert_eq!((e.cpus.as_slice(), c.cpus.is_empty()), (&[0, 1][..], true));
         let info = r.metric_info();
         assert!(info["ebizzy.128"].describe().contains("higher is better"));
         assert!(info["locks.contended.128"]
@@ -944,6 +963,14 @@ i386 testbed kernel abc
             .to_string();
         assert!(
             e.starts_with("line 5: bench record: measure=\"faster\""),
+            "{e}"
+        );
+        let bad = LOCKS_LOG.replace("cpus=0,1", "cpus=0,x");
+        let e = Results::from_log(&bad, "x", "qemu")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cpus=\"0,x\" is not a list of CPU numbers"),
             "{e}"
         );
     }

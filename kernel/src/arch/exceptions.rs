@@ -484,8 +484,9 @@ static mut DEBUG_EIP: u32 = 0;
 /// Runs as the debug task. Decides what the #DB meant from the interrupted
 /// context in the main TSS, and edits that context before switching back.
 extern "C" fn debug_trap() {
-    // SAFETY: the main task is suspended while the debug task runs.
-    let t = unsafe { gdt::main_tss_mut() };
+    // SAFETY: the interrupted task (this CPU's main task) is suspended
+    // while the debug task runs.
+    let t = unsafe { gdt::interrupted_by_debug_mut() };
     if t.cs & 3 == 3 {
         // A single step in ring 3: the task ends, like any user fault. Leave
         // through `debug_kill`, in ring 0 on the thread's kernel stack.

@@ -382,21 +382,40 @@ pub fn raw(selector: u16) -> u64 {
     unsafe { GDT.get_mut().table[(selector >> 3) as usize].0 }
 }
 
-/// Sets TSS.ESP0: the stack the next ring-3 → ring-0 transition uses.
-pub fn set_esp0(top: u32) {
-    // SAFETY: one CPU; the CPU reads ESP0 only on a ring change, not now.
-    unsafe { TSS.get_mut().esp0 = top };
+/// Sets CPU `cpu`'s TSS.ESP0: the stack its next ring-3 → ring-0
+/// transition uses. Called by that CPU (the scheduler, switching threads).
+pub fn set_esp0_on(cpu: usize, top: u32) {
+    // SAFETY: each CPU writes only its own TSS, and reads ESP0 only on a
+    // ring change, not now (the caller runs in ring 0 with IF clear).
+    unsafe {
+        if cpu == 0 {
+            TSS.get_mut().esp0 = top;
+        } else {
+            AP_TSS.get_mut()[cpu - 1].esp0 = top;
+        }
+    }
 }
 
-/// The main TSS, writable: the debug task edits the interrupted context
-/// it finds there before switching back to it.
+/// The TSS of the task the debug task interrupted (its back link, SDM
+/// Vol. 3A §7.4: the previous task's selector): the main TSS on CPU 0, an
+/// AP's own on that AP.
 ///
 /// # Safety
-/// Only from a handler task, while the main task is suspended.
-pub unsafe fn main_tss_mut() -> &'static mut Tss {
-    // SAFETY: the caller runs as another task; the CPU reloads the main
-    // TSS only when switching back.
-    unsafe { TSS.get_mut() }
+/// Only from the debug task, while the interrupted task is suspended.
+pub unsafe fn interrupted_by_debug_mut() -> &'static mut Tss {
+    // SAFETY: the debug task runs (the caller's contract), so its TSS's
+    // link names the suspended task, whose TSS the CPU reloads only when
+    // switching back.
+    unsafe {
+        let link = DB_TSS.get_mut().link as u16 & !7;
+        if link >= selector::AP_TSS_BASE
+            && link < selector::AP_TSS_BASE + 8 * (abi::layout::MAX_CPUS as u16 - 1)
+        {
+            &mut AP_TSS.get_mut()[((link - selector::AP_TSS_BASE) / 8) as usize]
+        } else {
+            TSS.get_mut()
+        }
+    }
 }
 
 /// The main TSS. After a double fault the CPU has saved the faulting

@@ -191,6 +191,20 @@ pub fn map_identity(phys: u32, len: u32, flags: u32) -> Result<(), OutOfMemory> 
     Ok(())
 }
 
+/// Unmaps kernel page `va` again (page 0, which the firmware-table search
+/// maps to read the BIOS data area, goes back to being the null guard).
+/// At boot, before other CPUs run: only this CPU's TLB entry is dropped.
+pub fn unmap_kernel_page(va: u32) {
+    let pde = directory()[(va >> 22) as usize];
+    if pde & PRESENT == 0 {
+        return;
+    }
+    // SAFETY: the table's frame is identity-mapped and the kernel's.
+    let table = unsafe { &mut *((pde & FRAME_MASK) as *mut [u32; 1024]) };
+    table[((va >> 12) & 1023) as usize] = 0;
+    invlpg(va);
+}
+
 /// Points the kernel page `va` (outside the identity map) at frame `phys`
 /// and drops its stale TLB entry: a temporary mapping window.
 pub fn map_window(va: u32, phys: u32) -> Result<(), OutOfMemory> {

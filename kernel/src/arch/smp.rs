@@ -10,8 +10,9 @@
 //! (GS: its `PerCpu`) and enables its local APIC; then `ap_main` waits for
 //! work from the bootstrap processor in its mailbox.
 //!
-//! APs run kernel work only (the SMP benchmarks); user threads stay on the
-//! bootstrap processor, whose scheduler is single-CPU.
+//! Every AP then runs threads: kernel work (the SMP benchmarks) and user
+//! threads (`thread_create` names a CPU), each with its own TSS, entry
+//! MSRs and SYSCALL slots.
 
 use core::arch::{asm, global_asm};
 use core::ptr::NonNull;
@@ -24,7 +25,15 @@ use super::paging;
 use crate::sync::cell::{BootCell, SetOnce};
 
 /// What an AP is asked to do; written by the BSP, cleared by the AP.
-#[repr(C)]
+///
+/// Each CPU's block fills its own aligned 128-byte pair of 64-byte lines
+/// (the widest unit a cache here moves: NetBurst's sector, later CPUs'
+/// adjacent-line prefetch). Packed, CPU 1's mailbox shared a line with
+/// CPU 0's block and CPU 2's and 3's a pair, so the hand-shake of one
+/// benchmark run moved lines between the APs as well, as many times as
+/// their order happened to make it (the model's `mode=smp` figures then
+/// counted a varying number of coherence misses per run).
+#[repr(C, align(128))]
 pub struct PerCpu {
     /// `%gs:0` points here: the per-CPU segment's base.
     pub this: u32,
@@ -52,6 +61,7 @@ const PERCPU_INIT: PerCpu = PerCpu {
 };
 
 static PERCPU: BootCell<[PerCpu; MAX_CPUS]> = BootCell::new([PERCPU_INIT; MAX_CPUS]);
+const _: () = assert!(core::mem::size_of::<PerCpu>() == crate::sync::pool::SLOT);
 
 /// (base, length) of each CPU's per-CPU segment, for the GDT.
 pub fn percpu_segments() -> [(u32, u32); MAX_CPUS] {
@@ -336,11 +346,11 @@ pub fn init(tsc_hz: u64, has_apic: bool, ap_main: ApMain) -> usize {
         return 1;
     }
     apic::enable();
-    // The local timer only ends an idle HLT: the same stub as reschedule.
+    // An AP's local timer ends an idle HLT and preempts its ring 3.
     super::idt::set(
         apic::VECTOR_TIMER,
         super::idt::Gate::new(
-            &raw const ipi_reschedule_entry as u32,
+            &raw const apic_timer_entry as u32,
             super::idt::GateKind::Interrupt,
             0,
         ),
@@ -362,6 +372,9 @@ pub fn init(tsc_hz: u64, has_apic: bool, ap_main: ApMain) -> usize {
             None => (Source::None, 0),
         },
     };
+    // The search mapped page 0 (the BIOS data area's EBDA pointer): make it
+    // the null guard again.
+    paging::unmap_kernel_page(0);
     c.source = source;
     if n == 0 {
         ids[0] = bsp;
@@ -427,27 +440,62 @@ pub fn init(tsc_hz: u64, has_apic: bool, ap_main: ApMain) -> usize {
 global_asm!(
     r#"
     .pushsection .text.ipi, "ax"
-    .global ipi_reschedule_entry
-    /* Another CPU made a thread of ours ready: the interrupt alone ends an
-       idle HLT; the scheduler looks again. */
+    .global ipi_reschedule_entry, apic_timer_entry
+    /* Through interrupt gates (IF now clear). From ring 3 the CPU switched
+       to this CPU's TSS.ESP0; from an idle HLT we are on a kernel stack.
+       The same frame as a system-call entry, so the handler may switch
+       threads; it gets the interrupted CS in ECX. */
 ipi_reschedule_entry:
+    pushl %ds
+    pushl %es
     pushal
+    movl ${kdata}, %ecx
+    movl %ecx, %ds
+    movl %ecx, %es
     cld
-    call {eoi}
-    popal
+    movl {cs}(%esp), %ecx
+    call {reschedule}
+    jmp 1f
+apic_timer_entry:
+    pushl %ds
+    pushl %es
+    pushal
+    movl ${kdata}, %ecx
+    movl %ecx, %ds
+    movl %ecx, %es
+    cld
+    movl {cs}(%esp), %ecx
+    call {timer}
+1:  popal
+    popl %es
+    popl %ds
     iret
     .popsection
     "#,
-    eoi = sym reschedule_eoi,
+    kdata = const abi::layout::selector::KERNEL_DATA,
+    cs = const super::regs::frame::CS,
+    reschedule = sym reschedule_irq,
+    timer = sym timer_irq,
     options(att_syntax)
 );
 
-extern "C" fn reschedule_eoi() {
+/// Another CPU made a thread of ours ready, or ends the task (ECX = the
+/// interrupted CS): the interrupt alone ends an idle HLT; from ring 3 the
+/// scheduler looks again.
+extern "fastcall" fn reschedule_irq(cs: u32) {
     apic::eoi();
+    crate::task::sched::interrupt(cs & 3 == 3, false);
+}
+
+/// An AP's local timer tick (ECX = the interrupted CS).
+extern "fastcall" fn timer_irq(cs: u32) {
+    apic::eoi();
+    crate::task::sched::interrupt(cs & 3 == 3, true);
 }
 
 unsafe extern "C" {
     static ipi_reschedule_entry: u8;
+    static apic_timer_entry: u8;
 }
 
 /// Commands an AP runs (`PerCpu::command`).

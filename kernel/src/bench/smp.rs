@@ -208,6 +208,7 @@ impl Reporter {
             samples,
             tsc_hz: self.tsc_hz,
             counters: None,
+            cpus: 0,
             snaps: Some(snaps),
         });
         show(

@@ -7,6 +7,7 @@ pub mod serial;
 pub mod vga;
 
 use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 struct Console;
 
@@ -23,11 +24,41 @@ pub fn init() {
     vga::init();
 }
 
+/// The console lock: this CPU's index + 1 while it prints, so that lines
+/// from different CPUs do not mix. A CPU that holds it already (a panic
+/// while printing) prints on without waiting for itself. The kernel prints
+/// with interrupts off, so no interrupt on this CPU meets it held.
+static LOCK: AtomicU32 = AtomicU32::new(0);
+
+/// The console lock, held while it lives.
+pub struct Held(bool);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.0 {
+            LOCK.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// Takes the console lock for a scope (a record's several writes).
+pub fn lock() -> Held {
+    let me = crate::task::sched::cpu() as u32 + 1;
+    if LOCK.load(Ordering::Relaxed) == me {
+        return Held(false);
+    }
+    while LOCK
+        .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        core::hint::spin_loop();
+    }
+    Held(true)
+}
+
 #[doc(hidden)]
 pub fn _print(args: fmt::Arguments) {
-    // One CPU, and the console is never used from an interrupt that can
-    // interrupt it (interrupts are off in the kernel), so no lock is needed;
-    // the cell documents the single-owner assumption.
+    let _held = lock();
     let _ = Console.write_fmt(args);
 }
 
@@ -36,6 +67,7 @@ pub fn _print(args: fmt::Arguments) {
 /// marker on the console, however it splits or interleaves its writes;
 /// invalid UTF-8 comes out as `?`.
 pub fn write_bytes(b: &[u8]) {
+    let _held = lock();
     for chunk in b.utf8_chunks() {
         for piece in chunk.valid().split_inclusive('@') {
             match piece.strip_suffix('@') {
@@ -70,6 +102,7 @@ macro_rules! kprintln {
 #[macro_export]
 macro_rules! record {
     ($kind:expr $(, $k:literal => $v:expr)* $(,)?) => {{
+        let _held = $crate::console::lock();
         $crate::kprint!("{}{} {}", abi::report::MARKER, abi::report::SCHEMA, $kind);
         $( $crate::kprint!(" {}={}", $k, $crate::console::Val(&$v)); )*
         $crate::kprint!("\n");

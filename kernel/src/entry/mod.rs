@@ -75,16 +75,20 @@ pub fn init(f: &Features, kernel_stack_top: u32) -> u32 {
 }
 
 /// An application processor's share of `init`: its own SYSENTER MSRs
-/// (per CPU: this one's stack, the same entry). Threads on APs are kernel
-/// threads; SYSCALL stays on the bootstrap processor.
+/// (this one's stack, the same entry) and its own SYSCALL set-up (EFER,
+/// STAR at this CPU's copy of the entry, this CPU's stack slots).
 pub fn init_ap(kernel_stack_top: u32) {
     if is_usable(Mechanism::Sysenter) {
         sysenter::init(kernel_stack_top);
     }
+    if is_usable(Mechanism::Syscall) {
+        syscall_amd::init();
+        syscall_amd::set_kernel_stack(kernel_stack_top);
+    }
 }
 
-/// Points SYSENTER and SYSCALL at the running thread's kernel stack (the
-/// interrupt and call-gate entries read TSS.ESP0, which gdt::set_esp0 sets).
+/// Points this CPU's SYSENTER and SYSCALL at the running thread's kernel stack (the
+/// interrupt and call-gate entries read TSS.ESP0, which gdt::set_esp0_on sets).
 pub fn set_kernel_stack(top: u32) {
     if is_usable(Mechanism::Sysenter) {
         sysenter::set_kernel_stack(top);
@@ -134,12 +138,11 @@ pub fn floors_selected() -> [Option<bool>; 2] {
 /// "traced" variant, which gives the user back its TF; every other entry
 /// simply goes on.
 pub fn traced_entry(eip: u32) -> Option<u32> {
-    let traced = [
-        sysenter::traced(),
-        callgate::traced(),
-        syscall_amd::traced(),
-    ];
+    let traced = [sysenter::traced(), callgate::traced()];
     if let Some(&(_, t)) = traced.iter().find(|&&(entry, _)| entry == eip) {
+        return Some(t);
+    }
+    if let Some(t) = syscall_amd::traced_for(eip) {
         return Some(t);
     }
     [

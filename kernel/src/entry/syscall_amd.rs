@@ -23,49 +23,66 @@
 use core::arch::global_asm;
 
 use abi::eflags;
-use abi::layout::{selector, USER_BASE, USER_TOP};
+use abi::layout::{selector, MAX_CPUS, USER_BASE, USER_TOP};
 
 use super::{addr, frame};
 use crate::arch::msr::{rdmsr, wrmsr, EFER, EFER_SCE, STAR};
 use crate::syscall::dispatch;
 use crate::task;
 
+// Every CPU has its own copy of the full entry (and its traced variant),
+// each naming that CPU's two slots; each CPU's STAR points at its copy.
+// So the stub reaches its per-CPU data with the same instructions as with
+// one global slot: SYSCALL leaves only SS usable (DS and GS are the
+// user's), and SS is flat (STAR fixes its descriptor).
+const _: () = assert!(MAX_CPUS == 8, "the .irp lists below name CPUs 0..8");
+
 global_asm!(
     r#"
     .pushsection .data
     .align 4
-    .global syscall_esp_slot
-    /* Holds the kernel stack top between entries, the user's ESP during one. */
-syscall_esp_slot:
-    .long kernel_stack_top
-    /* The running thread's kernel stack top (the scheduler keeps it). */
-    .global syscall_kstack_top
-syscall_kstack_top:
-    .long kernel_stack_top
+    .global syscall_slots
+    /* Per CPU, two words: the ESP slot (the kernel stack top between
+       entries, the user's ESP during one) and the running thread's kernel
+       stack top (the scheduler keeps it). CPU 0 starts on the boot stack. */
+syscall_slots:
+    .long kernel_stack_top, kernel_stack_top
+    .fill {ap_words}, 4, 0
+    .popsection
+
+    .pushsection .rodata.syscall_entries, "a"
+    .align 4
+    .global syscall_entries
+    /* Per CPU: its full entry and its traced variant. */
+syscall_entries:
+    .irp cpu, 0,1,2,3,4,5,6,7
+    .long syscall_full_\cpu, syscall_traced_\cpu
+    .endr
     .popsection
 
     .pushsection .text.entry, "ax"
-    .global syscall_floor, syscall_full, syscall_traced
+    .global syscall_floor
 
     /* Floor: SYSRET straight back; ESP never left the user's stack. */
 syscall_floor:
     sysret
 
-syscall_full:
+    .irp cpu, 0,1,2,3,4,5,6,7
+syscall_full_\cpu:
     /* One instruction swaps in the kernel stack and keeps the user's ESP.
        SS is the kernel's (from STAR); DS may be anything the user loaded. */
-    xchgl %esp, %ss:syscall_esp_slot
+    xchgl %esp, %ss:syscall_slots + {slot_bytes} * \cpu
     pushl ${udata}
-    pushl %ss:syscall_esp_slot
+    pushl %ss:syscall_slots + {slot_bytes} * \cpu
     pushfl
-syscall_common:
+syscall_common_\cpu:
     pushl ${kernel_eflags}
     popfl
     pushl ${ucode}
     pushl %ecx
     /* Re-arm the slot for the next entry (ECX is saved now). */
-    movl %ss:syscall_kstack_top, %ecx
-    movl %ecx, %ss:syscall_esp_slot
+    movl %ss:syscall_slots + {slot_bytes} * \cpu + 4, %ecx
+    movl %ecx, %ss:syscall_slots + {slot_bytes} * \cpu
     pushl %ds
     pushl %es
     /* Argument 2 from the user's stack, which must lie in user space. */
@@ -74,7 +91,8 @@ syscall_common:
     jb syscall_bad_stack
     cmpl ${user_top_minus4}, %ecx
     ja syscall_bad_stack
-1:  movl %ss:(%ecx), %ecx
+syscall_arg2_\cpu:
+    movl %ss:(%ecx), %ecx
     pushal
     movl ${kdata}, %ecx
     movl %ecx, %ds
@@ -91,6 +109,23 @@ syscall_common:
     movl {iret_esp}(%esp), %esp
     sysret
 
+syscall_traced_\cpu:
+    xchgl %esp, %ss:syscall_slots + {slot_bytes} * \cpu
+    pushl ${udata}
+    pushl %ss:syscall_slots + {slot_bytes} * \cpu
+    pushfl
+    orl ${tf}, (%esp)
+    jmp syscall_common_\cpu
+
+    .pushsection .extable, "a"
+    .long syscall_arg2_\cpu, syscall_bad_stack
+    .popsection
+    .endr
+
+    /* CPU 0's copy under the plain name (the trace, gdb's breakpoints). */
+    .global syscall_full
+    .set syscall_full, syscall_full_0
+
 syscall_iret:
     orl ${eflags_if}, {eflags}(%esp)
     popal
@@ -98,26 +133,16 @@ syscall_iret:
     popl %ds
     iret
 
-syscall_traced:
-    xchgl %esp, %ss:syscall_esp_slot
-    pushl ${udata}
-    pushl %ss:syscall_esp_slot
-    pushfl
-    orl ${tf}, (%esp)
-    jmp syscall_common
-
 syscall_bad_stack:
     movl ${kdata}, %ecx
     movl %ecx, %ds
     movl %ecx, %es
     cld
     call {bad_stack}
-
-    .pushsection .extable, "a"
-    .long 1b, syscall_bad_stack
-    .popsection
     .popsection
     "#,
+    ap_words = const (MAX_CPUS - 1) * 2,
+    slot_bytes = const core::mem::size_of::<[u32; 2]>(),
     user_base = const USER_BASE,
     user_top_minus4 = const USER_TOP - 4,
     ucode = const selector::USER_CODE,
@@ -136,6 +161,13 @@ syscall_bad_stack:
     options(att_syntax)
 );
 
+unsafe extern "C" {
+    /// Per CPU: (ESP slot, kernel stack top).
+    static mut syscall_slots: [[u32; 2]; MAX_CPUS];
+    /// Per CPU: (full entry, traced variant).
+    static syscall_entries: [[u32; 2]; MAX_CPUS];
+}
+
 extern "C" fn bad_stack() -> ! {
     task::end_current(task::End::BadStack {
         mechanism: "syscall",
@@ -145,45 +177,53 @@ extern "C" fn bad_stack() -> ! {
 /// SYSRET's CS base: user code is STAR[63:48] | 3, user data that + 8.
 const SYSRET_CS_BASE: u64 = (selector::USER_CODE & !3) as u64;
 
-/// Enables SYSCALL (EFER.SCE) and points STAR at the full entry.
+/// Enables SYSCALL (EFER.SCE) on this CPU and points its STAR at its full
+/// entry (every CPU runs this: EFER and STAR are per CPU).
 pub fn init() {
     // SAFETY: only on AMD CPUs whose CPUID has the SYSCALL bit, where EFER exists.
     unsafe { wrmsr(EFER, rdmsr(EFER) | EFER_SCE) };
     select(false);
 }
 
+/// This CPU's entries (full, traced).
+fn entries() -> [u32; 2] {
+    // SAFETY: a read-only table of addresses.
+    unsafe { syscall_entries[crate::task::sched::cpu()] }
+}
+
 pub fn select(floor: bool) {
     let target = if floor {
         addr!(syscall_floor)
     } else {
-        addr!(syscall_full)
+        entries()[0]
     };
     let star = (SYSRET_CS_BASE << 48) | ((selector::KERNEL_CODE as u64) << 32) | target as u64;
     // SAFETY: STAR exists (init ran on this CPU); CS values are ours.
     unsafe { wrmsr(STAR, star) };
 }
 
-/// The stack the next SYSCALL switches to (per thread).
+/// The stack this CPU's next SYSCALL switches to (per thread).
 pub fn set_kernel_stack(top: u32) {
-    unsafe extern "C" {
-        static mut syscall_esp_slot: u32;
-        static mut syscall_kstack_top: u32;
-    }
-    // SAFETY: not inside a SYSCALL entry (the kernel is switching threads),
-    // so the slot holds a kernel stack top, which is replaced.
+    let cpu = crate::task::sched::cpu();
+    // SAFETY: this CPU's slots, and it is not inside a SYSCALL entry (the
+    // kernel is switching threads), so the slot holds a kernel stack top,
+    // which is replaced. Other CPUs touch only their own slots.
     unsafe {
-        syscall_esp_slot = top;
-        syscall_kstack_top = top;
+        let slots = &raw mut syscall_slots;
+        (*slots)[cpu] = [top, top];
     }
+}
+
+/// For a debug trap at `eip`: the traced variant when `eip` is some CPU's
+/// full entry.
+pub fn traced_for(eip: u32) -> Option<u32> {
+    // SAFETY: a read-only table of addresses.
+    let table = unsafe { &*(&raw const syscall_entries) };
+    table.iter().find(|e| e[0] == eip).map(|e| e[1])
 }
 
 /// Whether STAR's target is anything else than the full entry.
 pub fn at_floor() -> bool {
     // SAFETY: STAR exists (the caller checked the mechanism is usable).
-    unsafe { rdmsr(STAR) as u32 != addr!(syscall_full) }
-}
-
-/// (full entry, traced variant).
-pub fn traced() -> (u32, u32) {
-    (addr!(syscall_full), addr!(syscall_traced))
+    unsafe { rdmsr(STAR) as u32 != entries()[0] }
 }

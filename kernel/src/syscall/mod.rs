@@ -65,6 +65,7 @@ const fn table() -> [Handler; nr::COUNT as usize] {
     t[nr::GETPRIO as usize] = threads::sys_getprio;
     t[nr::LOOKUP_BENCH as usize] = threads::sys_lookup_bench;
     t[nr::RECORD as usize] = sys_record;
+    t[nr::CPU as usize] = threads::sys_cpu;
     t
 }
 
@@ -232,7 +233,9 @@ mod ring {
 
     /// Appends what fits; returns the count.
     pub fn write(b: &[u8]) -> usize {
-        // SAFETY: one context at a time (syscalls run with IF=0).
+        let _g = crate::task::sched::locked();
+        // SAFETY: the scheduler lock (held) guards the ring: threads on
+        // other CPUs may call at once; on this CPU IF is clear.
         let r = unsafe { RING.get_mut() };
         let n = b.len().min(RING_SIZE - r.len);
         let mut done = 0;
@@ -249,6 +252,7 @@ mod ring {
 
     /// Takes up to `out.len()` bytes; returns the count.
     pub fn read(out: &mut [u8]) -> usize {
+        let _g = crate::task::sched::locked();
         // SAFETY: as in write.
         let r = unsafe { RING.get_mut() };
         let n = out.len().min(r.len);
@@ -265,6 +269,7 @@ mod ring {
 
     /// Empties the ring (between user programs).
     pub fn reset() {
+        let _g = crate::task::sched::locked();
         // SAFETY: as in write.
         let r = unsafe { RING.get_mut() };
         r.head = 0;

@@ -2,7 +2,8 @@
 
 use abi::report::kind;
 use abi::syscall::errno::{EAGAIN, EBUSY, EDEADLK, EFAULT, EINVAL, EPERM, ESRCH, ETIMEDOUT};
-use abi::syscall::{LOOKUP_BENCH_MAX, PRIO_MAX, UMTX_CONTESTED};
+use abi::syscall::{CPU_ANY, LOOKUP_BENCH_MAX, PRIO_MAX, UMTX_CONTESTED};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use super::usercopy::{check, Access};
 use super::{err, Regs};
@@ -27,7 +28,7 @@ pub extern "fastcall" fn sys_sleep(r: &mut Regs) {
 
 pub extern "fastcall" fn sys_thread_create(r: &mut Regs) {
     let _g = sched::locked();
-    let (eip, esp, arg, prio) = (r.ebx, r.ecx, r.edx, r.esi);
+    let (eip, esp, arg, prio, cpu) = (r.ebx, r.ecx, r.edx, r.esi, r.edi);
     if check(eip, 1, Access::Read).is_err() || check(esp.wrapping_sub(4), 4, Access::Write).is_err()
     {
         r.eax = err(EFAULT);
@@ -37,16 +38,39 @@ pub extern "fastcall" fn sys_thread_create(r: &mut Regs) {
         r.eax = err(EINVAL);
         return;
     }
-    r.eax = match sched::spawn_user(eip, esp, arg, prio) {
+    let cpus = crate::arch::smp::cpus().started;
+    let cpu = match cpu {
+        CPU_ANY => sched::least_loaded(cpus),
+        c if (c as usize) < cpus => c as usize,
+        _ => {
+            r.eax = err(EINVAL);
+            return;
+        }
+    };
+    r.eax = match sched::spawn_user(eip, esp, arg, prio, cpu) {
         Ok(tid) => tid,
         Err(_) => err(EAGAIN),
     };
 }
 
-pub extern "fastcall" fn sys_thread_exit(_r: &mut Regs) {
+pub extern "fastcall" fn sys_thread_exit(r: &mut Regs) {
     // Held across the switch away; the next thread lets it go.
     core::mem::forget(sched::locked());
+    // The thread is on its kernel stack now: its user stack may be reused
+    // once the word says so (a bad address is ignored: the thread ends anyway).
+    if r.ebx != 0 {
+        if let Ok(w) = umtx_word(r.ebx) {
+            // SAFETY: a checked, aligned, writable user word; the release
+            // store pairs with the user's acquire load of it.
+            unsafe { AtomicU32::from_ptr(w).store(0, Ordering::Release) };
+        }
+    }
     sched::exit_current()
+}
+
+/// `cpu()`: where the caller runs.
+pub extern "fastcall" fn sys_cpu(r: &mut Regs) {
+    r.eax = sched::cpu() as u32;
 }
 
 pub extern "fastcall" fn sys_gettid(r: &mut Regs) {
@@ -68,29 +92,55 @@ fn umtx_word(addr: u32) -> Result<&'static mut u32, i32> {
         return Err(EINVAL);
     }
     check(addr, 4, Access::Write)?;
-    // SAFETY: checked mapped, writable user memory, aligned; one CPU.
+    // SAFETY: checked mapped, writable user memory, aligned. Other CPUs may
+    // touch the word at once from ring 3 (its owner's fast path), which is
+    // why the slow paths change it under the scheduler lock with atomic
+    // operations on its address only (see `umtx_*`).
     Ok(unsafe { &mut *(addr as *mut u32) })
 }
 
-/// The slow path of a user mutex lock: the word was not 0.
+/// The slow path of a user mutex lock: the word was not 0. The word is
+/// changed by compare-and-swap only: threads on other CPUs run the fast
+/// paths on it from ring 3 meanwhile. Once `UMTX_CONTESTED` is set, no fast
+/// path succeeds (they expect 0, or the bare owner tid), so the owner's
+/// unlock comes here, behind the scheduler lock this thread holds until
+/// it waits on the turnstile.
 pub extern "fastcall" fn sys_umtx_lock(r: &mut Regs) {
     let _g = sched::locked();
     let addr = r.ebx;
     let me = sched::current_tid();
     r.eax = loop {
         let w = match umtx_word(addr) {
-            Ok(w) => w,
+            // SAFETY: a checked, aligned, writable user word (umtx_word).
+            Ok(w) => unsafe { AtomicU32::from_ptr(w) },
             Err(e) => break err(e),
         };
-        let owner = *w & !UMTX_CONTESTED;
+        let old = w.load(Ordering::Acquire);
+        let owner = old & !UMTX_CONTESTED;
         if owner == 0 {
-            *w = me | (*w & UMTX_CONTESTED);
-            break 0;
+            let new = me | (old & UMTX_CONTESTED);
+            if w.compare_exchange(old, new, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                break 0;
+            }
+            continue;
         }
         if owner == me {
             break err(EDEADLK);
         }
-        *w |= UMTX_CONTESTED;
+        if old & UMTX_CONTESTED == 0
+            && w.compare_exchange(
+                old,
+                old | UMTX_CONTESTED,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            // The owner let go (or changed) meanwhile: look again.
+            continue;
+        }
         turnstile::wait(addr, sched::index_of(owner));
         // An unlock handed it over: the word names us now.
         match umtx_word(addr) {
@@ -107,23 +157,27 @@ pub extern "fastcall" fn sys_umtx_unlock(r: &mut Regs) {
     let addr = r.ebx;
     let me = sched::current_index();
     let w = match umtx_word(addr) {
-        Ok(w) => w,
+        // SAFETY: a checked, aligned, writable user word (umtx_word).
+        Ok(w) => unsafe { AtomicU32::from_ptr(w) },
         Err(e) => {
             r.eax = err(e);
             return;
         }
     };
-    if *w & !UMTX_CONTESTED != sched::current_tid() {
+    if w.load(Ordering::Acquire) & !UMTX_CONTESTED != sched::current_tid() {
         r.eax = err(EPERM);
         return;
     }
-    *w = match turnstile::lookup(addr).and_then(turnstile::signal) {
+    // The caller owns the word: no fast path elsewhere can change it (they
+    // expect 0, or their own tid), so a plain store hands it on.
+    let next = match turnstile::lookup(addr).and_then(turnstile::signal) {
         Some(next) => {
             let more = turnstile::trywait(addr);
             sched::thread(next).tid | if more { UMTX_CONTESTED } else { 0 }
         }
         None => 0,
     };
+    w.store(next, Ordering::Release);
     turnstile::recompute(me);
     r.eax = 0;
 }

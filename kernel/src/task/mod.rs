@@ -53,13 +53,30 @@ pub fn current() -> &'static Task {
     unsafe { CURRENT.get_mut() }
 }
 
-/// Ends the running task and returns to whoever called `run`.
+/// Ends the running task, from any of its threads on any CPU, and returns
+/// to whoever called `run` (the boot thread on CPU 0). The first reason
+/// given is the one reported: threads stopped on other CPUs may end it too.
 pub fn end_current(why: End) -> ! {
-    // Held until the boot thread, resumed by task_done, lets it go.
+    // Held until the next thread of this CPU lets it go (on CPU 0 the boot
+    // thread, resumed in `run`).
     core::mem::forget(sched::locked());
-    // SAFETY: one context at a time; `run` reads it after the switch back.
-    unsafe { *ENDED.get_mut() = Some(why) };
-    sched::task_done()
+    note_end(why);
+    sched::end_task()
+}
+
+/// Records why the task ends, unless a reason is known already. Under the
+/// scheduler lock.
+pub fn note_end(why: End) {
+    debug_assert!(
+        sched::held_here(),
+        "a task's end without the scheduler lock"
+    );
+    // SAFETY: the scheduler lock (held) guards ENDED while a task runs;
+    // `run` reads it after the task is over.
+    let e = unsafe { ENDED.get_mut() };
+    if e.is_none() {
+        *e = Some(why);
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,7 +117,7 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
         // The boot thread blocks holding the scheduler lock; the task's
         // first thread lets it go, and the task's end hands it back.
         let _g = sched::locked();
-        if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER).is_err() {
+        if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER, 0).is_err() {
             paging::clear_user();
             return Err(LoadError::OutOfMemory);
         }

@@ -12,12 +12,24 @@
 //! 16 threads, picking the next one scans the table; ties go to the thread
 //! that has waited longest (FIFO within a priority).
 //!
-//! With more than one CPU (`mode=smp`), every thread is pinned to one CPU
-//! (user threads to CPU 0), one spin lock guards the scheduler and the sync
-//! objects (taken at the outermost entry, held across a switch and released
-//! by whichever thread runs next), a CPU that makes a thread of another CPU
-//! ready sends it an IPI, and each application processor has an idle thread
-//! that waits for work.
+//! With more than one CPU, every thread is pinned to the CPU it was created
+//! for (user threads to the CPU `thread_create` names, or the least loaded
+//! one), one spin lock guards the scheduler and the sync objects (taken at
+//! the outermost entry, held across a switch and released by whichever
+//! thread runs next), a CPU that makes a thread of another CPU ready sends
+//! it a reschedule IPI, and each application processor has an idle thread
+//! that waits for work. Each CPU preempts its own ring 3: CPU 0 on the PIT
+//! tick, the others on their local APIC timer; a reschedule IPI that finds
+//! ring 3 running lets a more urgent thread in.
+//!
+//! A task ends everywhere ([`end_task`]): the CPU that ends it marks the
+//! task as ending (no CPU picks its threads again), wakes the boot thread,
+//! and sends a reschedule IPI to every CPU running one of the task's
+//! threads; each of those stops it at its next way back to ring 3, or when
+//! it blocks. The boot thread waits until no CPU runs a user thread
+//! ([`reset_all`]) before it returns the objects to the pools and clears
+//! the user mappings; each CPU reloads CR3 before it runs the next task's
+//! first thread, so no TLB keeps the old task's mappings.
 //!
 //! Each thread owns one turnstile and one sleepqueue from the pools
 //! (`sync::turnstile`, `sync::sleepqueue`), FreeBSD's model: a thread that
@@ -59,6 +71,9 @@ pub enum State {
     WaitingForTask,
     /// An application processor's idle thread (never picked as ready).
     Idle,
+    /// A thread of a task that ended, stopped where it was: never picked
+    /// again; `reset_all` frees it.
+    Stopped,
 }
 
 /// A thread; every field is (s).
@@ -112,10 +127,15 @@ struct Sched {
     /// The FIFO clock among equal priorities.
     seq: u64,
     next_tid: Tid,
-    /// Ticks since the timer was started, and the running thread's share.
+    /// Ticks since the timer was started, and each CPU's running thread's share.
     ticks: u64,
-    quantum_left: u32,
+    quantum_left: [u32; MAX_CPUS],
     switches: u64,
+    /// The running task is ending: its threads are not picked again.
+    ending: bool,
+    /// Counts tasks: a CPU whose TLB last saw an older task flushes it
+    /// before it runs a user thread (`FLUSHED`).
+    task_gen: u32,
 }
 
 static SCHED: BootCell<Sched> = BootCell::new(Sched {
@@ -124,9 +144,14 @@ static SCHED: BootCell<Sched> = BootCell::new(Sched {
     seq: 0,
     next_tid: 1,
     ticks: 0,
-    quantum_left: QUANTUM,
+    quantum_left: [QUANTUM; MAX_CPUS],
     switches: 0,
+    ending: false,
+    task_gen: 1,
 });
+
+/// The task generation each CPU's TLB was last flushed for (c).
+static FLUSHED: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 
 /// The running thread (table index) of each CPU (c): FreeBSD's curthread.
 static CURRENT: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
@@ -168,7 +193,8 @@ pub fn cpu() -> usize {
     let tr: u16;
     // SAFETY: STR only reads the task register.
     unsafe { core::arch::asm!("str {0:x}", out(reg) tr, options(nomem, nostack, preserves_flags)) };
-    if tr == selector::TSS {
+    // Before the GDT is loaded TR is 0: the bootstrap processor.
+    if tr < selector::AP_TSS_BASE {
         0
     } else {
         ((tr - selector::AP_TSS_BASE) / 8 + 1) as usize
@@ -482,9 +508,24 @@ pub fn spawn_kernel_on(
     Ok(tid)
 }
 
-/// A user thread starting at `eip` with ESP `esp` and EAX `arg`.
-pub fn spawn_user(eip: u32, esp: u32, arg: u32, prio: u32) -> Result<Tid, CreateError> {
+/// The CPU for a new user thread that may run anywhere: the running CPU
+/// with the fewest live user threads (the lowest index among equals).
+pub fn least_loaded(cpus: usize) -> usize {
+    let s = sched();
+    (0..cpus)
+        .min_by_key(|&c| {
+            s.threads
+                .iter()
+                .filter(|t| t.user && t.state != State::Free && t.cpu as usize == c)
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// A user thread on CPU `cpu` starting at `eip` with ESP `esp` and EAX `arg`.
+pub fn spawn_user(eip: u32, esp: u32, arg: u32, prio: u32, cpu: usize) -> Result<Tid, CreateError> {
     let i = new_thread(prio, true)?;
+    sched().threads[i].cpu = cpu as u8;
     push_frame(
         i,
         UserStart {
@@ -509,15 +550,24 @@ pub fn spawn_user(eip: u32, esp: u32, arg: u32, prio: u32) -> Result<Tid, Create
     {
         pit::start_ticks();
     }
-    Ok(sched().threads[i].tid)
+    let tid = sched().threads[i].tid;
+    if cpu != self::cpu() {
+        // Wake that CPU if it idles (new_thread made the thread ready).
+        make_ready(i);
+    }
+    Ok(tid)
 }
 
 /// The most urgent ready thread of this CPU, oldest first among equals.
+/// While a task ends, none of its threads is picked.
 fn pick() -> Option<usize> {
     let s = sched();
     let me = cpu() as u8;
     (0..MAX_THREADS)
-        .filter(|&i| s.threads[i].state == State::Ready && s.threads[i].cpu == me)
+        .filter(|&i| {
+            let t = &s.threads[i];
+            t.state == State::Ready && t.cpu == me && !(s.ending && t.user)
+        })
         .min_by_key(|&i| (s.threads[i].prio, s.threads[i].seq))
 }
 
@@ -564,9 +614,12 @@ pub fn schedule() {
             (t.state == State::Sleeping && t.deadline != 0)
                 || (t.cpu != 0 && matches!(t.state, State::Ready | State::Running))
         });
-        if !alive {
+        if !alive && !s.ending {
             crate::kprintln!("sched: every thread is blocked and none has a timeout: deadlock");
-            crate::task::end_current(crate::task::End::Deadlock);
+            crate::task::note_end(crate::task::End::Deadlock);
+            begin_end();
+            // The boot thread is ready now: the next pick finds it.
+            continue;
         }
         pit::start_ticks();
         unlock();
@@ -593,19 +646,25 @@ fn switch_to(next: usize) {
         return;
     }
     set_current(me, next);
-    s.quantum_left = QUANTUM;
+    s.quantum_left[me] = QUANTUM;
     s.switches += 1;
-    // The ring-0 stack for the next entry from ring 3: interrupts and call
-    // gates read TSS.ESP0; sysenter and syscall have their own copies.
+    // The ring-0 stack for the next entry from ring 3, on this CPU:
+    // interrupts and call gates read this CPU's TSS.ESP0; sysenter and
+    // syscall have their own per-CPU copies. (The boot and idle threads
+    // never enter from ring 3.)
     let top = if next == 0 {
         0
     } else {
         s.threads[next].kstack_top
     };
-    // (User threads run on CPU 0 only: its TSS and MSRs.)
-    if top != 0 && me == 0 {
-        gdt::set_esp0(top);
+    if top != 0 {
+        gdt::set_esp0_on(me, top);
         entry::set_kernel_stack(top);
+    }
+    if s.threads[next].user && FLUSHED[me].load(Ordering::Relaxed) != s.task_gen {
+        // This CPU's TLB may still hold an older task's user mappings.
+        crate::arch::paging::flush_all();
+        FLUSHED[me].store(s.task_gen, Ordering::Relaxed);
     }
     let save = &raw mut s.threads[prev].esp;
     let to = s.threads[next].esp;
@@ -670,44 +729,85 @@ fn release(i: usize) {
     *t = EMPTY;
 }
 
-/// Ends every thread but the boot thread and resets the pools (a task ended).
+/// Ends every thread but the boot thread and the idle threads, and resets
+/// the pools (a task ended). First waits, the lock let go meanwhile, until
+/// no CPU runs one of the task's threads: each stops its own (see
+/// [`end_task`]).
 pub fn reset_all() {
+    let cpus = crate::arch::smp::cpus().started;
+    loop {
+        let s = sched();
+        let busy = (0..cpus).any(|c| s.threads[CURRENT[c].load(Ordering::Relaxed)].user);
+        if !busy {
+            break;
+        }
+        unlock();
+        core::hint::spin_loop();
+        lock();
+    }
     let s = sched();
     for i in 1..MAX_THREADS {
         if s.threads[i].state != State::Idle {
             s.threads[i] = EMPTY;
         }
     }
+    s.ending = false;
+    s.task_gen = s.task_gen.wrapping_add(1);
+    for q in s.quantum_left.iter_mut() {
+        *q = QUANTUM;
+    }
     turnstile::reset();
     sleepqueue::reset();
     pit::stop_ticks();
 }
 
-/// The boot thread waits here while a task runs; `task_done` wakes it.
+/// The boot thread waits here while a task runs; `end_task` wakes it.
 pub fn wait_for_task() {
     block(State::WaitingForTask);
 }
 
-/// From the task's last moment: back to the boot thread, for good.
-/// Called with the scheduler lock held; the boot thread resumes holding it.
-pub fn task_done() -> ! {
+/// The first steps of a task's end, on whichever CPU: no CPU picks the
+/// task's threads again, the boot thread is ready (on CPU 0), and every
+/// other CPU running one of the task's threads gets a reschedule IPI, on
+/// which it stops it ([`interrupt`]). Called with the lock held.
+fn begin_end() {
     let s = sched();
-    // User threads run on CPU 0, where the boot thread waits.
-    let me = CURRENT[0].load(Ordering::Relaxed);
-    s.threads[me].state = State::Free;
-    make_ready(0);
-    gdt::set_esp0(crate::boot::entry::stacks().kernel_top);
-    entry::set_kernel_stack(crate::boot::entry::stacks().kernel_top);
-    set_current(0, 0);
-    s.threads[0].state = State::Running;
-    let mut dead_esp = 0u32;
-    // SAFETY: thread 0 saved its ESP when it blocked in wait_for_task; this
-    // stack is abandoned (the thread is Free).
-    unsafe { switch_stacks(&mut dead_esp, s.threads[0].esp) };
-    unreachable!("a finished task was resumed");
+    s.ending = true;
+    if s.threads[0].state == State::WaitingForTask {
+        make_ready(0);
+    }
+    let me = cpu();
+    for c in 0..crate::arch::smp::cpus().started {
+        if c != me && s.threads[CURRENT[c].load(Ordering::Relaxed)].user {
+            crate::arch::apic::send_ipi(
+                crate::arch::smp::percpu(c).apic_id as u8,
+                VECTOR_RESCHEDULE,
+            );
+        }
+    }
 }
 
-/// The timer tick (IRQ 0), with the interrupted context's privilege.
+/// Ends the running task from one of its threads, on any CPU: stops this
+/// thread for good (its objects go back with `reset_all`) and runs the
+/// next thread of this CPU (on CPU 0 the boot thread, which resumes in
+/// `wait_for_task` holding the lock). Called with the lock held.
+pub fn end_task() -> ! {
+    begin_end();
+    stop_current();
+    unreachable!("a thread of an ended task was resumed");
+}
+
+/// Parks the running user thread of an ending task and schedules.
+fn stop_current() {
+    let s = sched();
+    let me = current_index();
+    if s.threads[me].state != State::Free {
+        s.threads[me].state = State::Stopped;
+    }
+    schedule();
+}
+
+/// The timer tick (IRQ 0, on CPU 0), with the interrupted context's privilege.
 pub fn tick(from_user: bool) {
     let _g = locked();
     let s = sched();
@@ -721,14 +821,43 @@ pub fn tick(from_user: bool) {
             make_ready(i);
         }
     }
+    preempt(from_user, true);
+}
+
+/// What interrupts an application processor does for the scheduler: its
+/// local timer (`timer`) counts down the quantum; a reschedule IPI (on any
+/// CPU) lets a more urgent ready thread in. Only ring 3 is preempted.
+pub fn interrupt(from_user: bool, timer: bool) {
+    // Ring 0 (an idle HLT, a benchmark's wait) needs nothing: the
+    // interrupt has woken it. No lock then, whatever it was doing.
     if !from_user {
         return;
     }
-    s.quantum_left = s.quantum_left.saturating_sub(1);
+    let _g = locked();
+    preempt(from_user, timer);
+}
+
+/// Preemption of ring 3 on this CPU: a thread of an ending task stops; a
+/// more urgent ready thread, or an equal one when the quantum is over
+/// (`timer` ticks count it down), takes the CPU.
+fn preempt(from_user: bool, timer: bool) {
+    if !from_user {
+        return;
+    }
+    let s = sched();
+    let c = cpu();
     let me = current_index();
+    if s.ending && s.threads[me].user {
+        stop_current();
+        return;
+    }
+    if timer {
+        s.quantum_left[c] = s.quantum_left[c].saturating_sub(1);
+    }
+    let left = s.quantum_left[c];
     let contender = pick().filter(|&n| {
         let (np, mp) = (s.threads[n].prio, s.threads[me].prio);
-        np < mp || (np == mp && s.quantum_left == 0)
+        np < mp || (np == mp && left == 0)
     });
     if contender.is_some() {
         yield_now();

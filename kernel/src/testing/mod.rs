@@ -126,7 +126,7 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
     if wanted(name) {
         let r = match bi.module("locks") {
             None => Err("no 'locks' module"),
-            Some(m) => match task::run(m, 1) {
+            Some(m) => match task::run(m, abi::syscall::locks_arg::TESTS) {
                 Ok(End::Exit(0)) => Ok(()),
                 Ok(End::Exit(_)) => Err("locks reported failures"),
                 Ok(End::Deadlock) => Err("the locks tests deadlocked"),
@@ -135,6 +135,9 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
             },
         };
         t.report(name, r);
+    }
+    if crate::arch::smp::cpus().started > 1 {
+        ending_elsewhere(bi, &wanted, &mut t);
     }
     hostile_suite(bi, &wanted, &mut t);
     let (used, total) = frames::usage();
@@ -147,6 +150,39 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
     );
     record!(kind::TESTS, "passed" => t.passed, "failed" => t.failed);
     t.failed == 0
+}
+
+/// Tasks that end while their threads run on other CPUs: by `exit(0)` on
+/// CPU 0, then by a #UD on the last CPU; each twice, so the second run shows
+/// the first left no thread running, and no frame in use.
+fn ending_elsewhere(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, t: &mut Tally) {
+    use abi::syscall::locks_arg::{END_EXIT, END_FAULT};
+    let name =
+        "smp: a task ends everywhere while its threads run on other CPUs (exit, #UD), twice each";
+    if !wanted(name) {
+        return;
+    }
+    let Some(m) = bi.module("locks") else {
+        t.report(name, Err("no 'locks' module"));
+        return;
+    };
+    let before = frames::usage().0;
+    let mut r = Ok(());
+    for _ in 0..2 {
+        match task::run(m, END_EXIT) {
+            Ok(End::Exit(0)) => {}
+            _ => r = Err("ending by exit(0) on CPU 0 did not come back as exit 0"),
+        }
+        match task::run(m, END_FAULT) {
+            Ok(End::Fault { vector, .. }) if vector == crate::arch::idt::vector::INVALID_OPCODE => {
+            }
+            _ => r = Err("a #UD on another CPU did not end the task as a fault"),
+        }
+    }
+    if r.is_ok() && frames::usage().0 != before {
+        r = Err("frames were left in use");
+    }
+    t.report(name, r);
 }
 
 /// Runs `rogue`'s spoiling acts (`abi::cases::rogue`), each a task that

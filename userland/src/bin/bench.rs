@@ -85,6 +85,7 @@ impl Run {
             samples,
             tsc_hz: self.tsc_hz,
             counters: pmc,
+            cpus: 0,
             snaps: Some(snaps),
         })
     }

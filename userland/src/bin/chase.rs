@@ -93,6 +93,7 @@ extern "C" fn main(_arg: u32) -> i32 {
             tsc_hz: info.tsc_hz,
             counters: None,
             snaps: Some(snaps),
+            cpus: 0,
         });
         println!("{:<12} {:>10.2} {:>10.2}", call.as_str(), s.median, s.min);
     }

@@ -931,7 +931,6 @@ fn wake_and_join(n: u32, tids: &[u32]) -> Result<(), &'static str> {
             }
         }
     }
-    threads::reset_slots();
     if HELPER_FAILS.load(SeqCst) != 0 {
         return Err("a helper thread saw a wrong result (printed above)");
     }
@@ -987,7 +986,6 @@ fn nap_unwakeable() -> Result<(), &'static str> {
             return Err("the napper never woke");
         }
     }
-    threads::reset_slots();
     Ok(())
 }
 

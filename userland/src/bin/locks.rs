@@ -1,6 +1,8 @@
 //! Turnstiles and sleepqueues from ring 3: with argument 1 the tests
 //! (priority propagation, wake-up order, a stress with no lost wake-ups,
-//! pool exhaustion, EDEADLK), otherwise the benchmarks for each pool
+//! pool exhaustion, EDEADLK; with more than one CPU also across CPUs),
+//! with 2 and 3 a task that ends while its threads run on other CPUs
+//! (`abi::syscall::locks_arg`), otherwise the benchmarks for each pool
 //! alignment in one boot.
 #![no_std]
 #![no_main]
@@ -10,7 +12,9 @@ use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
 
 use userland::abi::model::{Snaps, SNAP_USER};
 use userland::abi::report::{kind, names, Figure, Measure};
-use userland::abi::syscall::{errno, nr, CpuInfo, FEATURE_TSC, MAX_THREADS, POOL_ALIGN_EVERY};
+use userland::abi::syscall::{
+    errno, locks_arg, nr, CpuInfo, FEATURE_TSC, MAX_THREADS, POOL_ALIGN_EVERY,
+};
 use userland::abi::Mechanism;
 use userland::bench::{self, Fence};
 use userland::threads::{self, Umtx};
@@ -18,11 +22,25 @@ use userland::{println, record, sys, Line};
 
 #[unsafe(no_mangle)]
 extern "C" fn main(arg: u32) -> i32 {
-    if arg == 1 {
-        tests()
-    } else {
-        benches()
+    match arg {
+        locks_arg::TESTS => tests(),
+        locks_arg::END_EXIT => end_elsewhere(false),
+        locks_arg::END_FAULT => end_elsewhere(true),
+        _ => benches(),
     }
+}
+
+/// How many CPUs run (threads may be created on `0..cpus()`).
+fn cpus() -> u32 {
+    sys::cpuinfo().cpus.max(1)
+}
+
+/// The CPUs threads of the running figure ran on (bit n: CPU n).
+static RAN_ON: AtomicU32 = AtomicU32::new(0);
+
+/// Notes the caller's CPU in RAN_ON.
+fn note_cpu() {
+    RAN_ON.fetch_or(1 << threads::cpu(), SeqCst);
 }
 
 static FAILED: AtomicU32 = AtomicU32::new(0);
@@ -34,6 +52,13 @@ fn check(name: &str, ok: bool, got: u32) {
     }
     record!(kind::CHECK, "mech" => "locks", "name" => Esc(name),
         "result" => if ok { "pass" } else { "fail" }, "got" => got);
+}
+
+/// `check` with a prefix on the name ("across CPUs: ...").
+fn checkp(prefix: &str, name: &str, ok: bool, got: u32) {
+    let mut l = Line::new();
+    let _ = write!(l, "{prefix}{name}");
+    check(l.as_str(), ok, got);
 }
 
 struct Esc<'a>(&'a str);
@@ -70,6 +95,7 @@ static L_TID: AtomicU32 = AtomicU32::new(0);
 static PRIO_WHILE_WAITED: AtomicU32 = AtomicU32::new(0);
 static PRIO_AFTER: AtomicU32 = AtomicU32::new(0);
 static H_GOT_M: AtomicU32 = AtomicU32::new(0);
+static L_WOKE: AtomicU32 = AtomicU32::new(0);
 static DONE: AtomicU32 = AtomicU32::new(0);
 const CHAN_L_READY: u32 = 0x1000;
 const CHAN_GO: u32 = 0x1001;
@@ -77,12 +103,14 @@ const LOW: u32 = 20;
 const HIGH: u32 = 5;
 
 fn low(_: u32) {
+    note_cpu();
     let me = threads::gettid();
     L_TID.store(me, SeqCst);
     let _ = M.lock(me);
     L_HAS_M.store(1, SeqCst);
     threads::wakeup(CHAN_L_READY, true);
     let _ = threads::sleep_on(CHAN_GO, 0);
+    L_WOKE.store(1, SeqCst);
     PRIO_WHILE_WAITED.store(threads::getprio(me), SeqCst);
     let _ = M.unlock(me);
     PRIO_AFTER.store(threads::getprio(me), SeqCst);
@@ -97,37 +125,60 @@ fn high(_: u32) {
     finished();
 }
 
-fn priority_propagation() {
+/// The low thread on CPU `low_cpu`, the high one on `high_cpu`; `what`
+/// prefixes the check names ("" on one CPU).
+fn priority_propagation(low_cpu: u32, high_cpu: u32, what: &str) {
     DONE.store(0, SeqCst);
-    let l = threads::spawn(low, 0, LOW).unwrap_or(0);
+    L_HAS_M.store(0, SeqCst);
+    H_GOT_M.store(0, SeqCst);
+    L_WOKE.store(0, SeqCst);
+    let l = threads::spawn_on(low, 0, LOW, low_cpu).unwrap_or(0);
     while L_HAS_M.load(SeqCst) == 0 {
         let _ = threads::sleep_on(CHAN_L_READY, 5);
     }
-    let _ = threads::spawn(high, 0, HIGH);
-    // Let H run: it blocks on M, which L owns.
+    let _ = threads::spawn_on(high, 0, HIGH, high_cpu);
+    // Let H run: it blocks on M, which L owns. On another CPU it may take
+    // a while to get there (the host runs that CPU when it can): wait for
+    // the lent priority, boundedly, rather than for a fixed time.
     threads::yield_now();
     threads::sleep(2);
-    let lent = threads::getprio(l);
-    check(
+    let mut lent = threads::getprio(l);
+    let mut rounds = 0;
+    while lent != HIGH && rounds < 5_000 {
+        threads::sleep(1);
+        lent = threads::getprio(l);
+        rounds += 1;
+    }
+    checkp(
+        what,
         "a low-priority owner inherits its waiter's priority",
         lent == HIGH,
         lent,
     );
-    threads::wakeup(CHAN_GO, true);
+    // L may not be asleep yet on its CPU: wake it until it says it woke.
+    let mut rounds = 0;
+    while L_WOKE.load(SeqCst) == 0 && rounds < 5_000 {
+        threads::wakeup(CHAN_GO, true);
+        threads::sleep(1);
+        rounds += 1;
+    }
     join(&DONE, 2);
     let w = PRIO_WHILE_WAITED.load(SeqCst);
-    check(
+    checkp(
+        what,
         "the owner still runs at the lent priority until it unlocks",
         w == HIGH,
         w,
     );
     let after = PRIO_AFTER.load(SeqCst);
-    check(
+    checkp(
+        what,
         "the owner gives the priority back when it unlocks",
         after == LOW,
         after,
     );
-    check(
+    checkp(
+        what,
         "the waiter gets the mutex",
         H_GOT_M.load(SeqCst) == 1,
         H_GOT_M.load(SeqCst),
@@ -212,6 +263,7 @@ const WORKERS: u32 = 4;
 const ROUNDS: u32 = 300;
 
 fn worker(_: u32) {
+    note_cpu();
     let me = threads::gettid();
     for i in 0..ROUNDS {
         let _ = M3.lock(me);
@@ -238,6 +290,95 @@ fn stress() {
         "stress: 4 threads x 300 locked increments, none lost, nobody stuck",
         c == WORKERS * ROUNDS,
         c,
+    );
+}
+
+/// The stress with two workers on every CPU: the mutex is contended from
+/// several CPUs at once (fast paths racing the kernel's slow paths).
+fn stress_across(n: u32) {
+    DONE.store(0, SeqCst);
+    COUNTER.store(0, SeqCst);
+    RAN_ON.store(0, SeqCst);
+    let mut made = 0;
+    for c in 0..n {
+        for _ in 0..2 {
+            made += threads::spawn_on(worker, 0, 16, c).is_ok() as u32;
+        }
+    }
+    join(&DONE, made);
+    let c = COUNTER.load(SeqCst);
+    let mut name = Line::new();
+    let _ = write!(
+        name,
+        "across CPUs: {made} threads on {n} CPUs x {ROUNDS} locked increments, none lost, nobody stuck"
+    );
+    check(name.as_str(), made == 2 * n && c == made * ROUNDS, c);
+    let all = (1u32 << n) - 1;
+    let ran = RAN_ON.load(SeqCst);
+    check("across CPUs: the workers ran on every CPU", ran == all, ran);
+}
+
+static MECH_OK: AtomicU32 = AtomicU32::new(0);
+static MECH_BAD: AtomicU32 = AtomicU32::new(0);
+const ARGS: [u32; 6] = [1, 2, 3, 4, 5, 6];
+
+/// On CPU `cpu`: every usable mechanism enters and returns there (`cpu()`
+/// through it names this CPU; getpid and argsum come back right).
+fn every_mechanism(cpu: u32) {
+    let info = sys::cpuinfo();
+    let pid = sys::call(Mechanism::Int80, nr::GETPID, [0; 6]);
+    for m in Mechanism::ALL {
+        if info.mechanisms & (1 << m as u32) == 0 {
+            continue;
+        }
+        let ok = sys::call(m, nr::CPU, [0; 6]) == cpu
+            && sys::call(m, nr::GETPID, [0; 6]) == pid
+            && sys::call(m, nr::ARGSUM, ARGS) == userland::abi::syscall::argsum(ARGS);
+        if ok {
+            MECH_OK.fetch_add(1, SeqCst);
+        } else {
+            MECH_BAD.fetch_add(1, SeqCst);
+            println!("locks: {} fails on CPU {cpu}", m.title());
+        }
+    }
+    finished();
+}
+
+/// A thread on every CPU makes calls through every usable mechanism.
+fn mechanisms_across(n: u32) {
+    DONE.store(0, SeqCst);
+    MECH_OK.store(0, SeqCst);
+    MECH_BAD.store(0, SeqCst);
+    let usable = sys::cpuinfo().mechanisms.count_ones();
+    let mut made = 0;
+    for c in 0..n {
+        made += threads::spawn_on(every_mechanism, c, 16, c).is_ok() as u32;
+    }
+    join(&DONE, made);
+    let ok = MECH_OK.load(SeqCst);
+    check(
+        "across CPUs: every usable mechanism enters and returns on every CPU",
+        made == n && MECH_BAD.load(SeqCst) == 0 && ok == n * usable,
+        ok,
+    );
+}
+
+/// Sleep/wakeup round trips with the ponger on CPU 1: every one completes
+/// (a wake-up sent before the ponger sleeps costs a timeout, not a hang).
+fn sleep_wakeup_across() {
+    DONE.store(0, SeqCst);
+    PONGS.store(0, SeqCst);
+    let _ = threads::spawn_on(ponger, ROUND_TRIPS, 16, 1);
+    for _ in 0..ROUND_TRIPS {
+        threads::wakeup(CHAN_B, false);
+        let _ = threads::sleep_on(CHAN_A, 20);
+    }
+    join(&DONE, 1);
+    let p = PONGS.load(SeqCst);
+    check(
+        "across CPUs: sleep/wakeup round trips between CPU 0 and CPU 1 all complete",
+        p == ROUND_TRIPS && DONE.load(SeqCst) == 1,
+        p,
     );
 }
 
@@ -289,12 +430,19 @@ fn deadlock() {
 }
 
 fn tests() -> i32 {
-    priority_propagation();
-    threads::reset_slots();
+    priority_propagation(0, 0, "");
     wakeup_order();
-    threads::reset_slots();
     stress();
-    threads::reset_slots();
+    let n = cpus();
+    if n > 1 {
+        // The owner on CPU 1, its waiter on CPU 0: lending and hand-off
+        // across CPUs; then the other way round.
+        priority_propagation(1, 0, "across CPUs (owner on 1, waiter on 0): ");
+        priority_propagation(0, 1, "across CPUs (owner on 0, waiter on 1): ");
+        stress_across(n);
+        sleep_wakeup_across();
+        mechanisms_across(n);
+    }
     deadlock();
     exhaustion();
     let f = FAILED.load(SeqCst);
@@ -310,10 +458,13 @@ const CHAN_A: u32 = 0x5000;
 const CHAN_B: u32 = 0x5001;
 static SHARED: [AtomicU32; 1024] = [const { AtomicU32::new(0) }; 1024];
 static RECORDS: AtomicU32 = AtomicU32::new(0);
+/// Records found by each CPU's searchers (ebizzy per CPU).
+static FOUND: [AtomicU32; 8] = [const { AtomicU32::new(0) }; 8];
 
 const CHAN_START: u32 = 0x5002;
 
 fn contender(n: u32) {
+    note_cpu();
     let me = threads::gettid();
     let _ = threads::sleep_on(CHAN_START, 0);
     for _ in 0..n {
@@ -324,12 +475,16 @@ fn contender(n: u32) {
     finished();
 }
 
+static PONGS: AtomicU32 = AtomicU32::new(0);
+
 fn ponger(n: u32) {
+    note_cpu();
     for _ in 0..n {
         if threads::sleep_on(CHAN_B, 20).is_err() {
             TIMEOUTS.fetch_add(1, SeqCst);
         }
         threads::wakeup(CHAN_A, false);
+        PONGS.fetch_add(1, SeqCst);
     }
     finished();
 }
@@ -337,7 +492,9 @@ fn ponger(n: u32) {
 /// ebizzy-like: search shared memory for a key under the lock, one record
 /// per search, until the two searchers have found `target` records.
 fn searcher(target: u32) {
+    note_cpu();
     let me = threads::gettid();
+    let slot = (threads::cpu() as usize).min(FOUND.len() - 1);
     loop {
         let _ = M4.lock(me);
         if RECORDS.load(SeqCst) >= target {
@@ -354,6 +511,7 @@ fn searcher(target: u32) {
         }
         SHARED[(found as usize + 1) & 1023].store(key, SeqCst);
         RECORDS.fetch_add(1, SeqCst);
+        FOUND[slot].fetch_add(1, SeqCst);
         let _ = M4.unlock(me);
     }
     finished();
@@ -429,6 +587,7 @@ fn figure(
     ops: u32,
     (samples, snaps): (&[u64], Snaps),
     tsc_hz: u64,
+    cpus: u32,
 ) -> f64 {
     let mut name = Line::new();
     let _ = if figure.is_empty() {
@@ -448,6 +607,7 @@ fn figure(
         tsc_hz,
         counters: None,
         snaps: Some(snaps),
+        cpus,
     })
     .median
 }
@@ -477,6 +637,7 @@ fn benches() -> i32 {
         "interrupts" => "preemption");
     let me = threads::gettid();
     let every = info.pool_align == POOL_ALIGN_EVERY;
+    let n = info.cpus.max(1);
     println!(
         "locks: {} compared in one boot; {unit} per operation, medians of {BATCHES} batches",
         if every {
@@ -498,7 +659,10 @@ fn benches() -> i32 {
             println!("locks: pool_align({align}) failed: {}", r as i32);
             return 1;
         }
+        // Each figure's threads note their CPUs in RAN_ON (the main
+        // thread runs on CPU 0).
         let per_op = |fig: &str, ops: u32, samples: (&[u64], Snaps)| {
+            let ran = RAN_ON.swap(1, SeqCst);
             figure(
                 names::LOCKS,
                 fig,
@@ -508,8 +672,10 @@ fn benches() -> i32 {
                 ops,
                 samples,
                 info.tsc_hz,
+                ran,
             )
         };
+        RAN_ON.store(1, SeqCst);
         // Uncontended: the user fast path, no kernel entry.
         let (samples, snaps) = timer.batches(|| {
             for _ in 0..UNCONTENDED_OPS {
@@ -522,7 +688,6 @@ fn benches() -> i32 {
         let mut samples = [0u64; BATCHES];
         let first = userland::model::next_seq();
         for v in samples.iter_mut() {
-            threads::reset_slots();
             DONE.store(0, SeqCst);
             let _ = threads::spawn(contender, HANDOFFS, 16);
             let _ = threads::spawn(contender, HANDOFFS, 16);
@@ -538,7 +703,6 @@ fn benches() -> i32 {
         let mut samples = [0u64; BATCHES];
         let first = userland::model::next_seq();
         for v in samples.iter_mut() {
-            threads::reset_slots();
             DONE.store(0, SeqCst);
             let _ = threads::spawn(ponger, ROUND_TRIPS, 16);
             threads::sleep(1);
@@ -578,7 +742,6 @@ fn benches() -> i32 {
         let mut samples = [0u64; BATCHES];
         let first = userland::model::next_seq();
         for v in samples.iter_mut() {
-            threads::reset_slots();
             DONE.store(0, SeqCst);
             RECORDS.store(0, SeqCst);
             *v = timer.time(|| {
@@ -596,9 +759,12 @@ fn benches() -> i32 {
             EBIZZY_RECORDS,
             (&samples, timer.snaps(first)),
             info.tsc_hz,
+            RAN_ON.swap(1, SeqCst),
         );
-        threads::reset_slots();
         *row = Some((name, [unc, con, rtt, look, per_s]));
+        if n > 1 {
+            across_cpus(timer, &info, name, n);
+        }
         let t = TIMEOUTS.load(SeqCst);
         if t != 0 {
             println!("locks: {t} sleep/wakeup round trips timed out (align {name})");
@@ -624,4 +790,257 @@ fn benches() -> i32 {
         );
     }
     0
+}
+
+/// The cross-CPU figures of layout `name` on `n` CPUs: the hand-off and the
+/// sleep/wakeup round trip between CPUs 0 and 1, ebizzy with one searcher
+/// per CPU (all, and each CPU's share), and the user-level false sharing.
+fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
+    let per_op = |fig: &str, ops: u32, samples: (&[u64], Snaps)| {
+        figure(
+            names::LOCKS,
+            fig,
+            name,
+            Measure::PerOp,
+            "",
+            ops,
+            samples,
+            info.tsc_hz,
+            RAN_ON.swap(1, SeqCst),
+        )
+    };
+    // Contended: one contender on CPU 0, one on CPU 1.
+    RAN_ON.store(0, SeqCst);
+    let mut samples = [0u64; BATCHES];
+    let first = userland::model::next_seq();
+    for v in samples.iter_mut() {
+        DONE.store(0, SeqCst);
+        let _ = threads::spawn_on(contender, HANDOFFS, 16, 0);
+        let _ = threads::spawn_on(contender, HANDOFFS, 16, 1);
+        threads::sleep(1);
+        *v = timer.time(|| {
+            threads::wakeup(CHAN_START, true);
+            join(&DONE, 2);
+        });
+    }
+    let con = per_op(
+        names::CONTENDED_SMP,
+        2 * HANDOFFS,
+        (&samples, timer.snaps(first)),
+    );
+    // Sleep/wakeup: this thread on CPU 0, the ponger on CPU 1.
+    RAN_ON.store(1, SeqCst);
+    let mut samples = [0u64; BATCHES];
+    let first = userland::model::next_seq();
+    for v in samples.iter_mut() {
+        DONE.store(0, SeqCst);
+        let _ = threads::spawn_on(ponger, ROUND_TRIPS, 16, 1);
+        threads::sleep(1);
+        *v = timer.time(|| {
+            for _ in 0..ROUND_TRIPS {
+                threads::wakeup(CHAN_B, false);
+                if threads::sleep_on(CHAN_A, 20).is_err() {
+                    TIMEOUTS.fetch_add(1, SeqCst);
+                }
+            }
+        });
+        join(&DONE, 1);
+    }
+    let rtt = per_op(
+        names::SLEEP_WAKEUP_SMP,
+        ROUND_TRIPS,
+        (&samples, timer.snaps(first)),
+    );
+    // ebizzy: one searcher per CPU. Each CPU's share is reported as the
+    // time its rate would take for the whole batch (samples scaled by
+    // EBIZZY_RECORDS / its records), so its figure is its own records/s.
+    RAN_ON.store(0, SeqCst);
+    let mut samples = [0u64; BATCHES];
+    let mut mine = [[0u64; BATCHES]; 8];
+    let first = userland::model::next_seq();
+    for (b, v) in samples.iter_mut().enumerate() {
+        DONE.store(0, SeqCst);
+        RECORDS.store(0, SeqCst);
+        for f in FOUND.iter() {
+            f.store(0, SeqCst);
+        }
+        *v = timer.time(|| {
+            for c in 0..n {
+                let _ = threads::spawn_on(searcher, EBIZZY_RECORDS, 16, c);
+            }
+            join(&DONE, n);
+        });
+        for c in 0..n as usize {
+            let found = FOUND[c].load(SeqCst).max(1) as u64;
+            mine[c][b] = *v * EBIZZY_RECORDS as u64 / found;
+        }
+    }
+    let ran = RAN_ON.swap(1, SeqCst);
+    let all = figure(
+        names::EBIZZY,
+        names::EBIZZY_SMP,
+        name,
+        Measure::Throughput,
+        "records/s",
+        EBIZZY_RECORDS,
+        (&samples, timer.snaps(first)),
+        info.tsc_hz,
+        ran,
+    );
+    let mut each = Line::new();
+    for (c, m) in mine.iter().enumerate().take(n as usize) {
+        let mut fig = Line::new();
+        let _ = write!(fig, "cpu{c}");
+        let r = figure(
+            names::EBIZZY,
+            fig.as_str(),
+            name,
+            Measure::Throughput,
+            "records/s",
+            EBIZZY_RECORDS,
+            (m, timer.snaps(first)),
+            info.tsc_hz,
+            1 << c,
+        );
+        let _ = write!(each, " {r:.0}");
+    }
+    // False sharing: one thread per CPU increments its own counter.
+    let mut fs = [0f64; 3];
+    for (k, (fig, stride)) in [
+        (names::FALSE_SHARING_LINE, 4u32),
+        (names::FALSE_SHARING_ADJACENT, 64),
+        (names::FALSE_SHARING_APART, 128),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        RAN_ON.store(0, SeqCst);
+        let mut samples = [0u64; BATCHES];
+        let first = userland::model::next_seq();
+        for v in samples.iter_mut() {
+            DONE.store(0, SeqCst);
+            GO.store(0, SeqCst);
+            for c in 0..n {
+                let _ = threads::spawn_on(incrementer, c * stride, 16, c);
+            }
+            *v = timer.time(|| {
+                GO.store(1, SeqCst);
+                join(&DONE, n);
+            });
+        }
+        let ran = RAN_ON.swap(1, SeqCst);
+        fs[k] = figure(
+            names::LOCKS,
+            fig,
+            name,
+            Measure::Throughput,
+            "ops/s",
+            n * INCREMENTS,
+            (&samples, timer.snaps(first)),
+            info.tsc_hz,
+            ran,
+        );
+    }
+    println!(
+        "{name:<8} across {n} CPUs: contended {con:.1}, sleep/wake {rtt:.1} per op; ebizzy {all:.0} rec/s (per CPU:{}); false sharing ops/s: one line {:.0}, adjacent lines {:.0}, 128 apart {:.0}",
+        each.as_str(), fs[0], fs[1], fs[2]
+    );
+}
+
+/// Increments per thread per false-sharing batch.
+const INCREMENTS: u32 = 2_000;
+/// The counters of the false-sharing threads, placed at a byte offset
+/// each (0, 4, 8... in one line; 0, 64, ...; 0, 128, ...).
+#[repr(C, align(128))]
+struct Counters([AtomicU32; 256]);
+static COUNTERS: Counters = Counters([const { AtomicU32::new(0) }; 256]);
+/// Released by the timing thread once every incrementer exists.
+static GO: AtomicU32 = AtomicU32::new(0);
+
+/// A false-sharing thread: waits for GO, then increments the counter at
+/// byte `offset` (plain loads and stores: the line moves between CPUs).
+fn incrementer(offset: u32) {
+    note_cpu();
+    let c = &COUNTERS.0[(offset / 4) as usize % 256];
+    while GO.load(SeqCst) == 0 {
+        core::hint::spin_loop();
+    }
+    for _ in 0..INCREMENTS {
+        c.store(
+            c.load(core::sync::atomic::Ordering::Relaxed) + 1,
+            core::sync::atomic::Ordering::Relaxed,
+        );
+    }
+    finished();
+}
+
+// ---- a task that ends while its threads run elsewhere ------------------------
+
+/// Threads that have started on their CPU.
+static RUNNING: AtomicU32 = AtomicU32::new(0);
+
+/// Spins in ring 3 for good (the task's end must stop it).
+fn spinner(_: u32) {
+    RUNNING.fetch_add(1, SeqCst);
+    let mut n = 0u32;
+    loop {
+        n = core::hint::black_box(n.wrapping_add(1));
+    }
+}
+
+/// Makes system calls for good (stopped in or between them).
+fn caller(_: u32) {
+    RUNNING.fetch_add(1, SeqCst);
+    loop {
+        let _ = threads::gettid();
+        threads::yield_now();
+    }
+}
+
+/// Faults once every thread runs.
+fn faulter(want: u32) {
+    RUNNING.fetch_add(1, SeqCst);
+    while RUNNING.load(SeqCst) < want {
+        core::hint::spin_loop();
+    }
+    // SAFETY: not safe: #UD on purpose, which ends the task.
+    unsafe { core::arch::asm!("ud2") };
+}
+
+/// A spinner and a caller on every other CPU; then this thread exits the
+/// task (or, with `fault`, the last CPU's extra thread executes `ud2`).
+/// The kernel must stop them all and go on.
+fn end_elsewhere(fault: bool) -> i32 {
+    let n = cpus();
+    let mut want = 0;
+    for c in 1..n {
+        want += threads::spawn_on(spinner, 0, 16, c).is_ok() as u32;
+        want += threads::spawn_on(caller, 0, 16, c).is_ok() as u32;
+    }
+    if fault {
+        want += 1;
+        let _ = threads::spawn_on(faulter, want, 16, n - 1);
+    }
+    let mut rounds = 0;
+    while RUNNING.load(SeqCst) < want && rounds < 10_000 {
+        threads::sleep(1);
+        rounds += 1;
+    }
+    println!(
+        "locks: {} of {want} threads run on CPUs 1..{n}; the task ends {}",
+        RUNNING.load(SeqCst),
+        if fault {
+            "by a fault there"
+        } else {
+            "by exit(0) here"
+        }
+    );
+    if fault {
+        // Wait here for the fault to end the task.
+        loop {
+            threads::sleep(1);
+        }
+    }
+    sys::call(Mechanism::Int80, nr::EXIT, [0; 6]);
+    1
 }

@@ -46,6 +46,10 @@ pub struct Case {
     pub check: Check,
     /// Boot a second time and require identical results (timestamps aside).
     pub twice: bool,
+    /// Boot this many times, each boot checked (races that show once in a
+    /// while); `cargo xtask test --repeat-boots N` sets it for every case
+    /// that repeats.
+    pub repeat: u32,
 }
 
 /// What a case is unless it says otherwise: one CPU of the default model,
@@ -62,7 +66,13 @@ const CASE: Case = Case {
     timeout: 60,
     check: |_, _| Err("the case has no check".into()),
     twice: false,
+    repeat: 1,
 };
+
+/// How often the multi-threaded TCG boot of the cross-CPU tests repeats in
+/// `cargo xtask test`: what fits the CI's time; `--repeat-boots 20` runs
+/// the twenty.
+pub const REPEATED_BOOTS: u32 = 5;
 
 impl Case {
     /// The machine this case asks for.
@@ -85,6 +95,82 @@ impl Case {
 }
 
 pub const CASES: &[Case] = &[
+    Case {
+        name: "SMP user threads under multi-threaded TCG, repeated: 4 CPUs in parallel, the cross-CPU lock tests and task ends, nothing lost, no hang",
+        // Only the tests with threads in their names: the locks tests
+        // (across CPUs too), the task ending everywhere, the kernel threads.
+        cmdline: "mode=test test=threads",
+        timeout: 30,
+        cpus: 4,
+        threads: Threads::Multi,
+        repeat: REPEATED_BOOTS,
+        check: |log, r| smp_user_check(log, r, 4, 3),
+        ..CASE
+    },
+    Case {
+        name: "kernel and user tests on 2 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite",
+        cmdline: "mode=test",
+        timeout: 120,
+        cpus: 2,
+        check: |log, r| {
+            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            smp_user_check(log, r, 2, 3)
+        },
+        ..CASE
+    },
+    Case {
+        name: "kernel and user tests on 4 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite",
+        cmdline: "mode=test",
+        timeout: 120,
+        cpus: 4,
+        check: |log, r| {
+            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            smp_user_check(log, r, 4, 3)
+        },
+        ..CASE
+    },
+    Case {
+        name: "phenom on 2 CPUs (icount): AMD syscall, sysenter, int 0x80 and the call gate from every CPU, the hostile suite",
+        cpu: Some("phenom"),
+        cmdline: "mode=test",
+        timeout: 120,
+        cpus: 2,
+        check: |log, r| {
+            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            mech(r, "syscall", "ok")?;
+            smp_user_check(log, r, 2, 3)?;
+            let every = "across CPUs: every usable mechanism enters and returns on every CPU";
+            match report::of_kind(r, kind::CHECK).find(|c| c.get("name") == Some(every)) {
+                // Four mechanisms on each of two CPUs.
+                Some(c) if c.get("result") == Some("pass") && c.get("got") == Some("8") => Ok(()),
+                other => Err(format!("check {every:?}: {:?}", other.map(|c| &c.fields))),
+            }
+        },
+        ..CASE
+    },
+    Case {
+        name: "fuzzer on 2 CPUs: 50,000 seeded calls (seed=7), every result right, 0 kernel faults",
+        cmdline: "mode=run prog=fuzz fuzz_calls=50000 seed=7",
+        cpus: 2,
+        check: |log, r| fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"]),
+        ..CASE
+    },
+    Case {
+        name: "locks on 2 CPUs (icount): hand-off, sleep/wakeup, ebizzy per CPU and false sharing across CPUs, each record naming its CPUs",
+        cmdline: "mode=run prog=locks",
+        timeout: 120,
+        cpus: 2,
+        check: |log, r| locks_across(log, r, 2, &abi::report::names::LAYOUTS),
+        ..CASE
+    },
+    Case {
+        name: "locks on 4 CPUs (icount, pool_align=128): the cross-CPU figures on every CPU",
+        cmdline: "mode=run prog=locks pool_align=128",
+        timeout: 120,
+        cpus: 4,
+        check: |log, r| locks_across(log, r, 4, &["128"]),
+        ..CASE
+    },
     Case {
         name: "SMP under multi-threaded TCG: 4 CPUs in parallel, the same checks",
         cmdline: "mode=smp",
@@ -412,14 +498,7 @@ pub const CASES: &[Case] = &[
     Case {
         name: "kernel #PF is reported with CR2",
         cmdline: "crash=pf",
-        check: |log, r| {
-            kernel_exception(log, r, 14)?;
-            let e = one(r, kind::EXCEPTION)?;
-            match e.get("cr2") {
-                Some("0xc0000000") => Ok(()),
-                other => Err(format!("CR2 is {other:?}, expected 0xc0000000")),
-            }
-        },
+        check: kernel_pf_with_cr2,
         ..CASE
     },
     Case {
@@ -435,13 +514,7 @@ pub const CASES: &[Case] = &[
     Case {
         name: "a triple fault is told apart from a verdict",
         cmdline: "crash=triple",
-        check: |log, _| {
-            outcome(log, Outcome::ResetOrTripleFault)?;
-            if !log.verdict().contains("triple fault") {
-                return Err(log.verdict());
-            }
-            Ok(())
-        },
+        check: triple_fault,
         ..CASE
     },
     Case {
@@ -450,10 +523,7 @@ pub const CASES: &[Case] = &[
         timeout: 2,
         // -S: the CPU never starts, the surest hang there is.
         paused: true,
-        check: |log, _| match log.ending {
-            Ending::TimedOut(_) if log.verdict().contains("hung") => Ok(()),
-            _ => Err(format!("not a timeout: {}", log.verdict())),
-        },
+        check: |log, _| timed_out(log, "hung"),
         ..CASE
     },
     // The CPU matrix: test mode on every i386 model QEMU has (qemu32,
@@ -643,13 +713,7 @@ pub const CASES: &[Case] = &[
         emulator: Emulator::Bochs,
         cmdline: "crash=triple",
         timeout: BOCHS_TIMEOUT,
-        check: |log, _| {
-            outcome(log, Outcome::ResetOrTripleFault)?;
-            if !log.verdict().contains("triple fault") {
-                return Err(log.verdict());
-            }
-            Ok(())
-        },
+        check: triple_fault,
         ..CASE
     },
     Case {
@@ -657,13 +721,7 @@ pub const CASES: &[Case] = &[
         emulator: Emulator::Bochs,
         cmdline: "crash=pf",
         timeout: BOCHS_TIMEOUT,
-        check: |log, r| {
-            kernel_exception(log, r, 14)?;
-            match one(r, kind::EXCEPTION)?.get("cr2") {
-                Some("0xc0000000") => Ok(()),
-                other => Err(format!("CR2 is {other:?}, expected 0xc0000000")),
-            }
-        },
+        check: kernel_pf_with_cr2,
         ..CASE
     },
     Case {
@@ -672,13 +730,94 @@ pub const CASES: &[Case] = &[
         cmdline: "mode=run",
         // The BIOS alone takes longer than this.
         timeout: 1,
-        check: |log, _| match log.ending {
-            Ending::TimedOut(_) if log.verdict().contains("Bochs was killed") => Ok(()),
-            _ => Err(format!("not a timeout: {}", log.verdict())),
-        },
+        check: |log, _| timed_out(log, "Bochs was killed"),
         ..CASE
     },
 ];
+
+/// A test boot on `n` CPUs: every test passed (the cross-CPU locks checks
+/// and the task ending everywhere among them; `at_least` of the latter
+/// kinds: lending both ways and the stress).
+fn smp_user_check(log: &BootLog, r: &[Record], n: u32, at_least: usize) -> Result<(), String> {
+    // The user checks first: they say which one failed, the test only that
+    // the program reported failures.
+    let failed: Vec<String> = report::of_kind(r, kind::CHECK)
+        .filter(|c| c.get("result") == Some("fail"))
+        .map(|c| {
+            format!(
+                "{} (got {})",
+                c.get("name").unwrap_or("?"),
+                c.get("got").unwrap_or("?")
+            )
+        })
+        .collect();
+    if !failed.is_empty() {
+        return Err(format!("user checks failed: {}", failed.join("; ")));
+    }
+    all_tests_pass(log, r, 1)?;
+    let across: Vec<&Record> = report::of_kind(r, kind::CHECK)
+        .filter(|c| c.get("name").is_some_and(|n| n.starts_with("across CPUs")))
+        .collect();
+    if across.len() < at_least {
+        return Err(format!("only {} cross-CPU checks ran", across.len()));
+    }
+    let stress = format!("across CPUs: {} threads on {n} CPUs", 2 * n);
+    if !across.iter().any(|c| {
+        c.get("name").is_some_and(|x| x.starts_with(&stress)) && c.get("result") == Some("pass")
+    }) {
+        return Err(format!("no passing check {stress:?}..."));
+    }
+    let ended = report::of_kind(r, kind::TEST)
+        .find(|t| {
+            t.get("name")
+                .is_some_and(|x| x.starts_with("smp: a task ends everywhere"))
+        })
+        .ok_or("the task-ending test did not run")?;
+    if ended.get("result") != Some("pass") {
+        return Err(format!("task-ending test: {:?}", ended.get("detail")));
+    }
+    contains(log, &format!("smp: {n} CPU(s) started"))
+}
+
+/// A `locks` boot on `n` CPUs: the cross-CPU figures for each layout, each
+/// with its samples and the CPUs it ran on.
+fn locks_across(log: &BootLog, r: &[Record], n: u32, layouts: &[&str]) -> Result<(), String> {
+    use abi::report::names;
+    succeeded(log)?;
+    let res = Results::from_records(r, "locks", "qemu").map_err(|e| e.to_string())?;
+    clock_is(&res, ICOUNT)?;
+    let every: Vec<u32> = (0..n).collect();
+    for layout in layouts {
+        let on = |name: String, m: Measure, cpus: &[u32]| -> Result<(), String> {
+            has_bench(&res, &name, LOCK_BATCHES, m)?;
+            let b = res.bench(&name).ok_or_else(|| format!("no {name}"))?;
+            if b.cpus != cpus {
+                return Err(format!(
+                    "{name} ran on CPUs {:?}, expected {cpus:?}",
+                    b.cpus
+                ));
+            }
+            Ok(())
+        };
+        for fig in [names::CONTENDED_SMP, names::SLEEP_WAKEUP_SMP] {
+            on(format!("locks.{fig}.{layout}"), Measure::PerOp, &[0, 1])?;
+        }
+        for fig in [
+            names::FALSE_SHARING_LINE,
+            names::FALSE_SHARING_ADJACENT,
+            names::FALSE_SHARING_APART,
+        ] {
+            on(format!("locks.{fig}.{layout}"), Measure::Throughput, &every)?;
+        }
+        on(format!("ebizzy.smp.{layout}"), Measure::Throughput, &every)?;
+        for c in 0..n {
+            on(format!("ebizzy.cpu{c}.{layout}"), Measure::Throughput, &[c])?;
+        }
+        // The figures of one CPU say so too.
+        on(format!("locks.contended.{layout}"), Measure::PerOp, &[0])?;
+    }
+    contains(log, &format!("across {n} CPUs: contended"))
+}
 
 /// Seconds before a Bochs case is called hung: its boots take 15 to 40 s
 /// on an idle 2-CPU machine (BIOS and GRUB included).
@@ -1005,6 +1144,34 @@ fn kernel_exception(log: &BootLog, r: &[Record], vector: u8) -> Result<(), Strin
     outcome(log, Outcome::Exception(vector))?;
     contains(log, abi::exit::vector_name(vector))?;
     exception(r, vector, "kernel")
+}
+
+/// The kernel's deliberate #PF (`crash=pf`) reported, with the address it
+/// touched in CR2.
+fn kernel_pf_with_cr2(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    kernel_exception(log, r, 14)?;
+    match one(r, kind::EXCEPTION)?.get("cr2") {
+        Some("0xc0000000") => Ok(()),
+        other => Err(format!("CR2 is {other:?}, expected 0xc0000000")),
+    }
+}
+
+/// A triple fault (`crash=triple`): the machine reset, and the verdict
+/// says it was a triple fault rather than a kernel verdict.
+fn triple_fault(log: &BootLog, _: &[Record]) -> Result<(), String> {
+    outcome(log, Outcome::ResetOrTripleFault)?;
+    if !log.verdict().contains("triple fault") {
+        return Err(log.verdict());
+    }
+    Ok(())
+}
+
+/// The guest was stopped at the timeout, and the verdict says `why`.
+fn timed_out(log: &BootLog, why: &str) -> Result<(), String> {
+    match log.ending {
+        Ending::TimedOut(_) if log.verdict().contains(why) => Ok(()),
+        _ => Err(format!("not a timeout: {}", log.verdict())),
+    }
 }
 
 fn all_tests_pass(log: &BootLog, r: &[Record], at_least: usize) -> Result<(), String> {
