@@ -65,6 +65,7 @@ impl Run {
             samples,
             tsc_hz: self.tsc_hz,
             counters,
+            cpus: 0,
             snaps: Some(snaps),
         });
         Fig {
