@@ -67,6 +67,7 @@ impl Run {
             counters,
             cpus: 0,
             snaps: Some(snaps),
+            cpus: 0,
         });
         Fig {
             median: s.median,
