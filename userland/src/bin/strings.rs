@@ -65,7 +65,6 @@ impl Run {
             samples,
             tsc_hz: self.tsc_hz,
             counters,
-            cpus: 0,
             snaps: Some(snaps),
             cpus: 0,
         });
