@@ -463,14 +463,15 @@ impl Machine {
     /// one CPU, an instruction whose execution only adds its cost and its
     /// count, because it is no marker, flushes no TLB, delivers no
     /// interrupt, does not halt and lies on the page of the instruction
-    /// before it in the
-    /// block (so its ITLB lookup is the hit the model skips), is
-    /// [`Step::Inline`]; every other is a [`Step::Call`], the first of each
-    /// block among them. The counters come out the same either way, as long
-    /// as every call of [`Machine::exec`] is preceded by a
-    /// [`Machine::credit`] of what the inline adds summed since the last.
-    /// With several CPUs every instruction is a call (their events are
-    /// ordered one by one).
+    /// before it in the block (so its ITLB lookup is the hit the model
+    /// skips), is [`Step::Inline`]; every other is a [`Step::Call`], the
+    /// first of each block among them. The counters come out the same
+    /// either way, as long as every call of [`Machine::exec`] is preceded
+    /// by a [`Machine::credit`] of what the inline adds summed since the
+    /// last. (QEMU enters a block only at its start, and runs the hooks of
+    /// an instruction it re-executes, after a fault or an I/O recompile,
+    /// again either way.) With several CPUs every instruction is a call
+    /// (their events are ordered one by one).
     pub fn plan(&self, block: &[Insn]) -> Vec<Step> {
         // The page the CPU's last instruction page is known to hold when
         // the next instruction of the block starts.
