@@ -1,12 +1,15 @@
 //! The model clock on the host side: the profiles the plugin knows, the
-//! plugin's build and its QEMU arguments, and the reading of the file the
-//! plugin writes when QEMU exits, merged into the results of the same boot.
+//! plugin's build and its QEMU arguments, and the file the plugin writes
+//! when QEMU exits, merged into the results of the same boot. The profiles,
+//! the plugin's name and arguments and the file's reader are the model
+//! crate's own (`model::profile`, `model::plugin_arg`, `model::report`):
+//! one format, one reader, tested against the writer.
 //!
 //! A `--clock model` boot runs under `-icount shift=0,sleep=off` (so the
 //! guest's figures are still exact instruction counts) with the model
 //! plugin loaded. The guest brackets every timed run with snapshot markers
-//! and says in its `samples` records which snapshots belong to which
-//! benchmark (`abi::model::Snaps`); the plugin writes each snapshot's
+//! and says in its `samples` records (and the macro mix's `macro`
+//! records) which snapshots belong to which benchmark (`abi::model::Snaps`); the plugin writes each snapshot's
 //! running totals (`abi::model`, the file format). Here each batch becomes
 //! the difference of its two snapshots, minus the median of the
 //! calibration runs, as the guest does with ticks.
