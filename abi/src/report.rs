@@ -148,7 +148,10 @@ pub mod kind {
     /// the run took model snapshots also `stream snap_calib calib_runs
     /// snap_batches` (see `crate::model::Snaps`).
     pub const SAMPLES: &str = "samples";
-    /// A macro workload: `mech ops ticks_per_op ops_per_s syscalls_per_op`.
+    /// A macro workload: `mech ops batches ticks_per_op ops_per_s
+    /// syscalls_per_op`, and where its model snapshots are
+    /// (`abi::model::Snaps`: `stream snap_calib calib_runs snap_batches`;
+    /// one batch is `ops` operations).
     pub const MACRO: &str = "macro";
     /// A sync-object pool layout: `align ts_size ts_stride ts_per64
     /// ts_per128 sq_size sq_stride sq_per64 sq_per128`.

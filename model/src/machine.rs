@@ -95,6 +95,21 @@ const WORDS: usize = 1 << 20;
 /// (48 bytes each: at most about 200 MB of queue).
 pub const MAX_BUFFERED: usize = 4 << 20;
 
+/// An instruction counted by the plugin's inline add (see [`Step`]) adds
+/// `1 << INLINE_INSN_SHIFT | cost` to one 64-bit accumulator: instructions
+/// in the high bits, cycles in the low ones, so one add counts both.
+pub const INLINE_INSN_SHIFT: u32 = 40;
+/// The highest cost an inline instruction may carry, and the most inline
+/// instructions in a row: together they keep the cycles field of the
+/// accumulator from overflowing into the instruction count before the
+/// next call empties it ([`Machine::credit`]).
+const INLINE_MAX_COST: u32 = 1 << 20;
+const INLINE_MAX_RUN: usize = 1 << 12;
+const _: () = assert!(
+    (INLINE_MAX_COST as u64) * (INLINE_MAX_RUN as u64) < 1 << INLINE_INSN_SHIFT,
+    "a run of inline instructions fits the cycles field"
+);
+
 /// One CPU's running totals, as the snapshot lines give them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -148,6 +163,16 @@ pub struct Insn {
     pub vaddr: u32,
     pub decoded: Decoded,
     pub cost: u32,
+}
+
+/// How the plugin has one instruction of a translated block counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A call of [`Machine::exec`] when it executes.
+    Call,
+    /// An inline add of this value to the accumulator that the next
+    /// [`Machine::credit`] empties: QEMU's generated code does it, no call.
+    Inline(u64),
 }
 
 /// One snapshot: CPU `cpu`'s totals at its `seq`-th marker of `stream`.
@@ -434,9 +459,77 @@ impl Machine {
         }
     }
 
+    /// How each instruction of a translated block is to be counted. With
+    /// one CPU, an instruction whose execution only adds its cost and its
+    /// count, because it is no marker, flushes no TLB, delivers no
+    /// interrupt, does not halt and lies on the page of the instruction
+    /// before it in the block (so its ITLB lookup is the hit the model
+    /// skips), is [`Step::Inline`]; every other is a [`Step::Call`], the
+    /// first of each block among them. The counters come out the same
+    /// either way, as long as every call of [`Machine::exec`] is preceded
+    /// by a [`Machine::credit`] of what the inline adds summed since the
+    /// last. (QEMU enters a block only at its start, and runs the hooks of
+    /// an instruction it re-executes, after a fault or an I/O recompile,
+    /// again either way.) With several CPUs every instruction is a call
+    /// (their events are ordered one by one).
+    pub fn plan(&self, block: &[Insn]) -> Vec<Step> {
+        // The page the CPU's last instruction page is known to hold when
+        // the next instruction of the block starts.
+        let mut known: Option<u32> = None;
+        let mut run = 0;
+        block
+            .iter()
+            .map(|insn| {
+                let page = insn.vaddr >> PAGE_SHIFT;
+                let plain = !matches!(
+                    insn.decoded.class,
+                    Class::Marker
+                        | Class::MovCr3
+                        | Class::MovCrPaging
+                        | Class::Invlpg
+                        | Class::IntN
+                        | Class::Hlt
+                );
+                let step = if !self.ordered
+                    && plain
+                    && known == Some(page)
+                    && insn.cost < INLINE_MAX_COST
+                    && run < INLINE_MAX_RUN
+                {
+                    run += 1;
+                    Step::Inline(1 << INLINE_INSN_SHIFT | u64::from(insn.cost))
+                } else {
+                    run = 0;
+                    Step::Call
+                };
+                match insn.decoded.class {
+                    // A marker leaves the last instruction page as it was.
+                    Class::Marker => {}
+                    // A flush forgets it.
+                    Class::MovCr3 | Class::MovCrPaging | Class::Invlpg => known = None,
+                    _ => known = Some(page),
+                }
+                step
+            })
+            .collect()
+    }
+
+    /// Counts on CPU 0 what the inline adds of [`Step::Inline`]
+    /// instructions summed (`acc`, packed as [`INLINE_INSN_SHIFT`] says).
+    #[inline(always)]
+    pub fn credit(&mut self, acc: u64) {
+        if acc != 0 {
+            self.ensure(0);
+            let c = &mut self.cpus[0].c;
+            c.insns += acc >> INLINE_INSN_SHIFT;
+            c.cycles += acc & ((1 << INLINE_INSN_SHIFT) - 1);
+        }
+    }
+
     // ---- The front: events as QEMU delivers them. ----
 
     /// An instruction executes on `cpu` (before its data accesses).
+    #[inline]
     pub fn exec(&mut self, cpu: usize, insn: &Insn) {
         self.ensure(cpu);
         let f = &mut self.fronts[cpu];
@@ -466,6 +559,7 @@ impl Machine {
     /// the physical address of `vaddr` (None: MMIO, not modelled); it is
     /// asked only for pages outside the kernel's identity map that this
     /// CPU has not translated since its last flush.
+    #[inline]
     pub fn mem(
         &mut self,
         cpu: usize,
@@ -707,6 +801,7 @@ impl Machine {
     }
 
     /// A TLB lookup of `page`; returns its cost (0 on a first-level hit).
+    #[inline]
     fn tlb(&mut self, cpu: usize, page: u32, instruction: bool) -> u64 {
         let global = self.is_global(page);
         let (stlb_latency, walk) = (self.profile.stlb_latency, self.profile.walk);
@@ -914,7 +1009,29 @@ impl Machine {
     /// applied now: the pages it touches go through the DTLB, the lines
     /// through the caches. (A page-crossing access is taken as physically
     /// contiguous.)
+    #[inline]
     pub fn data(&mut self, cpu: usize, vaddr: u32, paddr: u64, size: u32, write: bool) {
+        // The common case first: one line, the CPU's last data line, on its
+        // last data page, and no write to a line not yet Modified. Nothing
+        // changes then, as below: the TLB lookup and the line are skipped.
+        let shift = self.line_shift;
+        if let Some(c) = self.cpus.get(cpu) {
+            let end = vaddr.wrapping_add(size.max(1) - 1);
+            let line = paddr >> shift;
+            if vaddr >> PAGE_SHIFT == c.last_dpage
+                && end >> PAGE_SHIFT == c.last_dpage
+                && (paddr + u64::from(size.max(1)) - 1) >> shift == line
+                && line == c.last_line
+                && (c.last_line_dirty || !write)
+            {
+                return;
+            }
+        }
+        self.data_lines(cpu, vaddr, paddr, size, write);
+    }
+
+    /// [`Machine::data`] beyond its common case.
+    fn data_lines(&mut self, cpu: usize, vaddr: u32, paddr: u64, size: u32, write: bool) {
         self.ensure(cpu);
         let size = size.max(1);
         let end = vaddr.wrapping_add(size - 1);
@@ -953,6 +1070,7 @@ impl Machine {
     }
 
     /// An instruction, applied now.
+    #[inline]
     fn execute(&mut self, cpu: usize, insn: &Insn) {
         let c = &mut self.cpus[cpu];
         c.c.insns += 1;
@@ -1678,6 +1796,91 @@ ipi_latency = 300
         m.finish();
         assert_eq!(m.cpus[1].c.cycles - before, 70);
         assert_eq!(m.ipis_sent, 1);
+    }
+
+    /// An instruction of a test block: its bytes, its address, the
+    /// addresses it loads from.
+    type Planned = (Vec<u8>, u32, Vec<u32>);
+
+    /// Runs `blocks` (each instruction with the data accesses it makes)
+    /// as QEMU would with the plugin's plan: inline adds summed in an
+    /// accumulator that every call empties first. `all_calls`: as before
+    /// the plan, every instruction a call.
+    fn run_planned(blocks: &[Vec<Planned>], all_calls: bool) -> String {
+        let mut m = machine(&[], Options::default());
+        let mut acc = 0;
+        for block in blocks {
+            let insns: Vec<Insn> = block.iter().map(|(b, va, _)| m.decode(b, *va)).collect();
+            let plan = m.plan(&insns);
+            assert_eq!(plan[0], Step::Call, "every block starts with a call");
+            for ((insn, (_, _, loads)), step) in insns.iter().zip(block).zip(plan) {
+                match step {
+                    Step::Inline(add) if !all_calls => acc += add,
+                    _ => {
+                        m.credit(std::mem::take(&mut acc));
+                        m.exec(0, insn);
+                    }
+                }
+                for &a in loads {
+                    load(&mut m, a, 4);
+                }
+            }
+        }
+        m.credit(acc);
+        m.report(1)
+    }
+
+    #[test]
+    fn the_plan_counts_what_calls_count() {
+        let code = KERNEL_PAGE + 0x1000 - 3;
+        let mov_cr3 = vec![0x0f, 0x22, 0xd8];
+        let snap = marker(SNAP_KERNEL).to_vec();
+        let nop = || vec![0x90];
+        let data = KERNEL_PAGE + 0x4000;
+        // A block that crosses a page, one with a flush and a snapshot in
+        // the middle, one with an int n, each run several times.
+        let crossing = vec![
+            (nop(), code, vec![data]),
+            (nop(), code + 1, vec![]),
+            (nop(), code + 2, vec![data + 64]),
+            (nop(), code + 3, vec![data + 128]),
+            (nop(), code + 4, vec![]),
+        ];
+        let flushing = vec![
+            (nop(), KERNEL_PAGE, vec![data]),
+            (mov_cr3, KERNEL_PAGE + 1, vec![]),
+            (nop(), KERNEL_PAGE + 4, vec![data]),
+            (snap.clone(), KERNEL_PAGE + 5, vec![]),
+            (nop(), KERNEL_PAGE + 12, vec![]),
+            (snap, KERNEL_PAGE + 13, vec![]),
+        ];
+        let interrupting = vec![
+            (nop(), KERNEL_PAGE + 0x2000, vec![]),
+            (vec![0xcd, 0x80], KERNEL_PAGE + 0x2001, vec![]),
+            (nop(), KERNEL_PAGE + 0x2003, vec![data + 4096]),
+        ];
+        let blocks: Vec<_> = (0..5)
+            .flat_map(|_| [crossing.clone(), flushing.clone(), interrupting.clone()])
+            .collect();
+        let planned = run_planned(&blocks, false);
+        assert_eq!(planned, run_planned(&blocks, true));
+        assert!(planned.lines().filter(|l| l.starts_with("snap")).count() == 10);
+        // The plan did leave instructions to inline adds.
+        let m = machine(&[], Options::default());
+        let insns: Vec<Insn> = crossing.iter().map(|(b, va, _)| m.decode(b, *va)).collect();
+        assert_eq!(
+            m.plan(&insns),
+            [
+                Step::Call,
+                Step::Inline(1 << INLINE_INSN_SHIFT | 1),
+                Step::Inline(1 << INLINE_INSN_SHIFT | 1),
+                Step::Call,
+                Step::Inline(1 << INLINE_INSN_SHIFT | 1),
+            ]
+        );
+        // With several CPUs every instruction is a call.
+        let two = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        assert!(two.plan(&insns).iter().all(|s| *s == Step::Call));
     }
 
     #[test]

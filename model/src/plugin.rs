@@ -2,9 +2,13 @@
 //!
 //! QEMU loads `libmodel.so` with `-plugin libmodel.so,profile=NAME,
 //! virt=on|off,out=PATH[,pge=on|off]` and calls [`qemu_plugin_install`].
-//! The plugin asks for a callback on every instruction and every data
-//! access of each block QEMU translates; the instruction's class and cost
-//! are decoded once, there, and ride along as the callback's user data.
+//! The plugin asks for a callback on every data access of each block QEMU
+//! translates, and on every instruction the machine's plan
+//! ([`Machine::plan`]) says needs one; the others (with one CPU, most
+//! instructions inside a block) only add their count and cost to an
+//! accumulator, by an inline add QEMU compiles into the block, which the
+//! next call empties into the model. The instruction's class and cost are
+//! decoded once, there, and ride along as the callback's user data.
 //! When QEMU exits, the snapshot file (`abi::model`) is written to `out`.
 //!
 //! The QEMU functions are looked up with `dlsym` at install time rather than
@@ -16,10 +20,10 @@ use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use crate::machine::{Insn, Machine, Options};
+use crate::machine::{Insn, Machine, Options, Step};
 use crate::profile;
 
 /// The plugin API version this plugin is written against.
@@ -61,6 +65,8 @@ pub struct QemuInfo {
 
 /// `enum qemu_plugin_cb_flags`: QEMU_PLUGIN_CB_NO_REGS.
 const CB_NO_REGS: c_int = 0;
+/// `enum qemu_plugin_op`: QEMU_PLUGIN_INLINE_ADD_U64.
+const INLINE_ADD_U64: c_int = 0;
 /// `enum qemu_plugin_mem_rw`: QEMU_PLUGIN_MEM_RW.
 const MEM_RW: c_int = 3;
 
@@ -100,6 +106,7 @@ api! {
     insn_size: extern "C" fn(*const InsnHandle) -> usize,
     insn_vaddr: extern "C" fn(*const InsnHandle) -> u64,
     register_vcpu_insn_exec_cb: extern "C" fn(*mut InsnHandle, VcpuUdataCb, c_int, *mut c_void),
+    register_vcpu_insn_exec_inline: extern "C" fn(*mut InsnHandle, c_int, *mut c_void, u64),
     register_vcpu_mem_cb: extern "C" fn(*mut InsnHandle, MemCb, c_int, c_int, *mut c_void),
     mem_is_store: extern "C" fn(MemInfo) -> bool,
     mem_size_shift: extern "C" fn(MemInfo) -> c_uint,
@@ -127,6 +134,11 @@ fn symbol(name: &str) -> Result<*mut c_void, String> {
 
 static API: OnceLock<Api> = OnceLock::new();
 
+/// What the inline adds of [`Step::Inline`] instructions sum to (packed:
+/// `machine::INLINE_INSN_SHIFT`); QEMU's generated code adds to it
+/// directly, and [`take_inline`] empties it into the model.
+static INLINE: AtomicU64 = AtomicU64::new(0);
+
 /// Everything the callbacks share, under one lock: under `-icount` QEMU runs
 /// the vCPUs on one thread, so it is never contended; under multi-threaded
 /// TCG it keeps the model whole.
@@ -137,6 +149,32 @@ struct State {
     /// Decoded instructions, one per (address, bytes): their addresses are
     /// the callbacks' user data and live as long as QEMU.
     interned: HashMap<(u32, Vec<u8>), &'static Insn>,
+    kinds: Kinds,
+}
+
+/// Slots of [`Kinds`], a power of two.
+const KINDS: usize = 64;
+
+/// What QEMU says of a memory access's `info` (its size in bytes, whether
+/// it is a store), remembered: the same few values come back on every
+/// access, and asking costs two calls into QEMU. Direct-mapped by value;
+/// the key `u64::MAX` is no `info`.
+struct Kinds([(u64, u32, bool); KINDS]);
+
+impl Kinds {
+    fn new() -> Kinds {
+        Kinds([(u64::MAX, 0, false); KINDS])
+    }
+
+    #[inline]
+    fn get(&mut self, api: &Api, info: MemInfo) -> (u32, bool) {
+        let slot = &mut self.0[(info ^ info >> 8 ^ info >> 16) as usize % KINDS];
+        if slot.0 != u64::from(info) {
+            let size = 1u32 << (api.mem_size_shift)(info);
+            *slot = (u64::from(info), size, (api.mem_is_store)(info));
+        }
+        (slot.1, slot.2)
+    }
 }
 
 /// A spin lock: one compare-and-swap to take, one release store to give
@@ -265,6 +303,7 @@ fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
         out: a.out,
         ncpus,
         interned: HashMap::new(),
+        kinds: Kinds::new(),
     };
     STATE.with(|s| *s = Some(state));
     API.get_or_init(|| api);
@@ -311,6 +350,7 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut Tb) {
     let Some(api) = API.get() else { return };
     let n = (api.tb_n_insns)(tb);
     with_state(|s| {
+        let mut block = Vec::with_capacity(n);
         for i in 0..n {
             let h = (api.tb_get_insn)(tb, i);
             let size = (api.insn_size)(h);
@@ -324,24 +364,53 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut Tb) {
                 .interned
                 .entry((vaddr, bytes.to_vec()))
                 .or_insert_with(|| Box::leak(Box::new(machine.decode(bytes, vaddr))));
-            let udata = insn as *const Insn as *mut c_void;
-            (api.register_vcpu_insn_exec_cb)(h, on_exec, CB_NO_REGS, udata);
+            block.push((h, insn));
+        }
+        let insns: Vec<Insn> = block.iter().map(|(_, insn)| **insn).collect();
+        for ((h, insn), step) in block.into_iter().zip(s.machine.plan(&insns)) {
+            match step {
+                Step::Call => {
+                    let udata = insn as *const Insn as *mut c_void;
+                    (api.register_vcpu_insn_exec_cb)(h, on_exec, CB_NO_REGS, udata);
+                }
+                Step::Inline(add) => (api.register_vcpu_insn_exec_inline)(
+                    h,
+                    INLINE_ADD_U64,
+                    INLINE.as_ptr() as *mut c_void,
+                    add,
+                ),
+            }
             (api.register_vcpu_mem_cb)(h, on_mem, CB_NO_REGS, MEM_RW, std::ptr::null_mut());
         }
     });
 }
 
+/// Empties the inline accumulator (what QEMU's inline adds counted since
+/// the last call).
+fn take_inline() -> u64 {
+    // Only the vCPU thread adds to it, and that thread runs this (the
+    // plugin plans inline adds for one CPU only): a plain load and store.
+    let acc = INLINE.load(Ordering::Relaxed);
+    if acc != 0 {
+        INLINE.store(0, Ordering::Relaxed);
+    }
+    acc
+}
+
 extern "C" fn on_exec(vcpu: c_uint, udata: *mut c_void) {
     // SAFETY: `udata` is an interned, leaked `Insn` (on_translate).
     let insn = unsafe { &*(udata as *const Insn) };
-    with_state(|s| s.machine.exec(vcpu as usize, insn));
+    let acc = take_inline();
+    with_state(|s| {
+        s.machine.credit(acc);
+        s.machine.exec(vcpu as usize, insn)
+    });
 }
 
 extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_void) {
     let Some(api) = API.get() else { return };
-    let size = 1u32 << (api.mem_size_shift)(info);
-    let store = (api.mem_is_store)(info);
     with_state(|s| {
+        let (size, store) = s.kinds.get(api, info);
         s.machine.mem(vcpu as usize, vaddr as u32, size, store, || {
             let h = (api.get_hwaddr)(info, vaddr);
             if h.is_null() || (api.hwaddr_is_io)(h) {
@@ -355,7 +424,9 @@ extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_voi
 
 extern "C" fn on_exit(_id: PluginId, _udata: *mut c_void) {
     let Some(api) = API.get() else { return };
+    let acc = take_inline();
     with_state(|s| {
+        s.machine.credit(acc);
         s.machine.finish();
         let mut notes = Vec::new();
         if s.machine.forced > 0 {

@@ -18,6 +18,44 @@ pub struct SnapLine {
     pub clock: u64,
 }
 
+/// The numbers of a `snap` line, in the file's order: the counters, then
+/// the clock ([`SnapLine::values`]).
+pub const FIELDS: [&str; 12] = [
+    "insns",
+    "cycles",
+    "l1_misses",
+    "l2_misses",
+    "tlb_misses",
+    "tlb_flushes",
+    "coherence_misses",
+    "invalidations",
+    "transfers",
+    "invalidations_received",
+    "upgrades",
+    "clock",
+];
+
+impl SnapLine {
+    /// Its numbers, in the order of [`FIELDS`].
+    pub fn values(&self) -> [u64; FIELDS.len()] {
+        let c = &self.counters;
+        [
+            c.insns,
+            c.cycles,
+            c.l1_misses,
+            c.l2_misses,
+            c.tlb_misses,
+            c.tlb_flushes,
+            c.coherence_misses,
+            c.invalidations,
+            c.transfers,
+            c.invalidations_received,
+            c.upgrades,
+            self.clock,
+        ]
+    }
+}
+
 /// A whole file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotFile {
@@ -27,14 +65,14 @@ pub struct SnapshotFile {
     /// The `param` line: the profile's numbers, then the plugin's `pge`.
     pub params: BTreeMap<String, u64>,
     pub snaps: Vec<SnapLine>,
+    /// (cpu, stream, seq) to the place in `snaps`.
+    index: BTreeMap<(usize, u16, u64), usize>,
 }
 
 impl SnapshotFile {
     /// The `seq`-th snapshot of `stream` on `cpu`.
     pub fn find(&self, cpu: usize, stream: u16, seq: u64) -> Option<&SnapLine> {
-        self.snaps
-            .iter()
-            .find(|s| s.cpu == cpu && s.stream == stream && s.seq == seq)
+        self.index.get(&(cpu, stream, seq)).map(|&i| &self.snaps[i])
     }
 }
 
@@ -70,6 +108,7 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
         ncpus: num(&h, "ncpus", n)?,
         params: BTreeMap::new(),
         snaps: Vec::new(),
+        index: BTreeMap::new(),
     };
     let mut ended = false;
     for (n, line) in lines {
@@ -100,13 +139,21 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
                     invalidations_received: num(&f, "invalidations_received", n)?,
                     upgrades: num(&f, "upgrades", n)?,
                 };
-                file.snaps.push(SnapLine {
+                let snap = SnapLine {
                     cpu: num(&f, "cpu", n)?,
                     stream: num(&f, "stream", n)?,
                     seq: num(&f, "seq", n)?,
                     counters,
                     clock: num(&f, "clock", n)?,
-                });
+                };
+                let key = (snap.cpu, snap.stream, snap.seq);
+                if file.index.insert(key, file.snaps.len()).is_some() {
+                    return Err(format!(
+                        "line {n}: snapshot {} of stream {} on CPU {} appears twice",
+                        snap.seq, snap.stream, snap.cpu
+                    ));
+                }
+                file.snaps.push(snap);
             }
             Some("end") => ended = true,
             _ => return Err(format!("line {n}: unknown line {line:?}")),
@@ -142,7 +189,17 @@ mod tests {
         m.exec(0, &snap);
         m.exec(0, &nop);
         m.exec(0, &snap);
-        let f = parse(&m.report(1)).unwrap();
+        let text = m.report(1);
+        let f = parse(&text).unwrap();
+        // The numbers of a snap line come in the order of FIELDS.
+        let line = text.lines().find(|l| l.starts_with("snap")).unwrap();
+        let keys: Vec<&str> = line
+            .split_whitespace()
+            .skip(4)
+            .map(|kv| kv.split('=').next().unwrap())
+            .collect();
+        assert_eq!(keys, FIELDS);
+        assert_eq!(f.snaps[0].values()[1], f.snaps[0].counters.cycles);
         assert_eq!((f.profile.as_str(), f.virt, f.ncpus), ("core2", true, 1));
         assert_eq!(f.params["l2_shared"], 1);
         assert_eq!(f.params["pge"], 0);
@@ -168,5 +225,8 @@ mod tests {
             .unwrap_err()
             .contains("not a model1"));
         assert!(parse(&text.replace("end", "snap cpu=x\nend")).is_err());
+        let snap = "snap cpu=0 stream=1 seq=0 insns=1 cycles=1 l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 clock=1\n";
+        let twice = text.replace("end", &format!("{snap}{snap}end"));
+        assert!(parse(&twice).unwrap_err().contains("appears twice"));
     }
 }

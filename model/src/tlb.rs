@@ -6,6 +6,8 @@
 //! (§4.10.4.1 too). Whether a page is global is the caller's rule (see
 //! `machine::is_global`).
 
+use crate::cache::to_front;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
     page: u32,
@@ -61,6 +63,7 @@ impl Tlb {
         }
     }
 
+    #[inline]
     fn set(&mut self, page: u32) -> &mut [Entry] {
         let s = (page & self.set_mask) as usize * self.ways;
         &mut self.array[s..s + self.ways]
@@ -69,11 +72,17 @@ impl Tlb {
     /// Whether `page` hits, making it most recently used. A miss does not
     /// fill: the caller walks (or asks the next level) and then calls
     /// [`Tlb::fill`].
+    #[inline]
     pub fn lookup(&mut self, page: u32) -> bool {
         let set = self.set(page);
-        match set.iter().position(|e| e.valid && e.page == page) {
+        let hit = |e: &Entry| e.valid && e.page == page;
+        // Most hits are on the most recently used entry: nothing moves.
+        if hit(&set[0]) {
+            return true;
+        }
+        match set.iter().skip(1).position(hit) {
             Some(i) => {
-                set[..=i].rotate_right(1);
+                to_front(set, i + 1);
                 true
             }
             None => false,
@@ -88,7 +97,7 @@ impl Tlb {
             .position(|e| e.valid && e.page == page)
             .or_else(|| set.iter().position(|e| !e.valid))
             .unwrap_or(set.len() - 1);
-        set[..=i].rotate_right(1);
+        to_front(set, i);
         set[0] = Entry {
             page,
             valid: true,

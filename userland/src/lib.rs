@@ -65,11 +65,17 @@ macro_rules! println {
 /// tagged with this program (a console write cannot carry a record).
 #[macro_export]
 macro_rules! record {
-    ($kind:expr $(, $k:literal => $v:expr)* $(,)?) => {{
+    ($kind:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::record!($kind $(, $k => $v)* ; "")
+    };
+    // `; tail`: a value whose Display writes more keys, each with a
+    // leading space (`abi::model::Snaps`).
+    ($kind:expr $(, $k:literal => $v:expr)* ; $tail:expr) => {{
         use core::fmt::Write as _;
         let mut buf = $crate::Line::new();
         let _ = write!(buf, "{}", $kind);
         $( let _ = write!(buf, " {}={}", $k, $v); )*
+        let _ = write!(buf, "{}", $tail);
         buf.submit_record();
     }};
 }

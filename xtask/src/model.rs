@@ -1,12 +1,15 @@
 //! The model clock on the host side: the profiles the plugin knows, the
-//! plugin's build and its QEMU arguments, and the reading of the file the
-//! plugin writes when QEMU exits, merged into the results of the same boot.
+//! plugin's build and its QEMU arguments, and the file the plugin writes
+//! when QEMU exits, merged into the results of the same boot. The profiles,
+//! the plugin's name and arguments and the file's reader are the model
+//! crate's own (`model::profile`, `model::plugin_arg`, `model::report`):
+//! one format, one reader, tested against the writer.
 //!
 //! A `--clock model` boot runs under `-icount shift=0,sleep=off` (so the
 //! guest's figures are still exact instruction counts) with the model
 //! plugin loaded. The guest brackets every timed run with snapshot markers
-//! and says in its `samples` records which snapshots belong to which
-//! benchmark (`abi::model::Snaps`); the plugin writes each snapshot's
+//! and says in its `samples` records (and the macro mix's `macro`
+//! records) which snapshots belong to which benchmark (`abi::model::Snaps`); the plugin writes each snapshot's
 //! running totals (`abi::model`, the file format). Here each batch becomes
 //! the difference of its two snapshots, minus the median of the
 //! calibration runs, as the guest does with ticks.
@@ -18,6 +21,7 @@ use std::process::Command;
 use abi::model::{stream_from_key, SNAP_KERNEL, SNAP_USER};
 use abi::report::kind;
 use anyhow::{anyhow, bail, Context, Result};
+use model::report::{SnapshotFile, FIELDS};
 use serde::{Deserialize, Serialize};
 
 use crate::kbuild;
@@ -29,8 +33,6 @@ use crate::results::Results;
 pub const PROFILES_FILE: &str = "model/profiles.toml";
 /// The profile `--clock model` uses when `--profile` is not given.
 pub const DEFAULT_PROFILE: &str = "modern";
-/// The first line's tag of the plugin's output file.
-const FILE_TAG: &str = "model1";
 
 /// What the user asked the model for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,7 +65,7 @@ pub fn options_for(clock: Clock, asked: Option<&ModelOpts>) -> Result<Option<Mod
     match (clock, asked) {
         (Clock::Model, asked) => {
             let opts = asked.cloned().unwrap_or_default();
-            check_profile(&opts.profile, &known_profiles(&kbuild::root())?)?;
+            check_profile(&opts.profile, &known_profiles())?;
             Ok(Some(opts))
         }
         (_, Some(_)) => {
@@ -117,26 +119,13 @@ pub fn label(profile: &str, virt: bool) -> String {
     )
 }
 
-/// The profile names in a profiles file: its `[name]` tables, in file order.
-pub fn profile_names(toml: &str) -> Vec<String> {
-    toml.lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .filter_map(|l| l.strip_prefix('[')?.strip_suffix(']'))
-        .map(|n| n.trim().to_string())
-        .filter(|n| !n.is_empty() && !n.starts_with('['))
+/// The profiles the model knows (the `[name]` tables of [`PROFILES_FILE`],
+/// which the model crate embeds), in file order.
+pub fn known_profiles() -> Vec<String> {
+    model::profile::builtin()
+        .into_iter()
+        .map(|p| p.name)
         .collect()
-}
-
-/// The profiles the model crate describes (read from [`PROFILES_FILE`]).
-pub fn known_profiles(root: &Path) -> Result<Vec<String>> {
-    let p = root.join(PROFILES_FILE);
-    let text = std::fs::read_to_string(&p)
-        .with_context(|| format!("cannot read the model's profiles, {}", p.display()))?;
-    let names = profile_names(&text);
-    if names.is_empty() {
-        bail!("{} names no profile", p.display());
-    }
-    Ok(names)
 }
 
 /// Refuses a profile the model does not know, naming the ones it does.
@@ -163,11 +152,7 @@ pub fn build_plugin(root: &Path) -> Result<PathBuf> {
     if !status.success() {
         bail!("the model plugin build failed (cargo exited with {status})");
     }
-    let lib = root.join("target/release").join(format!(
-        "{}model{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    ));
+    let lib = model::plugin_path(&root.join("target"));
     if !lib.is_file() {
         bail!("the model build did not produce {}", lib.display());
     }
@@ -176,216 +161,35 @@ pub fn build_plugin(root: &Path) -> Result<PathBuf> {
 
 /// QEMU's arguments that load the plugin, writing its file to `out`.
 pub fn qemu_args(lib: &Path, opts: &ModelOpts, out: &Path) -> Result<Vec<String>> {
-    let path = |p: &Path| -> Result<String> {
-        let s = p.to_str().context("path is not UTF-8")?;
-        if s.contains(',') {
-            bail!("QEMU cannot take a plugin path with a comma: {s}");
-        }
-        Ok(s.to_string())
-    };
-    Ok(vec![
-        "-plugin".into(),
-        format!(
-            "{},profile={},virt={},out={}",
-            path(lib)?,
-            opts.profile,
-            if opts.virt { "on" } else { "off" },
-            path(out)?
-        ),
-    ])
+    let arg = model::plugin_arg(lib, &opts.profile, opts.virt, out).map_err(anyhow::Error::msg)?;
+    Ok(vec!["-plugin".into(), arg])
 }
 
-/// The counters of one snapshot (running totals of one CPU).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
-    pub insns: u64,
-    pub cycles: u64,
-    pub l1_misses: u64,
-    pub l2_misses: u64,
-    pub tlb_misses: u64,
-    pub tlb_flushes: u64,
-    pub coherence_misses: u64,
-    pub invalidations: u64,
-    pub transfers: u64,
-    pub invalidations_received: u64,
-    pub upgrades: u64,
-    pub clock: u64,
-}
-
-/// The counter names, in the file's order. The five coherence counters
-/// are the whole machine's (every CPU's); `clock` is the CPU's modelled
-/// time, its `cycles` plus the time it waited for other CPUs.
-pub const COUNTERS: [&str; 12] = [
-    "insns",
-    "cycles",
-    "l1_misses",
-    "l2_misses",
-    "tlb_misses",
-    "tlb_flushes",
-    "coherence_misses",
-    "invalidations",
-    "transfers",
-    "invalidations_received",
-    "upgrades",
-    "clock",
-];
-
-/// The figure each counter becomes (`ModelFigures`, its `samples` keys):
-/// a figure's `cycles` is the modelled time that passed on the
-/// benchmark's CPU (its clock), `busy_cycles` the cycles it executed.
-pub const FIGURES: [&str; 12] = [
-    "insns",
-    "busy_cycles",
-    "l1_misses",
-    "l2_misses",
-    "tlb_misses",
-    "tlb_flushes",
-    "coherence_misses",
-    "invalidations",
-    "transfers",
-    "invalidations_received",
-    "upgrades",
-    "cycles",
-];
-
-impl Counters {
-    fn get(&self, i: usize) -> u64 {
-        [
-            self.insns,
-            self.cycles,
-            self.l1_misses,
-            self.l2_misses,
-            self.tlb_misses,
-            self.tlb_flushes,
-            self.coherence_misses,
-            self.invalidations,
-            self.transfers,
-            self.invalidations_received,
-            self.upgrades,
-            self.clock,
-        ][i]
-    }
-
-    fn set(&mut self, i: usize, v: u64) {
-        *[
-            &mut self.insns,
-            &mut self.cycles,
-            &mut self.l1_misses,
-            &mut self.l2_misses,
-            &mut self.tlb_misses,
-            &mut self.tlb_flushes,
-            &mut self.coherence_misses,
-            &mut self.invalidations,
-            &mut self.transfers,
-            &mut self.invalidations_received,
-            &mut self.upgrades,
-            &mut self.clock,
-        ][i] = v;
-    }
-
-    /// `self - earlier`, per counter (0 where a counter went backwards,
-    /// which running totals never do).
-    fn since(&self, earlier: &Counters) -> Counters {
-        let mut d = Counters::default();
-        for i in 0..COUNTERS.len() {
-            d.set(i, self.get(i).saturating_sub(earlier.get(i)));
-        }
-        d
+/// The figure a number of a snapshot line becomes (`ModelFigures`, its
+/// `samples` keys): a figure's `cycles` is the modelled time that passed
+/// on the benchmark's CPU (the line's clock), `busy_cycles` the cycles it
+/// executed; the others keep their names. The five coherence counters are
+/// the whole machine's (every CPU's).
+fn figure(field: &'static str) -> &'static str {
+    match field {
+        "cycles" => "busy_cycles",
+        "clock" => "cycles",
+        other => other,
     }
 }
 
-/// The plugin's file, read.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ModelFile {
-    pub profile: String,
-    pub virt: bool,
-    pub ncpus: u32,
-    /// The profile's parameters, as the plugin used them.
-    pub params: BTreeMap<String, String>,
-    /// (cpu, stream, seq) → counters.
-    pub snaps: BTreeMap<(u32, u16, u32), Counters>,
+/// The numbers of one snapshot line, in the order of `FIELDS`.
+type Values = [u64; FIELDS.len()];
+
+/// `later - earlier`, number by number (0 where one went backwards, which
+/// running totals never do).
+fn since(later: &Values, earlier: &Values) -> Values {
+    std::array::from_fn(|i| later[i].saturating_sub(earlier[i]))
 }
 
-fn kv(word: &str, line: usize) -> Result<(&str, &str)> {
-    word.split_once('=')
-        .ok_or_else(|| anyhow!("model file line {line}: {word:?} is not key=value"))
-}
-
-fn int<T: std::str::FromStr>(v: &str, key: &str, line: usize) -> Result<T> {
-    v.parse()
-        .map_err(|_| anyhow!("model file line {line}: {key}={v:?} is not a whole number"))
-}
-
-impl ModelFile {
-    /// Parses the plugin's output (see `abi::model`). A file without its
-    /// `end` line is an error: the plugin did not finish (QEMU killed?).
-    pub fn parse(text: &str) -> Result<ModelFile> {
-        let mut f = ModelFile::default();
-        let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
-        let (_, first) = lines.next().context("the model file is empty")?;
-        let mut words = first.split_whitespace();
-        if words.next() != Some(FILE_TAG) {
-            bail!("the model file does not start with {FILE_TAG:?}: {first:?}");
-        }
-        for w in words {
-            match kv(w, 1)? {
-                ("profile", v) => f.profile = v.into(),
-                ("virt", v) => f.virt = v == "1" || v == "on",
-                ("ncpus", v) => f.ncpus = int(v, "ncpus", 1)?,
-                _ => {}
-            }
-        }
-        let mut ended = false;
-        for (n, l) in lines {
-            let mut words = l.split_whitespace();
-            match words.next() {
-                None => {}
-                Some("param") => {
-                    for w in words {
-                        let (k, v) = kv(w, n)?;
-                        f.params.insert(k.into(), v.into());
-                    }
-                }
-                Some("snap") => {
-                    let (mut cpu, mut stream, mut seq) = (None, None, None);
-                    let mut c = Counters::default();
-                    for w in words {
-                        let (k, v) = kv(w, n)?;
-                        match k {
-                            "cpu" => cpu = Some(int(v, k, n)?),
-                            "stream" => {
-                                stream = Some(match stream_from_key(v) {
-                                    Some(s) => s,
-                                    None => int(v, k, n)?,
-                                })
-                            }
-                            "seq" => seq = Some(int(v, k, n)?),
-                            _ => {
-                                if let Some(i) = COUNTERS.iter().position(|x| *x == k) {
-                                    c.set(i, int(v, k, n)?);
-                                }
-                            }
-                        }
-                    }
-                    let key = (
-                        cpu.ok_or_else(|| anyhow!("model file line {n}: snap without cpu"))?,
-                        stream
-                            .ok_or_else(|| anyhow!("model file line {n}: snap without stream"))?,
-                        seq.ok_or_else(|| anyhow!("model file line {n}: snap without seq"))?,
-                    );
-                    if f.snaps.insert(key, c).is_some() {
-                        bail!("model file line {n}: snapshot {key:?} appears twice");
-                    }
-                }
-                Some("end") => ended = true,
-                Some(other) => bail!("model file line {n}: unknown line kind {other:?}"),
-            }
-        }
-        if !ended {
-            bail!("the model file has no end line: the plugin did not finish (was QEMU killed?)");
-        }
-        Ok(f)
-    }
+/// Reads the plugin's file (`abi::model`) with the model crate's reader.
+pub fn parse_file(text: &str) -> Result<SnapshotFile> {
+    model::report::parse(text).map_err(|e| anyhow!("the model file: {e}"))
 }
 
 /// One benchmark's model figures: the median per call of each counter over
@@ -415,7 +219,7 @@ pub struct ModelFigures {
     pub upgrades: f64,
     /// Instructions the model counted per call (a cross-check of icount).
     pub insns: f64,
-    /// Per batch, per figure (the keys of [`FIGURES`]).
+    /// Per batch, per figure (keyed by the figure names above).
     pub samples: BTreeMap<String, Vec<u64>>,
 }
 
@@ -449,36 +253,55 @@ pub struct Span {
     pub batch_size: u64,
 }
 
-/// The snapshot spans of every benchmark in a log (samples records that
-/// carry `snap_batches`), by benchmark name.
+/// The snapshot spans of every benchmark in a log, by benchmark name: the
+/// samples records that carry `snap_batches`, and the macro mix's records
+/// (`macro.<mechanism>`, `batches` of `ops` operations) that do.
 pub fn spans(records: &[Record]) -> Result<BTreeMap<String, Span>> {
     let mut m = BTreeMap::new();
-    for r in records.iter().filter(|r| r.kind == kind::SAMPLES) {
+    for r in records {
         let Some(batches) = r.get("snap_batches") else {
             continue;
         };
         let num = |k: &str, v: &str| -> Result<u64> {
-            v.parse()
-                .map_err(|_| anyhow!("line {}: samples record: {k}={v:?} is not a number", r.line))
+            v.parse().map_err(|_| {
+                anyhow!(
+                    "line {}: {} record: {k}={v:?} is not a number",
+                    r.line,
+                    r.kind
+                )
+            })
         };
-        let name = r
-            .get("name")
-            .ok_or_else(|| anyhow!("line {}: samples record without name", r.line))?;
+        let field = |k: &str| {
+            r.get(k)
+                .ok_or_else(|| anyhow!("line {}: {} record without {k}", r.line, r.kind))
+        };
+        let (name, n, batch_size) = match r.kind.as_str() {
+            kind::SAMPLES => (
+                field("name")?.to_string(),
+                r.get("values").map_or(0, |v| v.split(',').count()) as u32,
+                num("batch_size", r.get("batch_size").unwrap_or("1"))?,
+            ),
+            kind::MACRO => (
+                format!("{}.{}", abi::report::names::MACRO, field("mech")?),
+                num("batches", field("batches")?)? as u32,
+                num("ops", field("ops")?)?,
+            ),
+            _ => continue,
+        };
         let stream = match r.get("stream") {
             None => SNAP_USER,
             Some(s) => stream_from_key(s)
                 .ok_or_else(|| anyhow!("line {}: unknown snapshot stream {s:?}", r.line))?,
         };
-        let n = r.get("values").map_or(0, |v| v.split(',').count()) as u32;
         m.insert(
-            name.to_string(),
+            name,
             Span {
                 stream,
                 calib: num("snap_calib", r.get("snap_calib").unwrap_or("0"))? as u32,
                 calib_runs: num("calib_runs", r.get("calib_runs").unwrap_or("0"))? as u32,
                 batches: num("snap_batches", batches)? as u32,
                 n,
-                batch_size: num("batch_size", r.get("batch_size").unwrap_or("1"))?.max(1),
+                batch_size: batch_size.max(1),
             },
         );
     }
@@ -487,41 +310,45 @@ pub fn spans(records: &[Record]) -> Result<BTreeMap<String, Span>> {
 
 /// The CPU whose streams the benchmarks use: the bootstrap processor runs
 /// the user driver and the kernel-side benchmarks.
-pub const BENCH_CPU: u32 = 0;
+pub const BENCH_CPU: usize = 0;
 
 /// A benchmark's figures from the model file.
-pub fn figures(file: &ModelFile, span: &Span, label: &str) -> Result<ModelFigures> {
-    let snap = |seq: u32| -> Result<&Counters> {
-        file.snaps.get(&(BENCH_CPU, span.stream, seq)).ok_or_else(|| {
+pub fn figures(file: &SnapshotFile, span: &Span, label: &str) -> Result<ModelFigures> {
+    let snap = |seq: u32| -> Result<Values> {
+        file.find(BENCH_CPU, span.stream, u64::from(seq))
+            .map(|s| s.values())
+            .ok_or_else(|| {
             anyhow!(
                 "the model file has no {} snapshot {seq} of CPU {BENCH_CPU} (the plugin and the guest disagree on the count)",
                 if span.stream == SNAP_KERNEL { "kernel" } else { "user" }
             )
         })
     };
-    let pair = |first: u32| -> Result<Counters> { Ok(snap(first + 1)?.since(snap(first)?)) };
-    let calib: Vec<Counters> = (0..span.calib_runs)
+    let pair = |first: u32| -> Result<Values> { Ok(since(&snap(first + 1)?, &snap(first)?)) };
+    let calib: Vec<Values> = (0..span.calib_runs)
         .map(|k| pair(span.calib + 2 * k))
         .collect::<Result<_>>()?;
-    let mut over = Counters::default();
-    for i in 0..COUNTERS.len() {
-        let mut v: Vec<u64> = calib.iter().map(|c| c.get(i)).collect();
-        over.set(i, median_u64(&mut v));
-    }
-    let batches: Vec<Counters> = (0..span.n)
-        .map(|i| Ok(pair(span.batches + 2 * i)?.since(&over)))
+    let over: Values = std::array::from_fn(|i| {
+        let mut v: Vec<u64> = calib.iter().map(|c| c[i]).collect();
+        median_u64(&mut v)
+    });
+    let batches: Vec<Values> = (0..span.n)
+        .map(|i| Ok(since(&pair(span.batches + 2 * i)?, &over)))
         .collect::<Result<_>>()?;
     let per_call = |i: usize| {
         let v: Vec<f64> = batches
             .iter()
-            .map(|b| b.get(i) as f64 / span.batch_size as f64)
+            .map(|b| b[i] as f64 / span.batch_size as f64)
             .collect();
         median_f64(&v)
     };
-    let samples = FIGURES
+    let samples = FIELDS
         .iter()
         .enumerate()
-        .map(|(i, k)| (k.to_string(), batches.iter().map(|b| b.get(i)).collect()))
+        .map(|(i, k)| {
+            let values = batches.iter().map(|b| b[i]).collect();
+            (figure(k).to_string(), values)
+        })
         .collect();
     Ok(ModelFigures {
         label: label.to_string(),
@@ -543,7 +370,7 @@ pub fn figures(file: &ModelFile, span: &Span, label: &str) -> Result<ModelFigure
 
 /// Every benchmark's model figures from a boot's serial log and the
 /// plugin's file, by benchmark name.
-pub fn merge_log(log: &str, file: &ModelFile) -> Result<BTreeMap<String, ModelFigures>> {
+pub fn merge_log(log: &str, file: &SnapshotFile) -> Result<BTreeMap<String, ModelFigures>> {
     let records = report::parse_log(log)?;
     let label = label(&file.profile, file.virt);
     spans(&records)?
@@ -558,16 +385,37 @@ pub fn merge_log(log: &str, file: &ModelFile) -> Result<BTreeMap<String, ModelFi
 /// Puts the model's figures into a boot's results: each benchmark's
 /// `model` object, and the run's profile and parameters. A benchmark the
 /// guest gave no snapshots keeps `model: None`.
-pub fn apply(results: &mut Results, log: &str, file: &ModelFile) -> Result<()> {
+pub fn apply(results: &mut Results, log: &str, file: &SnapshotFile) -> Result<()> {
     let mut figs = merge_log(log, file)?;
     for b in &mut results.benches {
         b.model = figs.remove(&b.name);
     }
+    for m in &mut results.macros {
+        m.model = figs.remove(&m.name());
+    }
     results.model_profile = Some(file.profile.clone());
     results.model_virt = file.virt;
-    results.model_params = file.params.clone();
-    results.model_cpus = file.ncpus;
+    results.model_params = file
+        .params
+        .iter()
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .collect();
+    results.model_cpus = file.ncpus as u32;
     Ok(())
+}
+
+/// Every figure of a run with model figures, by name: the benchmarks', then
+/// the macro mix's (`macro.<mechanism>`).
+fn modelled(r: &Results) -> Vec<(String, &ModelFigures)> {
+    let benches = r
+        .benches
+        .iter()
+        .filter_map(|b| Some((b.name.clone(), b.model.as_ref()?)));
+    let macros = r
+        .macros
+        .iter()
+        .filter_map(|m| Some((m.name(), m.model.as_ref()?)));
+    benches.chain(macros).collect()
 }
 
 /// The model's table: every benchmark with model figures, per operation.
@@ -575,11 +423,10 @@ pub fn table(r: &Results) -> String {
     let Some(profile) = &r.model_profile else {
         return String::new();
     };
-    let width = r
-        .benches
+    let rows = modelled(r);
+    let width = rows
         .iter()
-        .filter(|b| b.model.is_some())
-        .map(|b| b.name.len())
+        .map(|(name, _)| name.len())
         .max()
         .unwrap_or(0)
         .max("benchmark".len());
@@ -601,11 +448,10 @@ pub fn table(r: &Results) -> String {
         );
     }
     s += "\n";
-    for b in &r.benches {
-        let Some(m) = &b.model else { continue };
+    for (name, m) in rows {
         s += &format!(
             "{:<width$} {:>10.2} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
-            b.name, m.insns, m.cycles, m.l1_misses, m.l2_misses, m.tlb_misses, m.tlb_flushes
+            name, m.insns, m.cycles, m.l1_misses, m.l2_misses, m.tlb_misses, m.tlb_flushes
         );
         if smp {
             s += &format!(
@@ -643,7 +489,7 @@ pub fn finish(m: &Machine, log: &str, results: &mut Results) -> Result<Option<St
         )
     })?;
     let _ = std::fs::remove_file(&p.out);
-    let file = ModelFile::parse(&text).with_context(|| format!("reading {}", p.out.display()))?;
+    let file = parse_file(&text).with_context(|| format!("reading {}", p.out.display()))?;
     apply(results, log, &file)?;
     Ok(Some(text))
 }
@@ -660,9 +506,9 @@ pub fn unit(r: &Results) -> Option<String> {
 
 /// A model run's metrics: modelled cycles per call of each benchmark.
 pub fn metrics(r: &Results) -> BTreeMap<String, f64> {
-    r.benches
-        .iter()
-        .filter_map(|b| Some((b.name.clone(), b.model.as_ref()?.cycles)))
+    modelled(r)
+        .into_iter()
+        .map(|(name, m)| (name, m.cycles))
         .collect()
 }
 
@@ -683,24 +529,14 @@ pub fn cycle_samples(b: &crate::results::Bench) -> Option<Vec<f64>> {
 mod tests {
     use super::*;
 
-    const TOML: &str = "\
-# CPU profiles
-[p3]
-line = 32   # SDM
-[p4]  # NetBurst
-line = 64
-[ modern ]
-description = \"a [recent] core\"
-";
-
     #[test]
-    fn profile_names_come_from_the_tables() {
-        assert_eq!(profile_names(TOML), ["p3", "p4", "modern"]);
-        let known = profile_names(TOML);
+    fn profiles_come_from_the_model() {
+        let known = known_profiles();
+        assert_eq!(known, ["p3", "p4", "core2", "modern"]);
         assert!(check_profile("p4", &known).is_ok());
         let e = check_profile("k7", &known).unwrap_err().to_string();
         assert!(
-            e.contains("\"k7\": no such model profile; known profiles: p3, p4, modern"),
+            e.contains("\"k7\": no such model profile; known profiles: p3, p4, core2, modern"),
             "{e}"
         );
     }
@@ -752,30 +588,6 @@ description = \"a [recent] core\"
         s + "end\n"
     }
 
-    #[test]
-    fn parses_the_plugin_file() {
-        let f = ModelFile::parse(&file()).unwrap();
-        assert_eq!((f.profile.as_str(), f.virt, f.ncpus), ("p3", false, 1));
-        assert_eq!(f.params["l1d_size"], "16384");
-        assert_eq!(f.snaps.len(), 10);
-        assert_eq!(f.snaps[&(0, SNAP_USER, 7)].cycles, 250);
-        assert_eq!(f.snaps[&(0, SNAP_USER, 7)].insns, 125);
-    }
-
-    #[test]
-    fn a_truncated_or_foreign_file_is_an_error() {
-        let t = file();
-        let cut = &t[..t.len() - 4];
-        let e = ModelFile::parse(cut).unwrap_err().to_string();
-        assert!(e.contains("no end line"), "{e}");
-        let e = ModelFile::parse("hello\n").unwrap_err().to_string();
-        assert!(e.contains("does not start with \"model1\""), "{e}");
-        let e = ModelFile::parse(&t.replace("seq=3 ", "seq=x ")).unwrap_err();
-        assert!(e.to_string().contains("line 6: seq=\"x\""), "{e}");
-        let e = ModelFile::parse(&t.replace("seq=3 ", "seq=2 ")).unwrap_err();
-        assert!(e.to_string().contains("appears twice"), "{e}");
-    }
-
     const LOG: &str = "\
 @@tb1 bench name=x.null mech=int80 path=full call=null n=2 min=1 p25=1 median=1 mean=1 p75=1 max=1 sd=0 outliers=0
 @@tb1 samples name=x.null batch_size=4 stream=user snap_calib=0 calib_runs=3 snap_batches=6 values=4,4
@@ -784,7 +596,7 @@ description = \"a [recent] core\"
 
     #[test]
     fn batches_minus_the_calibration_median() {
-        let f = ModelFile::parse(&file()).unwrap();
+        let f = parse_file(&file()).unwrap();
         let m = merge_log(LOG, &f).unwrap();
         assert_eq!(m.len(), 1, "a samples record without snapshots is skipped");
         let x = &m["x.null"];
@@ -798,9 +610,39 @@ description = \"a [recent] core\"
     }
 
     #[test]
+    fn the_macro_mix_gets_the_same_figures_per_operation() {
+        let f = parse_file(&file()).unwrap();
+        // The same snapshots as x.null's, named by a macro record: two
+        // batches of 4 operations.
+        let log = "@@tb1 macro mech=int80 ops=4 batches=2 ticks_per_op=1700.0 ops_per_s=588235.3 syscalls_per_op=4 stream=user snap_calib=0 calib_runs=3 snap_batches=6\n\
+                   @@tb1 macro mech=sysenter ops=4 batches=2 ticks_per_op=1700.0 ops_per_s=588235.3 syscalls_per_op=4\n";
+        let m = merge_log(log, &f).unwrap();
+        assert_eq!(m.len(), 1, "a macro record without snapshots is skipped");
+        let x = &m["macro.int80"];
+        assert_eq!((x.samples["cycles"].clone(), x.cycles), (vec![40, 32], 9.0));
+        let mut r = Results {
+            macros: vec![crate::results::Macro {
+                mech: "int80".into(),
+                ops: 4,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        apply(&mut r, log, &f).unwrap();
+        assert_eq!(r.macros[0].model.as_ref().unwrap().cycles, 9.0);
+        assert_eq!(metrics(&r)["macro.int80"], 9.0);
+        assert!(table(&r).contains("macro.int80"), "{}", table(&r));
+        assert!(
+            r.table().contains("  9.0 modelled cycles/op"),
+            "{}",
+            r.table()
+        );
+    }
+
+    #[test]
     fn a_missing_snapshot_names_the_benchmark() {
         let t = file().replace(&snap(9, 342, 9), "");
-        let f = ModelFile::parse(&t).unwrap();
+        let f = parse_file(&t).unwrap();
         let e = format!("{:#}", merge_log(LOG, &f).unwrap_err());
         assert!(
             e.contains("benchmark x.null") && e.contains("no user snapshot 9 of CPU 0"),

@@ -143,6 +143,17 @@ pub struct Macro {
     pub ticks_per_op: f64,
     pub ops_per_s: f64,
     pub syscalls_per_op: u32,
+    /// `--clock model`: the model's figures per operation (one batch is
+    /// `ops` operations), as a benchmark's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::model::ModelFigures>,
+}
+
+impl Macro {
+    /// Its metric's name: `macro.<mechanism>`.
+    pub fn name(&self) -> String {
+        format!("{}.{}", abi::report::names::MACRO, self.mech)
+    }
 }
 
 pub const JSON_SCHEMA: u32 = 1;
@@ -382,6 +393,7 @@ impl Results {
                     ticks_per_op: real(rec, "ticks_per_op")?,
                     ops_per_s: real(rec, "ops_per_s")?,
                     syscalls_per_op: num(rec, "syscalls_per_op")?,
+                    model: None,
                 }),
                 _ => {}
             }
@@ -496,7 +508,7 @@ impl Results {
             .map(|b| (b.name.clone(), b.median))
             .collect();
         for x in &self.macros {
-            m.insert(format!("macro.{}", x.mech), x.ticks_per_op);
+            m.insert(x.name(), x.ticks_per_op);
         }
         m
     }
@@ -536,7 +548,7 @@ impl Results {
                 unit: self.unit.clone(),
                 measure: Measure::PerOp,
             };
-            m.insert(format!("macro.{}", x.mech), info);
+            m.insert(x.name(), info);
         }
         m
     }
@@ -665,8 +677,13 @@ impl Results {
                 .filter(|b| *b > 0.0)
                 .map(|b| format!("  {:.2} vs int 0x80", m.ticks_per_op / b))
                 .unwrap_or_default();
+            let modelled = m
+                .model
+                .as_ref()
+                .map(|x| format!("  {:.1} modelled cycles/op", x.cycles))
+                .unwrap_or_default();
             s += &format!(
-                "macro mix  {:<9} {:>12.0} ops/s{}  {:>9.1} {}/op{}\n",
+                "macro mix  {:<9} {:>12.0} ops/s{}  {:>9.1} {}/op{}{}\n",
                 abi::Mechanism::ALL
                     .iter()
                     .find(|x| x.key() == m.mech)
@@ -679,7 +696,8 @@ impl Results {
                 },
                 m.ticks_per_op,
                 self.unit,
-                vs
+                vs,
+                modelled
             );
         }
         let others: Vec<&Bench> = self

@@ -7,6 +7,7 @@
 use core::cell::Cell;
 use core::fmt::Write as _;
 
+use userland::abi::model::{Snaps, SNAP_USER};
 use userland::abi::report::{kind, Escaped, Figure, Measure};
 use userland::abi::syscall::{fd, nr, CpuInfo, FEATURE_FIXED_PMC, FEATURE_TSC};
 use userland::abi::Mechanism;
@@ -277,13 +278,27 @@ extern "C" fn main(_arg: u32) -> i32 {
                 buf(&raw mut SCRATCH, batches),
             )
         };
-        for v in values.iter_mut() {
-            let t0 = run.fence.start();
-            for _ in 0..ops {
-                macro_op(m, &mut req);
-            }
-            *v = run.fence.end().wrapping_sub(t0) as f64 / ops as f64;
+        // The model's calibration: empty timed regions, whose snapshots the
+        // host subtracts from each batch's (the ticks stay as they are).
+        let calib = userland::model::next_seq();
+        for _ in 0..bench::OVERHEAD_RUNS {
+            bench::timed_region(run.fence, || {});
         }
+        let first = userland::model::next_seq();
+        for v in values.iter_mut() {
+            let t = bench::timed_region(run.fence, || {
+                for _ in 0..ops {
+                    macro_op(m, &mut req);
+                }
+            });
+            *v = t as f64 / ops as f64;
+        }
+        let snaps = Snaps {
+            stream: SNAP_USER,
+            calib,
+            calib_runs: bench::OVERHEAD_RUNS as u32,
+            batches: first,
+        };
         let s = bench::summarize(values, scratch);
         let per_s = if s.median > 0.0 {
             info.tsc_hz as f64 / s.median
@@ -295,7 +310,7 @@ extern "C" fn main(_arg: u32) -> i32 {
         }
         record!(kind::MACRO, "mech" => m.key(), "ops" => ops, "batches" => batches,
             "ticks_per_op" => F(s.median), "ops_per_s" => F(per_s),
-            "syscalls_per_op" => MACRO_SYSCALLS_PER_OP);
+            "syscalls_per_op" => MACRO_SYSCALLS_PER_OP; snaps);
         // As in the table above: this mix's time over int 0x80's.
         let mut vs = Line::new();
         if base_ticks > 0.0 {

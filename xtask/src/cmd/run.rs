@@ -1,10 +1,12 @@
 //! `cargo xtask run`: build, boot, and show what the kernel reports.
 
+use std::path::PathBuf;
+
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 
 use super::BootArgs;
-use crate::machine::{CmdlineCheck, Loader, Machine, Scratch};
+use crate::machine::{Clock, CmdlineCheck, Loader, Machine, Scratch};
 use crate::{compare, kbuild, model, preflight, results};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -58,6 +60,11 @@ pub struct RunArgs {
     /// Confidence level for --compare, in percent.
     #[arg(long, default_value_t = 95.0)]
     confidence: f64,
+    /// With --clock model: keep the model plugin's file at FILE. With the
+    /// boot's records (--records > LOG) it is a saved model run, which
+    /// `import LOG --model FILE` reads back.
+    #[arg(long, value_name = "FILE")]
+    model_file: Option<PathBuf>,
 }
 
 /// `--compare`, `--call` and `--confidence` make sense before any boot:
@@ -97,6 +104,9 @@ fn check_compare(a: &RunArgs) -> Result<()> {
 
 pub fn run(a: RunArgs) -> Result<i32> {
     check_compare(&a)?;
+    if a.model_file.is_some() && a.boot.clock != Some(Clock::Model) {
+        bail!("--model-file keeps the model plugin's file: use it with --clock model");
+    }
     a.boot.check()?;
     let check = CmdlineCheck::of(&format!(
         "{} prog={} {}",
@@ -155,9 +165,15 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     let mut results = results::Results::from_log(&log.serial, &a.label, m.backend.source())
         .context("reading the kernel's report")?;
-    if model::finish(&m, &log.serial, &mut results)?.is_some() && !json {
-        println!();
-        print!("{}", model::table(&results));
+    if let Some(text) = model::finish(&m, &log.serial, &mut results)? {
+        if let Some(p) = &a.model_file {
+            std::fs::write(p, &text)
+                .with_context(|| format!("cannot write the model file {}", p.display()))?;
+        }
+        if !json {
+            println!();
+            print!("{}", model::table(&results));
+        }
     }
     if !results.benches.is_empty() && !a.no_save {
         let path = results.save(&results_dir)?;
