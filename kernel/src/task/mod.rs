@@ -125,6 +125,10 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
         sched::reset_all();
         reset_machine_state();
     }
+    // Every other CPU puts back its own (its threads may have changed its
+    // MSRs and x87 too), before the next task; not under the lock, which
+    // the APs take on their way to the command.
+    crate::arch::smp::on_every_ap(crate::arch::smp::command::RESET);
     paging::clear_user();
     // SAFETY: set by end_current before leave_user.
     let end = unsafe { ENDED.get_mut().take() }.expect("a task ends through end_current");
@@ -178,6 +182,10 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
 /// - the x87 (FNINIT): the kernel keeps no FPU state per task, so a task's
 ///   control word or pending exception would meet the next one.
 ///
+/// The entries and the x87 are each CPU's own ([`reset_cpu_state`]): this
+/// does the running CPU's; `run` then has every other CPU do its own
+/// (`smp::command::RESET`), since the task's threads ran on them too.
+///
 /// Segment registers, EFLAGS and the general registers are set afresh for
 /// every thread (`sched::spawn_user`); CR0, CR4, the debug registers, the
 /// GDT, IDT and TSS are out of ring 3's reach.
@@ -187,13 +195,33 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
 /// scheduler lock (the pools are guarded by it) and no user thread left.
 pub fn reset_machine_state() {
     debug_assert!(sched::held_here());
-    crate::entry::restore_full_entries();
     let a = crate::sync::pool::boot_align();
     let laid_out = crate::sync::turnstile::set_align(a) && crate::sync::sleepqueue::set_align(a);
     debug_assert!(laid_out, "the pools are empty once every thread is gone");
     crate::syscall::reset_ring();
+    reset_cpu_state();
+}
+
+/// The running CPU's share of [`reset_machine_state`]: its MSR-based
+/// entries at the full entries, its x87 initialised.
+pub fn reset_cpu_state() {
+    crate::entry::restore_full_entries();
     crate::arch::cpu::reset_x87();
 }
+
+/// What of the running CPU's own state a task left changed (for the
+/// tests): [`STATE_FLOOR`] if a fast entry points at its floor,
+/// [`STATE_X87`] if the x87 control word is not FNINIT's; 0 for neither.
+pub fn cpu_state_left() -> u32 {
+    let floor = crate::entry::floors_selected().contains(&Some(true));
+    let x87 =
+        crate::arch::cpu::x87_control().is_some_and(|cw| cw != crate::arch::cpu::X87_CONTROL_INIT);
+    (if floor { STATE_FLOOR } else { 0 }) | if x87 { STATE_X87 } else { 0 }
+}
+
+/// [`cpu_state_left`]'s bits.
+pub const STATE_FLOOR: u32 = 1;
+pub const STATE_X87: u32 = 2;
 
 fn module_bytes(m: &Module<'static>) -> &'static [u8] {
     // SAFETY: the loader placed the module at [start, end), inside the

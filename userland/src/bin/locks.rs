@@ -1,7 +1,8 @@
 //! Turnstiles and sleepqueues from ring 3: with argument 1 the tests
 //! (priority propagation, wake-up order, a stress with no lost wake-ups,
 //! pool exhaustion, EDEADLK; with more than one CPU also across CPUs),
-//! with 2 and 3 a task that ends while its threads run on other CPUs
+//! with 2 and 3 a task that ends while its threads run on other CPUs, with
+//! 4 one that single-steps on every CPU at once
 //! (`abi::syscall::locks_arg`), otherwise the benchmarks for each pool
 //! alignment in one boot.
 #![no_std]
@@ -26,6 +27,7 @@ extern "C" fn main(arg: u32) -> i32 {
         locks_arg::TESTS => tests(),
         locks_arg::END_EXIT => end_elsewhere(false),
         locks_arg::END_FAULT => end_elsewhere(true),
+        locks_arg::END_STEP => step_everywhere(),
         _ => benches(),
     }
 }
@@ -1005,6 +1007,51 @@ fn faulter(want: u32) {
     }
     // SAFETY: not safe: #UD on purpose, which ends the task.
     unsafe { core::arch::asm!("ud2") };
+}
+
+/// Once `want` threads wait here: sets TF and enters the kernel through
+/// the call gate, which keeps TF, so the single-step trap comes at the
+/// gate's first instruction in ring 0 (SDM Vol. 3A §17.3.1.4); the kernel
+/// resumes it there and gives TF back, and the next trap, in ring 3, ends
+/// the task.
+fn stepper(want: u32) {
+    RUNNING.fetch_add(1, SeqCst);
+    while RUNNING.load(SeqCst) < want {
+        core::hint::spin_loop();
+    }
+    // SAFETY: not safe to go on from: the trap ends the task (on whichever
+    // CPU comes first); the registers are the call gate's ABI.
+    unsafe {
+        core::arch::asm!(
+            "pushfl",
+            "orl ${tf}, (%esp)",
+            "popfl",
+            "lcall ${gate}, $0",
+            "nop",
+            tf = const userland::abi::eflags::TF,
+            gate = const userland::abi::layout::selector::CALL_GATE,
+            inout("eax") nr::GETPID => _,
+            options(att_syntax)
+        )
+    };
+    // Not reached: the task has ended.
+    loop {
+        core::hint::spin_loop();
+    }
+}
+
+/// A stepper on every CPU, this thread the one on CPU 0.
+fn step_everywhere() -> i32 {
+    let n = cpus();
+    for c in 1..n {
+        if threads::spawn_on(stepper, n, 16, c).is_err() {
+            println!("locks: no thread on CPU {c}");
+            return 1;
+        }
+    }
+    println!("locks: a thread on each of {n} CPUs single-steps into the kernel at once");
+    stepper(n);
+    1
 }
 
 /// A spinner and a caller on every other CPU; then this thread exits the
