@@ -324,6 +324,56 @@ fn smp_four_p4(art: &Artifacts, dir: &Path) -> Result<String> {
     line_distances(&r, "p4")
 }
 
+/// `--prog locks` on 2 CPUs under `profile` (the 128-byte pools): every
+/// figure modelled; user threads on two CPUs incrementing counters in one
+/// line move it between the caches in every batch, at least once per
+/// hundred increments (how often depends on how the profile's costs
+/// interleave the two loops); counters 64 bytes apart (one pair: under
+/// `p4` too, since each CPU keeps its own line Modified) and 128 apart
+/// move nothing after the warm-up batch; the lock hand-off and the
+/// sleep/wakeup round trip across CPUs move lines every operation.
+fn locks_across(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
+    let (_, _, r) = boot_on(art, dir, "mode=run prog=locks pool_align=128", profile, 2)?;
+    let m = |name: &str| {
+        r.bench(name)
+            .and_then(|b| b.model.clone())
+            .with_context(|| format!("no model figures for {name}"))
+    };
+    for b in &r.benches {
+        ensure!(b.model.is_some(), "{} has no model figures", b.name);
+    }
+    let line = m("locks.false_sharing_line.128")?;
+    let ops = line_writes(&r, "locks.false_sharing_line.128")?;
+    let got = &line.samples["coherence_misses"];
+    ensure!(
+        got.iter().all(|&v| v * 100 >= ops),
+        "{profile}: counters in one line: coherence misses per batch {got:?}, fewer than one per hundred of the {ops} increments"
+    );
+    for name in [
+        "locks.false_sharing_adjacent.128",
+        "locks.false_sharing_apart.128",
+    ] {
+        let got = &m(name)?.samples["coherence_misses"];
+        ensure!(
+            got.iter().skip(1).all(|&v| v == 0),
+            "{profile}: {name}: coherence misses per batch {got:?}: expected none after the warm-up batch"
+        );
+    }
+    let mut seen = vec![format!(
+        "{profile}: one line {:.3} coherence misses per increment",
+        line.coherence_misses
+    )];
+    for name in ["locks.contended_smp.128", "locks.sleep_wakeup_smp.128"] {
+        let x = m(name)?;
+        ensure!(
+            x.coherence_misses > 0.0,
+            "{profile}: {name}: no coherence misses across CPUs"
+        );
+        seen.push(format!("{name} {:.2}", x.coherence_misses));
+    }
+    Ok(seen.join(", "))
+}
+
 /// `cargo xtask run --clock model --profile <unknown>` fails before booting
 /// and names the known profiles.
 fn unknown_profile_refused(root: &Path) -> Result<()> {
@@ -412,6 +462,12 @@ pub fn self_tests(
     let name = "model: mode=smp on 4 CPUs under p4 (pair prefetch), two boots byte-identical: one shared line moves, adjacent lines and pages apart do not after warm-up".to_string();
     if wanted(&name) {
         out.push(run(name, &|| smp_four_p4(art, dir)));
+    }
+    for p in [model::DEFAULT_PROFILE, "p4"] {
+        let name = format!("model: locks on 2 CPUs under {p}: user counters in one line move between the caches, 64 and 128 bytes apart not after warm-up; the hand-off and sleep/wakeup across CPUs move lines");
+        if wanted(&name) {
+            out.push(run(name, &|| locks_across(art, dir, p)));
+        }
     }
     let name = "model: two boots give byte-identical records and plugin files; the model counts the instructions icount does".to_string();
     if wanted(&name) {
