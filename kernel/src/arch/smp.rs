@@ -444,8 +444,10 @@ global_asm!(
     /* Through interrupt gates (IF now clear). From ring 3 the CPU switched
        to this CPU's TSS.ESP0; from an idle HLT we are on a kernel stack.
        The same frame as a system-call entry, so the handler may switch
-       threads; it gets the interrupted CS in ECX. */
+       threads; it gets the interrupted CS in ECX. Each begins with the
+       model's marker of its delivery (an IPI's, a device's). */
 ipi_reschedule_entry:
+    nopl {resched_marker}(%eax)
     pushl %ds
     pushl %es
     pushal
@@ -457,6 +459,7 @@ ipi_reschedule_entry:
     call {reschedule}
     jmp 1f
 apic_timer_entry:
+    nopl {timer_marker}(%eax)
     pushl %ds
     pushl %es
     pushal
@@ -476,6 +479,8 @@ apic_timer_entry:
     cs = const super::regs::frame::CS,
     reschedule = sym reschedule_irq,
     timer = sym timer_irq,
+    resched_marker = const abi::model::marker_disp(abi::model::interrupt_marker(VECTOR_RESCHEDULE)),
+    timer_marker = const abi::model::marker_disp(abi::model::device_interrupt_marker(apic::VECTOR_TIMER)),
     options(att_syntax)
 );
 
