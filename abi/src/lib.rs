@@ -13,6 +13,7 @@ pub mod layout;
 pub mod model;
 pub mod report;
 pub mod stats;
+pub mod strings;
 pub mod syscall;
 
 pub use syscall::{errno, nr, Mechanism};

@@ -196,6 +196,9 @@ pub mod names {
     pub const FORKTEST: &str = "forktest";
     /// The pointer chase (`prog=chase`): `chase.<KiB>k`, one load per call.
     pub const CHASE: &str = "chase";
+    /// The string-instruction counts (`prog=strings`): `string.<op>.<ecx>`
+    /// and `string.none` (`abi::strings`), one instruction per call.
+    pub const STRING: &str = "string";
     /// The pool layouts as they appear in names (`abi::cmdline`'s
     /// `pool_align` values).
     pub const LAYOUTS: [&str; 3] = ["128", "64", "packed"];
@@ -205,7 +208,7 @@ pub mod names {
     /// The macro mix's group: `macro.<mechanism>` (host-side name).
     pub const MACRO: &str = "macro";
     /// Every group a metric's name starts with, besides the mechanisms.
-    pub const GROUPS: [&str; 6] = [LOOP, LOCKS, EBIZZY, SMP, FORKTEST, MACRO];
+    pub const GROUPS: [&str; 8] = [LOOP, LOCKS, EBIZZY, SMP, FORKTEST, CHASE, STRING, MACRO];
 }
 
 /// What a benchmark's values are, so that readers know which way is better.

@@ -16,6 +16,7 @@ use core::arch::asm;
 use abi::layout::selector::CALL_GATE_FLOOR;
 use abi::model::Snaps;
 use abi::report::{write_bench, Figure, MARKER};
+use abi::strings::COUNTS;
 use abi::syscall::{fd, nr, CpuInfo, FEATURE_RDTSCP, FEATURE_SSE2, RDPMC_FIXED};
 
 /// How RDTSC is ordered against the loop (Intel SDM Vol. 2B, RDTSC/RDTSCP).
@@ -165,6 +166,73 @@ core::arch::global_asm!(
 );
 
 pub type LoopFn = unsafe extern "C" fn(u32);
+
+/// The buffers the string loops (`prog=strings`) copy between.
+#[unsafe(no_mangle)]
+pub static mut tb_string_src: [u8; abi::strings::BUFFER] = [0; abi::strings::BUFFER];
+#[unsafe(no_mangle)]
+pub static mut tb_string_dst: [u8; abi::strings::BUFFER] = [0; abi::strings::BUFFER];
+
+/// `tb_string_NAME(n)`: `n` times: ESI and EDI at the buffers, ECX =
+/// COUNT, then BODY (one REP string instruction, or nothing). The string
+/// instructions own ESI, EDI and ECX, so EBP counts the calls; DF is clear
+/// (`cld` once, outside the loop: the overhead run at n = 0 subtracts it).
+macro_rules! string_loop {
+    ($name:literal, $body:literal, $count:expr) => {
+        core::arch::global_asm!(
+            concat!(
+                asm_fn_head!($name),
+                "movl 20(%esp), %ebp\n cld\n",
+                "testl %ebp, %ebp\n jz 8f\n",
+                "9:\n movl $tb_string_src, %esi\n movl $tb_string_dst, %edi\n movl ${count}, %ecx\n",
+                $body,
+                "decl %ebp\n jnz 9b\n",
+                "8:\n",
+                asm_fn_tail!()
+            ),
+            count = const $count,
+            options(att_syntax)
+        );
+    };
+}
+
+string_loop!("tb_string_none", "", 0);
+string_loop!("tb_string_movsb_0", "rep movsb\n", COUNTS[0]);
+string_loop!("tb_string_movsb_1", "rep movsb\n", COUNTS[1]);
+string_loop!("tb_string_movsb_2", "rep movsb\n", COUNTS[2]);
+string_loop!("tb_string_movsb_3", "rep movsb\n", COUNTS[3]);
+string_loop!("tb_string_movsl_0", "rep movsl\n", COUNTS[0]);
+string_loop!("tb_string_movsl_1", "rep movsl\n", COUNTS[1]);
+string_loop!("tb_string_movsl_2", "rep movsl\n", COUNTS[2]);
+string_loop!("tb_string_movsl_3", "rep movsl\n", COUNTS[3]);
+
+unsafe extern "C" {
+    pub fn tb_string_none(n: u32);
+    fn tb_string_movsb_0(n: u32);
+    fn tb_string_movsb_1(n: u32);
+    fn tb_string_movsb_2(n: u32);
+    fn tb_string_movsb_3(n: u32);
+    fn tb_string_movsl_0(n: u32);
+    fn tb_string_movsl_1(n: u32);
+    fn tb_string_movsl_2(n: u32);
+    fn tb_string_movsl_3(n: u32);
+}
+
+/// The string loops, by `abi::strings::OPS` and then `COUNTS`.
+pub const STRING_LOOPS: [[LoopFn; COUNTS.len()]; abi::strings::OPS.len()] = [
+    [
+        tb_string_movsb_0,
+        tb_string_movsb_1,
+        tb_string_movsb_2,
+        tb_string_movsb_3,
+    ],
+    [
+        tb_string_movsl_0,
+        tb_string_movsl_1,
+        tb_string_movsl_2,
+        tb_string_movsl_3,
+    ],
+];
 
 unsafe extern "C" {
     pub fn tb_loop_empty(n: u32);

@@ -67,6 +67,9 @@ pub fn user_slice_mut(ptr: u32, len: u32) -> Result<&'static mut [u8], i32> {
 /// copy user-copy routines use. It relies on the ABI's DF = 0: with DF set,
 /// `rep movsb` runs backwards from the first byte, which is why every entry
 /// path resets EFLAGS before Rust code runs.
+///
+/// However long the copy, it is one instruction retired; Bochs's TSC counts
+/// its iterations and QEMU's icount one more (docs/machines.md).
 pub fn copy_bytes(dst: &mut [u8], src: &[u8]) {
     assert_eq!(dst.len(), src.len());
     // SAFETY: both slices are valid for `len` bytes and do not overlap

@@ -164,11 +164,13 @@ extern "C" fn main(_arg: u32) -> i32 {
         "batch_size" => run.size, "interrupts" => "masked",
         "perf" => if run.pmc.get() { "fixed-counters" } else { "n/a" });
     println!(
-        "bench: clock={} ({} per tick{}{}), {} batches x {} calls, fence {}, timer+call overhead {} ticks per batch (subtracted), interrupts masked, perf counters {}",
+        "bench: clock={} ({} per tick{}{}{}), {} batches x {} calls, fence {}, timer+call overhead {} ticks per batch (subtracted), interrupts masked, perf counters {}",
         clock,
-        if clock == "icount" { "1 instruction" } else if bochs { "1 Bochs tick" } else if info.emulated == userland::abi::syscall::EMULATOR_TCG { "1 TCG tick" } else { "1 cycle" },
-        if bochs { "; emulator figures, not cycles; " } else if clock == "icount" || info.emulated == userland::abi::syscall::EMULATOR_TCG { "; TCG: emulator figures, not cycles" } else { "" },
+        // Bochs's TSC ticks are instructions: say so, never "cycles".
+        if clock == "icount" || bochs { "1 instruction" } else if info.emulated == userland::abi::syscall::EMULATOR_TCG { "1 TCG tick" } else { "1 cycle" },
+        if bochs { "; " } else if clock == "icount" || info.emulated == userland::abi::syscall::EMULATOR_TCG { "; TCG: emulator figures, not cycles" } else { "" },
         if bochs { userland::abi::syscall::BOCHS_TICK } else { "" },
+        if bochs { ", emulator figures, not cycles" } else { "" },
         run.batches,
         run.size,
         run.fence.describe(),

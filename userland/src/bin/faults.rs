@@ -58,6 +58,41 @@ fn writable() -> u32 {
     (&raw mut WRITABLE) as u32
 }
 
+/// PUSHF, TF or-ed in, POPF: the single-step trap then comes after the
+/// instruction that follows the POPF (SDM Vol. 3A §17.3.1.4). The asm block
+/// passes `tf = const TF`.
+macro_rules! set_tf {
+    () => {
+        "pushfl\n orl ${tf}, (%esp)\n popfl"
+    };
+}
+
+/// A sysenter in the frame the library's stub builds, with the
+/// instructions `[before]` right ahead of it, then the block's operands:
+/// EBP kept (an asm block may not name it), ECX, EDX and EBP saved, EBP
+/// pointing at the saved EBP and the return address pushed, so the kernel
+/// finds the return EIP at [EBP-4]; all of it popped after the return.
+macro_rules! sysenter_after {
+    ([$($before:expr),*], $($operands:tt)*) => {
+        asm!(
+            "pushl %ebp",
+            "pushl %ecx",
+            "pushl %edx",
+            "pushl %ebp",
+            "movl %esp, %ebp",
+            "pushl $1f",
+            $($before,)*
+            "sysenter",
+            "1:",
+            "popl %ebp",
+            "popl %edx",
+            "popl %ecx",
+            "popl %ebp",
+            $($operands)*
+        )
+    };
+}
+
 #[unsafe(no_mangle)]
 extern "C" fn main(case: u32) -> i32 {
     let Some(c) = FAULT_CASES.get(case as usize) else {
@@ -185,30 +220,14 @@ fn tf_before(m: Mechanism) {
     // return (the kernel gives TF back); the stack layout is the stubs'.
     unsafe {
         match m {
-            Mechanism::Sysenter => asm!(
-                "pushl %ebp",
-                "pushl %ecx",
-                "pushl %edx",
-                "pushl %ebp",
-                "movl %esp, %ebp",
-                "pushl $1f",
-                "pushfl",
-                "orl ${tf}, (%esp)",
-                "popfl",
-                "sysenter",
-                "1:",
-                "popl %ebp",
-                "popl %edx",
-                "popl %ecx",
-                "popl %ebp",
+            Mechanism::Sysenter => sysenter_after!(
+                [set_tf!()],
                 tf = const TF,
                 in("eax") nr::NULL,
                 options(att_syntax)
             ),
             Mechanism::Int80 => asm!(
-                "pushfl",
-                "orl ${tf}, (%esp)",
-                "popfl",
+                set_tf!(),
                 "int $0x80",
                 "nop",
                 tf = const TF,
@@ -216,9 +235,7 @@ fn tf_before(m: Mechanism) {
                 options(att_syntax)
             ),
             Mechanism::CallGate => asm!(
-                "pushfl",
-                "orl ${tf}, (%esp)",
-                "popfl",
+                set_tf!(),
                 "lcall $0x3b, $0",
                 "nop",
                 tf = const TF,
@@ -227,9 +244,7 @@ fn tf_before(m: Mechanism) {
             ),
             Mechanism::Syscall => asm!(
                 "pushl %ecx",
-                "pushfl",
-                "orl ${tf}, (%esp)",
-                "popfl",
+                set_tf!(),
                 "syscall",
                 "popl %ecx",
                 tf = const TF,
@@ -327,9 +342,7 @@ fn held_onto(h: HeldOnto) {
         match h {
             HeldOnto::Int3 => asm!(
                 "movw %ss, {t:x}",
-                "pushfl",
-                "orl ${tf}, (%esp)",
-                "popfl",
+                set_tf!(),
                 "movw {t:x}, %ss",
                 "int3",
                 t = out(reg) _,
@@ -340,9 +353,7 @@ fn held_onto(h: HeldOnto) {
                 "movl $0x7fffffff, {o}",
                 "addl $1, {o}",
                 "movw %ss, {t:x}",
-                "pushfl",
-                "orl ${tf}, (%esp)",
-                "popfl",
+                set_tf!(),
                 "movw {t:x}, %ss",
                 "into",
                 t = out(reg) _,
@@ -352,9 +363,7 @@ fn held_onto(h: HeldOnto) {
             ),
             HeldOnto::IntKernelGate => asm!(
                 "movw %ss, {t:x}",
-                "pushfl",
-                "orl ${tf}, (%esp)",
-                "popfl",
+                set_tf!(),
                 "movw {t:x}, %ss",
                 "int $0x20",
                 t = out(reg) _,
@@ -394,9 +403,7 @@ fn ss_before(m: Mechanism, pop: bool, tf: bool) -> i32 {
             ),
             (Mechanism::Int80, false, true) => asm!(
                 "movw %ss, {t:x}",
-                "pushfl",
-                "orl ${tf}, (%esp)",
-                "popfl",
+                set_tf!(),
                 "movw {t:x}, %ss",
                 "int $0x80",
                 "nop",
@@ -407,9 +414,7 @@ fn ss_before(m: Mechanism, pop: bool, tf: bool) -> i32 {
             ),
             (Mechanism::Int80, true, true) => asm!(
                 "pushl %ss",
-                "pushfl",
-                "orl ${tf}, (%esp)",
-                "popfl",
+                set_tf!(),
                 "popl %ss",
                 "int $0x80",
                 "nop",
@@ -417,84 +422,26 @@ fn ss_before(m: Mechanism, pop: bool, tf: bool) -> i32 {
                 inout("eax") nr::GETPID => got,
                 options(att_syntax)
             ),
-            (Mechanism::Sysenter, false, false) => asm!(
-                "pushl %ebp",
-                "pushl %ecx",
-                "pushl %edx",
-                "pushl %ebp",
-                "movl %esp, %ebp",
-                "pushl $1f",
-                "movw %ss, %cx",
-                "movw %cx, %ss",
-                "sysenter",
-                "1:",
-                "popl %ebp",
-                "popl %edx",
-                "popl %ecx",
-                "popl %ebp",
+            (Mechanism::Sysenter, false, false) => sysenter_after!(
+                ["movw %ss, %cx", "movw %cx, %ss"],
                 inout("eax") nr::GETPID => got,
                 out("ecx") _,
                 options(att_syntax)
             ),
-            (Mechanism::Sysenter, true, false) => asm!(
-                "pushl %ebp",
-                "pushl %ecx",
-                "pushl %edx",
-                "pushl %ebp",
-                "movl %esp, %ebp",
-                "pushl $1f",
-                "pushl %ss",
-                "popl %ss",
-                "sysenter",
-                "1:",
-                "popl %ebp",
-                "popl %edx",
-                "popl %ecx",
-                "popl %ebp",
+            (Mechanism::Sysenter, true, false) => sysenter_after!(
+                ["pushl %ss", "popl %ss"],
                 inout("eax") nr::GETPID => got,
                 options(att_syntax)
             ),
-            (Mechanism::Sysenter, false, true) => asm!(
-                "pushl %ebp",
-                "pushl %ecx",
-                "pushl %edx",
-                "pushl %ebp",
-                "movl %esp, %ebp",
-                "pushl $1f",
-                "movw %ss, %cx",
-                "pushfl",
-                "orl ${tf}, (%esp)",
-                "popfl",
-                "movw %cx, %ss",
-                "sysenter",
-                "1:",
-                "popl %ebp",
-                "popl %edx",
-                "popl %ecx",
-                "popl %ebp",
+            (Mechanism::Sysenter, false, true) => sysenter_after!(
+                ["movw %ss, %cx", set_tf!(), "movw %cx, %ss"],
                 tf = const TF,
                 inout("eax") nr::GETPID => got,
                 out("ecx") _,
                 options(att_syntax)
             ),
-            (Mechanism::Sysenter, true, true) => asm!(
-                "pushl %ebp",
-                "pushl %ecx",
-                "pushl %edx",
-                "pushl %ebp",
-                "movl %esp, %ebp",
-                "pushl $1f",
-                "pushl %ss",
-                "pushfl",
-                "orl ${tf}, (%esp)",
-                "popfl",
-                "popl %ss",
-                "sysenter",
-                "1:",
-                "popl %ebp",
-                "popl %edx",
-                "popl %ecx",
-                "popl %ebp",
+            (Mechanism::Sysenter, true, true) => sysenter_after!(
+                ["pushl %ss", set_tf!(), "popl %ss"],
                 tf = const TF,
                 inout("eax") nr::GETPID => got,
                 options(att_syntax)
@@ -690,33 +637,29 @@ fn tf_syscall_esp(at: TfStack) {
 fn bad_esp(m: Mechanism, esp: u32) -> i32 {
     let pid = sys::call(Mechanism::Int80, nr::GETPID, [0; 6]);
     let got: u32;
+    // Either entry in the same block: ESP saved and set to `esp`, the
+    // entry, ESP as it came back recorded, ESP restored.
+    macro_rules! on_esp {
+        ($entry:literal) => {
+            asm!(
+                "movl %esp, {saved}",
+                "movl {esp}, %esp",
+                $entry,
+                "movl %esp, {ret}",
+                "movl {saved}, %esp",
+                saved = sym TB_HOSTILE_SAVED_ESP,
+                ret = sym TB_HOSTILE_RET_ESP,
+                esp = in(reg) esp,
+                inout("eax") nr::GETPID => got,
+                options(att_syntax)
+            )
+        };
+    }
     // SAFETY: nothing between the two ESP loads touches the stack in ring 3.
     unsafe {
         match m {
-            Mechanism::CallGate => asm!(
-                "movl %esp, {saved}",
-                "movl {esp}, %esp",
-                "lcall $0x3b, $0",
-                "movl %esp, {ret}",
-                "movl {saved}, %esp",
-                saved = sym TB_HOSTILE_SAVED_ESP,
-                ret = sym TB_HOSTILE_RET_ESP,
-                esp = in(reg) esp,
-                inout("eax") nr::GETPID => got,
-                options(att_syntax)
-            ),
-            _ => asm!(
-                "movl %esp, {saved}",
-                "movl {esp}, %esp",
-                "int $0x80",
-                "movl %esp, {ret}",
-                "movl {saved}, %esp",
-                saved = sym TB_HOSTILE_SAVED_ESP,
-                ret = sym TB_HOSTILE_RET_ESP,
-                esp = in(reg) esp,
-                inout("eax") nr::GETPID => got,
-                options(att_syntax)
-            ),
+            Mechanism::CallGate => on_esp!("lcall $0x3b, $0"),
+            _ => on_esp!("int $0x80"),
         }
     }
     // SAFETY: written by the asm above, one thread.

@@ -293,15 +293,18 @@ impl Session {
         }
     }
 
-    /// The Bochs log's panics and errors, and the last words of its output.
-    fn messages(&self) -> String {
+    /// The Bochs log's panics and errors; failing those, when Bochs ended
+    /// by itself, the last words of its output. When the host stopped it (a
+    /// verdict read, a timeout), its output is only the banner and the
+    /// debugger's first prompt: nothing to show.
+    fn messages(&self, stopped_by_host: bool) -> String {
         let log = std::fs::read_to_string(&self.files.log).unwrap_or_default();
         let mut s: String = log
             .lines()
             .filter(|l| is_panic_or_error(l))
             .map(|l| format!("{l}\n"))
             .collect();
-        if s.is_empty() {
+        if s.is_empty() && !stopped_by_host {
             let out = std::fs::read_to_string(&self.files.out).unwrap_or_default();
             let lines: Vec<&str> = out.lines().filter(|l| !l.starts_with("ALSA lib")).collect();
             let from = lines.len().saturating_sub(5);
@@ -380,7 +383,8 @@ impl Running for Session {
     }
 
     fn stop(mut self: Box<Self>) -> Stopped {
-        if let Ok(None) = self.child.try_wait() {
+        let stopped_by_host = matches!(self.child.try_wait(), Ok(None));
+        if stopped_by_host {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
@@ -389,7 +393,7 @@ impl Running for Session {
             let l = line_of(&self.partial);
             self.lines.push_back(l);
         }
-        let messages = self.messages();
+        let messages = self.messages(stopped_by_host);
         Stopped {
             rest: self.lines.drain(..).collect(),
             messages,

@@ -80,15 +80,13 @@ pub const FREEBSD_BUFSIZ: usize = 1024;
 /// numbers in messages), a NUL byte ends a piece, and a read error ends the
 /// set as the end of the file would.
 pub fn read_set_freebsd(
-    reader: impl BufRead,
+    mut reader: impl BufRead,
     name: &str,
     column: usize,
     delimiters: &[u8],
 ) -> Result<Vec<f64>, Error> {
-    let mut reader = reader;
-    let mut values = Vec::new();
+    let mut set = Set::new(name, column, delimiters);
     let mut line = Vec::new();
-    let mut number = 0;
     loop {
         line.clear();
         match reader.read_until(b'\n', &mut line) {
@@ -96,37 +94,14 @@ pub fn read_set_freebsd(
             Ok(_) => {}
         }
         for piece in line.chunks(FREEBSD_BUFSIZ - 1) {
-            number += 1;
-            let mut piece = match piece.iter().position(|&b| b == 0) {
+            let piece = match piece.iter().position(|&b| b == 0) {
                 Some(nul) => &piece[..nul],
                 None => piece,
             };
-            while let Some((&last, rest)) = piece.split_last() {
-                if !is_c_space(last) {
-                    break;
-                }
-                piece = rest;
-            }
-            let Some(field) = pick_field(piece, column, delimiters) else {
-                continue;
-            };
-            match parse_c_double(field) {
-                Some(v) => values.push(v),
-                None => {
-                    return Err(Error::Invalid {
-                        line: number,
-                        name: name.to_string(),
-                    })
-                }
-            }
+            set.take(piece)?;
         }
     }
-    if values.len() < MIN_POINTS {
-        return Err(Error::TooFew {
-            name: name.to_string(),
-        });
-    }
-    Ok(values)
+    set.finish()
 }
 
 /// Reads one set from `reader`: the numbers in `column` (counting from 1)
@@ -136,15 +111,13 @@ pub fn read_set_freebsd(
 /// Needs `column >= 1` and a non-empty `delimiters`; guarantees at least
 /// [`MIN_POINTS`] values on success.
 pub fn read_set(
-    reader: impl BufRead,
+    mut reader: impl BufRead,
     name: &str,
     column: usize,
     delimiters: &[u8],
 ) -> Result<Vec<f64>, Error> {
-    let mut reader = reader;
-    let mut values = Vec::new();
+    let mut set = Set::new(name, column, delimiters);
     let mut line = Vec::new();
-    let mut number = 0;
     loop {
         line.clear();
         match reader.read_until(b'\n', &mut line) {
@@ -157,29 +130,63 @@ pub fn read_set(
                 })
             }
         }
-        number += 1;
-        while line.last().is_some_and(|&b| is_c_space(b)) {
-            line.pop();
+        set.take(&line)?;
+    }
+    set.finish()
+}
+
+/// A set being read: the numbers taken so far from the lines of `name`
+/// (`number` of them read), each the field `column` of fields cut at
+/// `delimiters`.
+struct Set<'a> {
+    name: &'a str,
+    column: usize,
+    delimiters: &'a [u8],
+    number: usize,
+    values: Vec<f64>,
+}
+
+impl<'a> Set<'a> {
+    fn new(name: &'a str, column: usize, delimiters: &'a [u8]) -> Self {
+        Set {
+            name,
+            column,
+            delimiters,
+            number: 0,
+            values: Vec::new(),
         }
-        let Some(field) = pick_field(&line, column, delimiters) else {
-            continue;
-        };
-        match parse_c_double(field) {
-            Some(v) => values.push(v),
-            None => {
-                return Err(Error::Invalid {
-                    line: number,
-                    name: name.to_string(),
-                })
+    }
+
+    /// Reads the next line (trailing white space ignored): a line without
+    /// the field adds nothing; a field that is not a number is an error.
+    fn take(&mut self, mut line: &[u8]) -> Result<(), Error> {
+        self.number += 1;
+        while let Some((&last, rest)) = line.split_last() {
+            if !is_c_space(last) {
+                break;
             }
+            line = rest;
         }
+        let Some(field) = pick_field(line, self.column, self.delimiters) else {
+            return Ok(());
+        };
+        let v = parse_c_double(field).ok_or_else(|| Error::Invalid {
+            line: self.number,
+            name: self.name.to_string(),
+        })?;
+        self.values.push(v);
+        Ok(())
     }
-    if values.len() < MIN_POINTS {
-        return Err(Error::TooFew {
-            name: name.to_string(),
-        });
+
+    /// The values, if there are at least [`MIN_POINTS`] of them.
+    fn finish(self) -> Result<Vec<f64>, Error> {
+        if self.values.len() < MIN_POINTS {
+            return Err(Error::TooFew {
+                name: self.name.to_string(),
+            });
+        }
+        Ok(self.values)
     }
-    Ok(values)
 }
 
 /// The field numbered `column` (from 1) of `line`, or `None` when the line

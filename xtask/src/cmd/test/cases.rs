@@ -498,14 +498,7 @@ pub const CASES: &[Case] = &[
     Case {
         name: "kernel #PF is reported with CR2",
         cmdline: "crash=pf",
-        check: |log, r| {
-            kernel_exception(log, r, 14)?;
-            let e = one(r, kind::EXCEPTION)?;
-            match e.get("cr2") {
-                Some("0xc0000000") => Ok(()),
-                other => Err(format!("CR2 is {other:?}, expected 0xc0000000")),
-            }
-        },
+        check: kernel_pf_with_cr2,
         ..CASE
     },
     Case {
@@ -521,13 +514,7 @@ pub const CASES: &[Case] = &[
     Case {
         name: "a triple fault is told apart from a verdict",
         cmdline: "crash=triple",
-        check: |log, _| {
-            outcome(log, Outcome::ResetOrTripleFault)?;
-            if !log.verdict().contains("triple fault") {
-                return Err(log.verdict());
-            }
-            Ok(())
-        },
+        check: triple_fault,
         ..CASE
     },
     Case {
@@ -536,10 +523,7 @@ pub const CASES: &[Case] = &[
         timeout: 2,
         // -S: the CPU never starts, the surest hang there is.
         paused: true,
-        check: |log, _| match log.ending {
-            Ending::TimedOut(_) if log.verdict().contains("hung") => Ok(()),
-            _ => Err(format!("not a timeout: {}", log.verdict())),
-        },
+        check: |log, _| timed_out(log, "hung"),
         ..CASE
     },
     // The CPU matrix: test mode on every i386 model QEMU has (qemu32,
@@ -729,13 +713,7 @@ pub const CASES: &[Case] = &[
         emulator: Emulator::Bochs,
         cmdline: "crash=triple",
         timeout: BOCHS_TIMEOUT,
-        check: |log, _| {
-            outcome(log, Outcome::ResetOrTripleFault)?;
-            if !log.verdict().contains("triple fault") {
-                return Err(log.verdict());
-            }
-            Ok(())
-        },
+        check: triple_fault,
         ..CASE
     },
     Case {
@@ -743,13 +721,7 @@ pub const CASES: &[Case] = &[
         emulator: Emulator::Bochs,
         cmdline: "crash=pf",
         timeout: BOCHS_TIMEOUT,
-        check: |log, r| {
-            kernel_exception(log, r, 14)?;
-            match one(r, kind::EXCEPTION)?.get("cr2") {
-                Some("0xc0000000") => Ok(()),
-                other => Err(format!("CR2 is {other:?}, expected 0xc0000000")),
-            }
-        },
+        check: kernel_pf_with_cr2,
         ..CASE
     },
     Case {
@@ -758,10 +730,7 @@ pub const CASES: &[Case] = &[
         cmdline: "mode=run",
         // The BIOS alone takes longer than this.
         timeout: 1,
-        check: |log, _| match log.ending {
-            Ending::TimedOut(_) if log.verdict().contains("Bochs was killed") => Ok(()),
-            _ => Err(format!("not a timeout: {}", log.verdict())),
-        },
+        check: |log, _| timed_out(log, "Bochs was killed"),
         ..CASE
     },
 ];
@@ -1175,6 +1144,34 @@ fn kernel_exception(log: &BootLog, r: &[Record], vector: u8) -> Result<(), Strin
     outcome(log, Outcome::Exception(vector))?;
     contains(log, abi::exit::vector_name(vector))?;
     exception(r, vector, "kernel")
+}
+
+/// The kernel's deliberate #PF (`crash=pf`) reported, with the address it
+/// touched in CR2.
+fn kernel_pf_with_cr2(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    kernel_exception(log, r, 14)?;
+    match one(r, kind::EXCEPTION)?.get("cr2") {
+        Some("0xc0000000") => Ok(()),
+        other => Err(format!("CR2 is {other:?}, expected 0xc0000000")),
+    }
+}
+
+/// A triple fault (`crash=triple`): the machine reset, and the verdict
+/// says it was a triple fault rather than a kernel verdict.
+fn triple_fault(log: &BootLog, _: &[Record]) -> Result<(), String> {
+    outcome(log, Outcome::ResetOrTripleFault)?;
+    if !log.verdict().contains("triple fault") {
+        return Err(log.verdict());
+    }
+    Ok(())
+}
+
+/// The guest was stopped at the timeout, and the verdict says `why`.
+fn timed_out(log: &BootLog, why: &str) -> Result<(), String> {
+    match log.ending {
+        Ending::TimedOut(_) if log.verdict().contains(why) => Ok(()),
+        _ => Err(format!("not a timeout: {}", log.verdict())),
+    }
 }
 
 fn all_tests_pass(log: &BootLog, r: &[Record], at_least: usize) -> Result<(), String> {

@@ -146,10 +146,11 @@ fn run_case(c: &Case, art: &Artifacts, dir: &Path, repeat: u32) -> Result<(), St
     Ok(())
 }
 
-/// A Bochs boot test: a case, or an agreement pair (a Bochs boot and a QEMU one).
+/// A Bochs boot test: a case, or an agreement check (a Bochs boot and a QEMU one).
 enum Job {
     Case(&'static Case),
     Agree(&'static agreement::Pair),
+    Strings(&'static agreement::Strings),
 }
 
 impl Job {
@@ -157,6 +158,7 @@ impl Job {
         match self {
             Job::Case(c) => c.name.to_string(),
             Job::Agree(p) => p.name(),
+            Job::Strings(s) => s.name(),
         }
     }
 
@@ -164,6 +166,7 @@ impl Job {
         match self {
             Job::Case(c) => run_case(c, art, dir, c.repeat),
             Job::Agree(p) => p.check(art, dir),
+            Job::Strings(s) => s.check(art, dir),
         }
     }
 }
@@ -172,6 +175,7 @@ impl Job {
 /// started in this order, so the long ones do not end the run alone).
 fn bochs_jobs(wanted: &dyn Fn(&str) -> bool) -> Vec<Job> {
     let mut jobs: Vec<Job> = agreement::PAIRS.iter().map(Job::Agree).collect();
+    jobs.push(Job::Strings(&agreement::STRINGS));
     let mut cases: Vec<&'static Case> = CASES
         .iter()
         .filter(|c| c.emulator == Emulator::Bochs)
@@ -235,47 +239,50 @@ fn host_unit_tests(root: &Path) -> Result<bool> {
 }
 
 /// The outputs docs/*.md and the README show must still be what the commands print.
-fn docs_current() -> Result<(), String> {
-    match crate::cmd::docs::docs_stale(true) {
-        Ok(stale) if stale.is_empty() => Ok(()),
-        Ok(stale) => Err(format!(
-            "stale output blocks (run `cargo xtask docs`):\n  {}",
-            stale.join("\n  ")
-        )),
-        Err(e) => Err(format!("{e:#}")),
-    }
+fn docs_current() -> Result<()> {
+    let stale = crate::cmd::docs::docs_stale(true)?;
+    anyhow::ensure!(
+        stale.is_empty(),
+        "stale output blocks (run `cargo xtask docs`):\n  {}",
+        stale.join("\n  ")
+    );
+    Ok(())
 }
-fn bench_smoke(root: &Path) -> Result<()> {
+/// `cargo xtask bench -n n --accel tcg --clock icount args...`: its exit
+/// status.
+fn bench_under_icount(n: &str, args: &[&str]) -> Result<i32> {
     use clap::Parser;
     #[derive(Parser)]
     struct Cli {
         #[command(flatten)]
         b: crate::cmd::bench::BenchArgs,
     }
+    let argv = ["bench", "-n", n, "--accel", "tcg", "--clock", "icount"];
+    let cli = Cli::try_parse_from(argv.iter().chain(args))?;
+    crate::cmd::bench::bench(cli.b)
+}
+
+fn bench_smoke(root: &Path) -> Result<()> {
     let out = root.join("target/xtask/bench-test");
     let _ = std::fs::remove_dir_all(&out);
-    let cli = Cli::try_parse_from([
-        "bench",
-        "-n",
-        "2",
-        "--accel",
-        "tcg",
-        "--clock",
-        "icount",
-        "--variant",
-        "a=entry=int80",
-        "--variant",
-        "b=entry=sysenter",
-        "--append",
-        "batches=3 batch_size=64",
-        "--out",
-        out.to_str().context("path")?,
-        "--save-baseline",
-        "smoke",
-        "--fail-on-change",
-    ])?;
+    let out_arg = out.to_str().context("path")?;
     // The two mechanisms differ: --fail-on-change says so in its status.
-    let status = crate::cmd::bench::bench(cli.b)?;
+    let status = bench_under_icount(
+        "2",
+        &[
+            "--variant",
+            "a=entry=int80",
+            "--variant",
+            "b=entry=sysenter",
+            "--append",
+            "batches=3 batch_size=64",
+            "--out",
+            out_arg,
+            "--save-baseline",
+            "smoke",
+            "--fail-on-change",
+        ],
+    )?;
     anyhow::ensure!(
         status == crate::cmd::bench::CHANGED_EXIT,
         "--fail-on-change exited with {status} on a change"
@@ -305,25 +312,20 @@ fn bench_smoke(root: &Path) -> Result<()> {
         "the baseline was not saved"
     );
     // The same kernel against its baseline: nothing changed, status 0.
-    let cli = Cli::try_parse_from([
-        "bench",
-        "-n",
+    let status = bench_under_icount(
         "1",
-        "--accel",
-        "tcg",
-        "--clock",
-        "icount",
-        "--variant",
-        "a=entry=int80",
-        "--append",
-        "batches=3 batch_size=64",
-        "--out",
-        out.to_str().context("path")?,
-        "--baseline",
-        "smoke",
-        "--fail-on-change",
-    ])?;
-    let status = crate::cmd::bench::bench(cli.b)?;
+        &[
+            "--variant",
+            "a=entry=int80",
+            "--append",
+            "batches=3 batch_size=64",
+            "--out",
+            out_arg,
+            "--baseline",
+            "smoke",
+            "--fail-on-change",
+        ],
+    )?;
     anyhow::ensure!(
         status == 0,
         "an unchanged kernel against its baseline exited with {status}"
@@ -374,12 +376,6 @@ fn export_dir(out: &Path) -> Result<std::path::PathBuf> {
 /// `pool_align=128`), one boot each: the `locks` program's figures, then
 /// `mode=smp`'s on 2 CPUs, compared layout against layout and exported.
 fn bench_layouts(root: &Path) -> Result<()> {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        b: crate::cmd::bench::BenchArgs,
-    }
     /// A bench run: its name, its flags, and each metric with what its
     /// export row must say about it.
     type Run<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
@@ -408,13 +404,6 @@ fn bench_layouts(root: &Path) -> Result<()> {
         let out = root.join(format!("target/xtask/bench-layouts-{what}"));
         let _ = std::fs::remove_dir_all(&out);
         let mut argv = vec![
-            "bench",
-            "-n",
-            "1",
-            "--accel",
-            "tcg",
-            "--clock",
-            "icount",
             "--variant",
             "a=pool_align=packed",
             "--variant",
@@ -426,7 +415,7 @@ fn bench_layouts(root: &Path) -> Result<()> {
         for (m, _) in metrics {
             argv.extend(["--metric", m]);
         }
-        crate::cmd::bench::bench(Cli::try_parse_from(argv)?.b)?;
+        bench_under_icount("1", &argv)?;
         let md = std::fs::read_to_string(export_dir(&out)?.join("bench.md"))?;
         for (m, how) in metrics {
             anyhow::ensure!(
@@ -493,44 +482,38 @@ pub fn run(a: TestArgs) -> Result<i32> {
         );
         run_parallel(&bochs_jobs, workers, &art, &dir, &mut tally);
     }
-    // These are QEMU's, selected when the filter is part of their short name.
+    // The host-side checks, QEMU's: each its short name, what its PASS line
+    // says, and the check; one runs when the filter is part of its short name.
     let selected =
         |short: &str| on(Emulator::Qemu) && a.filter.as_deref().is_none_or(|f| short.contains(f));
-    if selected("bench") {
-        let t = Instant::now();
-        tally.report_as(
+    type HostCheck<'a> = (&'a str, &'a str, &'a dyn Fn() -> Result<()>);
+    let host_checks: [HostCheck; 4] = [
+        (
             "bench",
             "bench: two variants interleaved, compared and exported",
-            Some(t),
-            bench_smoke(&root).map_err(|e| format!("{e:#}")),
-        );
-    }
-    if selected("bench layouts") {
-        let t = Instant::now();
-        tally.report_as(
+            &|| bench_smoke(&root),
+        ),
+        (
             "bench layouts",
             "bench layouts: pool_align=packed against 128, the lock, ebizzy and SMP figures compared",
-            Some(t),
-            bench_layouts(&root).map_err(|e| format!("{e:#}")),
-        );
-    }
-    if selected("run json") {
-        let t = Instant::now();
-        tally.report_as(
+            &|| bench_layouts(&root),
+        ),
+        (
             "run json",
             "run --json: stdout holds the results JSON alone",
-            Some(t),
-            run_json().map_err(|e| format!("{e:#}")),
-        );
-    }
-    if selected("docs") {
-        let t = Instant::now();
-        tally.report_as(
+            &run_json,
+        ),
+        (
             "docs",
             "docs: every output block matches the code",
-            Some(t),
-            docs_current(),
-        );
+            &docs_current,
+        ),
+    ];
+    for (short, what, check) in host_checks {
+        if selected(short) {
+            let t = Instant::now();
+            tally.report_as(short, what, Some(t), check().map_err(|e| format!("{e:#}")));
+        }
     }
     if on(Emulator::Qemu) {
         for (name, r) in teaching::self_tests(a.filter.as_deref()) {
