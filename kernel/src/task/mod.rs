@@ -88,6 +88,12 @@ pub enum LoadError {
 /// Loads `module` as a user program, runs it with EAX = `arg`, and reports
 /// how it ended.
 pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
+    run_on(module, arg, 0)
+}
+
+/// As [`run`], with the program's first thread on CPU `cpu` (a started
+/// one); the boot thread waits on CPU 0 all the same.
+pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, LoadError> {
     let image = module_bytes(module);
     let entry = elf::load(image).inspect_err(|_| paging::clear_user())?;
     // The stack, with the page below it left unmapped as a guard.
@@ -117,7 +123,7 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
         // The boot thread blocks holding the scheduler lock; the task's
         // first thread lets it go, and the task's end hands it back.
         let _g = sched::locked();
-        if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER, 0).is_err() {
+        if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER, cpu).is_err() {
             paging::clear_user();
             return Err(LoadError::OutOfMemory);
         }
