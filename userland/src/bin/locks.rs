@@ -365,15 +365,13 @@ fn mechanisms_across(n: u32) {
     );
 }
 
-/// Sleep/wakeup round trips with the ponger on CPU 1: every one completes
-/// (a wake-up sent before the ponger sleeps costs a timeout, not a hang).
+/// Sleep/wakeup round trips with the ponger on CPU 1: every one completes.
 fn sleep_wakeup_across() {
     DONE.store(0, SeqCst);
     PONGS.store(0, SeqCst);
     let _ = threads::spawn_on(ponger, ROUND_TRIPS, 16, 1);
     for _ in 0..ROUND_TRIPS {
-        threads::wakeup(CHAN_B, false);
-        let _ = threads::sleep_on(CHAN_A, 20);
+        ping();
     }
     join(&DONE, 1);
     let p = PONGS.load(SeqCst);
@@ -454,7 +452,6 @@ fn tests() -> i32 {
 
 // ---- benchmarks ------------------------------------------------------------
 
-static TIMEOUTS: AtomicU32 = AtomicU32::new(0);
 static M4: Umtx = Umtx::new();
 const CHAN_A: u32 = 0x5000;
 const CHAN_B: u32 = 0x5001;
@@ -479,13 +476,37 @@ fn contender(n: u32) {
 
 static PONGS: AtomicU32 = AtomicU32::new(0);
 
+/// Wakes the thread asleep on `chan`, waiting for it to get there first.
+/// `wakeup` has no condition to recheck: one that finds nobody asleep is
+/// lost, as in FreeBSD, and on two CPUs the partner may not have gone back
+/// to sleep yet. So retry until a sleeper was woken (`yield` lets a partner
+/// on this CPU run, `pause` ends this CPU's turn under icount).
+fn wake_sleeper(chan: u32) {
+    while threads::wakeup(chan, false) == 0 {
+        core::hint::spin_loop();
+        threads::yield_now();
+    }
+}
+
+/// Sleeps on `chan` until woken, with no timeout: the partner wakes it
+/// only once it sleeps (`wake_sleeper`), and if the partner is gone the
+/// kernel's deadlock check ends the task with a report.
+fn sleep_until_woken(chan: u32) {
+    while threads::sleep_on(chan, 0).is_err() {}
+}
+
+/// One sleep/wakeup round trip, the pinger's half: wake the ponger, sleep
+/// until it wakes us back.
+fn ping() {
+    wake_sleeper(CHAN_B);
+    sleep_until_woken(CHAN_A);
+}
+
 fn ponger(n: u32) {
     note_cpu();
     for _ in 0..n {
-        if threads::sleep_on(CHAN_B, 20).is_err() {
-            TIMEOUTS.fetch_add(1, SeqCst);
-        }
-        threads::wakeup(CHAN_A, false);
+        sleep_until_woken(CHAN_B);
+        wake_sleeper(CHAN_A);
         PONGS.fetch_add(1, SeqCst);
     }
     finished();
@@ -701,7 +722,6 @@ fn benches() -> i32 {
         }
         let con = per_op("contended", 2 * HANDOFFS, (&samples, timer.snaps(first)));
         // Sleep/wakeup round trip between two threads.
-        TIMEOUTS.store(0, SeqCst);
         let mut samples = [0u64; BATCHES];
         let first = userland::model::next_seq();
         for v in samples.iter_mut() {
@@ -710,10 +730,7 @@ fn benches() -> i32 {
             threads::sleep(1);
             *v = timer.time(|| {
                 for _ in 0..ROUND_TRIPS {
-                    threads::wakeup(CHAN_B, false);
-                    if threads::sleep_on(CHAN_A, 20).is_err() {
-                        TIMEOUTS.fetch_add(1, SeqCst);
-                    }
+                    ping();
                 }
             });
             join(&DONE, 1);
@@ -766,10 +783,6 @@ fn benches() -> i32 {
         *row = Some((name, [unc, con, rtt, look, per_s]));
         if n > 1 {
             across_cpus(timer, &info, name, n);
-        }
-        let t = TIMEOUTS.load(SeqCst);
-        if t != 0 {
-            println!("locks: {t} sleep/wakeup round trips timed out (align {name})");
         }
     }
     println!(
@@ -840,10 +853,7 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
         threads::sleep(1);
         *v = timer.time(|| {
             for _ in 0..ROUND_TRIPS {
-                threads::wakeup(CHAN_B, false);
-                if threads::sleep_on(CHAN_A, 20).is_err() {
-                    TIMEOUTS.fetch_add(1, SeqCst);
-                }
+                ping();
             }
         });
         join(&DONE, 1);
