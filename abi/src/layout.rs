@@ -45,6 +45,59 @@ pub mod selector {
     /// Each CPU's per-CPU data segment (its base is that CPU's `PerCpu`):
     /// `PERCPU_BASE + 8 * cpu`, loaded into GS.
     pub const PERCPU_BASE: u16 = 0x50 + 8 * (super::MAX_CPUS as u16 - 1);
+    /// Each application processor's own double-fault and debug TSSs:
+    /// `AP_DF_TSS_BASE + 8 * (cpu - 1)`, `AP_DB_TSS_BASE + 8 * (cpu - 1)`.
+    /// A handler task's TSS is busy while it runs, so CPUs that share one
+    /// could not take the exception at once; each has its own, on its own
+    /// stack.
+    pub const AP_DF_TSS_BASE: u16 = PERCPU_BASE + 8 * super::MAX_CPUS as u16;
+    pub const AP_DB_TSS_BASE: u16 = AP_DF_TSS_BASE + 8 * (super::MAX_CPUS as u16 - 1);
+    /// One past the last descriptor.
+    pub const END: u16 = AP_DB_TSS_BASE + 8 * (super::MAX_CPUS as u16 - 1);
+
+    /// The selector of a per-CPU TSS: `cpu0`'s on the bootstrap processor,
+    /// else `ap_base`'s entry for AP `cpu`.
+    const fn per_cpu(cpu: usize, cpu0: u16, ap_base: u16) -> u16 {
+        if cpu == 0 {
+            cpu0
+        } else {
+            ap_base + 8 * (cpu as u16 - 1)
+        }
+    }
+
+    /// CPU `cpu`'s main TSS (ESP0 for its ring-3 → ring-0 transitions).
+    pub const fn tss(cpu: usize) -> u16 {
+        per_cpu(cpu, TSS, AP_TSS_BASE)
+    }
+
+    /// CPU `cpu`'s double-fault TSS (its IDT's task gate for #DF names it).
+    pub const fn double_fault_tss(cpu: usize) -> u16 {
+        per_cpu(cpu, DOUBLE_FAULT_TSS, AP_DF_TSS_BASE)
+    }
+
+    /// CPU `cpu`'s debug TSS (its IDT's task gate for #DB names it).
+    pub const fn debug_tss(cpu: usize) -> u16 {
+        per_cpu(cpu, DEBUG_TSS, AP_DB_TSS_BASE)
+    }
+
+    /// The CPU whose task register can hold `tr` (any of its three TSSs;
+    /// the RPL and TI bits ignored): what `str` tells a CPU about itself.
+    /// `None` for a selector that is no TSS.
+    pub const fn cpu_of_tss(tr: u16) -> Option<usize> {
+        let s = tr & !7;
+        if s == TSS || s == DOUBLE_FAULT_TSS || s == DEBUG_TSS {
+            return Some(0);
+        }
+        let mut base = 0;
+        while base < 3 {
+            let first = [AP_TSS_BASE, AP_DF_TSS_BASE, AP_DB_TSS_BASE][base];
+            if s >= first && s < first + 8 * (super::MAX_CPUS as u16 - 1) {
+                return Some(((s - first) / 8) as usize + 1);
+            }
+            base += 1;
+        }
+        None
+    }
 }
 
 /// CPUs the kernel starts at most (the bootstrap processor included).
@@ -59,3 +112,25 @@ pub const VECTOR_SYSCALL_FLOOR: u8 = 0x81;
 /// The IPI that tells another CPU a thread of its own became ready, or a
 /// command waits in its mailbox (it may be waiting in HLT).
 pub const VECTOR_RESCHEDULE: u8 = 0xF2;
+
+#[cfg(test)]
+mod tests {
+    use super::selector::*;
+    use super::MAX_CPUS;
+
+    #[test]
+    fn every_cpus_tss_names_that_cpu() {
+        for cpu in 0..MAX_CPUS {
+            for s in [tss(cpu), double_fault_tss(cpu), debug_tss(cpu)] {
+                assert_eq!(cpu_of_tss(s), Some(cpu), "selector {s:#x}");
+                assert!(s < END);
+            }
+        }
+        assert_eq!(cpu_of_tss(KERNEL_CODE), None);
+        assert_eq!(cpu_of_tss(PERCPU_BASE), None);
+        assert_eq!(cpu_of_tss(END), None);
+        // The AP ranges do not overlap the per-CPU segments.
+        assert!(AP_TSS_BASE + 8 * (MAX_CPUS as u16 - 1) <= PERCPU_BASE);
+        assert_eq!(AP_DF_TSS_BASE, PERCPU_BASE + 8 * MAX_CPUS as u16);
+    }
+}

@@ -63,20 +63,41 @@ pub const ANNOUNCE_TSS: u16 = 0x0012;
 pub const INVLPG_PAGE: u16 = 0x0020;
 
 /// Marker `INTERRUPT + v` is the first instruction of the handler of
-/// interrupt vector `v` (the kernel's IPI handlers carry it): QEMU delivers
-/// hardware interrupts where the plugin sees nothing, so the model charges
-/// the delivery there. Ids `INTERRUPT..=INTERRUPT + 255`.
+/// inter-processor interrupt vector `v` (the kernel's IPI handlers carry
+/// it: the shootdown, the reschedule): QEMU delivers hardware interrupts
+/// where the plugin sees nothing, so the model charges the delivery there,
+/// and the handler starts no earlier than the IPI's flight after its send.
+/// Ids `INTERRUPT..=INTERRUPT + 255`.
 pub const INTERRUPT: u16 = 0x0100;
+/// Marker `DEVICE_INTERRUPT + v`: the same for an interrupt no CPU sent
+/// (a timer: the PIT's IRQ 0, a local APIC's timer). Its delivery is
+/// charged; it waits for no IPI. Ids `DEVICE_INTERRUPT..=DEVICE_INTERRUPT
+/// + 255`.
+pub const DEVICE_INTERRUPT: u16 = 0x0200;
 
-/// The marker id of the handler of vector `v`.
+/// The marker id of the handler of IPI vector `v`.
 pub const fn interrupt_marker(v: u8) -> u16 {
     INTERRUPT + v as u16
 }
 
-/// The vector of an interrupt-handler marker, if `id` is one.
+/// The marker id of the handler of device-interrupt vector `v`.
+pub const fn device_interrupt_marker(v: u8) -> u16 {
+    DEVICE_INTERRUPT + v as u16
+}
+
+/// The vector of an IPI-handler marker, if `id` is one.
 pub const fn interrupt_vector(id: u16) -> Option<u8> {
     if id >= INTERRUPT && id <= INTERRUPT + 0xff {
         Some((id - INTERRUPT) as u8)
+    } else {
+        None
+    }
+}
+
+/// The vector of a device-interrupt-handler marker, if `id` is one.
+pub const fn device_interrupt_vector(id: u16) -> Option<u8> {
+    if id >= DEVICE_INTERRUPT && id <= DEVICE_INTERRUPT + 0xff {
+        Some((id - DEVICE_INTERRUPT) as u8)
     } else {
         None
     }
@@ -197,6 +218,13 @@ mod tests {
         assert_eq!(interrupt_vector(interrupt_marker(0)), Some(0));
         assert_eq!(interrupt_vector(SNAP_KERNEL), None);
         assert_eq!(interrupt_vector(INTERRUPT + 0x100), None);
+        assert_eq!(
+            device_interrupt_vector(device_interrupt_marker(0x20)),
+            Some(0x20)
+        );
+        assert_eq!(device_interrupt_vector(interrupt_marker(0x20)), None);
+        assert_eq!(interrupt_vector(device_interrupt_marker(0x20)), None);
+        assert!(!takes_arg(device_interrupt_marker(0x20)));
         assert!(!takes_arg(interrupt_marker(0x20)));
     }
 }

@@ -189,6 +189,11 @@ pub mod locks_arg {
     /// As `END_EXIT`, but the task ends by a thread on the last CPU
     /// executing `ud2` (#UD) while the others run.
     pub const END_FAULT: u32 = 3;
+    /// A thread on every CPU sets TF and enters the kernel through the
+    /// call gate, all at once: each CPU takes a #DB in ring 0 at the
+    /// gate's entry (resumed) and then one in ring 3 (which ends the task),
+    /// each CPU through its own debug task.
+    pub const END_STEP: u32 = 4;
 }
 
 /// `thread_create`'s CPU argument for "any": the kernel spreads threads

@@ -138,18 +138,21 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     pic::init_masked();
     let stacks = boot::entry::stacks();
     let (gate, gate_floor) = entry::callgate::targets();
+    // Every CPU's double-fault and debug tasks, each on its own stack.
+    let handlers = core::array::from_fn(|cpu| {
+        let task = |eip, debug| gdt::HandlerTask {
+            eip,
+            esp: stacks.handler(cpu, debug).1,
+            cr3: paging::directory_address(),
+        };
+        gdt::HandlerTasks {
+            df: task(exceptions::double_fault_entry(), false),
+            db: task(exceptions::debug_entry(), true),
+        }
+    });
     gdt::init(
         stacks.kernel_top,
-        gdt::HandlerTask {
-            eip: exceptions::double_fault_entry(),
-            esp: stacks.df_top,
-            cr3: paging::directory_address(),
-        },
-        gdt::HandlerTask {
-            eip: exceptions::debug_entry(),
-            esp: stacks.db_top,
-            cr3: paging::directory_address(),
-        },
+        &handlers,
         gate,
         gate_floor,
         &arch::smp::percpu_segments(),
@@ -160,8 +163,8 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
         idt::Gate::new(arch::pit::irq0_address(), idt::GateKind::Interrupt, 0),
     );
     let usable = entry::init(f, stacks.kernel_top);
-    idt::load();
-    arch::marker::announce_tables(idt::address(), gdt::gdtr().1, gdt::tss_address(0));
+    idt::load(0);
+    arch::marker::announce_tables(idt::address(0), gdt::gdtr().1, gdt::tss_address(0));
     paging::init(&stacks, task::sched::stack_guards());
     arch::marker::check_window(&raw const __kernel_end as u32);
     task::sched::init();
@@ -265,8 +268,14 @@ extern "C" fn ap_main(cpu: u32) -> ! {
         }
         // SAFETY: no IPI handler touches what the worker uses.
         unsafe { core::arch::asm!("cli", options(nomem, nostack)) };
-        if let Some(w) = arch::smp::worker() {
-            w(cpu, c, me.arg.load(Ordering::Relaxed));
+        match c {
+            arch::smp::command::RESET => task::reset_cpu_state(),
+            arch::smp::command::STATE => me.arg.store(task::cpu_state_left(), Ordering::Release),
+            _ => {
+                if let Some(w) = arch::smp::worker() {
+                    w(cpu, c, me.arg.load(Ordering::Relaxed));
+                }
+            }
         }
         me.command.store(0, Ordering::Relaxed);
         me.done.store(1, Ordering::Release);

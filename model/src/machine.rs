@@ -59,8 +59,8 @@ use std::collections::VecDeque;
 
 use abi::layout::{selector, KERNEL_MAP_END, PAGE_SIZE, USER_BASE};
 use abi::model::{
-    interrupt_vector, ANNOUNCE_GDT, ANNOUNCE_IDT, ANNOUNCE_TSS, ARG_WINDOW, ARG_WINDOW_SIZE,
-    INVLPG_PAGE, SNAP_KERNEL, SNAP_USER,
+    device_interrupt_vector, interrupt_vector, ANNOUNCE_GDT, ANNOUNCE_IDT, ANNOUNCE_TSS,
+    ARG_WINDOW, ARG_WINDOW_SIZE, INVLPG_PAGE, SNAP_KERNEL, SNAP_USER,
 };
 
 use crate::cache::{Cache, LineState};
@@ -218,10 +218,12 @@ enum Event {
     },
     /// The CPU entered the handler of interrupt `vector` (its marker): the
     /// delivery of the IPI number `ipi` (counted from 1 in QEMU's order;
-    /// the last one sent before; 0: none), which it waits for.
+    /// the last one sent before; 0: none, a device's interrupt), which it
+    /// waits for; `from_user`: it interrupted ring 3.
     Interrupt {
         vector: u8,
         ipi: u64,
+        from_user: bool,
     },
 }
 
@@ -231,6 +233,9 @@ enum Event {
 struct Front {
     /// A marker that waits for its argument load (0: none).
     pending_arg: u16,
+    /// The last instruction ran in ring 3 (code at or above `USER_BASE`):
+    /// what an interrupt handler's marker right after it interrupted.
+    in_user: bool,
     /// (virtual page, physical page or IO_PAGE), direct-mapped.
     xlate: Vec<(u32, u32)>,
 }
@@ -239,6 +244,7 @@ impl Front {
     fn new() -> Front {
         Front {
             pending_arg: 0,
+            in_user: false,
             xlate: vec![(NO_PAGE, 0); XLATE_ENTRIES],
         }
     }
@@ -541,15 +547,28 @@ impl Machine {
             }
             _ => {}
         }
+        let from_user = std::mem::replace(&mut f.in_user, insn.vaddr >= USER_BASE);
         if self.ordered {
             self.submit(cpu, Event::Exec(*insn));
         } else {
             self.execute(cpu, insn);
         }
         if insn.decoded.class == Class::Marker {
-            if let Some(vector) = interrupt_vector(insn.decoded.marker) {
-                let ipi = self.ipis_sent;
-                self.submit(cpu, Event::Interrupt { vector, ipi });
+            let m = insn.decoded.marker;
+            let delivered = match (interrupt_vector(m), device_interrupt_vector(m)) {
+                (Some(vector), _) => Some((vector, self.ipis_sent)),
+                (_, Some(vector)) => Some((vector, 0)),
+                _ => None,
+            };
+            if let Some((vector, ipi)) = delivered {
+                self.submit(
+                    cpu,
+                    Event::Interrupt {
+                        vector,
+                        ipi,
+                        from_user,
+                    },
+                );
             }
         }
     }
@@ -776,7 +795,11 @@ impl Machine {
                     self.lanes[cpu].ipi_applied = true;
                 }
             }
-            Event::Interrupt { vector, ipi } => {
+            Event::Interrupt {
+                vector,
+                ipi,
+                from_user,
+            } => {
                 // The message arrives ipi_latency after its send; the
                 // handler cannot start earlier.
                 if let Some(&sent) = ipi
@@ -788,10 +811,9 @@ impl Machine {
                     c.idle += at.saturating_sub(c.clock());
                 }
                 // Delivery through the gate: int n's microcode and reads
-                // (ring 0: the APs run no user code; a ring-3 interruption
-                // would also read the TSS, uncharged).
+                // (from ring 3 also the TSS's ring-0 stack).
                 self.cpus[cpu].c.cycles += u64::from(self.profile.int_n);
-                self.deliver(cpu, vector, false);
+                self.deliver(cpu, vector, from_user);
             }
         }
     }
@@ -1890,6 +1912,44 @@ ipi_latency = 300
         exec(&mut m, &marker(interrupt_marker(0x20)), KERNEL_PAGE);
         // int_n only: no IDT announced, and a marker costs nothing.
         assert_eq!(m.counters(0).cycles, 100);
+    }
+
+    #[test]
+    fn a_device_interrupt_waits_for_no_ipi_and_from_ring_3_reads_the_tss() {
+        use abi::model::device_interrupt_marker;
+        let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        m.idt = Some(KERNEL_PAGE + 0x800);
+        let nop = m.decode(&NOP, KERNEL_PAGE);
+        let user = m.decode(&NOP, USER_BASE);
+        let entry = m.decode(&marker(device_interrupt_marker(0xf3)), KERNEL_PAGE);
+        // CPU 0 sends an IPI (to nobody that runs here); CPU 1's timer
+        // interrupts its ring 3 meanwhile.
+        m.exec(0, &nop);
+        m.mem(0, LAPIC_ICR_LOW, 4, true, || None);
+        m.exec(1, &user);
+        let before = m.cpus[1].clock();
+        m.exec(1, &entry);
+        m.exec(1, &nop);
+        m.exec(0, &nop);
+        m.finish();
+        let c1 = &m.cpus[1];
+        // No wait for the IPI's flight (300): int_n (100), the IDT entry's
+        // cold miss (100) and a DTLB walk (30), the kernel page's ITLB
+        // walk (30), the marker (0), a nop (1).
+        assert_eq!(c1.clock() - before, 100 + 100 + 30 + 30 + 1);
+        let mut k = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+        k.cpus[1].tss = Some(KERNEL_PAGE + 0x400);
+        let (user, entry) = (
+            k.decode(&NOP, USER_BASE),
+            k.decode(&marker(device_interrupt_marker(0xf3)), KERNEL_PAGE),
+        );
+        k.exec(1, &user);
+        k.exec(1, &entry);
+        k.finish();
+        assert_eq!(
+            k.cpus[1].c.l1_misses, 1,
+            "the TSS's ring-0 stack, read from ring 3"
+        );
     }
 
     #[test]

@@ -125,8 +125,8 @@ pub struct Bench {
     #[serde(default)]
     pub cycles: Option<f64>,
     /// The CPUs the benchmark's threads ran on (`cpus=0,1` in the record);
-    /// empty when the record does not say.
-    #[serde(default)]
+    /// empty, and left out of the JSON, when the record does not say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpus: Vec<u32>,
     pub batch_size: u64,
     pub samples: Vec<u64>,

@@ -23,7 +23,7 @@
 //!   stack overflow is reported on a fresh stack instead of triple-faulting.
 
 use core::arch::global_asm;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use abi::eflags;
 use abi::exit::{vector_name, vector_title, EXCEPTION_BASE};
@@ -216,8 +216,15 @@ pub fn install() {
         let ring = if v as u8 == vector::BREAKPOINT { 3 } else { 0 };
         idt::set(v as u8, Gate::new(stub, GateKind::Interrupt, ring));
     }
-    idt::set(vector::DOUBLE_FAULT, Gate::task(selector::DOUBLE_FAULT_TSS));
-    idt::set(vector::DEBUG, Gate::task(selector::DEBUG_TSS));
+    // Each CPU's table names that CPU's own handler tasks.
+    for cpu in 0..abi::layout::MAX_CPUS {
+        idt::set_on(
+            cpu,
+            vector::DOUBLE_FAULT,
+            Gate::task(selector::double_fault_tss(cpu)),
+        );
+        idt::set_on(cpu, vector::DEBUG, Gate::task(selector::debug_tss(cpu)));
+    }
 }
 
 /// An entry in the exception table: a faulting instruction and where to go.
@@ -414,18 +421,22 @@ fn dump(c: &Context, vector: u8, mode: &str) {
         "cr2" => Hex(cr2));
 }
 
-/// Runs as the double-fault task. The faulting context was saved in the main
-/// TSS by the task switch; report it and stop.
+/// Runs as a CPU's double-fault task. The faulting context was saved in
+/// that CPU's main TSS by the task switch; report it and stop.
 extern "C" fn double_fault() -> ! {
-    let t = gdt::main_tss();
+    let me = crate::task::sched::cpu();
+    // SAFETY: this is CPU `me`'s double-fault task.
+    let t = unsafe { gdt::interrupted_by_double_fault(me) };
     let cr2 = cpu::cr2();
-    kprintln!("#DF double fault (vector 8), taken through the task gate on its own stack");
-    dump(&Context::from(&*t), vector::DOUBLE_FAULT, "kernel");
+    kprintln!(
+        "#DF double fault (vector 8) on CPU {me}, taken through the task gate on its own stack"
+    );
+    dump(&Context::from(t), vector::DOUBLE_FAULT, "kernel");
     let stacks = crate::boot::entry::stacks();
-    let guard = [stacks.boot_guard, stacks.kernel_guard, stacks.df_guard];
-    if guard
-        .iter()
-        .any(|&g| (g..g + abi::layout::PAGE_SIZE).contains(&cr2))
+    if stacks
+        .guards()
+        .chain(crate::task::sched::stack_guards())
+        .any(|g| g != 0 && (g..g + abi::layout::PAGE_SIZE).contains(&cr2))
     {
         kprintln!("  CR2 is in a stack guard page: kernel stack overflow");
     }
@@ -478,15 +489,19 @@ pub fn held_trap_check() -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Where a user thread that single-stepped was, for `debug_end_task`.
-static mut DEBUG_EIP: u32 = 0;
+/// Where a user thread that single-stepped was, by CPU, for
+/// `debug_end_task`.
+static DEBUG_EIP: [AtomicU32; abi::layout::MAX_CPUS] =
+    [const { AtomicU32::new(0) }; abi::layout::MAX_CPUS];
 
-/// Runs as the debug task. Decides what the #DB meant from the interrupted
-/// context in the main TSS, and edits that context before switching back.
+/// Runs as a CPU's debug task. Decides what the #DB meant from the
+/// interrupted context in that CPU's main TSS, and edits that context
+/// before switching back.
 extern "C" fn debug_trap() {
-    // SAFETY: the interrupted task (this CPU's main task) is suspended
-    // while the debug task runs.
-    let t = unsafe { gdt::interrupted_by_debug_mut() };
+    let me = crate::task::sched::cpu();
+    // SAFETY: this is CPU `me`'s debug task; the interrupted task (this
+    // CPU's main task) is suspended while it runs.
+    let t = unsafe { gdt::interrupted_by_debug_mut(me) };
     if t.cs & 3 == 3 {
         // A single step in ring 3: the task ends, like any user fault. Leave
         // through `debug_kill`, in ring 0 on the thread's kernel stack.
@@ -499,8 +514,8 @@ extern "C" fn debug_trap() {
             "#DB debug (vector 1) in user mode: a single-step trap; the next instruction would be"
         );
         dump(&Context::from(&*t), vector::DEBUG, "user");
-        // SAFETY: read by debug_end_task once the main task runs again.
-        unsafe { DEBUG_EIP = t.eip };
+        // Read by debug_end_task once this CPU's main task runs again.
+        DEBUG_EIP[me].store(t.eip, Ordering::Relaxed);
         t.eip = &raw const debug_kill as u32;
         t.cs = selector::KERNEL_CODE as u32;
         t.esp = t.esp0;
@@ -528,8 +543,8 @@ extern "C" fn debug_trap() {
 
 /// A user thread that single-stepped: end its task (in the main task, ring 0).
 extern "C" fn debug_end_task() -> ! {
-    // SAFETY: written by the debug task before it switched here.
-    let eip = unsafe { DEBUG_EIP };
+    // Written by this CPU's debug task before it switched here.
+    let eip = DEBUG_EIP[crate::task::sched::cpu()].load(Ordering::Relaxed);
     task::end_current(task::End::Fault {
         vector: vector::DEBUG,
         eip,

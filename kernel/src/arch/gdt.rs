@@ -167,7 +167,7 @@ impl Descriptor {
     }
 }
 
-const ENTRIES: usize = 10 + 2 * abi::layout::MAX_CPUS - 1;
+const ENTRIES: usize = selector::END as usize / 8;
 
 /// The table and how many descriptors it holds.
 pub struct Gdt {
@@ -235,15 +235,29 @@ static DB_TSS: BootCell<Tss> = BootCell::new(EMPTY_TSS);
 /// The application processors' TSSs (ESP0 = each one's stack).
 static AP_TSS: BootCell<[Tss; abi::layout::MAX_CPUS - 1]> =
     BootCell::new([EMPTY_TSS; abi::layout::MAX_CPUS - 1]);
+/// The application processors' own double-fault and debug TSSs.
+static AP_DF_TSS: BootCell<[Tss; abi::layout::MAX_CPUS - 1]> =
+    BootCell::new([EMPTY_TSS; abi::layout::MAX_CPUS - 1]);
+static AP_DB_TSS: BootCell<[Tss; abi::layout::MAX_CPUS - 1]> =
+    BootCell::new([EMPTY_TSS; abi::layout::MAX_CPUS - 1]);
 
-/// Adds the per-CPU descriptors: each AP's TSS and each CPU's GS segment
-/// (`percpu[i]` = (base, length)). Before `load`.
-fn add_percpu(gdt: &mut Gdt, percpu: &[(u32, u32); abi::layout::MAX_CPUS]) {
+/// Adds the per-CPU descriptors: each AP's TSS, each CPU's GS segment
+/// (`percpu[i]` = (base, length)), then each AP's double-fault and debug
+/// TSSs (`handlers[cpu]`). Before `load`.
+fn add_percpu(
+    gdt: &mut Gdt,
+    percpu: &[(u32, u32); abi::layout::MAX_CPUS],
+    handlers: &[HandlerTasks; abi::layout::MAX_CPUS],
+) {
     // SAFETY: boot, single CPU; the TSSs are statics the CPU keeps.
     let tsss = unsafe { AP_TSS.get_mut() };
     for (i, t) in tsss.iter_mut().enumerate() {
         t.ss0 = selector::KERNEL_DATA as u32;
         t.iomap_base = size_of::<Tss>() as u16;
+        // A task switch back from a handler task loads CR3 from here (the
+        // CPU never saves CR3 into a TSS, SDM Vol. 3A §7.2.1): the one
+        // page directory, as in the main TSS.
+        t.cr3 = handlers[i + 1].df.cr3;
         // SAFETY: a static, alive for good.
         let r: &'static Tss = unsafe { &*(t as *const Tss) };
         let want = selector::AP_TSS_BASE + 8 * i as u16;
@@ -256,6 +270,24 @@ fn add_percpu(gdt: &mut Gdt, percpu: &[(u32, u32); abi::layout::MAX_CPUS]) {
             want,
             "per-CPU segment",
         );
+    }
+    for (statics, base, what) in [
+        (&AP_DF_TSS, selector::AP_DF_TSS_BASE, "AP double-fault TSS"),
+        (&AP_DB_TSS, selector::AP_DB_TSS_BASE, "AP debug TSS"),
+    ] {
+        // SAFETY: boot, single CPU; the TSSs are statics the CPU keeps.
+        let tsss = unsafe { statics.get_mut() };
+        for (i, t) in tsss.iter_mut().enumerate() {
+            let h = &handlers[i + 1];
+            *t = handler_tss(if base == selector::AP_DF_TSS_BASE {
+                &h.df
+            } else {
+                &h.db
+            });
+            // SAFETY: a static, alive for good.
+            let r: &'static Tss = unsafe { &*(t as *const Tss) };
+            expect(gdt.add(Descriptor::tss(r), 0), base + 8 * i as u16, what);
+        }
     }
 }
 
@@ -274,6 +306,12 @@ pub struct HandlerTask {
     pub eip: u32,
     pub esp: u32,
     pub cr3: u32,
+}
+
+/// One CPU's two handler tasks, each on a stack of its own.
+pub struct HandlerTasks {
+    pub df: HandlerTask,
+    pub db: HandlerTask,
 }
 
 /// A handler task's TSS: it starts fresh each time it is entered through
@@ -299,11 +337,11 @@ fn handler_tss(t: &HandlerTask) -> Tss {
 }
 
 /// Builds and loads the GDT, the main TSS (ESP0 = `kernel_stack_top`) and
-/// the double-fault TSS, then loads TR.
+/// every CPU's double-fault and debug TSSs (`handlers`, by CPU), then
+/// loads TR.
 pub fn init(
     kernel_stack_top: u32,
-    df: HandlerTask,
-    db: HandlerTask,
+    handlers: &[HandlerTasks; abi::layout::MAX_CPUS],
     gate: u32,
     gate_floor: u32,
     percpu: &[(u32, u32); abi::layout::MAX_CPUS],
@@ -314,10 +352,10 @@ pub fn init(
     tss.esp0 = kernel_stack_top;
     tss.ss0 = selector::KERNEL_DATA as u32;
     tss.iomap_base = no_iomap;
-    tss.cr3 = df.cr3;
-    *df_tss = handler_tss(&df);
+    tss.cr3 = handlers[0].df.cr3;
+    *df_tss = handler_tss(&handlers[0].df);
     // SAFETY: boot, single CPU.
-    unsafe { *DB_TSS.get_mut() = handler_tss(&db) };
+    unsafe { *DB_TSS.get_mut() = handler_tss(&handlers[0].db) };
 
     // SAFETY: the TSS statics live forever.
     let (tss_ref, df_ref, db_ref): (&'static Tss, &'static Tss, &'static Tss) =
@@ -364,7 +402,7 @@ pub fn init(
         selector::DEBUG_TSS,
         "debug TSS",
     );
-    add_percpu(gdt, percpu);
+    add_percpu(gdt, percpu, handlers);
     // SAFETY: GDT is a static; only its address escapes to the CPU.
     let gdt: &'static Gdt = unsafe { &*GDT.as_ptr() };
     gdt.load();
@@ -387,39 +425,76 @@ pub fn raw(selector: u16) -> u64 {
 pub fn set_esp0_on(cpu: usize, top: u32) {
     // SAFETY: each CPU writes only its own TSS, and reads ESP0 only on a
     // ring change, not now (the caller runs in ring 0 with IF clear).
+    unsafe { tss_of(cpu, TssKind::Main).esp0 = top };
+}
+
+/// CPU `cpu`'s own TSS of the given kind (main, double fault, debug).
+///
+/// # Safety
+/// The caller keeps to what the CPU does with it: a task's TSS is the
+/// CPU's while that task runs, and written by software only while it is
+/// suspended (or, for ESP0, while no ring change can read it).
+unsafe fn tss_of(cpu: usize, kind: TssKind) -> &'static mut Tss {
+    // SAFETY: statics alive for good; the caller's contract.
     unsafe {
-        if cpu == 0 {
-            TSS.get_mut().esp0 = top;
-        } else {
-            AP_TSS.get_mut()[cpu - 1].esp0 = top;
+        match (cpu, kind) {
+            (0, TssKind::Main) => TSS.get_mut(),
+            (0, TssKind::DoubleFault) => DF_TSS.get_mut(),
+            (0, TssKind::Debug) => DB_TSS.get_mut(),
+            (c, TssKind::Main) => &mut AP_TSS.get_mut()[c - 1],
+            (c, TssKind::DoubleFault) => &mut AP_DF_TSS.get_mut()[c - 1],
+            (c, TssKind::Debug) => &mut AP_DB_TSS.get_mut()[c - 1],
         }
     }
 }
 
-/// The TSS of the task the debug task interrupted (its back link, SDM
-/// Vol. 3A §7.4: the previous task's selector): the main TSS on CPU 0, an
-/// AP's own on that AP.
+#[derive(Clone, Copy)]
+enum TssKind {
+    Main,
+    DoubleFault,
+    Debug,
+}
+
+/// The TSS of the task CPU `cpu`'s handler task of `kind` interrupted:
+/// the one its back link names (SDM Vol. 3A §7.4: the previous task's
+/// selector), that CPU's main TSS.
 ///
 /// # Safety
-/// Only from the debug task, while the interrupted task is suspended.
-pub unsafe fn interrupted_by_debug_mut() -> &'static mut Tss {
-    // SAFETY: the debug task runs (the caller's contract), so its TSS's
+/// Only from that handler task, while the interrupted task is suspended.
+unsafe fn interrupted_by(cpu: usize, kind: TssKind) -> &'static mut Tss {
+    // SAFETY: the handler task runs (the caller's contract), so its TSS's
     // link names the suspended task, whose TSS the CPU reloads only when
     // switching back.
     unsafe {
-        let link = DB_TSS.get_mut().link as u16 & !7;
-        if link >= selector::AP_TSS_BASE
-            && link < selector::AP_TSS_BASE + 8 * (abi::layout::MAX_CPUS as u16 - 1)
-        {
-            &mut AP_TSS.get_mut()[((link - selector::AP_TSS_BASE) / 8) as usize]
-        } else {
-            TSS.get_mut()
-        }
+        let link = tss_of(cpu, kind).link as u16;
+        let of = selector::cpu_of_tss(link).unwrap_or(cpu);
+        tss_of(of, TssKind::Main)
     }
 }
 
-/// The main TSS. After a double fault the CPU has saved the faulting
-/// context's registers here (SDM Vol. 3A §7.3, step 8).
+/// The TSS of the task CPU `cpu`'s debug task interrupted, writable: the
+/// debug task edits the context it resumes.
+///
+/// # Safety
+/// Only from CPU `cpu`'s debug task, while the interrupted task is
+/// suspended.
+pub unsafe fn interrupted_by_debug_mut(cpu: usize) -> &'static mut Tss {
+    // SAFETY: the caller's contract.
+    unsafe { interrupted_by(cpu, TssKind::Debug) }
+}
+
+/// The TSS of the task CPU `cpu`'s double-fault task interrupted: after a
+/// double fault the CPU saved the faulting context's registers there (SDM
+/// Vol. 3A §7.3, step 8).
+///
+/// # Safety
+/// Only from CPU `cpu`'s double-fault task.
+pub unsafe fn interrupted_by_double_fault(cpu: usize) -> &'static Tss {
+    // SAFETY: the caller's contract; only read.
+    unsafe { interrupted_by(cpu, TssKind::DoubleFault) }
+}
+
+/// The main TSS (CPU 0's), for traces.
 pub fn main_tss() -> &'static Tss {
     // SAFETY: read-only view of a static the CPU writes only on task switches.
     unsafe { &*TSS.as_ptr() }
@@ -428,7 +503,7 @@ pub fn main_tss() -> &'static Tss {
 /// An application processor's first steps in protected mode: the GDT the
 /// trampoline loaded is this one; load its TSS and its per-CPU segment.
 pub fn init_ap(cpu: usize) {
-    let tss = selector::AP_TSS_BASE + 8 * (cpu as u16 - 1);
+    let tss = selector::tss(cpu);
     let gs = selector::PERCPU_BASE + 8 * cpu as u16;
     // SAFETY: both descriptors exist (add_percpu) and belong to this CPU.
     unsafe {

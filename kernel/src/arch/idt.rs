@@ -1,8 +1,14 @@
-//! The IDT (Intel SDM Vol. 3A §6.10–6.11): 256 gates, filled by vector.
+//! The IDTs (Intel SDM Vol. 3A §6.10–6.11): 256 gates, filled by vector,
+//! one table per CPU. They differ only in the task gates of #DF and #DB,
+//! each naming its CPU's own handler TSS (a handler task's TSS is busy
+//! while it runs: two CPUs could not take the exception at once through
+//! one).
 
 use core::arch::asm;
 
 use abi::layout::selector;
+
+use abi::layout::MAX_CPUS;
 
 use crate::sync::cell::BootCell;
 
@@ -61,28 +67,38 @@ impl Gate {
 #[repr(C, align(8))]
 pub struct Idt([Gate; 256]);
 
-static IDT: BootCell<Idt> = BootCell::new(Idt([Gate::MISSING; 256]));
+static IDT: BootCell<[Idt; MAX_CPUS]> =
+    BootCell::new([const { Idt([Gate::MISSING; 256]) }; MAX_CPUS]);
 
-/// Sets the gate for `vector`. Only during boot, before `load`.
+/// Sets the gate for `vector` in every CPU's table. At boot, or before
+/// anything can raise the vector.
 pub fn set(vector: u8, gate: Gate) {
-    // SAFETY: boot, single CPU; the CPU reads the table only on delivery,
-    // and nothing is delivered while a gate is being written (IF=0).
-    unsafe { IDT.get_mut().0[vector as usize] = gate };
+    for cpu in 0..MAX_CPUS {
+        set_on(cpu, vector, gate);
+    }
 }
 
-/// The raw gate for `vector`, as the CPU will read it (for traces).
+/// Sets the gate for `vector` in CPU `cpu`'s table only.
+pub fn set_on(cpu: usize, vector: u8, gate: Gate) {
+    // SAFETY: the CPU reads the table only on delivery, and nothing raises
+    // this vector while its gate is being written (the caller's contract).
+    unsafe { IDT.get_mut()[cpu].0[vector as usize] = gate };
+}
+
+/// The raw gate for `vector`, as CPU 0 will read it (for traces).
 pub fn raw(vector: u8) -> u64 {
-    // SAFETY: a read of a table written only during boot.
-    unsafe { IDT.get_mut().0[vector as usize].0 }
+    // SAFETY: a read of a gate written only before it is used.
+    unsafe { IDT.get_mut()[0].0[vector as usize].0 }
 }
 
-/// The IDT's linear address (for the model clock's announcement).
-pub fn address() -> u32 {
-    IDT.as_ptr() as u32
+/// CPU `cpu`'s IDT's linear address (for the model clock's announcement).
+pub fn address(cpu: usize) -> u32 {
+    // SAFETY: only the address of a static element is taken.
+    unsafe { &raw const (*IDT.as_ptr())[cpu] as u32 }
 }
 
-/// `lidt`.
-pub fn load() {
+/// `lidt` of CPU `cpu`'s table (on that CPU).
+pub fn load(cpu: usize) {
     #[repr(C, packed)]
     struct Pointer {
         limit: u16,
@@ -90,7 +106,7 @@ pub fn load() {
     }
     let p = Pointer {
         limit: (256 * 8 - 1) as u16,
-        base: IDT.as_ptr() as u32,
+        base: address(cpu),
     };
     // SAFETY: the IDT is a static and every present gate points at a handler.
     unsafe { asm!("lidt ({})", in(reg) &p, options(att_syntax, nostack)) };

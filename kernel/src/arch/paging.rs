@@ -56,14 +56,7 @@ pub fn init(stacks: &Stacks, thread_guards: impl Iterator<Item = u32>) {
         }
         dir[t] = table as *const Table as u32 | PRESENT | WRITABLE;
     }
-    let guards = [
-        0,
-        stacks.boot_guard,
-        stacks.kernel_guard,
-        stacks.df_guard,
-        stacks.db_guard,
-    ];
-    for unmapped in guards.into_iter().chain(thread_guards) {
+    for unmapped in stacks.guards().chain(thread_guards) {
         let (t, i) = (
             (unmapped >> 22) as usize,
             ((unmapped >> 12) & 1023) as usize,

@@ -117,6 +117,8 @@ global_asm!(
     /* IRQ 0 through an interrupt gate (IF now clear). From ring 3 the CPU
        switched to TSS.ESP0; from the idle HLT we are on the kernel stack. */
 irq0_entry:
+    /* The model's marker: a device interrupt's delivery. */
+    nopl {marker}(%eax)
     pushl %ds
     pushl %es
     pushal
@@ -136,6 +138,7 @@ irq0_entry:
     kdata = const selector::KERNEL_DATA,
     cs = const super::regs::frame::CS,
     handler = sym timer_irq,
+    marker = const abi::model::marker_disp(abi::model::device_interrupt_marker(VECTOR_TIMER)),
     options(att_syntax)
 );
 

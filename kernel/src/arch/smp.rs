@@ -444,8 +444,10 @@ global_asm!(
     /* Through interrupt gates (IF now clear). From ring 3 the CPU switched
        to this CPU's TSS.ESP0; from an idle HLT we are on a kernel stack.
        The same frame as a system-call entry, so the handler may switch
-       threads; it gets the interrupted CS in ECX. */
+       threads; it gets the interrupted CS in ECX. Each begins with the
+       model's marker of its delivery (an IPI's, a device's). */
 ipi_reschedule_entry:
+    nopl {resched_marker}(%eax)
     pushl %ds
     pushl %es
     pushal
@@ -457,6 +459,7 @@ ipi_reschedule_entry:
     call {reschedule}
     jmp 1f
 apic_timer_entry:
+    nopl {timer_marker}(%eax)
     pushl %ds
     pushl %es
     pushal
@@ -476,6 +479,8 @@ apic_timer_entry:
     cs = const super::regs::frame::CS,
     reschedule = sym reschedule_irq,
     timer = sym timer_irq,
+    resched_marker = const abi::model::marker_disp(abi::model::interrupt_marker(VECTOR_RESCHEDULE)),
+    timer_marker = const abi::model::marker_disp(abi::model::device_interrupt_marker(apic::VECTOR_TIMER)),
     options(att_syntax)
 );
 
@@ -498,11 +503,19 @@ unsafe extern "C" {
     static apic_timer_entry: u8;
 }
 
-/// Commands an AP runs (`PerCpu::command`).
+/// Commands an AP runs (`PerCpu::command`). The benchmarks' go to their
+/// worker (`set_worker`); the kernel's own ones `ap_main` runs itself, and
+/// their reply is left in `PerCpu::arg` (see [`ask`]).
 pub mod command {
     pub const HAMMER: u32 = 1;
     pub const PONG: u32 = 2;
     pub const LINES: u32 = 3;
+    /// Put this CPU's own machine state back as the boot chose it (a task
+    /// ended: `task::reset_cpu_state`).
+    pub const RESET: u32 = 16;
+    /// Reply with what of this CPU's own state a task left changed
+    /// (`task::cpu_state_left`, for the tests).
+    pub const STATE: u32 = 17;
 }
 
 /// What `ap_main` does with a command, provided by the benchmarks.
@@ -535,19 +548,40 @@ pub fn wait_done(cpu: usize) {
     }
 }
 
+/// Runs one of the kernel's own commands on AP `cpu` and waits for its
+/// reply. The AP takes commands in its idle loop, which also takes the
+/// scheduler lock: never call this holding it.
+pub fn ask(cpu: usize, command: u32) -> u32 {
+    post(cpu, command, 0);
+    wait_done(cpu);
+    percpu(cpu).arg.load(Ordering::Acquire)
+}
+
+/// Runs `command` on every started AP at once and waits for them all.
+/// Not under the scheduler lock (see [`ask`]).
+pub fn on_every_ap(command: u32) {
+    let n = cpus().started;
+    for cpu in 1..n {
+        post(cpu, command, 0);
+    }
+    for cpu in 1..n {
+        wait_done(cpu);
+    }
+}
+
 /// The top of AP `cpu`'s boot stack (the one the trampoline switched to).
 fn ap_stack_top(cpu: usize) -> u32 {
     AP_STACKS.as_ptr() as u32 + ((cpu + 1) * AP_STACK) as u32
 }
 
 /// An AP's own CPU state, first thing in `ap_main`: its TSS and per-CPU
-/// segment, the shared IDT, its local APIC. Returns its stack top (for the
+/// segment, its own IDT, its local APIC. Returns its stack top (for the
 /// per-CPU entry MSRs).
 pub fn ap_init(cpu: usize) -> u32 {
     super::gdt::init_ap(cpu);
-    super::idt::load();
+    super::idt::load(cpu);
     super::marker::announce_tables(
-        super::idt::address(),
+        super::idt::address(cpu),
         super::gdt::gdtr().1,
         super::gdt::tss_address(cpu),
     );

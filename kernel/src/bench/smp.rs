@@ -84,6 +84,35 @@ static SHOOT_ADDR: AtomicU32 = AtomicU32::new(0);
 /// The word two CPUs hand back and forth.
 static PING: AtomicU32 = AtomicU32::new(0);
 static START: AtomicU32 = AtomicU32::new(0);
+/// Each AP's "I wait for START" flag, each in a 128-byte block of its own.
+#[repr(C, align(128))]
+struct Flag(AtomicU32);
+static READY: [Flag; abi::layout::MAX_CPUS] =
+    [const { Flag(AtomicU32::new(0)) }; abi::layout::MAX_CPUS];
+
+/// An AP's side of the start barrier: it says it waits, then waits.
+fn wait_start(cpu: usize) {
+    READY[cpu].0.store(1, Ordering::Release);
+    while START.load(Ordering::Acquire) == 0 {
+        core::hint::spin_loop();
+    }
+}
+
+/// Posts `command` to every AP of `n` and returns once each waits for
+/// START: their wake-up (the reschedule IPI, its delivery) stays out of
+/// the timed region, which then starts every CPU at once.
+fn post_all(n: usize, command: u32, arg: u32) {
+    START.store(0, Ordering::Release);
+    for cpu in 1..n {
+        READY[cpu].0.store(0, Ordering::Relaxed);
+        smp::post(cpu, command, arg);
+    }
+    for cpu in 1..n {
+        while READY[cpu].0.load(Ordering::Acquire) == 0 {
+            core::hint::spin_loop();
+        }
+    }
+}
 
 fn rdtsc() -> u64 {
     let (lo, hi): (u32, u32);
@@ -126,9 +155,7 @@ extern "C" fn shootdown() {
 fn worker(cpu: usize, c: u32, arg: u32) {
     match c {
         command::HAMMER => {
-            while START.load(Ordering::Acquire) == 0 {
-                core::hint::spin_loop();
-            }
+            wait_start(cpu);
             let lock = turnstile::spin(cpu);
             for _ in 0..arg {
                 lock.lock();
@@ -136,9 +163,7 @@ fn worker(cpu: usize, c: u32, arg: u32) {
             }
         }
         command::LINES => {
-            while START.load(Ordering::Acquire) == 0 {
-                core::hint::spin_loop();
-            }
+            wait_start(cpu);
             let k = LINE_K.load(Ordering::Relaxed) as usize;
             let word = line_word(k, LINE_STRIDES[k].0, cpu);
             for i in 0..arg {
@@ -330,10 +355,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         let mut samples = [0u64; BATCHES];
         let first = marker::snap_seq();
         for v in samples.iter_mut() {
-            START.store(0, Ordering::Release);
-            for cpu in 1..n {
-                smp::post(cpu, command::HAMMER, HAMMER_OPS);
-            }
+            post_all(n, command::HAMMER, HAMMER_OPS);
             *v = timed(|| {
                 START.store(1, Ordering::Release);
                 let lock = turnstile::spin(0);
@@ -516,10 +538,7 @@ fn lines(rep: &Reporter, n: usize) {
         let mine = line_word(k, stride, 0);
         // One run: post the writes, start them together, wait for all.
         let run = |writes: u32| {
-            START.store(0, Ordering::Release);
-            for cpu in 1..n {
-                smp::post(cpu, command::LINES, writes);
-            }
+            post_all(n, command::LINES, writes);
             timed(|| {
                 START.store(1, Ordering::Release);
                 for i in 0..writes {

@@ -13,8 +13,13 @@ use core::arch::global_asm;
 pub const BOOT_STACK_SIZE: usize = 64 * 1024;
 /// Size of the ring-0 stack entered from ring 3 (TSS.ESP0 and SYSENTER_ESP).
 pub const KERNEL_STACK_SIZE: usize = 16 * 1024;
-/// Size of the double-fault task's stack.
+/// Size of the double-fault task's stack (and of the debug task's).
 pub const DF_STACK_SIZE: usize = 8 * 1024;
+/// The application processors' handler-task stacks: a double-fault and a
+/// debug stack for each, every one above its own guard page.
+const AP_HANDLER_STACKS: usize = 2 * (abi::layout::MAX_CPUS - 1);
+/// Bytes of one AP handler stack with the guard page below it.
+const HANDLER_SLOT: u32 = abi::layout::PAGE_SIZE + DF_STACK_SIZE as u32;
 
 global_asm!(
     r#"
@@ -50,6 +55,7 @@ mb2_header_end:
     .global kernel_stack_guard, kernel_stack_top
     .global df_stack_guard, df_stack_top
     .global db_stack_guard, db_stack_top
+    .global ap_handler_stacks
 boot_stack_guard:
     .skip 4096
     .skip {boot_size}
@@ -66,6 +72,13 @@ db_stack_guard:
     .skip 4096
     .skip {df_size}
 db_stack_top:
+    /* Each AP's double-fault and debug stacks, in that order, each a guard
+       page and then the stack (HANDLER_SLOT bytes). */
+ap_handler_stacks:
+    .rept {ap_handlers}
+    .skip 4096
+    .skip {df_size}
+    .endr
     .popsection
 
     .pushsection .text.boot, "ax"
@@ -101,6 +114,7 @@ _start:
     boot_size = const BOOT_STACK_SIZE,
     kernel_size = const KERNEL_STACK_SIZE,
     df_size = const DF_STACK_SIZE,
+    ap_handlers = const AP_HANDLER_STACKS,
     known_eflags = const abi::eflags::RESERVED_1,
     options(att_syntax)
 );
@@ -113,6 +127,7 @@ unsafe extern "C" {
     static df_stack_top: u8;
     static db_stack_guard: u8;
     static db_stack_top: u8;
+    static ap_handler_stacks: u8;
 }
 
 /// Addresses of the stacks and their guard pages, from the linker.
@@ -124,6 +139,32 @@ pub struct Stacks {
     pub df_top: u32,
     pub db_guard: u32,
     pub db_top: u32,
+    /// The first AP handler stack's guard page (see [`Stacks::handler`]).
+    pub ap_handlers: u32,
+}
+
+impl Stacks {
+    /// The guard page and the top of CPU `cpu`'s double-fault stack, or
+    /// with `debug` its debug task's.
+    pub fn handler(&self, cpu: usize, debug: bool) -> (u32, u32) {
+        match (cpu, debug) {
+            (0, false) => (self.df_guard, self.df_top),
+            (0, true) => (self.db_guard, self.db_top),
+            _ => {
+                let slot = 2 * (cpu - 1) + debug as usize;
+                let guard = self.ap_handlers + slot as u32 * HANDLER_SLOT;
+                (guard, guard + HANDLER_SLOT)
+            }
+        }
+    }
+
+    /// Every guard page of these stacks (page 0, the null guard, too).
+    pub fn guards(&self) -> impl Iterator<Item = u32> + '_ {
+        [0, self.boot_guard, self.kernel_guard].into_iter().chain(
+            (0..abi::layout::MAX_CPUS)
+                .flat_map(|c| [self.handler(c, false).0, self.handler(c, true).0]),
+        )
+    }
 }
 
 pub fn stacks() -> Stacks {
@@ -136,5 +177,6 @@ pub fn stacks() -> Stacks {
         df_top: &raw const df_stack_top as u32,
         db_guard: &raw const db_stack_guard as u32,
         db_top: &raw const db_stack_top as u32,
+        ap_handlers: &raw const ap_handler_stacks as u32,
     }
 }

@@ -231,7 +231,9 @@ mod ring {
         len: 0,
     });
 
-    /// Appends what fits; returns the count.
+    /// Appends what fits; returns the count. Out of line, so the lock
+    /// it takes does not lengthen `write`'s other paths.
+    #[inline(never)]
     pub fn write(b: &[u8]) -> usize {
         let _g = crate::task::sched::locked();
         // SAFETY: the scheduler lock (held) guards the ring: threads on
@@ -251,6 +253,7 @@ mod ring {
     }
 
     /// Takes up to `out.len()` bytes; returns the count.
+    #[inline(never)]
     pub fn read(out: &mut [u8]) -> usize {
         let _g = crate::task::sched::locked();
         // SAFETY: as in write.

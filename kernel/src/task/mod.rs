@@ -88,6 +88,12 @@ pub enum LoadError {
 /// Loads `module` as a user program, runs it with EAX = `arg`, and reports
 /// how it ended.
 pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
+    run_on(module, arg, 0)
+}
+
+/// As [`run`], with the program's first thread on CPU `cpu` (a started
+/// one); the boot thread waits on CPU 0 all the same.
+pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, LoadError> {
     let image = module_bytes(module);
     let entry = elf::load(image).inspect_err(|_| paging::clear_user())?;
     // The stack, with the page below it left unmapped as a guard.
@@ -117,7 +123,7 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
         // The boot thread blocks holding the scheduler lock; the task's
         // first thread lets it go, and the task's end hands it back.
         let _g = sched::locked();
-        if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER, 0).is_err() {
+        if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER, cpu).is_err() {
             paging::clear_user();
             return Err(LoadError::OutOfMemory);
         }
@@ -125,6 +131,10 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
         sched::reset_all();
         reset_machine_state();
     }
+    // Every other CPU puts back its own (its threads may have changed its
+    // MSRs and x87 too), before the next task; not under the lock, which
+    // the APs take on their way to the command.
+    crate::arch::smp::on_every_ap(crate::arch::smp::command::RESET);
     paging::clear_user();
     // SAFETY: set by end_current before leave_user.
     let end = unsafe { ENDED.get_mut().take() }.expect("a task ends through end_current");
@@ -178,6 +188,10 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
 /// - the x87 (FNINIT): the kernel keeps no FPU state per task, so a task's
 ///   control word or pending exception would meet the next one.
 ///
+/// The entries and the x87 are each CPU's own ([`reset_cpu_state`]): this
+/// does the running CPU's; `run` then has every other CPU do its own
+/// (`smp::command::RESET`), since the task's threads ran on them too.
+///
 /// Segment registers, EFLAGS and the general registers are set afresh for
 /// every thread (`sched::spawn_user`); CR0, CR4, the debug registers, the
 /// GDT, IDT and TSS are out of ring 3's reach.
@@ -187,13 +201,33 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
 /// scheduler lock (the pools are guarded by it) and no user thread left.
 pub fn reset_machine_state() {
     debug_assert!(sched::held_here());
-    crate::entry::restore_full_entries();
     let a = crate::sync::pool::boot_align();
     let laid_out = crate::sync::turnstile::set_align(a) && crate::sync::sleepqueue::set_align(a);
     debug_assert!(laid_out, "the pools are empty once every thread is gone");
     crate::syscall::reset_ring();
+    reset_cpu_state();
+}
+
+/// The running CPU's share of [`reset_machine_state`]: its MSR-based
+/// entries at the full entries, its x87 initialised.
+pub fn reset_cpu_state() {
+    crate::entry::restore_full_entries();
     crate::arch::cpu::reset_x87();
 }
+
+/// What of the running CPU's own state a task left changed (for the
+/// tests): [`STATE_FLOOR`] if a fast entry points at its floor,
+/// [`STATE_X87`] if the x87 control word is not FNINIT's; 0 for neither.
+pub fn cpu_state_left() -> u32 {
+    let floor = crate::entry::floors_selected().contains(&Some(true));
+    let x87 =
+        crate::arch::cpu::x87_control().is_some_and(|cw| cw != crate::arch::cpu::X87_CONTROL_INIT);
+    (if floor { STATE_FLOOR } else { 0 }) | if x87 { STATE_X87 } else { 0 }
+}
+
+/// [`cpu_state_left`]'s bits.
+pub const STATE_FLOOR: u32 = 1;
+pub const STATE_X87: u32 = 2;
 
 fn module_bytes(m: &Module<'static>) -> &'static [u8] {
     // SAFETY: the loader placed the module at [start, end), inside the

@@ -193,12 +193,10 @@ pub fn cpu() -> usize {
     let tr: u16;
     // SAFETY: STR only reads the task register.
     unsafe { core::arch::asm!("str {0:x}", out(reg) tr, options(nomem, nostack, preserves_flags)) };
-    // Before the GDT is loaded TR is 0: the bootstrap processor.
-    if tr < selector::AP_TSS_BASE {
-        0
-    } else {
-        ((tr - selector::AP_TSS_BASE) / 8 + 1) as usize
-    }
+    // Any of a CPU's TSSs names it (in a handler task TR holds that CPU's
+    // double-fault or debug TSS). Before the GDT is loaded TR is 0: the
+    // bootstrap processor.
+    selector::cpu_of_tss(tr).unwrap_or(0)
 }
 
 /// The scheduler lock: the thread table, the run states, the turnstiles and

@@ -100,7 +100,7 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
     // First a task that changes every piece of machine state it can and
     // ends (each way a task can end): everything after runs on what the
     // boot chose, or fails.
-    let name = "user: a task's entry floors, pool layout and x87 go back to the boot's choice";
+    let name = "user: a task's entry floors, pool layout and x87 go back to the boot's choice, on every CPU";
     if wanted(name) {
         t.report(name, spoiled_state_restored(bi));
     }
@@ -153,12 +153,13 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
 }
 
 /// Tasks that end while their threads run on other CPUs: by `exit(0)` on
-/// CPU 0, then by a #UD on the last CPU; each twice, so the second run shows
-/// the first left no thread running, and no frame in use.
+/// CPU 0, by a #UD on the last CPU, and by single steps on every CPU at
+/// once (each CPU through its own debug task); each twice, so the second
+/// run shows the first left no thread running, and no frame in use.
 fn ending_elsewhere(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, t: &mut Tally) {
-    use abi::syscall::locks_arg::{END_EXIT, END_FAULT};
+    use abi::syscall::locks_arg::{END_EXIT, END_FAULT, END_STEP};
     let name =
-        "smp: a task ends everywhere while its threads run on other CPUs (exit, #UD), twice each";
+        "smp: a task ends everywhere while its threads run on other CPUs (exit, #UD, #DB on every CPU at once), twice each";
     if !wanted(name) {
         return;
     }
@@ -178,6 +179,10 @@ fn ending_elsewhere(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, t: &m
             }
             _ => r = Err("a #UD on another CPU did not end the task as a fault"),
         }
+        match task::run(m, END_STEP) {
+            Ok(End::Fault { vector, .. }) if vector == crate::arch::idt::vector::DEBUG => {}
+            _ => r = Err("single steps on every CPU did not end the task by a #DB"),
+        }
     }
     if r.is_ok() && frames::usage().0 != before {
         r = Err("frames were left in use");
@@ -191,6 +196,7 @@ fn ending_elsewhere(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, t: &m
 /// by exit, fault or `thread_exit`; after each, the entries, the pools'
 /// layout and the x87 must be the boot's again.
 fn spoiled_state_restored(bi: &BootInfo<'static>) -> Result<(), &'static str> {
+    use crate::arch::smp;
     use crate::sync::{sleepqueue, turnstile};
     use crate::task::sched;
     use abi::cases::rogue;
@@ -209,14 +215,22 @@ fn spoiled_state_restored(bi: &BootInfo<'static>) -> Result<(), &'static str> {
         if !ok {
             return Err("the rogue task did not end as its act says (a refused call?)");
         }
-        if entry::floors_selected().contains(&Some(true)) {
-            return Err("a fast entry still points at its floor after the task");
+        // Every CPU's own: the task spoiled them on each.
+        let left = (0..smp::cpus().started).fold(0, |acc, c| {
+            acc | if c == 0 {
+                task::cpu_state_left()
+            } else {
+                smp::ask(c, smp::command::STATE)
+            }
+        });
+        if left & task::STATE_FLOOR != 0 {
+            return Err("a fast entry still points at its floor after the task (on some CPU)");
         }
         if layouts() != boot {
             return Err("the pools kept the task's alignment");
         }
-        if cpu::x87_control().is_some_and(|cw| cw != cpu::X87_CONTROL_INIT) {
-            return Err("the x87 control word is the task's");
+        if left & task::STATE_X87 != 0 {
+            return Err("the x87 control word is the task's (on some CPU)");
         }
     }
     Ok(())
@@ -234,8 +248,12 @@ enum Verdict {
 /// Runs every wanted case of `abi::cases::FAULT_CASES` as a fresh task and
 /// checks how it ended; prints "N cases, N as expected" and a `hostile`
 /// record.
+/// With more than one CPU every case runs on the last one (an AP: its own
+/// TSS, entry MSRs, SYSCALL slots and #DB/#DF tasks); the boots with one
+/// CPU cover the bootstrap processor.
 fn hostile_suite(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, t: &mut Tally) {
     let (mut cases, mut expected, mut skipped) = (0u32, 0u32, 0u32);
+    let on = crate::arch::smp::cpus().started.max(1) - 1;
     for (i, c) in FAULT_CASES.iter().enumerate() {
         let mut full = Name::new();
         full.push("user fault: ");
@@ -250,7 +268,7 @@ fn hostile_suite(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, t: &mut 
                 why.push("no 'faults' module");
                 Verdict::Wrong
             }
-            Some(m) => judge(task::run(m, i as u32), c.expect, &mut why),
+            Some(m) => judge(task::run_on(m, i as u32, on), c.expect, &mut why),
         };
         match verdict {
             Verdict::AsExpected => {
@@ -268,10 +286,11 @@ fn hostile_suite(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, t: &mut 
     }
     if cases > 0 {
         kprintln!(
-            "hostile: {cases} case{}, {expected} as expected ({skipped} skipped: mechanism unavailable)",
+            "hostile: {cases} case{}, {expected} as expected ({skipped} skipped: mechanism unavailable), on CPU {on}",
             if cases == 1 { "" } else { "s" }
         );
-        record!(kind::HOSTILE, "cases" => cases, "expected" => expected, "skipped" => skipped);
+        record!(kind::HOSTILE, "cases" => cases, "expected" => expected, "skipped" => skipped,
+            "cpu" => on);
     }
 }
 
@@ -362,7 +381,7 @@ fn kernel_map_supervisor_only() -> Result<(), &'static str> {
 
 fn guards_unmapped() -> Result<(), &'static str> {
     let s = crate::boot::entry::stacks();
-    for g in [0, s.boot_guard, s.kernel_guard, s.df_guard] {
+    for g in s.guards() {
         if paging::flags(g).is_some() {
             return Err("a guard page is mapped");
         }

@@ -849,8 +849,12 @@ fn helper_plan(r: &mut Rng, mechs: &[Mechanism], tid: u32, h: u32) -> Plan {
 /// A helper thread of a crowd round: its calls, each checked; the shared
 /// mutex taken [`LOCK_ROUNDS`] times around a read-yield-write of
 /// [`COUNTER`]; then it sleeps on [`DONE_CHAN`] until the round ends.
+/// The CPUs the helpers ran on (bit n: CPU n), for the record.
+static HELPER_CPUS: AtomicU32 = AtomicU32::new(0);
+
 fn helper(h: u32) {
     let me = threads::gettid();
+    HELPER_CPUS.fetch_or(1 << threads::cpu(), SeqCst);
     let seed = HELPER_SEED.load(SeqCst) ^ (h + 1).wrapping_mul(0x9e37_79b9);
     let mut r = Rng::new(seed);
     let mut all = [Mechanism::Int80; 4];
@@ -900,6 +904,9 @@ fn sleeper(_: u32) {
 /// Wakes the `n` threads that are, or will soon be, asleep on
 /// [`DONE_CHAN`]; then waits until each of `tids` is gone (getprio gives
 /// ESRCH).
+/// Yields while joining a helper before the join sleeps between looks.
+const YIELDS_BEFORE_SLEEP: u32 = 8;
+
 fn wake_and_join(n: u32, tids: &[u32]) -> Result<(), &'static str> {
     let mut woken = 0;
     let mut waits = 0;
@@ -923,7 +930,14 @@ fn wake_and_join(n: u32, tids: &[u32]) -> Result<(), &'static str> {
             match decode(threads::getprio(tid)) {
                 Err(errno::ESRCH) => break,
                 Ok(_) if waits < MAX_WAITS => {
-                    threads::yield_now();
+                    // A helper here exits after a yield or two; one on
+                    // another CPU needs the scheduler lock, which a loop of
+                    // yields would keep from it most of the time: sleep.
+                    if waits < YIELDS_BEFORE_SLEEP {
+                        threads::yield_now();
+                    } else {
+                        threads::sleep(1);
+                    }
                     waits += 1;
                 }
                 Ok(_) => return Err("a woken thread never exited"),
@@ -1013,9 +1027,12 @@ impl Round {
         // SAFETY: no helper runs between rounds.
         unsafe { COUNTER = 0 };
         round.n = 1 + r.below(MAX_HELPERS);
+        // Spread over the CPUs (with one, all here): with several the
+        // helpers' calls and the shared mutex cross CPUs.
         for h in 0..round.n {
-            round.tids[h as usize] = threads::spawn(helper, h, PRIO_USER)
-                .map_err(|_| "thread_create refused a helper")?;
+            round.tids[h as usize] =
+                threads::spawn_on(helper, h, PRIO_USER, userland::abi::syscall::CPU_ANY)
+                    .map_err(|_| "thread_create refused a helper")?;
         }
         Ok(round)
     }
@@ -1177,7 +1194,7 @@ extern "C" fn main(_arg: u32) -> i32 {
         "ok" => stats.ok, "EFAULT" => efault, "EBADF" => ebadf, "EINVAL" => einval,
         "ENOSYS" => enosys, "flagged" => stats.flagged, "ticks" => ticks,
         "helpers" => stats.helpers, "helper_calls" => HELPER_MADE.load(SeqCst),
-        "exhausted" => exhausted);
+        "exhausted" => exhausted, "helper_cpus" => HELPER_CPUS.load(SeqCst));
     0
 }
 

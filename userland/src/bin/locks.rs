@@ -1,7 +1,8 @@
 //! Turnstiles and sleepqueues from ring 3: with argument 1 the tests
 //! (priority propagation, wake-up order, a stress with no lost wake-ups,
 //! pool exhaustion, EDEADLK; with more than one CPU also across CPUs),
-//! with 2 and 3 a task that ends while its threads run on other CPUs
+//! with 2 and 3 a task that ends while its threads run on other CPUs, with
+//! 4 one that single-steps on every CPU at once
 //! (`abi::syscall::locks_arg`), otherwise the benchmarks for each pool
 //! alignment in one boot.
 #![no_std]
@@ -26,6 +27,7 @@ extern "C" fn main(arg: u32) -> i32 {
         locks_arg::TESTS => tests(),
         locks_arg::END_EXIT => end_elsewhere(false),
         locks_arg::END_FAULT => end_elsewhere(true),
+        locks_arg::END_STEP => step_everywhere(),
         _ => benches(),
     }
 }
@@ -363,15 +365,13 @@ fn mechanisms_across(n: u32) {
     );
 }
 
-/// Sleep/wakeup round trips with the ponger on CPU 1: every one completes
-/// (a wake-up sent before the ponger sleeps costs a timeout, not a hang).
+/// Sleep/wakeup round trips with the ponger on CPU 1: every one completes.
 fn sleep_wakeup_across() {
     DONE.store(0, SeqCst);
     PONGS.store(0, SeqCst);
     let _ = threads::spawn_on(ponger, ROUND_TRIPS, 16, 1);
     for _ in 0..ROUND_TRIPS {
-        threads::wakeup(CHAN_B, false);
-        let _ = threads::sleep_on(CHAN_A, 20);
+        ping();
     }
     join(&DONE, 1);
     let p = PONGS.load(SeqCst);
@@ -452,7 +452,6 @@ fn tests() -> i32 {
 
 // ---- benchmarks ------------------------------------------------------------
 
-static TIMEOUTS: AtomicU32 = AtomicU32::new(0);
 static M4: Umtx = Umtx::new();
 const CHAN_A: u32 = 0x5000;
 const CHAN_B: u32 = 0x5001;
@@ -477,13 +476,37 @@ fn contender(n: u32) {
 
 static PONGS: AtomicU32 = AtomicU32::new(0);
 
+/// Wakes the thread asleep on `chan`, waiting for it to get there first.
+/// `wakeup` has no condition to recheck: one that finds nobody asleep is
+/// lost, as in FreeBSD, and on two CPUs the partner may not have gone back
+/// to sleep yet. So retry until a sleeper was woken (`yield` lets a partner
+/// on this CPU run, `pause` ends this CPU's turn under icount).
+fn wake_sleeper(chan: u32) {
+    while threads::wakeup(chan, false) == 0 {
+        core::hint::spin_loop();
+        threads::yield_now();
+    }
+}
+
+/// Sleeps on `chan` until woken, with no timeout: the partner wakes it
+/// only once it sleeps (`wake_sleeper`), and if the partner is gone the
+/// kernel's deadlock check ends the task with a report.
+fn sleep_until_woken(chan: u32) {
+    while threads::sleep_on(chan, 0).is_err() {}
+}
+
+/// One sleep/wakeup round trip, the pinger's half: wake the ponger, sleep
+/// until it wakes us back.
+fn ping() {
+    wake_sleeper(CHAN_B);
+    sleep_until_woken(CHAN_A);
+}
+
 fn ponger(n: u32) {
     note_cpu();
     for _ in 0..n {
-        if threads::sleep_on(CHAN_B, 20).is_err() {
-            TIMEOUTS.fetch_add(1, SeqCst);
-        }
-        threads::wakeup(CHAN_A, false);
+        sleep_until_woken(CHAN_B);
+        wake_sleeper(CHAN_A);
         PONGS.fetch_add(1, SeqCst);
     }
     finished();
@@ -708,7 +731,6 @@ fn benches() -> i32 {
         }
         let con = per_op("contended", 2 * HANDOFFS, (&samples, timer.snaps(first)));
         // Sleep/wakeup round trip between two threads.
-        TIMEOUTS.store(0, SeqCst);
         let mut samples = [0u64; BATCHES];
         let first = userland::model::next_seq();
         for v in samples.iter_mut() {
@@ -717,10 +739,7 @@ fn benches() -> i32 {
             threads::sleep(1);
             *v = timer.time(|| {
                 for _ in 0..ROUND_TRIPS {
-                    threads::wakeup(CHAN_B, false);
-                    if threads::sleep_on(CHAN_A, 20).is_err() {
-                        TIMEOUTS.fetch_add(1, SeqCst);
-                    }
+                    ping();
                 }
             });
             join(&DONE, 1);
@@ -773,10 +792,6 @@ fn benches() -> i32 {
         *row = Some((name, [unc, con, rtt, look, per_s]));
         if n > 1 {
             across_cpus(timer, &info, name, n);
-        }
-        let t = TIMEOUTS.load(SeqCst);
-        if t != 0 {
-            println!("locks: {t} sleep/wakeup round trips timed out (align {name})");
         }
     }
     println!(
@@ -847,10 +862,7 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
         threads::sleep(1);
         *v = timer.time(|| {
             for _ in 0..ROUND_TRIPS {
-                threads::wakeup(CHAN_B, false);
-                if threads::sleep_on(CHAN_A, 20).is_err() {
-                    TIMEOUTS.fetch_add(1, SeqCst);
-                }
+                ping();
             }
         });
         join(&DONE, 1);
@@ -913,7 +925,31 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
         );
         let _ = write!(each, " {r:.0}");
     }
-    // False sharing: one thread per CPU increments its own counter.
+    // False sharing: a thread on every CPU increments its own counter,
+    // this one on CPU 0. One run: the others wait in the kernel; the timed
+    // region wakes them, increments, and waits for them by spinning (with
+    // `pause`), writing nothing they read: under the model a CPU that
+    // woke follows the last write it saw in QEMU's order, and a system
+    // call here (taking the scheduler lock) after the loop would be one.
+    let run = |stride: u32, incs: u32| -> u64 {
+        INCS.store(incs, SeqCst);
+        DONE.store(0, SeqCst);
+        GO.store(0, SeqCst);
+        for c in 1..n {
+            let _ = threads::spawn_on(incrementer, c * stride, 16, c);
+        }
+        // Time for each to reach its sleep.
+        threads::sleep(1);
+        RAN_ON.fetch_or(1, SeqCst);
+        timer.time(|| {
+            GO.store(1, SeqCst);
+            threads::wakeup(CHAN_FS_GO, true);
+            increment(&COUNTERS.0[0], incs);
+            while DONE.load(SeqCst) < n - 1 {
+                core::hint::spin_loop();
+            }
+        })
+    };
     let mut fs = [0f64; 3];
     for (k, (fig, stride)) in [
         (names::FALSE_SHARING_LINE, 4u32),
@@ -923,21 +959,25 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
     .into_iter()
     .enumerate()
     {
+        // The model's calibration: the same runs without increments (its
+        // coherence misses are the hand-shake's, subtracted from each batch).
+        let calib = userland::model::next_seq();
+        for _ in 0..FS_CALIB_RUNS {
+            run(stride, 0);
+        }
         RAN_ON.store(0, SeqCst);
         let mut samples = [0u64; BATCHES];
         let first = userland::model::next_seq();
         for v in samples.iter_mut() {
-            DONE.store(0, SeqCst);
-            GO.store(0, SeqCst);
-            for c in 0..n {
-                let _ = threads::spawn_on(incrementer, c * stride, 16, c);
-            }
-            *v = timer.time(|| {
-                GO.store(1, SeqCst);
-                join(&DONE, n);
-            });
+            *v = run(stride, INCREMENTS);
         }
         let ran = RAN_ON.swap(1, SeqCst);
+        let snaps = Snaps {
+            stream: SNAP_USER,
+            calib,
+            calib_runs: FS_CALIB_RUNS,
+            batches: first,
+        };
         fs[k] = figure(
             names::LOCKS,
             fig,
@@ -945,7 +985,7 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
             Measure::Throughput,
             "ops/s",
             n * INCREMENTS,
-            (&samples, timer.snaps(first)),
+            (&samples, snaps),
             info.tsc_hz,
             ran,
         );
@@ -957,7 +997,7 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
 }
 
 /// Increments per thread per false-sharing batch.
-const INCREMENTS: u32 = 2_000;
+const INCREMENTS: u32 = 20_000;
 /// The counters of the false-sharing threads, placed at a byte offset
 /// each (0, 4, 8... in one line; 0, 64, ...; 0, 128, ...).
 #[repr(C, align(128))]
@@ -965,22 +1005,40 @@ struct Counters([AtomicU32; 256]);
 static COUNTERS: Counters = Counters([const { AtomicU32::new(0) }; 256]);
 /// Released by the timing thread once every incrementer exists.
 static GO: AtomicU32 = AtomicU32::new(0);
+/// Where the incrementers wait for GO.
+const CHAN_FS_GO: u32 = 0x5003;
+/// Increments per thread in the running false-sharing run (0 in the
+/// model's calibration runs).
+static INCS: AtomicU32 = AtomicU32::new(0);
+/// Calibration runs of each false-sharing figure (the model's).
+const FS_CALIB_RUNS: u32 = 3;
 
 /// A false-sharing thread: waits for GO, then increments the counter at
 /// byte `offset` (plain loads and stores: the line moves between CPUs).
 fn incrementer(offset: u32) {
     note_cpu();
     let c = &COUNTERS.0[(offset / 4) as usize % 256];
+    // Asleep in the kernel until GO, not spinning: a CPU that idles until
+    // the wake-up starts its modelled clock there (the model's rule), so
+    // the CPUs' loops overlap in modelled time as on parallel hardware; a
+    // spinning one would run its clock ahead of the others'.
     while GO.load(SeqCst) == 0 {
-        core::hint::spin_loop();
+        let _ = threads::sleep_on(CHAN_FS_GO, 1);
     }
-    for _ in 0..INCREMENTS {
+    increment(c, INCS.load(SeqCst));
+    finished();
+}
+
+/// `n` increments of `c` by plain loads and stores (the line moves
+/// between CPUs).
+#[inline(never)]
+fn increment(c: &AtomicU32, n: u32) {
+    for _ in 0..n {
         c.store(
             c.load(core::sync::atomic::Ordering::Relaxed) + 1,
             core::sync::atomic::Ordering::Relaxed,
         );
     }
-    finished();
 }
 
 // ---- a task that ends while its threads run elsewhere ------------------------
@@ -1014,6 +1072,51 @@ fn faulter(want: u32) {
     }
     // SAFETY: not safe: #UD on purpose, which ends the task.
     unsafe { core::arch::asm!("ud2") };
+}
+
+/// Once `want` threads wait here: sets TF and enters the kernel through
+/// the call gate, which keeps TF, so the single-step trap comes at the
+/// gate's first instruction in ring 0 (SDM Vol. 3A §17.3.1.4); the kernel
+/// resumes it there and gives TF back, and the next trap, in ring 3, ends
+/// the task.
+fn stepper(want: u32) {
+    RUNNING.fetch_add(1, SeqCst);
+    while RUNNING.load(SeqCst) < want {
+        core::hint::spin_loop();
+    }
+    // SAFETY: not safe to go on from: the trap ends the task (on whichever
+    // CPU comes first); the registers are the call gate's ABI.
+    unsafe {
+        core::arch::asm!(
+            "pushfl",
+            "orl ${tf}, (%esp)",
+            "popfl",
+            "lcall ${gate}, $0",
+            "nop",
+            tf = const userland::abi::eflags::TF,
+            gate = const userland::abi::layout::selector::CALL_GATE,
+            inout("eax") nr::GETPID => _,
+            options(att_syntax)
+        )
+    };
+    // Not reached: the task has ended.
+    loop {
+        core::hint::spin_loop();
+    }
+}
+
+/// A stepper on every CPU, this thread the one on CPU 0.
+fn step_everywhere() -> i32 {
+    let n = cpus();
+    for c in 1..n {
+        if threads::spawn_on(stepper, n, 16, c).is_err() {
+            println!("locks: no thread on CPU {c}");
+            return 1;
+        }
+    }
+    println!("locks: a thread on each of {n} CPUs single-steps into the kernel at once");
+    stepper(n);
+    1
 }
 
 /// A spinner and a caller on every other CPU; then this thread exits the

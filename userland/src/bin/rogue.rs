@@ -9,7 +9,9 @@
 //! - `SPOIL_*`: changes every piece of machine state a task can change
 //!   (sysenter's and syscall's entries to their floors, the pools'
 //!   alignment, the ring buffer, the x87 control word) and ends: by `exit`, a fault, or its last
-//!   `thread_exit`. The kernel must put it all back.
+//!   `thread_exit`. The entries and the x87 are each CPU's own: a thread on
+//!   every other CPU changes them there too. The kernel must put it all
+//!   back, on every CPU.
 //!
 //! Every call goes through int 0x80 (the others may be at their floors).
 //! Exit status 0: every result was as expected; 1: one was not (a line
@@ -17,11 +19,13 @@
 #![no_std]
 #![no_main]
 
+use core::sync::atomic::{AtomicU32, Ordering};
+
 use userland::abi::cases::rogue;
 use userland::abi::report::{kind, MAX_USER_RECORD};
 use userland::abi::syscall::{decode, errno, fd, nr, POOL_ALIGN_EVERY};
 use userland::abi::Mechanism;
-use userland::{println, record, sys};
+use userland::{println, record, sys, threads};
 
 /// Lines a user program might print to pass for the kernel.
 const FORGED: &[&str] = &[
@@ -118,13 +122,52 @@ fn x87_present() -> bool {
     edx & 1 != 0
 }
 
-fn spoil(act: u32) -> Result<(), &'static str> {
+/// The running CPU's own state a task can change: the MSR-based entries
+/// to their floors, the x87 control word to every exception unmasked.
+fn spoil_this_cpu() -> Result<(), &'static str> {
     let info = sys::cpuinfo();
     for m in [Mechanism::Sysenter, Mechanism::Syscall] {
         if info.has(m) && call(nr::ENTRY_FLOOR, [m as u32, 1, 0, 0, 0, 0]) != 0 {
             return Err("entry_floor refused a usable mechanism");
         }
     }
+    // Every x87 exception unmasked, single precision (where there is one:
+    // CPUID leaf 1 EDX bit 0; no program here uses it otherwise).
+    if info.signature != 0 && x87_present() {
+        let cw: u16 = 0x0000;
+        // SAFETY: FLDCW reads two bytes of our stack; an FPU is present.
+        unsafe { core::arch::asm!("fldcw ({})", in(reg) &cw, options(att_syntax, nostack)) };
+    }
+    Ok(())
+}
+
+/// Threads on other CPUs that have spoiled theirs (or failed: `FAILED`).
+static SPOILED: AtomicU32 = AtomicU32::new(0);
+const FAILED: u32 = 1 << 16;
+
+/// A thread on another CPU: spoils that CPU's state, says so, and exits.
+fn spoiler(_: u32) {
+    let r = spoil_this_cpu();
+    SPOILED.fetch_add(if r.is_ok() { 1 } else { FAILED }, Ordering::SeqCst);
+}
+
+fn spoil(act: u32) -> Result<(), &'static str> {
+    let info = sys::cpuinfo();
+    let others = info.cpus.max(1) - 1;
+    for c in 1..=others {
+        if threads::spawn_on(spoiler, 0, userland::abi::syscall::PRIO_USER, c).is_err() {
+            return Err("no thread on another CPU");
+        }
+    }
+    while SPOILED.load(Ordering::SeqCst) & (FAILED - 1) < others {
+        if SPOILED.load(Ordering::SeqCst) >= FAILED {
+            return Err("a thread on another CPU could not spoil it");
+        }
+        // Sleep, not yield: a tight loop of system calls here would keep
+        // the scheduler lock from the other CPUs most of the time.
+        threads::sleep(1);
+    }
+    spoil_this_cpu()?;
     // Another layout than the boot's (128 unless pool_align= says).
     let other = match info.pool_align {
         0 => 64,
@@ -133,13 +176,6 @@ fn spoil(act: u32) -> Result<(), &'static str> {
     };
     if call(nr::POOL_ALIGN, [other, 0, 0, 0, 0, 0]) != 0 {
         return Err("pool_align refused a layout");
-    }
-    // Every x87 exception unmasked, single precision (where there is one:
-    // CPUID leaf 1 EDX bit 0; no program here uses it otherwise).
-    if info.signature != 0 && x87_present() {
-        let cw: u16 = 0x0000;
-        // SAFETY: FLDCW reads two bytes of our stack; an FPU is present.
-        unsafe { core::arch::asm!("fldcw ({})", in(reg) &cw, options(att_syntax, nostack)) };
     }
     let left = b"left for the next task";
     if sys::write(fd::RING, left) != left.len() as u32 {

@@ -108,29 +108,31 @@ pub const CASES: &[Case] = &[
         ..CASE
     },
     Case {
-        name: "kernel and user tests on 2 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite",
+        name: "kernel and user tests on 2 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite on CPU 1",
         cmdline: "mode=test",
         timeout: 120,
         cpus: 2,
         check: |log, r| {
             all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            hostile_on(r, 1)?;
             smp_user_check(log, r, 2, 3)
         },
         ..CASE
     },
     Case {
-        name: "kernel and user tests on 4 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite",
+        name: "kernel and user tests on 4 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite on CPU 3",
         cmdline: "mode=test",
         timeout: 120,
         cpus: 4,
         check: |log, r| {
             all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            hostile_on(r, 3)?;
             smp_user_check(log, r, 4, 3)
         },
         ..CASE
     },
     Case {
-        name: "phenom on 2 CPUs (icount): AMD syscall, sysenter, int 0x80 and the call gate from every CPU, the hostile suite",
+        name: "phenom on 2 CPUs (icount): AMD syscall, sysenter, int 0x80 and the call gate from every CPU, the hostile suite on CPU 1",
         cpu: Some("phenom"),
         cmdline: "mode=test",
         timeout: 120,
@@ -138,6 +140,7 @@ pub const CASES: &[Case] = &[
         check: |log, r| {
             all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
             mech(r, "syscall", "ok")?;
+            hostile_on(r, 1)?;
             smp_user_check(log, r, 2, 3)?;
             let every = "across CPUs: every usable mechanism enters and returns on every CPU";
             match report::of_kind(r, kind::CHECK).find(|c| c.get("name") == Some(every)) {
@@ -149,10 +152,17 @@ pub const CASES: &[Case] = &[
         ..CASE
     },
     Case {
-        name: "fuzzer on 2 CPUs: 50,000 seeded calls (seed=7), every result right, 0 kernel faults",
+        name: "fuzzer on 2 CPUs: 50,000 seeded calls (seed=7), every result right, 0 kernel faults, helpers on both CPUs",
         cmdline: "mode=run prog=fuzz fuzz_calls=50000 seed=7",
         cpus: 2,
-        check: |log, r| fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"]),
+        check: |log, r| {
+            fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"])?;
+            // The helpers' CPUs, a mask: both.
+            match one(r, kind::FUZZ)?.get("helper_cpus") {
+                Some("3") => Ok(()),
+                other => Err(format!("the helpers ran on CPUs {other:?} (mask), not on both")),
+            }
+        },
         ..CASE
     },
     Case {
@@ -1268,6 +1278,20 @@ fn selectors_16bit(log: &BootLog) -> Result<(), String> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// The hostile suite ran on CPU `cpu` (with several CPUs, the last: an AP)
+/// and every case there came out as expected.
+fn hostile_on(r: &[Record], cpu: u32) -> Result<(), String> {
+    let h = one(r, kind::HOSTILE)?;
+    let n = abi::cases::FAULT_CASES.len().to_string();
+    if h.get("cpu") != Some(cpu.to_string().as_str()) || h.get("expected") != Some(n.as_str()) {
+        return Err(format!(
+            "hostile suite: {:?}, expected {n} of {n} on CPU {cpu}",
+            h.fields
+        ));
     }
     Ok(())
 }
