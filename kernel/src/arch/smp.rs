@@ -446,8 +446,8 @@ global_asm!(
        The same frame as a system-call entry, so the handler may switch
        threads; it gets the interrupted CS in ECX. Each begins with the
        model's marker of its delivery (an IPI's, a device's). */
-ipi_reschedule_entry:
-    nopl {resched_marker}(%eax)
+    .macro smp_irq_enter marker, handler
+    nopl \marker(%eax)
     pushl %ds
     pushl %es
     pushal
@@ -456,19 +456,13 @@ ipi_reschedule_entry:
     movl %ecx, %es
     cld
     movl {cs}(%esp), %ecx
-    call {reschedule}
+    call \handler
+    .endm
+ipi_reschedule_entry:
+    smp_irq_enter {resched_marker}, {reschedule}
     jmp 1f
 apic_timer_entry:
-    nopl {timer_marker}(%eax)
-    pushl %ds
-    pushl %es
-    pushal
-    movl ${kdata}, %ecx
-    movl %ecx, %ds
-    movl %ecx, %es
-    cld
-    movl {cs}(%esp), %ecx
-    call {timer}
+    smp_irq_enter {timer_marker}, {timer}
 1:  popal
     popl %es
     popl %ds

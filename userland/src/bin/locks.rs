@@ -601,6 +601,23 @@ impl Timer {
 /// Reports one figure of layout `layout`: `group.figure.layout` (or
 /// `group.layout` without a figure); returns its median.
 #[allow(clippy::too_many_arguments)]
+/// A per-operation locks figure of `layout`, naming the CPUs its threads
+/// noted in `RAN_ON` (then CPU 0 alone again, for the next figure).
+fn per_op_figure(fig: &str, layout: &str, ops: u32, samples: (&[u64], Snaps), tsc_hz: u64) -> f64 {
+    let ran = RAN_ON.swap(1, SeqCst);
+    figure(
+        names::LOCKS,
+        fig,
+        layout,
+        Measure::PerOp,
+        "",
+        ops,
+        samples,
+        tsc_hz,
+        ran,
+    )
+}
+
 fn figure(
     group: &str,
     figure: &str,
@@ -694,18 +711,7 @@ fn benches() -> i32 {
         // Each figure's threads note their CPUs in RAN_ON (the main
         // thread runs on CPU 0).
         let per_op = |fig: &str, ops: u32, samples: (&[u64], Snaps)| {
-            let ran = RAN_ON.swap(1, SeqCst);
-            figure(
-                names::LOCKS,
-                fig,
-                name,
-                Measure::PerOp,
-                "",
-                ops,
-                samples,
-                info.tsc_hz,
-                ran,
-            )
+            per_op_figure(fig, name, ops, samples, info.tsc_hz)
         };
         RAN_ON.store(1, SeqCst);
         // Uncontended: the user fast path, no kernel entry.
@@ -821,17 +827,7 @@ fn benches() -> i32 {
 /// per CPU (all, and each CPU's share), and the user-level false sharing.
 fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
     let per_op = |fig: &str, ops: u32, samples: (&[u64], Snaps)| {
-        figure(
-            names::LOCKS,
-            fig,
-            name,
-            Measure::PerOp,
-            "",
-            ops,
-            samples,
-            info.tsc_hz,
-            RAN_ON.swap(1, SeqCst),
-        )
+        per_op_figure(fig, name, ops, samples, info.tsc_hz)
     };
     // Contended: one contender on CPU 0, one on CPU 1.
     RAN_ON.store(0, SeqCst);
