@@ -331,7 +331,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
     if bochs {
         kprintln!("smp: Bochs does not model caches ({}): false sharing and TLB costs need real hardware or real KVM", abi::syscall::BOCHS_TICK);
     } else if emulated != abi::syscall::EMULATOR_NONE || clock_icount {
-        kprintln!("smp: TCG does not model caches; icount counts instructions: false sharing and TLB costs need real hardware or real KVM");
+        kprintln!("smp: TCG does not model caches; icount counts instructions: false sharing and TLB costs need `--clock model`, real hardware or real KVM");
     }
     smp::set_worker(worker);
     idt::set(

@@ -625,7 +625,7 @@ fn figure(
     measure: Measure,
     unit: &str,
     ops: u32,
-    (samples, snaps): (&[u64], Snaps),
+    (samples, snaps): (&[u64], impl Into<Option<Snaps>>),
     tsc_hz: u64,
     cpus: u32,
 ) -> f64 {
@@ -646,7 +646,7 @@ fn figure(
         samples,
         tsc_hz,
         counters: None,
-        snaps: Some(snaps),
+        snaps: snaps.into(),
         cpus,
     })
     .median
@@ -694,7 +694,7 @@ fn benches() -> i32 {
             userland::abi::syscall::BOCHS_TICK
         );
     } else if info.emulated != userland::abi::syscall::EMULATOR_NONE || info.clock == 1 {
-        println!("locks: TCG does not model caches, so alignment cannot change TCG figures: icount counts instructions, real KVM or hardware shows the cache effect");
+        println!("locks: TCG does not model caches, so alignment cannot change TCG figures: icount counts instructions; `--clock model` models the cache effect, real KVM or hardware shows it");
     }
     // The table is printed once every layout is measured: the kernel's
     // `pools:` line for each layout comes when it is set, not amid the rows.
@@ -915,7 +915,9 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
             Measure::Throughput,
             "records/s",
             EBIZZY_RECORDS,
-            (m, timer.snaps(first)),
+            // No model figures: the batch's snapshots are the whole
+            // machine's, not this CPU's share.
+            (m, None),
             info.tsc_hz,
             1 << c,
         );
