@@ -157,17 +157,7 @@ fn chase_under(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
 /// the same plugin file, byte for byte.
 fn deterministic(art: &Artifacts, dir: &Path) -> Result<()> {
     let words = "mode=run prog=bench batches=3 batch_size=64";
-    let records = |log: &BootLog| -> Vec<String> {
-        log.serial
-            .lines()
-            .filter(|l| l.contains(abi::report::MARKER))
-            .map(str::to_string)
-            .collect()
-    };
-    let (a, fa, r) = boot(art, dir, words, model::DEFAULT_PROFILE)?;
-    let (b, fb, _) = boot(art, dir, words, model::DEFAULT_PROFILE)?;
-    ensure!(records(&a) == records(&b), "the two boots' records differ");
-    ensure!(fa == fb, "the two boots' plugin files differ");
+    let r = boot_twice(art, dir, words, model::DEFAULT_PROFILE, 1)?;
     // The pairing of snapshots and batches, checked against icount: the
     // model's own instruction count per call is the guest's.
     let mut modelled = 0;
@@ -211,11 +201,17 @@ fn deterministic(art: &Artifacts, dir: &Path) -> Result<()> {
 /// from icount's, as a share of icount's.
 const MACRO_SLACK: f64 = 0.02;
 
-/// `mode=smp` on `cpus` CPUs under `profile`, booted twice: the two boots'
-/// records and plugin files are byte-identical; the results of one.
-fn smp_twice(art: &Artifacts, dir: &Path, profile: &str, cpus: u32) -> Result<Results> {
-    let (a, fa, r) = boot_on(art, dir, "mode=smp", profile, cpus)?;
-    let (b, fb, _) = boot_on(art, dir, "mode=smp", profile, cpus)?;
+/// Boots `words` twice on `cpus` CPUs under `profile`: the two boots'
+/// records and plugin files must be byte-identical; the results of one.
+fn boot_twice(
+    art: &Artifacts,
+    dir: &Path,
+    words: &str,
+    profile: &str,
+    cpus: u32,
+) -> Result<Results> {
+    let (a, fa, r) = boot_on(art, dir, words, profile, cpus)?;
+    let (b, fb, _) = boot_on(art, dir, words, profile, cpus)?;
     let records = |log: &BootLog| -> Vec<String> {
         log.serial
             .lines()
@@ -231,6 +227,13 @@ fn smp_twice(art: &Artifacts, dir: &Path, profile: &str, cpus: u32) -> Result<Re
         fa == fb,
         "{profile}, {cpus} CPUs: the two boots' plugin files differ"
     );
+    Ok(r)
+}
+
+/// `mode=smp` on `cpus` CPUs under `profile`, booted twice: the two boots'
+/// records and plugin files are byte-identical; the results of one.
+fn smp_twice(art: &Artifacts, dir: &Path, profile: &str, cpus: u32) -> Result<Results> {
+    let r = boot_twice(art, dir, "mode=smp", profile, cpus)?;
     ensure!(
         r.model_cpus == cpus,
         "the model saw {} CPUs, not {cpus}",
