@@ -23,6 +23,9 @@ pub const KEYS: &[&str] = &[
     KEY_FUZZ_CALLS,
     KEY_POOL_ALIGN,
     KEY_PMC,
+    KEY_FORK,
+    KEY_PMAP,
+    KEY_FORK_PAGES,
 ];
 pub const KEY_MODE: &str = "mode";
 pub const KEY_PROG: &str = "prog";
@@ -38,6 +41,60 @@ pub const KEY_SEED: &str = "seed";
 pub const KEY_FUZZ_CALLS: &str = "fuzz_calls";
 pub const KEY_POOL_ALIGN: &str = "pool_align";
 pub const KEY_PMC: &str = "pmc";
+pub const KEY_FORK: &str = "fork";
+pub const KEY_PMAP: &str = "pmap";
+pub const KEY_FORK_PAGES: &str = "fork_pages";
+
+/// How `fork` gives the child its memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fork {
+    /// Copy every user page at fork (xv6's `copyuvm`).
+    Copy,
+    /// Share every page read-only; the first write copies it.
+    Cow,
+}
+
+impl Fork {
+    pub const ALL: [(Fork, &'static str); 2] = [(Fork::Copy, "copy"), (Fork::Cow, "cow")];
+    pub fn key(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(f, _)| *f == self)
+            .map(|(_, k)| *k)
+            .unwrap_or("?")
+    }
+}
+
+/// How the kernel reaches the page tables and pages of an address space
+/// that is not the current one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pmap {
+    /// An alternate recursive slot in the current directory: a full TLB
+    /// flush (and, on SMP, a shootdown) each time it changes.
+    Apte,
+    /// Load the other space's directory into CR3, and back.
+    Cr3,
+    /// A per-CPU one-PTE window: one `invlpg` when its frame changes.
+    Window,
+    /// All physical memory mapped in the kernel half: no TLB work.
+    Direct,
+}
+
+impl Pmap {
+    pub const ALL: [(Pmap, &'static str); 4] = [
+        (Pmap::Apte, "apte"),
+        (Pmap::Cr3, "cr3"),
+        (Pmap::Window, "window"),
+        (Pmap::Direct, "direct"),
+    ];
+    pub fn key(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(p, _)| *p == self)
+            .map(|(_, k)| *k)
+            .unwrap_or("?")
+    }
+}
 
 /// `accel=` values the host writes: QEMU's TCG, QEMU's KVM, Bochs.
 pub const ACCEL_TCG: &str = "tcg";
@@ -173,6 +230,12 @@ pub struct Options<'a> {
     pub pool_align: Option<u32>,
     /// `pmc=auto|off|pretend`: the performance counters ([`Pmc`]).
     pub pmc: Pmc,
+    /// `fork=copy|cow` ([`Fork`]).
+    pub fork: Fork,
+    /// `pmap=apte|cr3|window|direct` ([`Pmap`]).
+    pub pmap: Pmap,
+    /// `fork_pages=N`: the forktest parent's touched pages.
+    pub fork_pages: u32,
 }
 
 /// The longest command line the kernel reads, in bytes without its NUL (the
@@ -194,6 +257,12 @@ pub const DEFAULT_SEED: u32 = 1;
 pub const DEFAULT_POOL_ALIGN: u32 = 128;
 /// The fuzzer's default: what CI runs (a benchmark run asks for 10^6).
 pub const DEFAULT_FUZZ_CALLS: u32 = 50_000;
+/// The forktest parent's touched pages (lmbench's `lat_proc fork` runs in a
+/// small process; 64 pages is 256 KiB).
+pub const DEFAULT_FORK_PAGES: u32 = 64;
+/// Upper bound on `fork_pages` (16 MiB: the parent and a child fit in the
+/// memory of the default boot).
+pub const MAX_FORK_PAGES: u32 = 4096;
 
 impl Default for Options<'_> {
     fn default() -> Self {
@@ -212,6 +281,9 @@ impl Default for Options<'_> {
             fuzz_calls: DEFAULT_FUZZ_CALLS,
             pool_align: None,
             pmc: Pmc::Auto,
+            fork: Fork::Copy,
+            pmap: Pmap::Window,
+            fork_pages: DEFAULT_FORK_PAGES,
         }
     }
 }
@@ -298,6 +370,18 @@ impl<'a> Options<'a> {
                     Some((p, _)) => o.pmc = *p,
                     None => bad("auto, off or pretend"),
                 },
+                KEY_FORK => match Fork::ALL.iter().find(|(_, k)| *k == value) {
+                    Some((f, _)) => o.fork = *f,
+                    None => bad("copy or cow"),
+                },
+                KEY_PMAP => match Pmap::ALL.iter().find(|(_, k)| *k == value) {
+                    Some((p, _)) => o.pmap = *p,
+                    None => bad("apte, cr3, window or direct"),
+                },
+                KEY_FORK_PAGES => match value.parse::<u32>() {
+                    Ok(n) if (1..=MAX_FORK_PAGES).contains(&n) => o.fork_pages = n,
+                    _ => bad("a whole number from 1 to 4096"),
+                },
                 _ => warn(Warning::UnknownKey(key)),
             }
         }
@@ -379,6 +463,25 @@ mod tests {
         }
         let (o, w) = parse("pmc=on");
         assert_eq!((o.pmc, w.len()), (Pmc::Auto, 1));
+    }
+
+    #[test]
+    fn process_keys() {
+        for (p, k) in Pmap::ALL {
+            let word = std::format!("pmap={k}");
+            let (o, w) = parse(&word);
+            assert!(w.is_empty(), "{w:?}");
+            assert_eq!((o.pmap, p.key()), (p, k));
+        }
+        let (o, w) = parse("fork=cow fork_pages=512");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!((o.fork, o.fork_pages), (Fork::Cow, 512));
+        let (o, w) = parse("fork=lazy pmap=tlb fork_pages=0 fork_pages=4097");
+        assert_eq!(w.len(), 4, "{w:?}");
+        assert_eq!(
+            (o.fork, o.pmap, o.fork_pages),
+            (Fork::Copy, Pmap::Window, DEFAULT_FORK_PAGES)
+        );
     }
 
     #[test]

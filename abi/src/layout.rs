@@ -17,6 +17,34 @@ pub const USER_STACK_TOP: u32 = 0xB000_0000;
 /// Size of the user stack; the page below it is a guard page, never mapped.
 pub const USER_STACK_SIZE: u32 = 64 << 10;
 pub const PAGE_SIZE: u32 = 4096;
+/// The heap `sbrk` grows, page by page, demand-zero.
+pub const USER_HEAP_BASE: u32 = 0x8000_0000;
+/// The most the heap may grow (it stays far below the stack).
+pub const USER_HEAP_MAX: u32 = 256 << 20;
+
+/// The kernel half above user space (Intel SDM Vol. 3A §4.3: a 32-bit page
+/// directory's entry `i` maps `[i << 22, (i + 1) << 22)`), shared by every
+/// address space:
+///
+/// - the direct map of physical memory at [`DIRECT_MAP_BASE`] (`pmap=direct`
+///   only: every other strategy must reach memory above [`KERNEL_MAP_END`]
+///   through a mapping it pays for);
+/// - each CPU's windows at [`WINDOW_BASE`] (page tables and frames of
+///   another address space, one PTE each);
+/// - the alternate recursive slot at [`APTE_BASE`] (`pmap=apte`: another
+///   space's page tables through the current directory);
+/// - the recursive slot at [`RECURSIVE_BASE`]: the current space's page
+///   tables, its directory at [`RECURSIVE_DIR`].
+pub const DIRECT_MAP_BASE: u32 = 0xC000_0000;
+/// One past the direct map: physical memory above `DIRECT_MAP_END -
+/// DIRECT_MAP_BASE` (768 MiB) is not direct-mapped. Above it the kernel
+/// identity-maps the local and I/O APICs (at 0xFEC0_0000 and up).
+pub const DIRECT_MAP_END: u32 = 0xF000_0000;
+pub const WINDOW_BASE: u32 = 0xFF40_0000;
+pub const APTE_BASE: u32 = 0xFF80_0000;
+pub const RECURSIVE_BASE: u32 = 0xFFC0_0000;
+/// The current directory, seen through its own last entry.
+pub const RECURSIVE_DIR: u32 = 0xFFFF_F000;
 
 /// GDT selectors. The kernel builds its GDT through typed wrappers and checks
 /// at boot that each descriptor lands on the selector named here.

@@ -197,6 +197,8 @@ pub mod names {
     pub const SMP: &str = "smp";
     /// `mode=smp`'s forktest analog: `forktest.<window|cr3>`.
     pub const FORKTEST: &str = "forktest";
+    /// The forktest program's figure: one fork + exit + wait round.
+    pub const FORKTEST_FORK_EXIT: &str = "forktest.fork_exit";
     /// The pointer chase (`prog=chase`): `chase.<KiB>k`, one load per call.
     pub const CHASE: &str = "chase";
     /// The string-instruction counts (`prog=strings`): `string.<op>.<ecx>`

@@ -79,8 +79,24 @@ pub mod nr {
     /// `cpu()` → the index of the CPU the calling thread runs on (0 is the
     /// bootstrap processor).
     pub const CPU: u32 = 23;
+    /// `fork()` → the child's pid in the parent, 0 in the child. Only the
+    /// calling thread is copied (POSIX); the child's address space is a copy
+    /// of the parent's (eager, or copy-on-write under `fork=cow`).
+    /// `-EAGAIN` when the process table, the threads or memory run out.
+    pub const FORK: u32 = 24;
+    /// `waitpid(pid or -1, &status or 0, flags)` → the pid of a child that
+    /// ended (its status stored, see [`super::wait`]), 0 with `WNOHANG`
+    /// while the children live, `-ECHILD` without such a child, `-EFAULT`
+    /// for a bad status pointer (the child is then not reaped).
+    pub const WAITPID: u32 = 25;
+    /// `getppid()` → the parent's pid (1's children keep 1; pid 1 gets 0).
+    pub const GETPPID: u32 = 26;
+    /// `sbrk(increment)` → the old break: grows (or shrinks) the heap at
+    /// [`crate::layout::USER_HEAP_BASE`]; new pages are demand-zero.
+    /// `-ENOMEM` past [`crate::layout::USER_HEAP_MAX`] or below its base.
+    pub const SBRK: u32 = 27;
     /// One past the last number: anything `>= COUNT` returns `-ENOSYS`.
-    pub const COUNT: u32 = 24;
+    pub const COUNT: u32 = 28;
 
     /// The name of a call, for reports.
     pub fn name(n: u32) -> &'static str {
@@ -109,6 +125,10 @@ pub mod nr {
             LOOKUP_BENCH => "lookup_bench",
             RECORD => "record",
             CPU => "cpu",
+            FORK => "fork",
+            WAITPID => "waitpid",
+            GETPPID => "getppid",
+            SBRK => "sbrk",
             _ => "unknown",
         }
     }
@@ -127,6 +147,9 @@ pub mod errno {
     /// No such thread.
     pub const ESRCH: i32 = 3;
     pub const ETIMEDOUT: i32 = 110;
+    /// No child to wait for.
+    pub const ECHILD: i32 = 10;
+    pub const ENOMEM: i32 = 12;
 
     pub fn name(e: i32) -> &'static str {
         match e {
@@ -140,10 +163,57 @@ pub mod errno {
             EBUSY => "EBUSY",
             ESRCH => "ESRCH",
             ETIMEDOUT => "ETIMEDOUT",
+            ECHILD => "ECHILD",
+            ENOMEM => "ENOMEM",
             _ => "E?",
         }
     }
 }
+
+/// `waitpid`'s flags and the status word it stores, in POSIX's encoding:
+/// the low 7 bits 0 for an exit (its code in bits 8-15), else what ended
+/// the process (here: a CPU exception, its vector + 1; or a bad stack on a
+/// fast entry, [`BAD_STACK`]).
+pub mod wait {
+    /// Return 0 at once when no child has ended yet.
+    pub const WNOHANG: u32 = 1;
+    /// The termination code of a process whose fast entry found no valid
+    /// user stack (`sysenter` or `syscall`).
+    pub const BAD_STACK: u32 = 0x7e;
+
+    pub const fn exited(code: i32) -> u32 {
+        ((code as u32) & 0xff) << 8
+    }
+    pub const fn faulted(vector: u8) -> u32 {
+        (vector as u32 & 0x1f) + 1
+    }
+    /// `Some(code)` for an exit.
+    pub const fn exit_code(status: u32) -> Option<i32> {
+        if status & 0x7f == 0 {
+            Some(((status >> 8) & 0xff) as i32)
+        } else {
+            None
+        }
+    }
+    /// `Some(vector)` for a process a CPU exception ended.
+    pub const fn fault_vector(status: u32) -> Option<u8> {
+        match status & 0x7f {
+            0 | BAD_STACK => None,
+            v => Some((v - 1) as u8),
+        }
+    }
+}
+
+/// The `procs` program's argument.
+pub mod procs_arg {
+    /// With this bit, the argument's other bits are a number of bare
+    /// fork/exit/wait rounds to run (the leak test), not the cases.
+    pub const ROUNDS: u32 = 1 << 31;
+}
+
+/// Processes the kernel holds at once (zombies included): past it, `fork`
+/// fails with `-EAGAIN`.
+pub const MAX_PROCS: usize = 16;
 
 /// File descriptors every task starts with.
 pub mod fd {
@@ -301,6 +371,9 @@ pub struct CpuInfo {
     /// How many CPUs run (the bootstrap processor and every started AP):
     /// `thread_create` takes CPUs `0..cpus`.
     pub cpus: u32,
+    /// `fork_pages=` from the command line: how many touched pages the
+    /// forktest parent holds.
+    pub fork_pages: u32,
 }
 
 /// [`CpuInfo::pool_align`] when the command line names no layout: the lock

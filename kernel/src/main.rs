@@ -10,10 +10,12 @@ mod bench;
 mod boot;
 mod console;
 mod entry;
+mod proc;
 mod sync;
 mod syscall;
 mod task;
 mod testing;
+mod vm;
 
 use abi::cmdline::{Crash, Mode, Options, Warning, KEYS};
 use abi::exit;
@@ -176,6 +178,12 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             &raw const __kernel_end as u32,
         ),
     );
+    vm::page::init(&bi);
+    if vm::pmap::init(opts.pmap, bi.memory_end()).is_err() {
+        kprintln!("vm: no memory for the kernel's page tables");
+        power::exit(exit::FAILURE);
+    }
+    proc::init(opts.fork == abi::cmdline::Fork::Cow);
     let tsc_hz = arch::pit::measure_tsc_hz(f.tsc);
     let pmc = report_pmc(arch::pmu::init(f, opts.pmc));
     // Every CPU the firmware lists starts, in every mode: user threads run
@@ -203,6 +211,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             emulated: abi::syscall::emulator_of(opts.accel),
             pool_align: opts.pool_align.unwrap_or(abi::syscall::POOL_ALIGN_EVERY),
             cpus: cpus as u32,
+            fork_pages: opts.fork_pages,
         });
     }
     for m in Mechanism::ALL {

@@ -266,3 +266,49 @@ pub fn trace(m: Mechanism) -> ([u32; 2], [u32; 9]) {
         (*(&raw const TRACE_BEFORE), out)
     }
 }
+
+/// `fork()` through mechanism `m`: `Ok(0)` in the child, `Ok(pid)` in the
+/// parent, `Err(errno)` when the kernel refused (no child exists then).
+pub fn fork_via(m: Mechanism) -> Result<u32, i32> {
+    abi::syscall::decode(call(m, nr::FORK, [0; 6]))
+}
+
+/// `fork()` through int 0x80.
+pub fn fork() -> Result<u32, i32> {
+    fork_via(Mechanism::Int80)
+}
+
+/// `waitpid(pid, &status, flags)` (`pid` -1: any child): the reaped
+/// child's pid and its status word (`abi::syscall::wait`), `Ok((0, 0))`
+/// under `WNOHANG` while the children live.
+pub fn waitpid(pid: i32, flags: u32) -> Result<(u32, u32), i32> {
+    let mut status = 0u32;
+    let r = call(
+        Mechanism::Int80,
+        nr::WAITPID,
+        [pid as u32, &raw mut status as u32, flags, 0, 0, 0],
+    );
+    abi::syscall::decode(r).map(|p| (p, status))
+}
+
+/// `waitpid` with a raw status pointer (the hostile cases).
+pub fn waitpid_at(pid: i32, status: u32, flags: u32) -> Result<u32, i32> {
+    abi::syscall::decode(call(
+        Mechanism::Int80,
+        nr::WAITPID,
+        [pid as u32, status, flags, 0, 0, 0],
+    ))
+}
+
+pub fn getpid() -> u32 {
+    call(Mechanism::Int80, nr::GETPID, [0; 6])
+}
+
+pub fn getppid() -> u32 {
+    call(Mechanism::Int80, nr::GETPPID, [0; 6])
+}
+
+/// `sbrk(delta)`: the old break, or `Err(ENOMEM)`.
+pub fn sbrk(delta: i32) -> Result<u32, i32> {
+    abi::syscall::decode(call(Mechanism::Int80, nr::SBRK, [delta as u32, 0, 0, 0, 0, 0]))
+}

@@ -13,7 +13,7 @@ use crate::preflight;
 pub const TARGET_SPEC: &str = "i686-testbed.json";
 /// The user programs, each a Multiboot module named after its binary.
 pub const USER_PROGRAMS: &[&str] = &[
-    "bench", "utest", "faults", "locks", "fuzz", "chase", "rogue", "strings",
+    "bench", "utest", "faults", "locks", "fuzz", "chase", "rogue", "strings", "procs", "forktest",
 ];
 
 /// What a build produced.

@@ -271,6 +271,13 @@ extern "fastcall" fn exception_handler(f: &mut TrapFrame) {
         if (v == vector::GENERAL_PROTECTION || v == vector::INVALID_OPCODE) && pmu::user_fault(f) {
             return;
         }
+        // Copy-on-write and demand-zero pages are resolved by the process's
+        // memory (error code bit 1: the access was a write, SDM Vol. 3A §4.7).
+        if v == vector::PAGE_FAULT
+            && crate::proc::fault(cpu::cr2(), f.error & 2 != 0) == crate::vm::Fault::Resolved
+        {
+            return;
+        }
         crate::kprintln!(
             "task {} (pid {}):",
             task::current().name,

@@ -2,13 +2,13 @@
 //!
 //! The low `KERNEL_MAP_END` bytes are identity-mapped, supervisor-only: ring 3
 //! can touch none of the kernel. Page 0 stays unmapped (a null pointer
-//! faults) and so does the guard page under each kernel stack. User mappings
-//! live in `[USER_BASE, USER_TOP)`, in page tables taken from the frame
-//! allocator and given back when the task ends.
+//! faults) and so does the guard page under each kernel stack. This is the
+//! kernel's own directory, the template of every address space's kernel
+//! half; user mappings live in each process's directory (`vm::pmap`).
 
 use core::arch::asm;
 
-use abi::layout::{KERNEL_MAP_END, PAGE_SIZE, USER_BASE, USER_TOP};
+use abi::layout::{KERNEL_MAP_END, PAGE_SIZE, RECURSIVE_BASE, RECURSIVE_DIR, USER_BASE, USER_TOP};
 
 use super::frames;
 use crate::boot::entry::Stacks;
@@ -56,6 +56,9 @@ pub fn init(stacks: &Stacks, thread_guards: impl Iterator<Item = u32>) {
         }
         dir[t] = table as *const Table as u32 | PRESENT | WRITABLE;
     }
+    // The recursive slot: the current directory's page tables at
+    // RECURSIVE_BASE, itself at RECURSIVE_DIR (see vm::pmap).
+    dir[1023] = directory_address() | PRESENT | WRITABLE;
     for unmapped in stacks.guards().chain(thread_guards) {
         let (t, i) = (
             (unmapped >> 22) as usize,
@@ -81,70 +84,23 @@ pub fn init(stacks: &Stacks, thread_guards: impl Iterator<Item = u32>) {
     }
 }
 
-fn user_table(vaddr: u32, create: bool) -> Option<&'static mut [u32; 1024]> {
-    let dir = directory();
-    let pde = &mut dir[(vaddr >> 22) as usize];
-    if *pde & PRESENT == 0 {
-        if !create {
-            return None;
-        }
-        *pde = frames::alloc()? | PRESENT | WRITABLE | USER;
-    }
-    // SAFETY: the table's frame is identity-mapped and owned by this directory.
-    Some(unsafe { &mut *((*pde & FRAME_MASK) as *mut [u32; 1024]) })
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OutOfMemory;
 
-/// Maps a fresh zeroed frame at user page `vaddr`; returns the frame.
-pub fn map_user(vaddr: u32, writable: bool) -> Result<u32, OutOfMemory> {
-    debug_assert!((USER_BASE..USER_TOP).contains(&vaddr));
-    let table = user_table(vaddr, true).ok_or(OutOfMemory)?;
-    let pte = &mut table[((vaddr >> 12) & 1023) as usize];
-    if *pte & PRESENT != 0 {
-        if writable {
-            *pte |= WRITABLE;
-        }
-        return Ok(*pte & FRAME_MASK);
-    }
-    let frame = frames::alloc().ok_or(OutOfMemory)?;
-    *pte = frame | PRESENT | USER | if writable { WRITABLE } else { 0 };
-    Ok(frame)
-}
-
-/// The PTE flags for `vaddr` if it is mapped (kernel or user).
+/// The PTE flags for `vaddr` in the current address space, if it is mapped
+/// (kernel or user), read through the recursive slot every directory has.
 pub fn flags(vaddr: u32) -> Option<u32> {
-    let pde = directory()[(vaddr >> 22) as usize];
+    // SAFETY: RECURSIVE_DIR is the current directory (its last entry points
+    // at itself: `init` sets it in the kernel's, the pmap in every other).
+    let pde = unsafe { (RECURSIVE_DIR as *const u32).add((vaddr >> 22) as usize).read() };
     if pde & PRESENT == 0 {
         return None;
     }
-    // SAFETY: present tables are identity-mapped.
-    let table = unsafe { &*((pde & FRAME_MASK) as *const [u32; 1024]) };
-    let pte = table[((vaddr >> 12) & 1023) as usize];
+    // SAFETY: the directory entry is present, so the PTE is mapped at
+    // RECURSIVE_BASE + page number * 4.
+    let pte = unsafe { (RECURSIVE_BASE as *const u32).add((vaddr >> 12) as usize).read() };
     // Writable and user-accessible only when both levels say so (SDM Vol. 3A §4.6).
     (pte & PRESENT != 0).then_some(pte & pde & (PRESENT | WRITABLE | USER))
-}
-
-/// Unmaps every user page and frees its frame and its page tables.
-pub fn clear_user() {
-    let dir = directory();
-    for pde in dir[(USER_BASE >> 22) as usize..(USER_TOP >> 22) as usize].iter_mut() {
-        if *pde & PRESENT == 0 {
-            continue;
-        }
-        let table = (*pde & FRAME_MASK) as *mut [u32; 1024];
-        // SAFETY: the table's frame is identity-mapped and owned by us.
-        for pte in unsafe { (*table).iter_mut() } {
-            if *pte & PRESENT != 0 {
-                frames::free(*pte & FRAME_MASK);
-                *pte = 0;
-            }
-        }
-        frames::free(table as u32);
-        *pde = 0;
-    }
-    flush_all();
 }
 
 /// Reloading CR3 drops every TLB entry (no global pages here).
@@ -221,13 +177,15 @@ pub fn invlpg(va: u32) {
     unsafe { asm!("invlpg ({})", in(reg) va, options(att_syntax, nostack)) };
 }
 
-/// The kernel's page directory entries (everything outside user space),
-/// for a new address space to share.
+/// The kernel's page directory entries (everything outside user space but
+/// each space's own slots, the alternate and the recursive one), for a new
+/// address space to share.
 pub fn kernel_pdes() -> impl Iterator<Item = (usize, u32)> {
     let dir = directory();
     let user = (USER_BASE >> 22) as usize..(USER_TOP >> 22) as usize;
+    let own = (abi::layout::APTE_BASE >> 22) as usize..1024;
     (0..1024)
-        .filter(move |i| !user.contains(i))
+        .filter(move |i| !user.contains(i) && !own.contains(i))
         .map(move |i| (i, dir[i]))
 }
 
@@ -238,4 +196,24 @@ pub fn kernel_pdes() -> impl Iterator<Item = (usize, u32)> {
 pub unsafe fn load_cr3(dir: u32) {
     // SAFETY: the caller's contract.
     unsafe { asm!("movl {}, %cr3", in(reg) dir, options(att_syntax, nostack)) };
+}
+
+/// The kernel page table that maps `va` (in the kernel half), made present
+/// in the kernel's directory if it is not; returns its frame. At boot,
+/// before any address space copies the kernel's entries.
+pub fn kernel_table(va: u32) -> Result<u32, OutOfMemory> {
+    let pde = &mut directory()[(va >> 22) as usize];
+    if *pde & PRESENT == 0 {
+        *pde = frames::alloc().ok_or(OutOfMemory)? | PRESENT | WRITABLE;
+    }
+    Ok(*pde & FRAME_MASK)
+}
+
+/// Maps kernel page `va` to frame `phys` (supervisor, writable). At boot,
+/// as [`kernel_table`].
+pub fn map_kernel(va: u32, phys: u32) -> Result<(), OutOfMemory> {
+    let table = kernel_table(va)?;
+    // SAFETY: the table is a kernel frame inside the identity map.
+    unsafe { (table as *mut u32).add(((va >> 12) & 1023) as usize).write(phys | PRESENT | WRITABLE) };
+    Ok(())
 }

@@ -309,4 +309,9 @@ impl<'a> BootInfo<'a> {
             .map(|r| (r.end - r.start) / 1024)
             .sum()
     }
+
+    /// One past the highest usable byte of RAM.
+    pub fn memory_end(&self) -> u64 {
+        self.regions().iter().map(|r| r.end).max().unwrap_or(0)
+    }
 }

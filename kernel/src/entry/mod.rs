@@ -26,7 +26,7 @@ use abi::Mechanism;
 use crate::arch::cpu::Features;
 use crate::sync::cell::SetOnce;
 
-use crate::arch::regs::frame;
+use crate::arch::regs::{frame, EntryFrame, IretFrame, Regs};
 
 /// Why a mechanism is not usable on this CPU.
 pub fn unavailable_reason(m: Mechanism, f: &Features) -> Option<&'static str> {
@@ -166,3 +166,46 @@ macro_rules! addr {
     }};
 }
 pub(crate) use addr;
+
+/// The user's whole context at a full entry (for `fork`, whose child
+/// resumes from a copy of it), given the dispatcher's `Regs`.
+///
+/// The int 0x80, sysenter and syscall stubs leave an [`EntryFrame`] above
+/// the registers; the call gate leaves the user's EFLAGS and then LRET's
+/// EIP, CS, ESP and SS there instead. The word at the frame's CS slot tells
+/// them apart: in an `EntryFrame` it is the user code selector, in the call
+/// gate's frame the user's EIP, an address in user space, never 0x1b.
+pub fn user_frame(r: &Regs) -> EntryFrame {
+    use abi::layout::selector::USER_CODE;
+    const _: () = assert!(core::mem::size_of::<EntryFrame>() == 60);
+    // SAFETY: every full entry calls the dispatcher with `r` at the bottom
+    // of a 60-byte frame it built on the kernel stack (both layouts are
+    // 15 words: PUSHAL's 8, ES, DS, and 5 more).
+    let words = unsafe { &*(r as *const Regs as *const [u32; 15]) };
+    let f = EntryFrame {
+        regs: *r,
+        es: words[8],
+        ds: words[9],
+        iret: IretFrame {
+            eip: words[10],
+            cs: words[11],
+            eflags: words[12],
+            esp: words[13],
+            ss: words[14],
+        },
+    };
+    if f.iret.cs == USER_CODE as u32 {
+        return f;
+    }
+    // The call gate's: EFLAGS, then EIP, CS, ESP, SS.
+    EntryFrame {
+        iret: IretFrame {
+            eflags: words[10],
+            eip: words[11],
+            cs: words[12],
+            esp: words[13],
+            ss: words[14],
+        },
+        ..f
+    }
+}

@@ -66,6 +66,10 @@ const fn table() -> [Handler; nr::COUNT as usize] {
     t[nr::LOOKUP_BENCH as usize] = threads::sys_lookup_bench;
     t[nr::RECORD as usize] = sys_record;
     t[nr::CPU as usize] = threads::sys_cpu;
+    t[nr::FORK as usize] = sys_fork;
+    t[nr::WAITPID as usize] = sys_waitpid;
+    t[nr::GETPPID as usize] = sys_getppid;
+    t[nr::SBRK as usize] = sys_sbrk;
     t
 }
 
@@ -90,7 +94,51 @@ extern "fastcall" fn sys_null(r: &mut Regs) {
 }
 
 extern "fastcall" fn sys_getpid(r: &mut Regs) {
-    r.eax = task::current().pid;
+    r.eax = crate::proc::current_pid();
+}
+
+extern "fastcall" fn sys_getppid(r: &mut Regs) {
+    r.eax = crate::proc::parent_pid();
+}
+
+/// `fork()`: the child resumes from a copy of this entry's frame.
+extern "fastcall" fn sys_fork(r: &mut Regs) {
+    let frame = entry::user_frame(r);
+    r.eax = match crate::proc::fork(&frame) {
+        Ok(pid) => pid,
+        Err(e) => err(e),
+    };
+}
+
+/// `waitpid(pid, status, flags)`: the status pointer is checked before
+/// anything is reaped, and written after (a bad one leaves the child).
+extern "fastcall" fn sys_waitpid(r: &mut Regs) {
+    let (pid, status, flags) = (r.ebx as i32, r.ecx, r.edx);
+    if status != 0 {
+        if let Err(e) = usercopy::check(status, 4, usercopy::Access::Write) {
+            r.eax = err(e);
+            return;
+        }
+    }
+    let store = |v: u32| {
+        if status == 0 {
+            return Ok(());
+        }
+        let out = usercopy::user_slice_mut(status, 4)?;
+        out.copy_from_slice(&v.to_le_bytes());
+        Ok(())
+    };
+    r.eax = match crate::proc::waitpid(pid, flags, store) {
+        Ok(pid) => pid,
+        Err(e) => err(e),
+    };
+}
+
+extern "fastcall" fn sys_sbrk(r: &mut Regs) {
+    r.eax = match crate::proc::sbrk(r.ebx as i32) {
+        Ok(old) => old,
+        Err(e) => err(e),
+    };
 }
 
 extern "fastcall" fn sys_geteuid(r: &mut Regs) {

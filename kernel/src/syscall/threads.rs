@@ -47,7 +47,11 @@ pub extern "fastcall" fn sys_thread_create(r: &mut Regs) {
             return;
         }
     };
-    r.eax = match sched::spawn_user(eip, esp, arg, prio, cpu) {
+    let Some(proc) = sched::current_proc() else {
+        r.eax = err(EINVAL);
+        return;
+    };
+    r.eax = match sched::spawn_user(eip, esp, arg, prio, cpu, proc) {
         Ok(tid) => tid,
         Err(_) => err(EAGAIN),
     };

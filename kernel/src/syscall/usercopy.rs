@@ -3,8 +3,11 @@
 //! writable. Any failure is `-EFAULT`, never a kernel fault.
 //!
 //! Covered: a pointer into the kernel, an unmapped one, a range that wraps
-//! past 4 GiB, a length that overflows, a buffer partly unmapped. One CPU,
-//! no preemption in ring 0: nothing can unmap a page between check and use.
+//! past 4 GiB, a length that overflows, a buffer partly unmapped. A page
+//! that is copy-on-write (for a write) or demand-zero is resolved first, as
+//! the user's own access would. No preemption in ring 0, and only the
+//! calling process's `sbrk` unmaps its pages: nothing unmaps a page between
+//! check and use but another thread of the same process shrinking its heap.
 
 use abi::layout::{PAGE_SIZE, USER_BASE, USER_TOP};
 use abi::syscall::errno::EFAULT;
@@ -35,6 +38,9 @@ pub fn check(ptr: u32, len: u32, access: Access) -> Result<(), i32> {
     while page < end {
         match paging::flags(page) {
             Some(f) if f & need == need => {}
+            // A copy-on-write page about to be written, or a heap page not
+            // touched yet: resolved as the user's own access would be.
+            _ if crate::proc::fault(page, access == Access::Write) == crate::vm::Fault::Resolved => {}
             _ => return Err(EFAULT),
         }
         page += PAGE_SIZE;

@@ -8,10 +8,10 @@ use xmas_elf::program::Type;
 use xmas_elf::ElfFile;
 
 use super::LoadError;
-use crate::arch::paging;
+use crate::vm::Space;
 
-/// Maps the program's segments; returns its entry point.
-pub fn load(image: &[u8]) -> Result<u32, LoadError> {
+/// Maps the program's segments into `space`; returns its entry point.
+pub fn load(space: &Space, image: &[u8]) -> Result<u32, LoadError> {
     let elf = ElfFile::new(image).map_err(LoadError::Elf)?;
     if elf.header.pt1.class() != xmas_elf::header::Class::ThirtyTwo
         || elf.header.pt2.machine().as_machine() != xmas_elf::header::Machine::X86
@@ -36,20 +36,14 @@ pub fn load(image: &[u8]) -> Result<u32, LoadError> {
         let writable = ph.flags().is_write();
         let mut page = (va as u32) & !(PAGE_SIZE - 1);
         while (page as u64) < end {
-            let frame = paging::map_user(page, writable).map_err(|_| LoadError::OutOfMemory)?;
-            // Copy the part of the file that falls in this page, through the
-            // frame's identity mapping (so read-only pages need no write access).
-            let page_end = page as u64 + PAGE_SIZE as u64;
-            let from = (va).max(page as u64);
-            let to = (va + filesz).min(page_end);
-            if from < to {
-                let src = &file[(from - va) as usize..(to - va) as usize];
-                let dst = frame + (from - page as u64) as u32;
-                // SAFETY: `dst..dst+len` lies inside the freshly mapped frame.
-                unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
-            }
+            space
+                .map_zeroed(page, writable)
+                .map_err(|_| LoadError::OutOfMemory)?;
             page += PAGE_SIZE;
         }
+        // The file's bytes, through the pages themselves (so read-only
+        // pages need no write access); the rest stays zero.
+        space.load(va as u32, file);
     }
     let entry = elf.header.pt2.entry_point() as u32;
     if !(USER_BASE..USER_TOP).contains(&entry) {

@@ -10,11 +10,10 @@
 pub mod elf;
 pub mod sched;
 
-use abi::layout::{PAGE_SIZE, USER_STACK_SIZE, USER_STACK_TOP};
+use abi::layout::USER_STACK_TOP;
 use abi::report::kind;
-use abi::syscall::DEFAULT_EUID;
+use abi::syscall::{wait, DEFAULT_EUID};
 
-use crate::arch::paging;
 use crate::boot::info::Module;
 use crate::sync::cell::BootCell;
 use crate::{kprintln, record};
@@ -60,6 +59,16 @@ pub fn end_current(why: End) -> ! {
     // Held until the next thread of this CPU lets it go (on CPU 0 the boot
     // thread, resumed in `run`).
     core::mem::forget(sched::locked());
+    // A process other than pid 1 ends alone: a zombie whose status says why.
+    if crate::proc::current().is_some_and(|p| !crate::proc::is_init(p)) {
+        let status = match why {
+            End::Exit(code) => wait::exited(code),
+            End::Fault { vector, .. } => wait::faulted(vector),
+            End::BadStack { .. } => wait::BAD_STACK,
+            End::Deadlock => wait::exited(0),
+        };
+        crate::proc::exit_current(status);
+    }
     note_end(why);
     sched::end_task()
 }
@@ -95,16 +104,7 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
 /// one); the boot thread waits on CPU 0 all the same.
 pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, LoadError> {
     let image = module_bytes(module);
-    let entry = elf::load(image).inspect_err(|_| paging::clear_user())?;
-    // The stack, with the page below it left unmapped as a guard.
-    let mut page = USER_STACK_TOP - USER_STACK_SIZE;
-    while page < USER_STACK_TOP {
-        if paging::map_user(page, true).is_err() {
-            paging::clear_user();
-            return Err(LoadError::OutOfMemory);
-        }
-        page += PAGE_SIZE;
-    }
+    let (space, entry) = crate::proc::load_program(image)?;
     crate::syscall::reset_ring();
     // SAFETY: between tasks, nothing else touches these cells.
     let pid = unsafe {
@@ -123,19 +123,24 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
         // The boot thread blocks holding the scheduler lock; the task's
         // first thread lets it go, and the task's end hands it back.
         let _g = sched::locked();
-        if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER, cpu).is_err() {
-            paging::clear_user();
+        let Some(p) = crate::proc::create_init(space, pid, module.name) else {
+            space.destroy();
+            return Err(LoadError::OutOfMemory);
+        };
+        if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER, cpu, p).is_err() {
+            crate::proc::reset();
             return Err(LoadError::OutOfMemory);
         }
         sched::wait_for_task();
         sched::reset_all();
         reset_machine_state();
+        // Every process's memory back (pid 1's, zombies', orphans').
+        crate::proc::reset();
     }
     // Every other CPU puts back its own (its threads may have changed its
     // MSRs and x87 too), before the next task; not under the lock, which
     // the APs take on their way to the command.
     crate::arch::smp::on_every_ap(crate::arch::smp::command::RESET);
-    paging::clear_user();
     // SAFETY: set by end_current before leave_user.
     let end = unsafe { ENDED.get_mut().take() }.expect("a task ends through end_current");
     match end {

@@ -49,12 +49,12 @@ use abi::eflags;
 use abi::layout::{selector, MAX_CPUS, VECTOR_RESCHEDULE};
 use abi::syscall::{MAX_THREADS, PRIO_MAX};
 
-use crate::arch::regs::IretFrame;
+use crate::arch::regs::{EntryFrame, IretFrame};
 use crate::arch::{gdt, pit};
 use crate::entry;
 use crate::sync::cell::BootCell;
 use crate::sync::{sleepqueue, turnstile};
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
 pub type Tid = u32;
 
@@ -100,7 +100,12 @@ pub struct Thread {
     pub timed_out: bool,
     /// The CPU this thread runs on.
     pub cpu: u8,
+    /// The process of a user thread (its slot in `proc`), else [`NO_PROC`].
+    pub proc: u8,
 }
+
+/// [`Thread::proc`] of the boot, idle and kernel threads.
+pub const NO_PROC: u8 = u8::MAX;
 
 const EMPTY: Thread = Thread {
     state: State::Free,
@@ -117,6 +122,7 @@ const EMPTY: Thread = Thread {
     deadline: 0,
     timed_out: false,
     cpu: 0,
+    proc: NO_PROC,
 };
 
 /// The scheduler's state: all of it (s).
@@ -133,9 +139,6 @@ struct Sched {
     switches: u64,
     /// The running task is ending: its threads are not picked again.
     ending: bool,
-    /// Counts tasks: a CPU whose TLB last saw an older task flushes it
-    /// before it runs a user thread (`FLUSHED`).
-    task_gen: u32,
 }
 
 static SCHED: BootCell<Sched> = BootCell::new(Sched {
@@ -147,11 +150,10 @@ static SCHED: BootCell<Sched> = BootCell::new(Sched {
     quantum_left: [QUANTUM; MAX_CPUS],
     switches: 0,
     ending: false,
-    task_gen: 1,
 });
 
-/// The task generation each CPU's TLB was last flushed for (c).
-static FLUSHED: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+/// The process of each CPU's running thread (c), [`NO_PROC`] for none.
+static CURRENT_PROC: [AtomicU8; MAX_CPUS] = [const { AtomicU8::new(NO_PROC) }; MAX_CPUS];
 
 /// The running thread (table index) of each CPU (c): FreeBSD's curthread.
 static CURRENT: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
@@ -214,6 +216,9 @@ pub fn lock() {
         .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
     {
+        // The holder may be waiting for this CPU to flush its TLB, which
+        // the IPI cannot ask of it with interrupts off.
+        crate::vm::pmap::shootdown::poll();
         core::hint::spin_loop();
     }
 }
@@ -265,7 +270,7 @@ fn sched() -> &'static mut Sched {
 global_asm!(
     r#"
     .pushsection .text.sched, "ax"
-    .global switch_stacks, kthread_start, uthread_start
+    .global switch_stacks, kthread_start, uthread_start, fork_start
     /* switch_stacks(save: *mut u32, next_esp: u32): the callee-saved
        registers go on this stack, ESP into *save; then the next thread's
        ESP is loaded and its registers popped: `ret` resumes it wherever it
@@ -312,6 +317,15 @@ uthread_start:
     xorl %edi, %edi
     xorl %ebp, %ebp
     iret
+
+    /* A forked child's first run: the parent's entry frame (EntryFrame:
+       PUSHAL's registers, ES, DS, an IRET frame) is on its stack. */
+fork_start:
+    call {unlock}
+    popal
+    popl %es
+    popl %ds
+    iret
     .popsection
     "#,
     udata = const selector::USER_DATA,
@@ -326,6 +340,7 @@ unsafe extern "C" {
     fn switch_stacks(save: *mut u32, next_esp: u32);
     static kthread_start: u8;
     static uthread_start: u8;
+    static fork_start: u8;
 }
 
 extern "C" fn kthread_exit() -> ! {
@@ -469,6 +484,14 @@ struct UserStart {
     iret: IretFrame,
 }
 
+/// A forked thread's stack: `fork_start` restores the parent's registers
+/// (EAX = 0) and segments and IRETs to ring 3.
+#[repr(C)]
+struct ForkStart {
+    switch: SwitchFrame,
+    frame: EntryFrame,
+}
+
 /// Pushes `frame` below the thread's saved ESP (a new thread's start frame).
 fn push_frame<F>(i: usize, frame: F) {
     let t = &mut sched().threads[i];
@@ -520,10 +543,20 @@ pub fn least_loaded(cpus: usize) -> usize {
         .unwrap_or(0)
 }
 
-/// A user thread on CPU `cpu` starting at `eip` with ESP `esp` and EAX `arg`.
-pub fn spawn_user(eip: u32, esp: u32, arg: u32, prio: u32, cpu: usize) -> Result<Tid, CreateError> {
+/// A user thread of process `proc` on CPU `cpu` starting at `eip` with
+/// ESP `esp` and EAX `arg`.
+pub fn spawn_user(
+    eip: u32,
+    esp: u32,
+    arg: u32,
+    prio: u32,
+    cpu: usize,
+    proc: usize,
+) -> Result<Tid, CreateError> {
     let i = new_thread(prio, true)?;
     sched().threads[i].cpu = cpu as u8;
+    sched().threads[i].proc = proc as u8;
+    crate::proc::thread_started(proc);
     push_frame(
         i,
         UserStart {
@@ -538,7 +571,17 @@ pub fn spawn_user(eip: u32, esp: u32, arg: u32, prio: u32, cpu: usize) -> Result
             },
         },
     );
-    // A second user thread is what needs the timer: preemption.
+    start_ticks_if_shared();
+    let tid = sched().threads[i].tid;
+    if cpu != self::cpu() {
+        // Wake that CPU if it idles (new_thread made the thread ready).
+        make_ready(i);
+    }
+    Ok(tid)
+}
+
+/// A second user thread is what needs the timer: preemption.
+fn start_ticks_if_shared() {
     if sched()
         .threads
         .iter()
@@ -548,12 +591,91 @@ pub fn spawn_user(eip: u32, esp: u32, arg: u32, prio: u32, cpu: usize) -> Result
     {
         pit::start_ticks();
     }
-    let tid = sched().threads[i].tid;
-    if cpu != self::cpu() {
-        // Wake that CPU if it idles (new_thread made the thread ready).
-        make_ready(i);
+}
+
+/// A new process's only thread (`fork`): on this CPU, at the running
+/// thread's priority, returning to ring 3 through `frame` (the parent's
+/// registers at its entry, EAX already 0). The process counts it already.
+pub fn spawn_fork(frame: &EntryFrame, proc: usize) -> Result<Tid, CreateError> {
+    let prio = sched().threads[current_index()].base_prio;
+    let i = new_thread(prio as u32, true)?;
+    let me = cpu();
+    let t = &mut sched().threads[i];
+    t.cpu = me as u8;
+    t.proc = proc as u8;
+    let mut f = *frame;
+    // Back to ring 3 by IRET whichever way the parent came in: the user's
+    // selectors, interrupts on, no nested task (SDM Vol. 3A §7.4: IRET
+    // with NT set would be a task return).
+    f.iret.cs = selector::USER_CODE as u32;
+    f.iret.ss = selector::USER_DATA as u32;
+    f.iret.eflags = (f.iret.eflags & !eflags::NT) | eflags::IF | eflags::RESERVED_1;
+    push_frame(
+        i,
+        ForkStart {
+            switch: SwitchFrame::to(&raw const fork_start),
+            frame: f,
+        },
+    );
+    start_ticks_if_shared();
+    Ok(sched().threads[i].tid)
+}
+
+/// The process of this CPU's running thread (`None` in a kernel thread).
+pub fn current_proc() -> Option<usize> {
+    match CURRENT_PROC[cpu()].load(Ordering::Relaxed) {
+        NO_PROC => None,
+        p => Some(p as usize),
     }
-    Ok(tid)
+}
+
+/// Process `p` ends: none of its threads runs again. Those that wait
+/// (ready, asleep) stop now; those running on other CPUs are sent a
+/// reschedule IPI and stop at their next way back to ring 3. The caller's
+/// own thread stops with [`stop_current_of_process`]. Under the lock.
+pub fn stop_process(p: usize) {
+    let s = sched();
+    let me = current_index();
+    for i in 1..MAX_THREADS {
+        let t = s.threads[i];
+        if i == me || !t.user || t.proc as usize != p || t.state == State::Free {
+            continue;
+        }
+        match t.state {
+            State::Ready => stop_thread(i),
+            State::Sleeping => {
+                sleepqueue::remove_waiter(i);
+                stop_thread(i);
+            }
+            State::Running => crate::arch::apic::send_ipi(
+                crate::arch::smp::percpu(t.cpu as usize).apic_id as u8,
+                VECTOR_RESCHEDULE,
+            ),
+            // A thread waiting on a turnstile holds a lock's hand-off: it
+            // stops when the owner hands it the lock (see `preempt`).
+            _ => {}
+        }
+    }
+}
+
+/// Thread `i` (not running) of an ending process is gone for good.
+fn stop_thread(i: usize) {
+    let p = sched().threads[i].proc as usize;
+    release(i);
+    crate::proc::thread_stopped(p);
+}
+
+/// The running thread of an ending process stops for good and this CPU runs
+/// its next thread. Under the lock.
+pub fn stop_current_of_process() -> ! {
+    stop_thread(current_index());
+    schedule();
+    unreachable!("a stopped thread was resumed");
+}
+
+/// Whether thread `t` may run: not one of an ending task's or process's.
+fn runnable(s: &Sched, t: &Thread) -> bool {
+    !(t.user && (s.ending || crate::proc::exiting(t.proc as usize)))
 }
 
 /// The most urgent ready thread of this CPU, oldest first among equals.
@@ -564,7 +686,7 @@ fn pick() -> Option<usize> {
     (0..MAX_THREADS)
         .filter(|&i| {
             let t = &s.threads[i];
-            t.state == State::Ready && t.cpu == me && !(s.ending && t.user)
+            t.state == State::Ready && t.cpu == me && runnable(s, t)
         })
         .min_by_key(|&i| (s.threads[i].prio, s.threads[i].seq))
 }
@@ -659,10 +781,18 @@ fn switch_to(next: usize) {
         gdt::set_esp0_on(me, top);
         entry::set_kernel_stack(top);
     }
-    if s.threads[next].user && FLUSHED[me].load(Ordering::Relaxed) != s.task_gen {
-        // This CPU's TLB may still hold an older task's user mappings.
-        crate::arch::paging::flush_all();
-        FLUSHED[me].store(s.task_gen, Ordering::Relaxed);
+    // A user thread runs in its process's address space: CR3 is loaded
+    // when (and only when) it differs. Any other thread keeps the space it
+    // finds (Linux's lazy TLB): the kernel half is the same in all, and a
+    // space is only freed once no CPU holds it (`vm::pmap`).
+    if s.threads[next].user {
+        let p = s.threads[next].proc;
+        CURRENT_PROC[me].store(p, Ordering::Relaxed);
+        if let Some(dir) = crate::proc::directory(p as usize) {
+            crate::vm::pmap::activate_dir(dir);
+        }
+    } else {
+        CURRENT_PROC[me].store(NO_PROC, Ordering::Relaxed);
     }
     let save = &raw mut s.threads[prev].esp;
     let to = s.threads[next].esp;
@@ -705,13 +835,21 @@ pub fn nap(ticks: u64) {
 pub fn exit_current() -> ! {
     let s = sched();
     let me = current_index();
-    // Read before `release` empties the slot.
-    let was_user = s.threads[me].user;
-    release(me);
-    let users_left = s.threads.iter().any(|t| t.user && t.state != State::Free);
-    if was_user && !users_left {
-        crate::task::end_current(crate::task::End::Exit(0));
+    let t = s.threads[me];
+    if t.user {
+        let p = t.proc as usize;
+        let last = !s
+            .threads
+            .iter()
+            .enumerate()
+            .any(|(i, o)| i != me && o.user && o.proc == t.proc && o.state != State::Free);
+        if last && crate::proc::is_init(p) {
+            // pid 1's last thread: the task is over.
+            crate::task::end_current(crate::task::End::Exit(0));
+        }
+        stop_current_of_process();
     }
+    release(me);
     schedule();
     unreachable!("a dead thread was scheduled");
 }
@@ -750,7 +888,6 @@ pub fn reset_all() {
         }
     }
     s.ending = false;
-    s.task_gen = s.task_gen.wrapping_add(1);
     for q in s.quantum_left.iter_mut() {
         *q = QUANTUM;
     }
@@ -848,6 +985,9 @@ fn preempt(from_user: bool, timer: bool) {
     if s.ending && s.threads[me].user {
         stop_current();
         return;
+    }
+    if s.threads[me].user && crate::proc::exiting(s.threads[me].proc as usize) {
+        stop_current_of_process();
     }
     if timer {
         s.quantum_left[c] = s.quantum_left[c].saturating_sub(1);

@@ -1,0 +1,367 @@
+//! Processes: a pid, a parent, an address space, threads, an exit status.
+//!
+//! The program the kernel starts is pid 1 (`task::run`). Its descendants
+//! come from [`fork`]: a copy of the calling thread in a copy of the
+//! calling process's address space. A process ends ([`exit_current`]) by
+//! `exit`, by a fault, or with its last thread; it is then a zombie that
+//! keeps its status until its parent reaps it ([`waitpid`]), which also
+//! gives its memory back (the address space is destroyed by the reaper, a
+//! space that is not the current one: that is what the `pmap=` strategies
+//! are measured on). Children of a process that ends are handed to pid 1.
+//! When pid 1 ends, the task ends everywhere (`task::end_current`), and
+//! [`reset`] drops whatever processes are left.
+//!
+//! Locking key:
+//!   (s) the scheduler lock: the process table, every process's fields, and
+//!       the address spaces (`vm`). [`table`] asserts it.
+
+use abi::layout::{PAGE_SIZE, USER_STACK_SIZE, USER_STACK_TOP};
+use abi::syscall::{errno, wait, MAX_PROCS};
+
+use crate::arch::regs::EntryFrame;
+use crate::sync::cell::BootCell;
+use crate::sync::sleepqueue;
+use crate::task::sched;
+use crate::vm::{self, Space};
+
+pub type Pid = u32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Free,
+    Alive,
+    /// Every thread stopped; waiting for the parent to collect `status`.
+    Zombie,
+}
+
+/// A process; every field is (s).
+#[derive(Clone, Copy, Debug)]
+pub struct Proc {
+    pub state: State,
+    pub pid: Pid,
+    /// The parent's slot (pid 1's is its own).
+    pub parent: usize,
+    pub space: Option<Space>,
+    /// `waitpid`'s status word once a zombie.
+    pub status: u32,
+    /// Live threads (not yet stopped).
+    pub threads: u32,
+    /// Ending: its threads are not run again, each stops where it is.
+    pub exiting: bool,
+    pub name: &'static str,
+}
+
+const EMPTY: Proc = Proc {
+    state: State::Free,
+    pid: 0,
+    parent: 0,
+    space: None,
+    status: 0,
+    threads: 0,
+    exiting: false,
+    name: "",
+};
+
+struct Table {
+    procs: [Proc; MAX_PROCS],
+    next_pid: Pid,
+    /// pid 1's slot while a task runs.
+    init: Option<usize>,
+    /// The boot's `fork=`.
+    cow: bool,
+    /// Forks and reaps since boot (for reports).
+    forks: u32,
+}
+
+static TABLE: BootCell<Table> = BootCell::new(Table {
+    procs: [EMPTY; MAX_PROCS],
+    next_pid: 1,
+    init: None,
+    cow: false,
+    forks: 0,
+});
+
+fn table() -> &'static mut Table {
+    debug_assert!(sched::held_here(), "process table without the scheduler lock");
+    // SAFETY: (s) held (asserted above), so no other CPU touches the table;
+    // on this CPU one path runs at a time (interrupts off in ring 0).
+    unsafe { TABLE.get_mut() }
+}
+
+/// Boot: `fork=cow` or not.
+pub fn init(cow: bool) {
+    let _g = sched::locked();
+    table().cow = cow;
+}
+
+/// Process `i`, under the scheduler lock.
+pub fn get(i: usize) -> &'static mut Proc {
+    &mut table().procs[i]
+}
+
+/// The running thread's process slot (`None` in a kernel thread).
+pub fn current() -> Option<usize> {
+    sched::current_proc()
+}
+
+/// The running thread's pid, without the lock: a process's pid does not
+/// change while one of its threads runs.
+pub fn current_pid() -> Pid {
+    match current() {
+        // SAFETY: reads one word that is written only while no thread of
+        // the process runs (its creation, its slot's reuse after reaping).
+        Some(i) => unsafe { TABLE.get_mut().procs[i].pid },
+        None => 0,
+    }
+}
+
+fn take_slot() -> Option<usize> {
+    let t = table();
+    let i = t.procs.iter().position(|p| p.state == State::Free)?;
+    let pid = t.next_pid;
+    t.next_pid += 1;
+    t.procs[i] = Proc {
+        state: State::Alive,
+        pid,
+        parent: i,
+        ..EMPTY
+    };
+    Some(i)
+}
+
+/// Makes the task's first process from a loaded `space` (under the lock),
+/// with the task's `pid` (1 for the first task of a boot; "pid 1" in these
+/// comments is this process whatever its number); its children are
+/// numbered after it. Returns its slot.
+pub fn create_init(space: Space, pid: Pid, name: &'static str) -> Option<usize> {
+    table().next_pid = pid;
+    let i = take_slot()?;
+    let p = get(i);
+    p.space = Some(space);
+    p.name = name;
+    table().init = Some(i);
+    Some(i)
+}
+
+/// Loads a program image into a fresh address space, with its stack (the
+/// page below it left unmapped as a guard); returns the space and the
+/// entry point. The space is left current on this CPU.
+pub fn load_program(image: &[u8]) -> Result<(Space, u32), crate::task::LoadError> {
+    use crate::task::LoadError;
+    let _g = sched::locked();
+    let space = Space::new().map_err(|_| LoadError::OutOfMemory)?;
+    space.pmap.activate();
+    let undo = |e| {
+        vm::pmap::activate_kernel();
+        space.destroy();
+        e
+    };
+    let entry = crate::task::elf::load(&space, image).map_err(undo)?;
+    let mut page = USER_STACK_TOP - USER_STACK_SIZE;
+    while page < USER_STACK_TOP {
+        space
+            .map_zeroed(page, true)
+            .map_err(|_| LoadError::OutOfMemory)
+            .map_err(undo)?;
+        page += PAGE_SIZE;
+    }
+    Ok((space, entry))
+}
+
+/// `fork()` from the running thread, whose entry left `frame` on its
+/// kernel stack: the child's pid, or an errno.
+pub fn fork(frame: &EntryFrame) -> Result<Pid, i32> {
+    let _g = sched::locked();
+    let parent = current().ok_or(errno::EPERM)?;
+    let cow = table().cow;
+    let space = get(parent).space.expect("a live process has a space");
+    let child = take_slot().ok_or(errno::EAGAIN)?;
+    let copy = match space.fork(cow) {
+        Ok(s) => s,
+        Err(_) => {
+            *get(child) = EMPTY;
+            return Err(errno::EAGAIN);
+        }
+    };
+    let mut f = *frame;
+    f.regs.eax = 0;
+    if sched::spawn_fork(&f, child).is_err() {
+        copy.destroy();
+        *get(child) = EMPTY;
+        return Err(errno::EAGAIN);
+    }
+    let c = get(child);
+    c.space = Some(copy);
+    c.parent = parent;
+    c.threads = 1;
+    c.name = get(parent).name;
+    table().forks += 1;
+    Ok(c.pid)
+}
+
+/// The wait channel of process slot `i`: a kernel address, so no user
+/// channel (a user address) can equal it.
+fn channel(i: usize) -> u32 {
+    &raw const TABLE as u32 + (i * core::mem::size_of::<Proc>()) as u32
+}
+
+/// Ends the running thread's process (not pid 1) with `status`, from any
+/// of its threads, with the scheduler lock held: its other threads stop
+/// wherever they are, the process becomes a zombie once the last has, and
+/// the parent is woken. Does not return.
+pub fn exit_current(status: u32) -> ! {
+    let i = current().expect("a user thread belongs to a process");
+    let p = get(i);
+    if !p.exiting {
+        p.exiting = true;
+        p.status = status;
+        sched::stop_process(i);
+    }
+    sched::stop_current_of_process()
+}
+
+/// A thread of process `i` stopped for good (called by the scheduler under
+/// the lock, before it switches away from that thread's stack): the last
+/// one makes the process a zombie and wakes its parent; its children go to
+/// pid 1.
+pub fn thread_stopped(i: usize) {
+    let t = table();
+    let p = &mut t.procs[i];
+    p.threads -= 1;
+    if p.threads > 0 {
+        return;
+    }
+    if !p.exiting {
+        // The last thread_exit: the process exits with status 0.
+        p.exiting = true;
+        p.status = wait::exited(0);
+    }
+    p.state = State::Zombie;
+    let parent = p.parent;
+    if let Some(init) = t.init {
+        for c in t.procs.iter_mut() {
+            if c.state != State::Free && c.parent == i {
+                c.parent = init;
+            }
+        }
+        sleepqueue::wakeup(channel(init), true);
+    }
+    sleepqueue::wakeup(channel(parent), true);
+}
+
+/// A new thread in process `i` (thread_create).
+pub fn thread_started(i: usize) {
+    get(i).threads += 1;
+}
+
+/// `waitpid(pid, status, flags)` for the running process: the reaped
+/// child's pid (its status through `store`, which may refuse with
+/// `EFAULT`: the child is then left a zombie), 0 under `WNOHANG` while the
+/// matching children live, or an errno.
+pub fn waitpid(pid: i32, flags: u32, store: impl Fn(u32) -> Result<(), i32>) -> Result<Pid, i32> {
+    let _g = sched::locked();
+    let me = current().ok_or(errno::ECHILD)?;
+    if flags & !wait::WNOHANG != 0 {
+        return Err(errno::EINVAL);
+    }
+    loop {
+        let t = table();
+        let mine = |p: &Proc| {
+            p.state != State::Free && p.parent == me && (pid == -1 || p.pid as i32 == pid)
+        };
+        let (mut any, mut zombie) = (false, None);
+        for (c, p) in t.procs.iter().enumerate() {
+            if c != me && mine(p) {
+                any = true;
+                if p.state == State::Zombie {
+                    zombie = Some(c);
+                    break;
+                }
+            }
+        }
+        if let Some(c) = zombie {
+            let p = t.procs[c];
+            store(p.status)?;
+            if let Some(s) = p.space {
+                s.destroy();
+            }
+            t.procs[c] = EMPTY;
+            return Ok(p.pid);
+        }
+        if !any {
+            return Err(errno::ECHILD);
+        }
+        if flags & wait::WNOHANG != 0 {
+            return Ok(0);
+        }
+        sleepqueue::sleep(channel(me), 0);
+    }
+}
+
+/// The parent's pid of the running process (0 for pid 1).
+pub fn parent_pid() -> Pid {
+    let _g = sched::locked();
+    let Some(me) = current() else { return 0 };
+    let t = table();
+    let parent = t.procs[me].parent;
+    if parent == me {
+        0
+    } else {
+        t.procs[parent].pid
+    }
+}
+
+/// `sbrk(delta)` of the running process: the old break or `ENOMEM`.
+pub fn sbrk(delta: i32) -> Result<u32, i32> {
+    let _g = sched::locked();
+    let me = current().ok_or(errno::ENOMEM)?;
+    let s = get(me).space.as_mut().ok_or(errno::ENOMEM)?;
+    s.sbrk(delta).ok_or(errno::ENOMEM)
+}
+
+/// A user page fault (or a user-pointer check before the kernel writes):
+/// copy-on-write or demand-zero, in the running process's space.
+pub fn fault(va: u32, write: bool) -> vm::Fault {
+    let _g = sched::locked();
+    let Some(me) = current() else {
+        return vm::Fault::Invalid;
+    };
+    match get(me).space {
+        Some(s) => vm::fault(&s, va, write),
+        None => vm::Fault::Invalid,
+    }
+}
+
+/// Whether slot `i` is pid 1.
+pub fn is_init(i: usize) -> bool {
+    table().init == Some(i)
+}
+
+/// The directory of process `i` (for the context switch).
+pub fn directory(i: usize) -> Option<u32> {
+    table().procs[i].space.map(|s| s.pmap.dir)
+}
+
+/// Whether process `i` is ending (its threads are not run again).
+pub fn exiting(i: usize) -> bool {
+    table().procs[i].exiting
+}
+
+/// After a task: every process left (pid 1, zombies, children still
+/// running when pid 1 ended) gives its memory back. No CPU runs a user
+/// thread any more, and every CPU has left their spaces.
+pub fn reset() {
+    let t = table();
+    for p in t.procs.iter_mut() {
+        if let Some(s) = p.space.take() {
+            s.destroy();
+        }
+        *p = EMPTY;
+    }
+    t.init = None;
+}
+
+/// Forks since boot.
+pub fn forks() -> u32 {
+    table().forks
+}
