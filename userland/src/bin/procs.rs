@@ -210,10 +210,14 @@ fn orphans() -> Result<(), &'static str> {
 static SPINS: AtomicU32 = AtomicU32::new(0);
 static STOP: AtomicU32 = AtomicU32::new(0);
 
+/// Counts in ring 3 until told to stop (no system call: a thread looping
+/// on `yield` would hold the scheduler lock most of the time, and under
+/// icount, where QEMU runs one CPU at a time in long turns, the other CPU
+/// could find it taken at every turn).
 fn spinner(_: u32) {
     while STOP.load(Ordering::Relaxed) == 0 {
         SPINS.fetch_add(1, Ordering::Relaxed);
-        threads::yield_now();
+        core::hint::spin_loop();
     }
 }
 
@@ -223,7 +227,7 @@ fn one_thread_copied() -> Result<(), &'static str> {
         return Err("no second thread");
     }
     while SPINS.load(Ordering::Relaxed) < 3 {
-        threads::yield_now();
+        threads::sleep(1);
     }
     let pid = spawn_child(|| {
         // Only the forking thread lives here: the counter stands still.

@@ -298,10 +298,10 @@ fn loaded_anywhere(dir: u32) -> bool {
     LOADED.iter().any(|l| l.load(Ordering::Relaxed) == dir)
 }
 
-/// The other CPUs whose CR3 holds `dir` (bit per CPU).
+/// The other started CPUs whose CR3 holds `dir` (bit per CPU).
 pub fn cpus_running(dir: u32) -> u32 {
     let me = cpu();
-    (0..MAX_CPUS)
+    (0..crate::arch::smp::cpus().started)
         .filter(|&c| c != me && LOADED[c].load(Ordering::Relaxed) == dir)
         .fold(0, |m, c| m | 1 << c)
 }
