@@ -291,6 +291,13 @@ extern "fastcall" fn exception_handler(f: &mut TrapFrame) {
     }
     if FIXED_UP.contains(&v) {
         if let Some(fixup) = fixup_for(f.iret.eip) {
+            // A listed read of user memory (an entry stub's) that met a
+            // demand-zero or copy-on-write page: resolve it and retry.
+            if v == vector::PAGE_FAULT
+                && crate::proc::fault(cpu::cr2(), f.error & 2 != 0) == crate::vm::Fault::Resolved
+            {
+                return;
+            }
             FIXUP_VECTOR.store(v, Ordering::Relaxed);
             f.iret.eip = fixup;
             return;

@@ -15,7 +15,6 @@
 //!   (s) the scheduler lock: the process table, every process's fields, and
 //!       the address spaces (`vm`). [`table`] asserts it.
 
-use abi::layout::{PAGE_SIZE, USER_STACK_SIZE, USER_STACK_TOP};
 use abi::syscall::{errno, wait, MAX_PROCS};
 
 use crate::arch::regs::EntryFrame;
@@ -35,7 +34,7 @@ pub enum State {
 }
 
 /// A process; every field is (s).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Proc {
     pub state: State,
     pub pid: Pid,
@@ -132,40 +131,34 @@ fn take_slot() -> Option<usize> {
 /// Makes the task's first process from a loaded `space` (under the lock),
 /// with the task's `pid` (1 for the first task of a boot; "pid 1" in these
 /// comments is this process whatever its number); its children are
-/// numbered after it. Returns its slot.
-pub fn create_init(space: Space, pid: Pid, name: &'static str) -> Option<usize> {
+/// numbered after it. Returns its slot, or the space back when the table
+/// is full.
+pub fn create_init(space: Space, pid: Pid, name: &'static str) -> Result<usize, Space> {
     table().next_pid = pid;
-    let i = take_slot()?;
+    let Some(i) = take_slot() else {
+        return Err(space);
+    };
     let p = get(i);
     p.space = Some(space);
     p.name = name;
     table().init = Some(i);
-    Some(i)
+    Ok(i)
 }
 
-/// Loads a program image into a fresh address space, with its stack (the
-/// page below it left unmapped as a guard); returns the space and the
-/// entry point. The space is left current on this CPU.
+/// Loads a program image into a fresh address space (its stack is
+/// demand-zero, the page below it never mapped: the guard); returns the
+/// space and the entry point. The space is left current on this CPU.
 pub fn load_program(image: &[u8]) -> Result<(Space, u32), crate::task::LoadError> {
-    use crate::task::LoadError;
     let _g = sched::locked();
-    let space = Space::new().map_err(|_| LoadError::OutOfMemory)?;
+    let mut space = Space::new().map_err(|_| crate::task::LoadError::OutOfMemory)?;
     space.pmap.activate();
-    let undo = |e| {
-        vm::pmap::activate_kernel();
-        space.destroy();
-        e
-    };
-    let entry = crate::task::elf::load(&space, image).map_err(undo)?;
-    let mut page = USER_STACK_TOP - USER_STACK_SIZE;
-    while page < USER_STACK_TOP {
-        space
-            .map_zeroed(page, true)
-            .map_err(|_| LoadError::OutOfMemory)
-            .map_err(undo)?;
-        page += PAGE_SIZE;
+    match crate::task::elf::load(&mut space, image) {
+        Ok(entry) => Ok((space, entry)),
+        Err(e) => {
+            space.destroy();
+            Err(e)
+        }
     }
-    Ok((space, entry))
 }
 
 /// `fork()` from the running thread, whose entry left `frame` on its
@@ -174,8 +167,8 @@ pub fn fork(frame: &EntryFrame) -> Result<Pid, i32> {
     let _g = sched::locked();
     let parent = current().ok_or(errno::EPERM)?;
     let cow = table().cow;
-    let space = get(parent).space.expect("a live process has a space");
     let child = take_slot().ok_or(errno::EAGAIN)?;
+    let space = get(parent).space.as_ref().expect("a live process has a space");
     let copy = match space.fork(cow) {
         Ok(s) => s,
         Err(_) => {
@@ -280,12 +273,11 @@ pub fn waitpid(pid: i32, flags: u32, store: impl Fn(u32) -> Result<(), i32>) -> 
             }
         }
         if let Some(c) = zombie {
-            let p = t.procs[c];
-            store(p.status)?;
+            store(t.procs[c].status)?;
+            let p = core::mem::replace(&mut t.procs[c], EMPTY);
             if let Some(s) = p.space {
                 s.destroy();
             }
-            t.procs[c] = EMPTY;
             return Ok(p.pid);
         }
         if !any {
@@ -326,8 +318,8 @@ pub fn fault(va: u32, write: bool) -> vm::Fault {
     let Some(me) = current() else {
         return vm::Fault::Invalid;
     };
-    match get(me).space {
-        Some(s) => vm::fault(&s, va, write),
+    match &get(me).space {
+        Some(s) => vm::fault(s, va, write),
         None => vm::Fault::Invalid,
     }
 }
@@ -339,7 +331,7 @@ pub fn is_init(i: usize) -> bool {
 
 /// The directory of process `i` (for the context switch).
 pub fn directory(i: usize) -> Option<u32> {
-    table().procs[i].space.map(|s| s.pmap.dir)
+    table().procs[i].space.as_ref().map(|s| s.pmap.dir)
 }
 
 /// Whether process `i` is ending (its threads are not run again).

@@ -11,7 +11,9 @@ use super::LoadError;
 use crate::vm::Space;
 
 /// Maps the program's segments into `space`; returns its entry point.
-pub fn load(space: &Space, image: &[u8]) -> Result<u32, LoadError> {
+/// The pages that hold file bytes are mapped now; the rest of each segment
+/// (`.bss`) is demand-zero.
+pub fn load(space: &mut Space, image: &[u8]) -> Result<u32, LoadError> {
     let elf = ElfFile::new(image).map_err(LoadError::Elf)?;
     if elf.header.pt1.class() != xmas_elf::header::Class::ThirtyTwo
         || elf.header.pt2.machine().as_machine() != xmas_elf::header::Machine::X86
@@ -34,8 +36,9 @@ pub fn load(space: &Space, image: &[u8]) -> Result<u32, LoadError> {
             .get(off as usize..(off + filesz) as usize)
             .ok_or(LoadError::Elf("segment outside the file"))?;
         let writable = ph.flags().is_write();
+        space.add_image(va as u32, end as u32, (va + filesz) as u32);
         let mut page = (va as u32) & !(PAGE_SIZE - 1);
-        while (page as u64) < end {
+        while (page as u64) < va + filesz {
             space
                 .map_zeroed(page, writable)
                 .map_err(|_| LoadError::OutOfMemory)?;

@@ -123,9 +123,12 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
         // The boot thread blocks holding the scheduler lock; the task's
         // first thread lets it go, and the task's end hands it back.
         let _g = sched::locked();
-        let Some(p) = crate::proc::create_init(space, pid, module.name) else {
-            space.destroy();
-            return Err(LoadError::OutOfMemory);
+        let p = match crate::proc::create_init(space, pid, module.name) {
+            Ok(p) => p,
+            Err(space) => {
+                space.destroy();
+                return Err(LoadError::OutOfMemory);
+            }
         };
         if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER, cpu, p).is_err() {
             crate::proc::reset();

@@ -7,6 +7,11 @@
 //!
 //! - [`Space::new`], [`Space::map_zeroed`] and [`Space::load`] build a
 //!   program's memory; [`Space::destroy`] gives all of it back;
+//! - a space maps pages only inside its regions (its `vm_map`): the
+//!   program image, the heap up to the highest break it had, the stack.
+//!   The image's zero-filled tail (`.bss`), the heap and the stack are
+//!   demand-zero: a page is mapped when first touched, so what a program
+//!   never touches costs no page, and no fork copies it;
 //! - [`Space::fork`] copies the current space for a child: every page at
 //!   once (`fork=copy`), or shared read-only and marked copy-on-write
 //!   (`fork=cow`), each page's reference count telling who still uses it;
@@ -22,17 +27,32 @@
 pub mod page;
 pub mod pmap;
 
-use abi::layout::{PAGE_SIZE, USER_BASE, USER_HEAP_BASE, USER_HEAP_MAX, USER_TOP};
+use core::ops::Range;
+
+use abi::layout::{
+    PAGE_SIZE, USER_BASE, USER_HEAP_BASE, USER_HEAP_MAX, USER_STACK_SIZE, USER_STACK_TOP,
+    USER_TOP,
+};
 
 use crate::arch::paging::OutOfMemory;
 use pmap::{Pmap, COW, FRAME, PRESENT, USER, WRITABLE};
 
+/// The stack's pages (the page below stays unmapped: the guard).
+const STACK: Range<u32> = USER_STACK_TOP - USER_STACK_SIZE..USER_STACK_TOP;
+
 /// An address space.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Space {
     pub pmap: Pmap,
     /// The heap's end: `[USER_HEAP_BASE, brk)` is demand-zero.
     pub brk: u32,
+    /// The highest break the heap had, page-aligned: where its pages and
+    /// page tables may be.
+    heap_top: u32,
+    /// The program image's pages (every loadable segment).
+    image: Range<u32>,
+    /// The image's demand-zero pages (`.bss` past the last file byte's page).
+    bss: Range<u32>,
 }
 
 impl Space {
@@ -40,7 +60,41 @@ impl Space {
         Ok(Space {
             pmap: Pmap::create().ok_or(OutOfMemory)?,
             brk: USER_HEAP_BASE,
+            heap_top: USER_HEAP_BASE,
+            image: 0..0,
+            bss: 0..0,
         })
+    }
+
+    /// Every range this space may map pages in.
+    fn regions(&self) -> [Range<u32>; 3] {
+        [self.image.clone(), USER_HEAP_BASE..self.heap_top, STACK]
+    }
+
+    /// Adds `[lo, hi)` to the program image, the part from `zero` on
+    /// demand-zero (the loader, once per segment).
+    pub fn add_image(&mut self, lo: u32, hi: u32, zero: u32) {
+        let hi = hi.next_multiple_of(PAGE_SIZE);
+        let lo = lo & !(PAGE_SIZE - 1);
+        let zero = zero.next_multiple_of(PAGE_SIZE).min(hi);
+        self.image = if self.image.is_empty() {
+            lo..hi
+        } else {
+            self.image.start.min(lo)..self.image.end.max(hi)
+        };
+        if zero < hi {
+            self.bss = if self.bss.is_empty() {
+                zero..hi
+            } else {
+                self.bss.start.min(zero)..self.bss.end.max(hi)
+            };
+        }
+    }
+
+    /// Whether `va` is a demand-zero page: the image's `.bss`, the heap
+    /// below the break, the stack.
+    fn demand_zero(&self, va: u32) -> bool {
+        self.bss.contains(&va) || (USER_HEAP_BASE..self.brk).contains(&va) || STACK.contains(&va)
     }
 
     /// Maps a zeroed page at `va`, unless one is mapped (then only widens
@@ -77,10 +131,10 @@ impl Space {
         }
     }
 
-    /// Gives back every page, page table and the directory. Not current on
-    /// any CPU.
+    /// Gives back every page, page table and the directory. No thread of
+    /// it runs any more.
     pub fn destroy(self) {
-        self.pmap.destroy();
+        self.pmap.destroy(&self.regions());
     }
 
     /// A child's copy of the current space (`self`, of the calling
@@ -92,43 +146,44 @@ impl Space {
     /// space (its other threads) are shot down once when `cow` took write
     /// permission away.
     pub fn fork(&self, cow: bool) -> Result<Space, OutOfMemory> {
-        let child = Space::new()?;
-        let mut r = Ok(());
+        let mut child = Space::new()?;
+        child.brk = self.brk;
+        child.heap_top = self.heap_top;
+        child.image = self.image.clone();
+        child.bss = self.bss.clone();
         let mut protected = false;
-        self.pmap.for_each_current(|va, pte| {
-            if r.is_err() {
-                return;
-            }
-            let page = *pte & FRAME;
-            let flags = *pte & !FRAME & (WRITABLE | COW);
-            let entered = if cow {
-                if flags & WRITABLE != 0 {
-                    *pte = (*pte & !WRITABLE) | COW;
-                    crate::arch::paging::invlpg(va);
-                    protected = true;
-                }
-                page::share(page);
-                let shared = if flags & (WRITABLE | COW) != 0 { COW } else { 0 };
-                child.pmap.enter(va, page, shared).inspect_err(|_| page::release(page))
-            } else {
-                match page::alloc() {
-                    None => Err(OutOfMemory),
-                    Some(copy) => {
-                        pmap::copy_from_user_page(copy, va);
-                        // A page the parent holds copy-on-write is its own
-                        // to write: the child's copy is plainly writable.
-                        let w = if flags & (WRITABLE | COW) != 0 { WRITABLE } else { 0 };
-                        child.pmap.enter(va, copy, w).inspect_err(|_| page::release(copy))
+        let mut r = Ok(());
+        for range in self.regions() {
+            r = self.pmap.copy_range(child.pmap, &range, |va, pte| {
+                let page = *pte & FRAME;
+                let w = *pte & (WRITABLE | COW) != 0;
+                if cow {
+                    if *pte & WRITABLE != 0 {
+                        *pte = (*pte & !WRITABLE) | COW;
+                        protected = true;
                     }
+                    page::share(page);
+                    Ok(page | PRESENT | USER | if w { COW } else { 0 })
+                } else {
+                    let copy = page::alloc().ok_or(OutOfMemory)?;
+                    pmap::copy_from_user_page(copy, va);
+                    // A page the parent holds copy-on-write is its own to
+                    // write: the child's copy is plainly writable.
+                    Ok(copy | PRESENT | USER | if w { WRITABLE } else { 0 })
                 }
-            };
-            r = entered;
-        });
+            });
+            if r.is_err() {
+                break;
+            }
+        }
         if protected {
+            // The parent's TLBs forget the write permissions at once: one
+            // flush here, one shootdown of its other threads' CPUs.
+            crate::arch::paging::flush_all();
             pmap::shootdown::flush_others(pmap::cpus_running(self.pmap.dir));
         }
         match r {
-            Ok(()) => Ok(Space { brk: self.brk, ..child }),
+            Ok(()) => Ok(child),
             Err(e) => {
                 child.destroy();
                 Err(e)
@@ -146,6 +201,7 @@ impl Space {
         if !(USER_HEAP_BASE..=USER_HEAP_BASE + USER_HEAP_MAX).contains(&new) {
             return None;
         }
+        self.heap_top = self.heap_top.max(new.next_multiple_of(PAGE_SIZE));
         let mut va = new.next_multiple_of(PAGE_SIZE);
         let mut removed = false;
         while va < old {
@@ -176,7 +232,8 @@ pub enum Fault {
 }
 
 /// Resolves a fault at user address `va` of the current space `s`, for a
-/// write if `write`: copy-on-write, or demand-zero below the break. Also
+/// write if `write`: copy-on-write, or a demand-zero page (`.bss`, heap,
+/// stack). Also
 /// what the user-pointer check calls before the kernel writes to a user
 /// buffer (CR0.WP makes ring 0 honour read-only pages too).
 pub fn fault(s: &Space, va: u32, write: bool) -> Fault {
@@ -207,7 +264,7 @@ pub fn fault(s: &Space, va: u32, write: bool) -> Fault {
         }
         return Fault::Resolved;
     }
-    if (USER_HEAP_BASE..s.brk).contains(&va) {
+    if s.demand_zero(va) {
         return match s.map_zeroed(va, true) {
             Ok(_) => Fault::Resolved,
             Err(_) => Fault::OutOfMemory,

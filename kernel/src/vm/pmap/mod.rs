@@ -43,7 +43,8 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use abi::layout::MAX_CPUS;
 
 use crate::arch::{frames, paging};
-use crate::sync::cell::SetOnce;
+use crate::sync::cell::{BootCell, SetOnce};
+use core::ops::Range;
 
 pub use paging::{PRESENT, USER, WRITABLE};
 /// A PTE bit the CPU ignores (SDM Vol. 3A Table 4-6, bits 9-11 "Ignored"):
@@ -97,7 +98,25 @@ fn pti(va: u32) -> usize {
     ((va >> 12) & 1023) as usize
 }
 
-const USER_PDES: core::ops::Range<usize> = (USER_BASE >> 22) as usize..(USER_TOP >> 22) as usize;
+const USER_PDES: Range<usize> = (USER_BASE >> 22) as usize..(USER_TOP >> 22) as usize;
+
+/// Calls `f(table, entries)` for each page table `range` covers, with the
+/// range's entries in it.
+fn for_tables(range: &Range<u32>, mut f: impl FnMut(usize, Range<usize>)) {
+    if range.start >= range.end {
+        return;
+    }
+    let last = range.end - 1;
+    for i in pdi(range.start)..=pdi(last) {
+        let lo = if i == pdi(range.start) { pti(range.start) } else { 0 };
+        let hi = if i == pdi(last) { pti(last) + 1 } else { 1024 };
+        f(i, lo..hi);
+    }
+}
+
+/// Each CPU's list of (entry, PTE) for one child table (`copy_range`).
+static SCRATCH: BootCell<[[(u32, u32); 1024]; MAX_CPUS]> =
+    BootCell::new([[(0, 0); 1024]; MAX_CPUS]);
 
 /// This CPU's index.
 fn cpu() -> usize {
@@ -127,10 +146,12 @@ impl Pmap {
         activate_dir(self.dir);
     }
 
-    /// Frees every user page (one reference each), every page table and the
-    /// directory. No thread of the space may run any more; a CPU that keeps
-    /// it loaded is made to leave it first.
-    pub fn destroy(self) {
+    /// Frees every user page in `ranges` (one reference each), every page
+    /// table those ranges cover, and the directory: the space must map
+    /// nothing outside them. One access to the space per page table. No
+    /// thread of the space may run any more; a CPU that keeps it loaded is
+    /// made to leave it first.
+    pub fn destroy(self, ranges: &[Range<u32>]) {
         // CPUs that ran its last threads may keep it loaded (lazily).
         if loaded() == self.dir {
             activate_kernel();
@@ -138,25 +159,103 @@ impl Pmap {
         shootdown::leave_others(cpus_running(self.dir));
         debug_assert!(!loaded_anywhere(self.dir), "destroying a space in use");
         let d = dir_entries(self.dir);
-        let mut o = Other::open(self);
-        for i in USER_PDES {
-            if d[i] & PRESENT == 0 {
-                continue;
-            }
-            let table = d[i] & FRAME;
-            let ptes = o.table(i, table);
-            for pte in ptes.iter_mut() {
-                if *pte & PRESENT != 0 {
-                    super::page::release(*pte & FRAME);
+        for r in ranges {
+            for_tables(r, |i, js| {
+                if d[i] & PRESENT == 0 {
+                    return;
                 }
-                *pte = 0;
-            }
-            d[i] = 0;
-            super::page::release(table);
+                let mut o = Other::open(self);
+                let ptes = o.table(i, d[i] & FRAME);
+                for pte in ptes[js].iter() {
+                    if *pte & PRESENT != 0 {
+                        super::page::release(*pte & FRAME);
+                    }
+                }
+                o.close();
+            });
         }
-        o.close();
+        // The tables last: two ranges may share one.
+        for r in ranges {
+            for_tables(r, |i, _| {
+                if d[i] & PRESENT != 0 {
+                    super::page::release(d[i] & FRAME);
+                    d[i] = 0;
+                }
+            });
+        }
+        debug_assert!(USER_PDES.clone().all(|i| d[i] == 0), "a page table outside the ranges");
         apte::forget(self.dir);
         frames::free(self.dir);
+    }
+
+    /// A child's copy of the current space's mappings in `range`: for each
+    /// present PTE, `f(va, &mut pte)` may change the parent's PTE and returns
+    /// the child's (0 for none). The child's tables are made and filled one
+    /// at a time, with one access to the child per table (the parent's
+    /// entries are gathered first, while the parent is current: under
+    /// `pmap=cr3` the child's directory is loaded only to write them).
+    pub fn copy_range(
+        self,
+        child: Pmap,
+        range: &Range<u32>,
+        mut f: impl FnMut(u32, &mut u32) -> Result<u32, paging::OutOfMemory>,
+    ) -> Result<(), paging::OutOfMemory> {
+        debug_assert!(self.is_current() && !child.is_current());
+        let d = dir_entries(self.dir);
+        let cd = dir_entries(child.dir);
+        let mut r = Ok(());
+        for_tables(range, |i, js| {
+            if r.is_err() || d[i] & PRESENT == 0 {
+                return;
+            }
+            // SAFETY: this CPU's own scratch; interrupts off and (s) held,
+            // so nothing else on this CPU uses it until this table is done.
+            let gathered = unsafe { &mut (*SCRATCH.as_ptr())[cpu()] };
+            let mut n = 0;
+            // SAFETY: the parent's table `i` through the recursive slot (its
+            // directory entry is present).
+            let ptes = unsafe { &mut *((RECURSIVE_BASE as *mut [u32; 1024]).add(i)) };
+            for j in js {
+                let pte = &mut ptes[j];
+                if *pte & PRESENT == 0 {
+                    continue;
+                }
+                let va = ((i as u32) << 22) | ((j as u32) << 12);
+                match f(va, pte) {
+                    Ok(0) => {}
+                    Ok(v) => {
+                        gathered[n] = (j as u32, v);
+                        n += 1;
+                    }
+                    Err(e) => {
+                        r = Err(e);
+                        break;
+                    }
+                }
+            }
+            if n == 0 {
+                return;
+            }
+            if cd[i] & PRESENT == 0 {
+                let Some(table) = super::page::alloc() else {
+                    // The gathered pages are the child's: give them back.
+                    for &(_, v) in &gathered[..n] {
+                        super::page::release(v & FRAME);
+                    }
+                    r = Err(paging::OutOfMemory);
+                    return;
+                };
+                zero_page(table);
+                cd[i] = table | PRESENT | WRITABLE | USER;
+            }
+            let mut o = Other::open(child);
+            let t = o.table(i, cd[i] & FRAME);
+            for &(j, v) in &gathered[..n] {
+                t[j as usize] = v;
+            }
+            o.close();
+        });
+        r
     }
 
     /// The PTE of user page `va` (0 when unmapped).
@@ -223,25 +322,6 @@ impl Pmap {
         let old = core::mem::replace(p, 0);
         o.close();
         old
-    }
-
-    /// The present user PTEs of this (current) space, in address order:
-    /// `f(va, &mut pte)` may change each one (fork's copy and protect).
-    pub fn for_each_current(self, mut f: impl FnMut(u32, &mut u32)) {
-        debug_assert!(self.is_current());
-        let d = dir_entries(self.dir);
-        for i in USER_PDES {
-            if d[i] & PRESENT == 0 {
-                continue;
-            }
-            for j in 0..1024 {
-                let va = ((i as u32) << 22) | ((j as u32) << 12);
-                let p = current_pte(va).expect("present table");
-                if *p & PRESENT != 0 {
-                    f(va, p);
-                }
-            }
-        }
     }
 }
 
