@@ -165,7 +165,7 @@ pub mod kind {
 /// Benchmark names: `<group>.<figure>[.<variant>]`, lower case, words joined
 /// by `_`. The group is the program or kernel module that measures it; the
 /// variant, where there is one, is the pool layout (`128`, `64`, `packed`)
-/// or the mechanism's call. The README lists every name.
+/// or the mechanism's call. docs/reference.md lists every name.
 pub mod names {
     /// The system-call loops of the `bench` program: `<mechanism>.<call>`
     /// (`int80.null`, `sysenter.floor`, ...) and `loop`.

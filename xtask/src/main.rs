@@ -50,7 +50,7 @@ enum Cmd {
     Trace(cmd::trace::TraceArgs),
     /// QEMU paused with a gdb stub; gdb with symbols and a breakpoint on each entry stub.
     Gdb(cmd::gdb::GdbArgs),
-    /// Regenerate the command outputs shown in docs/*.md (--check: fail if stale).
+    /// Regenerate the command outputs shown in README.md and docs/ (--check: fail if stale or a link is broken).
     Docs(cmd::docs::DocsArgs),
     /// FreeBSD ministat on files of numbers.
     Ministat(ministat::Args),

@@ -1,8 +1,16 @@
-//! `cargo xtask docs`: the command outputs docs/*.md and the README show,
-//! regenerated from the commands themselves (`--check`: fail if any is
-//! stale; `cargo xtask test` checks).
+//! `cargo xtask docs`: the command outputs the README and the book (docs/)
+//! show, regenerated from the commands themselves; `--check`: fail if any is
+//! stale or any internal link is broken (`cargo xtask test` checks).
+//!
+//! A generated block sits between two HTML comments Markdown does not show:
+//! `<!-- output: xtask CMD -->` (the output goes in a `text` code block) or
+//! `<!-- markdown: xtask CMD -->` (the output is Markdown, e.g. a table, and
+//! goes in as it is), closed by `<!-- end output -->`.
 
-use std::path::PathBuf;
+mod links;
+mod table;
+
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
@@ -10,15 +18,22 @@ use clap::Args;
 
 use crate::kbuild;
 
-/// `cargo xtask docs`: the outputs shown in docs/*.md, regenerated.
+/// `cargo xtask docs`: the outputs shown in README.md and docs/, regenerated.
 #[derive(Args)]
 pub struct DocsArgs {
-    /// Do not write: fail if any block differs from what the command prints now.
+    /// Do not write: fail if any block differs from what the command prints
+    /// now, or if an internal link does not resolve.
     #[arg(long)]
     pub check: bool,
+    /// Print one of the generated tables the book shows, and nothing else.
+    #[arg(long, value_enum, conflicts_with = "check")]
+    pub table: Option<table::Table>,
 }
 
+/// Opens a block whose output is shown as text.
 const BLOCK_START: &str = "<!-- output: xtask ";
+/// Opens a block whose output is Markdown, shown as it is.
+const MARKDOWN_START: &str = "<!-- markdown: xtask ";
 const BLOCK_END: &str = "<!-- end output -->";
 
 /// Makes a command's output stable across builds and machines: the kernel's
@@ -31,6 +46,14 @@ pub fn normalize(text: &str) -> String {
             if let Some(rest) = l.strip_prefix("i386 testbed kernel ") {
                 let _ = rest;
                 l = "i386 testbed kernel <rev>".into();
+            }
+            // `cargo xtask test`'s PASS lines end in the test's wall time.
+            if l.starts_with("PASS ") && l.ends_with(" s)") {
+                if let Some(i) = l.rfind(" (") {
+                    if l[i + 2..l.len() - 3].parse::<f64>().is_ok() {
+                        l = format!("{} (<secs> s)", &l[..i]);
+                    }
+                }
             }
             if let Some(i) = l.find("QEMU ") {
                 let tail = &l[i + 5..];
@@ -85,6 +108,16 @@ fn command_output(cmd: &str) -> Result<String> {
     Ok(normalize(&out))
 }
 
+/// The first block marker in `text`: its offset and whether its output is Markdown.
+fn next_marker(text: &str) -> Option<(usize, bool)> {
+    let out = text.find(BLOCK_START).map(|i| (i, false));
+    let md = text.find(MARKDOWN_START).map(|i| (i, true));
+    match (out, md) {
+        (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Rewrites every output block of `text`; returns the new text and the
 /// commands whose output changed.
 pub fn regenerate(
@@ -94,7 +127,12 @@ pub fn regenerate(
     let mut out = String::new();
     let mut changed = Vec::new();
     let mut rest = text;
-    while let Some(start) = rest.find(BLOCK_START) {
+    while let Some((start, markdown)) = next_marker(rest) {
+        let opener = if markdown {
+            MARKDOWN_START
+        } else {
+            BLOCK_START
+        };
         let line_end = rest[start..]
             .find('\n')
             .map(|i| start + i + 1)
@@ -102,7 +140,7 @@ pub fn regenerate(
         let marker = &rest[start..line_end];
         let cmd = marker
             .trim()
-            .strip_prefix(BLOCK_START)
+            .strip_prefix(opener)
             .and_then(|m| m.strip_suffix("-->"))
             .context("malformed output marker")?
             .trim()
@@ -112,7 +150,11 @@ pub fn regenerate(
             .map(|i| line_end + i)
             .with_context(|| format!("no `{BLOCK_END}` after `xtask {cmd}`"))?;
         let old = &rest[line_end..end];
-        let new = format!("```text\n{}\n```\n", run(&cmd)?);
+        let new = if markdown {
+            format!("{}\n", run(&cmd)?)
+        } else {
+            format!("```text\n{}\n```\n", run(&cmd)?)
+        };
         if old != new {
             changed.push(cmd);
         }
@@ -128,16 +170,26 @@ pub fn docs_dir() -> PathBuf {
     kbuild::root().join("docs")
 }
 
-/// The files whose output blocks are generated: every docs/*.md, and the
-/// README (its figures are the same commands' output).
+/// Every `.md` file under `dir`, at any depth, sorted.
+fn markdown_under(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).with_context(|| format!("no {} directory", dir.display()))? {
+        let p = e?.path();
+        if p.is_dir() {
+            out.extend(markdown_under(&p)?);
+        } else if p.extension().is_some_and(|x| x == "md") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The files whose output blocks are generated and whose links are
+/// checked: the README and every Markdown file of the book (docs/).
 pub fn generated_files() -> Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(docs_dir())
-        .context("no docs/ directory")?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .collect();
-    files.sort();
-    files.push(kbuild::root().join("README.md"));
+    let mut files = vec![kbuild::root().join("README.md")];
+    files.extend(markdown_under(&docs_dir())?);
     Ok(files)
 }
 
@@ -161,7 +213,8 @@ pub fn docs_stale(check: bool) -> Result<Vec<String>> {
             cache.insert(cmd.to_string(), o.clone());
             Ok(o)
         };
-        let (new, changed) = regenerate(&text, &mut run)?;
+        let (new, changed) =
+            regenerate(&text, &mut run).with_context(|| f.display().to_string())?;
         for c in changed {
             stale.push(format!("{}: xtask {c}", f.display()));
         }
@@ -172,21 +225,57 @@ pub fn docs_stale(check: bool) -> Result<Vec<String>> {
     Ok(stale)
 }
 
+/// The internal links of the README and the book that do not resolve.
+pub fn broken_links() -> Result<Vec<String>> {
+    links::broken_links(&kbuild::root(), &generated_files()?)
+}
+
+/// What `cargo xtask docs --check` finds wrong: stale output blocks, then
+/// broken links (each one line).
+pub fn check_all() -> Result<Vec<String>> {
+    let mut problems: Vec<String> = broken_links()?
+        .into_iter()
+        .map(|l| format!("broken link: {l}"))
+        .collect();
+    problems.extend(
+        docs_stale(true)?
+            .into_iter()
+            .map(|s| format!("stale output: {s}")),
+    );
+    Ok(problems)
+}
+
 pub fn docs(a: DocsArgs) -> Result<i32> {
+    if let Some(t) = a.table {
+        return table::print(t);
+    }
+    let broken = broken_links()?;
     let stale = docs_stale(a.check)?;
+    if !broken.is_empty() {
+        eprintln!("docs: these internal links do not resolve:");
+        for b in &broken {
+            eprintln!("  {b}");
+        }
+    }
     if a.check && !stale.is_empty() {
         eprintln!("docs: these outputs no longer match the code (run `cargo xtask docs`):");
         for s in &stale {
             eprintln!("  {s}");
         }
-        return Ok(1);
     }
     if !a.check {
         eprintln!("docs: {} block(s) updated", stale.len());
-    } else {
+    } else if stale.is_empty() {
         eprintln!("docs: every output block matches");
     }
-    Ok(0)
+    if broken.is_empty() {
+        eprintln!("docs: every internal link resolves");
+    }
+    Ok(if broken.is_empty() && (!a.check || stale.is_empty()) {
+        0
+    } else {
+        1
+    })
 }
 
 #[cfg(test)]
@@ -218,15 +307,43 @@ mod docs_tests {
     }
 
     #[test]
-    fn the_readme_is_generated_too() {
+    fn the_readme_and_the_book_are_generated() {
         let files = generated_files().unwrap();
         let readme = kbuild::root().join("README.md");
         assert!(files.contains(&readme));
+        assert!(files.contains(&docs_dir().join("SUMMARY.md")));
         // Its figures are output blocks, not hand-copied text.
         let text = std::fs::read_to_string(readme).unwrap();
-        for cmd in ["run --no-save -->", "run --no-save --prog locks -->"] {
-            assert!(text.contains(&format!("{BLOCK_START}{cmd}")), "{cmd}");
+        for marker in [
+            format!("{BLOCK_START}run --no-save -->"),
+            format!("{MARKDOWN_START}docs --table mechanisms -->"),
+        ] {
+            assert!(text.contains(&marker), "{marker}");
         }
+    }
+
+    #[test]
+    fn markdown_blocks_go_in_unfenced() {
+        let text = "<!-- markdown: xtask docs --table t -->\nold\n<!-- end output -->\n<!-- output: xtask x -->\n<!-- end output -->\n";
+        let (new, changed) = regenerate(text, &mut |c| Ok(format!("| {c} |"))).unwrap();
+        assert_eq!(new, "<!-- markdown: xtask docs --table t -->\n| docs --table t |\n<!-- end output -->\n<!-- output: xtask x -->\n```text\n| x |\n```\n<!-- end output -->\n");
+        assert_eq!(changed, ["docs --table t", "x"]);
+    }
+
+    #[test]
+    fn pass_lines_lose_their_time() {
+        assert_eq!(
+            normalize("PASS kernel tests on qemu32 (Intel: no AMD syscall) (2.0 s)\nPASS x (a s)"),
+            "PASS kernel tests on qemu32 (Intel: no AMD syscall) (<secs> s)\nPASS x (a s)"
+        );
+    }
+
+    /// The book's links are checked by the host tests too, without the
+    /// boots `docs --check` needs for its output blocks.
+    #[test]
+    fn every_internal_link_of_the_book_resolves() {
+        let broken = broken_links().unwrap();
+        assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
     }
 
     #[test]
