@@ -82,6 +82,9 @@ pub struct LavaArgs {
     /// With --local: do not write results files.
     #[arg(long)]
     pub no_save: bool,
+    /// With --local: one line per job instead of its table.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// A variant: its name and its command-line words.
@@ -353,7 +356,9 @@ pub fn lava(a: LavaArgs) -> Result<i32> {
         };
         match super::import::from_lava(&text, None, lab, &v.name) {
             Ok(r) => {
-                print!("{}", r.table());
+                if !a.quiet {
+                    print!("{}", r.table());
+                }
                 if !a.no_save {
                     let path = r.save(&kbuild::root().join("results"))?;
                     eprintln!("results: {}", path.display());
