@@ -47,6 +47,10 @@ pub struct LavaArgs {
     /// QEMU workers: the CPU model (default qemu32).
     #[arg(long)]
     pub cpu: Option<String>,
+    /// QEMU workers: the number of CPUs (single-threaded TCG, so icount
+    /// still holds).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub smp: u32,
     /// What the kernel does.
     #[arg(long, value_enum, default_value = "run")]
     pub mode: ModeArg,
@@ -138,6 +142,7 @@ fn job(a: &LavaArgs, v: &Variant, title: &str, url: &dyn Fn(&str) -> String) -> 
             // files: `{kernel}` becomes the path on the worker.
             let spec = machine::Spec {
                 cpu: a.cpu.clone(),
+                cpus: a.smp,
                 clock: Some(Clock::Icount),
                 append: extra,
                 ..machine::Spec::new(

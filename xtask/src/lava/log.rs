@@ -449,7 +449,13 @@ impl Parser<'_> {
 pub fn figures(cases: &[TestCase]) -> BTreeMap<String, (f64, Option<String>)> {
     cases
         .iter()
-        .filter(|c| c.suite == super::SUITE)
+        // A server may number suites (`0_testbed`).
+        .filter(|c| {
+            c.suite == super::SUITE
+                || c.suite.split_once('_').is_some_and(|(n, s)| {
+                    s == super::SUITE && n.chars().all(|d| d.is_ascii_digit())
+                })
+        })
         .filter_map(|c| {
             let m = c.measurement.as_ref()?.parse::<f64>().ok()?;
             Some((c.case.clone(), (m, c.units.clone())))
