@@ -58,6 +58,19 @@ pub fn import(a: ImportArgs) -> Result<i32> {
     if lava::log::is_lava_log(&text) {
         return import_lava(&a, &text);
     }
+    if let Some(cases) = lava::log::results_file(&text) {
+        bail!(
+            "{} is a LAVA job's results (`lavacli results --yaml`: {} test cases, {}): they hold LAVA's copies of the medians, not the kernel's records; import the job's log (`lavacli jobs logs --raw JOB > job.log`), with --lava-results {} to check the two against each other",
+            a.log.display(),
+            cases.len(),
+            match lava::log::verdict(&cases) {
+                Verdict::Complete => "the job complete".to_string(),
+                Verdict::Failed(e) => format!("the job ended early: {e}"),
+                Verdict::Unfinished => "no verdict on the job".to_string(),
+            },
+            a.log.display()
+        );
+    }
     if a.device.is_some() || a.device_type.is_some() || a.job.is_some() || a.lava_results.is_some()
     {
         bail!(

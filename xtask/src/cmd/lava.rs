@@ -265,6 +265,9 @@ fn grub_image(art: &Artifacts, cmdline: &str, out: &Path) -> Result<PathBuf> {
 
 pub fn lava(a: LavaArgs) -> Result<i32> {
     let vs = variants(&a)?;
+    if a.target == Target::Pc && (a.grub || a.cpu.is_some() || a.smp != 1) {
+        bail!("--grub, --cpu and --smp describe a QEMU worker; a PC has its own CPUs (for the GRUB image on a PC: --pc-boot minimal)");
+    }
     if a.local {
         if a.target != Target::Qemu {
             bail!("--local runs the jobs on this machine's QEMU: use it with --target qemu");
@@ -507,5 +510,9 @@ mod tests {
             "{e}"
         );
         assert!(variants(&args(&["--variant", "a=x", "--variant", "a=y"])).is_err());
+        let e = lava(args(&["--target", "pc", "--grub", "--print"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--pc-boot minimal"), "{e}");
     }
 }

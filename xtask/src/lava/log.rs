@@ -428,6 +428,21 @@ pub fn parse_results(text: &str) -> Result<Vec<TestCase>> {
         .collect())
 }
 
+/// The test cases of `text` when it is a LAVA results file (`lavacli
+/// results JOB --yaml`): a block list whose items name a suite.
+pub fn results_file(text: &str) -> Option<Vec<TestCase>> {
+    let first = text
+        .lines()
+        .map(str::trim_end)
+        .find(|l| !l.trim().is_empty())?;
+    if !first.starts_with("- ") || is_lava_log(text) {
+        return None;
+    }
+    parse_results(text)
+        .ok()
+        .filter(|c| c.iter().all(|c| !c.suite.is_empty()))
+}
+
 impl Parser<'_> {
     /// A block scalar value (`'...'`, `"..."` or plain); `None` for an
     /// empty value (a nested mapping follows).
