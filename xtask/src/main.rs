@@ -8,6 +8,7 @@ mod compare;
 mod export;
 mod iso;
 mod kbuild;
+mod lava;
 mod machine;
 mod ministat;
 mod model;
@@ -40,7 +41,9 @@ enum Cmd {
     Iso(cmd::iso::IsoArgs),
     /// Install what the testbed needs (rust-src, QEMU, GRUB tools).
     Setup,
-    /// Turn a serial log (e.g. captured from real hardware) into results JSON.
+    /// LAVA job definitions for a lab's QEMU workers and PCs (--local: run them here).
+    Lava(cmd::lava::LavaArgs),
+    /// Turn a serial log (real hardware's, or a LAVA job's log) into results JSON.
     Import(cmd::import::ImportArgs),
     /// Many boots per variant, interleaved, compared with ministat's statistics.
     Bench(cmd::bench::BenchArgs),
@@ -64,6 +67,7 @@ fn main() {
         Cmd::Test(a) => cmd::test::run(a),
         Cmd::Iso(a) => cmd::iso::make_iso(a),
         Cmd::Setup => cmd::setup::setup(),
+        Cmd::Lava(a) => cmd::lava::lava(a),
         Cmd::Import(a) => cmd::import::import(a),
         Cmd::Bench(a) => cmd::bench::bench(a),
         Cmd::Table(a) => cmd::table::table(a),

@@ -205,6 +205,59 @@ pub fn ensure(need: Need) -> Result<()> {
     Ok(())
 }
 
+/// Debian's package with `lava-run`, LAVA's dispatcher (no server needed).
+pub const LAVA_PACKAGE: &str = "lava-dispatcher";
+
+/// The command that installs LAVA's dispatcher.
+pub fn lava_install_command() -> String {
+    format!("apt-get update && apt-get install -y --no-install-recommends {LAVA_PACKAGE}")
+}
+
+/// What to do about a missing `lava-run`, in one line.
+pub fn lava_install_hint() -> String {
+    format!(
+        "install LAVA's dispatcher: sudo sh -c '{}'",
+        lava_install_command()
+    )
+}
+
+/// Makes sure `lava-run` is there (for `cargo xtask lava --local` and the
+/// `lava` tests), installing Debian's lava-dispatcher as root with apt-get.
+/// `lava-run` runs QEMU as root: a job needs root whatever is installed.
+pub fn ensure_lava() -> Result<()> {
+    if on_path("lava-run") {
+        if !is_root() {
+            bail!(
+                "lava-run runs its jobs as root (it writes under /var/lib/lava): run this as root"
+            );
+        }
+        return Ok(());
+    }
+    if !(is_root() && on_path("apt-get")) {
+        bail!(
+            "lava-run (LAVA's dispatcher) is missing.\nInstall it with:\n  sudo sh -c '{}'",
+            lava_install_command()
+        );
+    }
+    eprintln!(
+        "xtask: lava-run is missing; installing {LAVA_PACKAGE} with apt-get (about a minute)"
+    );
+    let ok = Command::new("sh")
+        .args(["-c", &format!("{} >/dev/null", lava_install_command())])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .context("cannot run apt-get")?
+        .success();
+    if !ok || !on_path("lava-run") {
+        bail!(
+            "apt-get could not install {LAVA_PACKAGE}.\nTry by hand:\n  {}",
+            lava_install_command()
+        );
+    }
+    eprintln!("xtask: installed {LAVA_PACKAGE}");
+    Ok(())
+}
+
 /// Makes sure gdb is there (for `cargo xtask gdb`).
 pub fn ensure_gdb() -> Result<()> {
     if on_path("gdb") {
@@ -281,6 +334,8 @@ mod tests {
         assert!(m.contains("qemu-system-i386 (booting the kernel)"), "{m}");
         assert!(m.contains(&install_command()), "{m}");
         assert_eq!(missing_on(None).len(), TOOLS.len());
+        assert!(lava_install_hint()
+            .contains("apt-get install -y --no-install-recommends lava-dispatcher"));
         let _ = std::fs::remove_dir_all(d);
     }
 

@@ -73,6 +73,10 @@ pub struct Results {
     /// faulted during the run.
     #[serde(default)]
     pub perf: Vec<Perf>,
+    /// A run in a LAVA lab (`import` of a job's log): the device, its type
+    /// and the job; `host` then names the device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<crate::lava::Lab>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -1,12 +1,16 @@
 //! `cargo xtask import`: a serial log (e.g. captured from real hardware)
 //! turned into results JSON; with `--model FILE`, the model plugin's file
-//! of the same boot joins it, as `run --clock model` merges them.
+//! of the same boot joins it, as `run --clock model` merges them. A LAVA
+//! job's log (`lava-run`'s, or the server's `lavacli jobs logs --raw`) is
+//! recognised as such: its serial output is imported, the lab's device as
+//! the system, and a job that ended early is said so, never imported.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use crate::lava::{self, log::Verdict, Lab};
 use crate::machine::Clock;
 use crate::{kbuild, model, results};
 
@@ -19,6 +23,19 @@ pub struct ImportArgs {
     /// figures join the log's.
     #[arg(long, value_name = "FILE")]
     model: Option<PathBuf>,
+    /// A LAVA job's log: the device that ran it (its hostname in the lab).
+    #[arg(long, value_name = "NAME")]
+    device: Option<String>,
+    /// A LAVA job's log: the device type (`qemu`, or the lab's type of PC).
+    #[arg(long, value_name = "TYPE")]
+    device_type: Option<String>,
+    /// A LAVA job's log: the job id (default: the id the log's paths show).
+    #[arg(long, value_name = "ID")]
+    job: Option<String>,
+    /// A LAVA job's log: the job's results too (`lavacli results JOB
+    /// --yaml`), checked against the log (verdict and every figure).
+    #[arg(long, value_name = "FILE")]
+    lava_results: Option<PathBuf>,
     /// Label in the results file name.
     #[arg(long, default_value = "import")]
     label: String,
@@ -38,6 +55,29 @@ pub fn import(a: ImportArgs) -> Result<i32> {
     let bytes =
         std::fs::read(&a.log).with_context(|| format!("cannot read {}", a.log.display()))?;
     let text = String::from_utf8_lossy(&bytes);
+    if lava::log::is_lava_log(&text) {
+        return import_lava(&a, &text);
+    }
+    if let Some(cases) = lava::log::results_file(&text) {
+        bail!(
+            "{} is a LAVA job's results (`lavacli results --yaml`: {} test cases, {}): they hold LAVA's copies of the medians, not the kernel's records; import the job's log (`lavacli jobs logs --raw JOB > job.log`), with --lava-results {} to check the two against each other",
+            a.log.display(),
+            cases.len(),
+            match lava::log::verdict(&cases) {
+                Verdict::Complete => "the job complete".to_string(),
+                Verdict::Failed(e) => format!("the job ended early: {e}"),
+                Verdict::Unfinished => "no verdict on the job".to_string(),
+            },
+            a.log.display()
+        );
+    }
+    if a.device.is_some() || a.device_type.is_some() || a.job.is_some() || a.lava_results.is_some()
+    {
+        bail!(
+            "{} is not a LAVA job's log: --device, --device-type, --job and --lava-results describe one",
+            a.log.display()
+        );
+    }
     let mut results = results::Results::from_log(&text, &a.label, results::IMPORT_SOURCE)
         .with_context(|| format!("{} is not a usable testbed log", a.log.display()))?;
     if results.benches.is_empty() {
@@ -126,4 +166,129 @@ fn with_model(r: &mut results::Results, log: &str, log_path: &Path, file: &Path)
         file.display()
     );
     Ok(())
+}
+
+/// Where imported LAVA figures come from, as the results JSON's `source` says.
+pub const LAVA_SOURCE: &str = "lava";
+
+fn import_lava(a: &ImportArgs, text: &str) -> Result<i32> {
+    if a.model.is_some() {
+        bail!("--model joins a model plugin's file to a serial log; a LAVA job runs no plugin");
+    }
+    let job = match &a.job {
+        Some(j) => j.clone(),
+        None => lava::log::parse_log(text)
+            .ok()
+            .and_then(|l| l.job_id)
+            .context("the log does not show its job id: give --job ID")?,
+    };
+    let (Some(device), Some(device_type)) = (&a.device, &a.device_type) else {
+        bail!(
+            "{} is a LAVA job's log, which does not name its device: give --device NAME and --device-type TYPE (`lavacli jobs show {job}` prints them)",
+            a.log.display()
+        );
+    };
+    let lab = Lab {
+        device: device.clone(),
+        device_type: device_type.clone(),
+        job,
+    };
+    let lava_results = a
+        .lava_results
+        .as_ref()
+        .map(|p| std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display())))
+        .transpose()?;
+    let label = if a.label == "import" {
+        format!("lava-{}", lab.job)
+    } else {
+        a.label.clone()
+    };
+    let results = from_lava(text, lava_results.as_deref(), lab, &label)
+        .with_context(|| format!("{}: nothing imported", a.log.display()))?;
+    if a.json {
+        print!("{}", results.to_json()?);
+    } else {
+        print!("{}", results.table());
+    }
+    if !a.no_save {
+        let path = results.save(&kbuild::root().join("results"))?;
+        eprintln!("results: {}", path.display());
+    }
+    Ok(0)
+}
+
+/// The results of a LAVA job from its log `text` (and its results file,
+/// `lavacli results --yaml`, when given): the job must have completed,
+/// the kernel must have ended with success, and every figure LAVA recorded
+/// must be the one the kernel's records hold.
+pub fn from_lava(
+    text: &str,
+    lava_results: Option<&str>,
+    lab: Lab,
+    label: &str,
+) -> Result<results::Results> {
+    let log = lava::log::parse_log(text)?;
+    let mut cases = log.cases.clone();
+    if let Some(r) = lava_results {
+        let more = lava::log::parse_results(r).context("the LAVA results file")?;
+        if let Verdict::Failed(e) = lava::log::verdict(&more) {
+            bail!("job {} ended early: {e}", lab.job);
+        }
+        cases.extend(more);
+    }
+    match lava::log::verdict(&cases) {
+        Verdict::Complete => {}
+        Verdict::Failed(e) => bail!(
+            "job {} ended early: {e}{}",
+            lab.job,
+            match log.errors.last() {
+                Some(last) if !e.contains(last.as_str()) => format!(" (LAVA said: {last})"),
+                _ => String::new(),
+            }
+        ),
+        Verdict::Unfinished => bail!(
+            "the log ends before LAVA's verdict on job {} (the job still running, or the log cut short)",
+            lab.job
+        ),
+    }
+    if log.serial.trim().is_empty() {
+        bail!(
+            "job {} completed but its log holds no serial output",
+            lab.job
+        );
+    }
+    let mut r = results::Results::from_log(&log.serial, label, LAVA_SOURCE)
+        .context("the job's serial output")?;
+    for (case, (m, _)) in lava::log::figures(&cases) {
+        let Some(b) = r.benches.iter().find(|b| case_id(&b.name) == case) else {
+            bail!("LAVA recorded a figure {case} = {m} that no record of the kernel holds");
+        };
+        if (b.median - m).abs() > 1e-9 * b.median.abs().max(1.0) {
+            bail!(
+                "LAVA recorded {case} = {m}, the kernel's record {} = {}: the job's results and log disagree",
+                b.name,
+                b.median
+            );
+        }
+    }
+    r.host = lab.system();
+    r.lab = Some(lab);
+    Ok(r)
+}
+
+/// LAVA's test case id for a figure's name: lower case, every run of
+/// other characters than letters, digits and `_` made one `_`.
+pub fn case_id(name: &str) -> String {
+    let mut s = String::new();
+    let mut in_run = false;
+    for c in name.to_lowercase().chars() {
+        if c.is_alphanumeric() || c == '_' {
+            s.push(c);
+            in_run = false;
+        } else if !in_run {
+            s.push('_');
+            in_run = true;
+        }
+    }
+    s
 }

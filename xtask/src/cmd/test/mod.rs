@@ -5,6 +5,7 @@
 
 mod agreement;
 mod cases;
+mod lab;
 mod model;
 mod teaching;
 
@@ -515,6 +516,11 @@ pub fn run(a: TestArgs) -> Result<i32> {
             let t = Instant::now();
             tally.report_as(short, what, Some(t), check().map_err(|e| format!("{e:#}")));
         }
+    }
+    if on(Emulator::Qemu) {
+        lab::self_tests(a.filter.as_deref(), &mut |name, t, r| {
+            tally.report(name, Some(t), r)
+        });
     }
     if on(Emulator::Qemu) {
         for (name, r) in teaching::self_tests(a.filter.as_deref()) {

@@ -1,0 +1,518 @@
+//! `cargo xtask lava`: LAVA job definitions for the experiment the flags
+//! name (the program, the kernel command line, variants, boots per
+//! variant), one job per boot of each variant, for a lab's QEMU workers or
+//! its real PCs; with `--local`, each job run here by `lava-run` and its
+//! log imported, as a lab would run it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+
+use super::bench::split_spec;
+use super::run::ModeArg;
+use crate::kbuild::{self, Artifacts};
+use crate::lava::{self, Job, JobKind, Lab, PcBoot};
+use crate::machine::{self, qemu, AccelChoice, Clock, CmdlineCheck, Loader, Machine};
+use crate::{iso, preflight, results};
+
+/// Which machines of the lab the jobs are for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Target {
+    /// QEMU workers (LAVA's device type `qemu`), under TCG with the icount
+    /// clock: the same QEMU arguments as `cargo xtask run`.
+    Qemu,
+    /// Real x86 PCs, on their TSC.
+    Pc,
+}
+
+#[derive(Args, Debug)]
+pub struct LavaArgs {
+    /// The machines: QEMU workers or real PCs.
+    #[arg(long, value_enum, default_value = "qemu")]
+    pub target: Target,
+    /// PCs: how the kernel reaches the PC (iPXE over the network, or the
+    /// GRUB image on its own disk).
+    #[arg(long, value_enum, default_value = "ipxe")]
+    pub pc_boot: PcBoot,
+    /// PCs: the lab's device type for them.
+    #[arg(long, default_value = "x86")]
+    pub device_type: String,
+    /// QEMU workers: boot the GRUB image (menu without a countdown) instead
+    /// of QEMU's -kernel.
+    #[arg(long)]
+    pub grub: bool,
+    /// QEMU workers: the CPU model (default qemu32).
+    #[arg(long)]
+    pub cpu: Option<String>,
+    /// QEMU workers: the number of CPUs (single-threaded TCG, so icount
+    /// still holds).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub smp: u32,
+    /// What the kernel does.
+    #[arg(long, value_enum, default_value = "run")]
+    pub mode: ModeArg,
+    /// The user program to run (its module is deployed with the kernel).
+    #[arg(long, default_value = abi::cmdline::DEFAULT_PROG)]
+    pub prog: String,
+    /// Extra kernel command-line words for every job.
+    #[arg(long, default_value = "")]
+    pub append: String,
+    /// A variant by kernel command line: NAME=WORDS (e.g. a="entry=int80").
+    #[arg(long = "variant", value_name = "NAME=CMDLINE")]
+    pub variants: Vec<String>,
+    /// Jobs (boots) per variant.
+    #[arg(short = 'n', long = "boots", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub boots: u32,
+    /// Seconds the kernel may run before LAVA ends the job as hung.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub timeout: u64,
+    /// Where the lab fetches the kernel and the program (an http(s) URL of
+    /// a copy of <out>/files); default: file:// of <out>/files.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Where the jobs (<out>/jobs) and the files (<out>/files) go.
+    #[arg(long, default_value = "target/lava")]
+    pub out: PathBuf,
+    /// Print the jobs on stdout instead of writing them (nothing is built).
+    #[arg(long, conflicts_with = "local")]
+    pub print: bool,
+    /// Run every job here with `lava-run` (root; no server) and import its
+    /// log into results/.
+    #[arg(long)]
+    pub local: bool,
+    /// With --local: do not write results files.
+    #[arg(long)]
+    pub no_save: bool,
+    /// With --local: one line per job instead of its table.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// A variant: its name and its command-line words.
+struct Variant {
+    name: String,
+    words: String,
+}
+
+fn variants(a: &LavaArgs) -> Result<Vec<Variant>> {
+    let mut v = Vec::new();
+    for s in &a.variants {
+        let (n, w) = split_spec("--variant", s)?;
+        if v.iter().any(|x: &Variant| x.name == n) {
+            bail!("two variants are named {n:?}");
+        }
+        v.push(Variant {
+            name: n.into(),
+            words: w.into(),
+        });
+    }
+    if v.is_empty() {
+        v.push(Variant {
+            name: "default".into(),
+            words: String::new(),
+        });
+    }
+    Ok(v)
+}
+
+/// What the kernel's path is on a QEMU worker (LAVA's tmpfs deploy), as
+/// long as it gets: the loader passes it with the command line.
+const WORKER_KERNEL_PATH: &str =
+    "/var/lib/lava/dispatcher/tmp/0000000000/deployimages-xxxxxxxx/kernel/kernel";
+
+/// The job for one boot of one variant; `url(file)`: where the lab gets
+/// a file of <out>/files.
+fn job(a: &LavaArgs, v: &Variant, title: &str, url: &dyn Fn(&str) -> String) -> Result<Job> {
+    let extra = format!("{} {}", v.words, a.append).trim().to_string();
+    let words = format!("{} prog={}", a.mode.word(), a.prog);
+    let check = CmdlineCheck::of(&format!("{words} {extra}"));
+    if !check.invalid.is_empty() {
+        bail!(
+            "variant {}: its kernel command line is invalid: {}",
+            v.name,
+            check.invalid.join("; ")
+        );
+    }
+    match a.target {
+        Target::Qemu => {
+            // The machine `run` would boot, with LAVA's placeholders for the
+            // files: `{kernel}` becomes the path on the worker.
+            let spec = machine::Spec {
+                cpu: a.cpu.clone(),
+                cpus: a.smp,
+                clock: Some(Clock::Icount),
+                append: extra,
+                ..machine::Spec::new(
+                    machine::BackendSpec::Qemu(qemu::Spec::new(AccelChoice::Tcg)),
+                    Duration::from_secs(a.timeout),
+                )
+            };
+            let art = Artifacts {
+                kernel: "{kernel}".into(),
+                programs: vec![(format!("{{{}}}", a.prog).into(), a.prog.clone())],
+            };
+            let mut m = Machine::build(&spec, &art, &words, Path::new("/nonexistent"))?;
+            machine::check_length(&m.cmdline, Path::new(WORKER_KERNEL_PATH))?;
+            let machine::Backend::Qemu(o) = m.backend.clone() else {
+                unreachable!("a QEMU spec")
+            };
+            if a.grub {
+                m.loader = Loader::Grub("{iso}".into());
+            }
+            let args = qemu::args(&m, &o)?;
+            // The device type gives the console (-nographic: COM1 on
+            // stdio) and -monitor none; the rest is `run`'s.
+            let (mut main, mut initrd) = (Vec::new(), Vec::new());
+            let mut it = args.into_iter();
+            while let Some(x) = it.next() {
+                match x.as_str() {
+                    "-serial" | "-display" | "-monitor" => {
+                        it.next();
+                    }
+                    "-initrd" => {
+                        initrd.push(x);
+                        initrd.extend(it.next());
+                    }
+                    _ => main.push(x),
+                }
+            }
+            let images = if a.grub {
+                vec![(
+                    "iso".to_string(),
+                    url(&iso_name(&v.name)),
+                    lava::join_args(&main)?,
+                )]
+            } else {
+                vec![
+                    ("kernel".to_string(), url("kernel"), lava::join_args(&main)?),
+                    (a.prog.clone(), url(&a.prog), lava::join_args(&initrd)?),
+                ]
+            };
+            let arch = if qemu::binary(&m) == "qemu-system-x86_64" {
+                "x86_64"
+            } else {
+                "i386"
+            };
+            Ok(Job {
+                name: format!("i386 testbed {title}: {}", m.cmdline),
+                cmdline: m.cmdline.clone(),
+                timeout: a.timeout,
+                unit_word: "instructions",
+                kind: JobKind::Qemu {
+                    context: vec![
+                        ("arch", arch.into()),
+                        ("cpu", m.cpu_model()),
+                        ("machine", "pc".into()),
+                        ("memory", m.memory_mib.to_string()),
+                        ("no_kvm", "true".into()),
+                    ],
+                    images,
+                },
+            })
+        }
+        Target::Pc => {
+            let cmdline = pc_cmdline(&words, &extra);
+            machine::check_length(&cmdline, Path::new(WORKER_KERNEL_PATH))?;
+            let kind = match a.pc_boot {
+                PcBoot::Ipxe => JobKind::Ipxe {
+                    device_type: a.device_type.clone(),
+                    kernel_url: url("kernel"),
+                    module_url: url(&a.prog),
+                    module_name: a.prog.clone(),
+                },
+                PcBoot::Minimal => JobKind::Minimal {
+                    device_type: a.device_type.clone(),
+                    image: iso_name(&v.name),
+                },
+            };
+            Ok(Job {
+                name: format!("i386 testbed {title}: {cmdline}"),
+                cmdline,
+                timeout: a.timeout,
+                unit_word: "cycles",
+                kind,
+            })
+        }
+    }
+}
+
+/// A PC's command line: the words, the TSC clock (no `accel=`: the
+/// kernel then reports real hardware).
+fn pc_cmdline(words: &str, extra: &str) -> String {
+    format!("{words} clock={} {extra}", Clock::Tsc.guest().key())
+        .trim()
+        .to_string()
+}
+
+fn iso_name(variant: &str) -> String {
+    format!("testbed-{}.iso", results::sanitize(variant))
+}
+
+/// The GRUB image of one variant: one menu entry, its command line, and no
+/// countdown (under icount GRUB's countdown runs on virtual time and never
+/// ends; on a PC it only costs time).
+fn grub_image(art: &Artifacts, cmdline: &str, out: &Path) -> Result<PathBuf> {
+    let entry = iso::Entry {
+        title: "i386 testbed".into(),
+        cmdline: cmdline.into(),
+        multiboot2: true,
+    };
+    iso::build(art, &[entry], 0, out)
+}
+
+pub fn lava(a: LavaArgs) -> Result<i32> {
+    let vs = variants(&a)?;
+    if a.target == Target::Pc && (a.grub || a.cpu.is_some() || a.smp != 1) {
+        bail!("--grub, --cpu and --smp describe a QEMU worker; a PC has its own CPUs (for the GRUB image on a PC: --pc-boot minimal)");
+    }
+    if a.local {
+        if a.target != Target::Qemu {
+            bail!("--local runs the jobs on this machine's QEMU: use it with --target qemu");
+        }
+        if a.base_url.is_some() {
+            bail!("--local fetches the files from --out: drop --base-url");
+        }
+    }
+    let out = if a.out.is_absolute() {
+        a.out.clone()
+    } else {
+        kbuild::root().join(&a.out)
+    };
+    let files = out.join("files");
+    let base = match &a.base_url {
+        Some(u) => u.trim_end_matches('/').to_string(),
+        None => format!("file://{}", files.display()),
+    };
+    let url = |f: &str| format!("{base}/{f}");
+    // Every job, before anything is built: a bad flag fails first.
+    let mut jobs: Vec<(String, &Variant, Job)> = Vec::new();
+    for v in &vs {
+        for i in 1..=a.boots {
+            let title = format!("{}, boot {i} of {}", v.name, a.boots);
+            let file = format!("{}-{i}.yaml", results::sanitize(&v.name));
+            jobs.push((file, v, job(&a, v, &title, &url)?));
+        }
+    }
+    if a.print {
+        for (file, _, j) in &jobs {
+            println!("# {file}");
+            print!("{}", j.yaml());
+        }
+        return Ok(0);
+    }
+    let grub = a.grub || (a.target == Target::Pc && a.pc_boot == PcBoot::Minimal);
+    preflight::ensure(if grub {
+        preflight::Need::QemuAndGrub
+    } else {
+        preflight::Need::Qemu
+    })?;
+    if a.local {
+        preflight::ensure_lava()?;
+    }
+    let art = kbuild::build(true)?;
+    std::fs::create_dir_all(out.join("jobs"))
+        .with_context(|| format!("cannot create {}", out.join("jobs").display()))?;
+    let art = copy_files(&art, &a.prog, &files)?;
+    if grub {
+        for v in &vs {
+            let cmdline = &jobs
+                .iter()
+                .find(|(_, x, _)| x.name == v.name)
+                .expect("a job")
+                .2
+                .cmdline;
+            grub_image(&art, cmdline, &files.join(iso_name(&v.name)))?;
+        }
+    }
+    let mut paths = Vec::new();
+    for (file, _, j) in &jobs {
+        let p = out.join("jobs").join(file);
+        std::fs::write(&p, j.yaml()).with_context(|| format!("cannot write {}", p.display()))?;
+        paths.push(p);
+    }
+    eprintln!(
+        "lava: {} jobs in {}/jobs, their files in {}",
+        jobs.len(),
+        out.display(),
+        files.display()
+    );
+    if !a.local {
+        for p in &paths {
+            println!("{}", p.display());
+        }
+        eprintln!("submit each with `lavacli jobs submit FILE`; then `cargo xtask import` its log (docs/lab.md)");
+        return Ok(0);
+    }
+    let mut failed = 0;
+    for (k, ((_, v, _), p)) in jobs.iter().zip(&paths).enumerate() {
+        let id = format!("{}{:03}", std::process::id(), k + 1);
+        let log = out.join("logs").join(format!(
+            "{}.log",
+            p.file_stem().and_then(|s| s.to_str()).unwrap_or("job")
+        ));
+        let t = Instant::now();
+        run_local(&out, p, &id, &log)?;
+        let wall = t.elapsed();
+        let text = std::fs::read_to_string(&log)?;
+        let lab = Lab {
+            device: LOCAL_DEVICE.into(),
+            device_type: "qemu".into(),
+            job: id.clone(),
+        };
+        match super::import::from_lava(&text, None, lab, &v.name) {
+            Ok(r) => {
+                if !a.quiet {
+                    print!("{}", r.table());
+                }
+                if !a.no_save {
+                    let path = r.save(&kbuild::root().join("results"))?;
+                    eprintln!("results: {}", path.display());
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("lava: job {id} ({}): {e:#}", p.display());
+            }
+        }
+        eprintln!(
+            "lava: job {id} ({}): lava-run {:.1} s, log {}",
+            v.name,
+            wall.as_secs_f64(),
+            log.display()
+        );
+    }
+    Ok(if failed == 0 { 0 } else { 1 })
+}
+
+/// The device name a local `lava-run` job reports.
+pub const LOCAL_DEVICE: &str = "local-qemu";
+
+/// The kernel and the program `--prog` names, copied to `files`.
+fn copy_files(art: &Artifacts, prog: &str, files: &Path) -> Result<Artifacts> {
+    std::fs::create_dir_all(files).with_context(|| format!("cannot create {}", files.display()))?;
+    let Some((p, _)) = art.programs.iter().find(|(_, n)| n == prog) else {
+        bail!(
+            "no user program {prog:?} (there are: {})",
+            kbuild::USER_PROGRAMS.join(", ")
+        );
+    };
+    let copy = |from: &Path, name: &str| -> Result<PathBuf> {
+        let to = files.join(name);
+        std::fs::copy(from, &to).with_context(|| format!("cannot copy {}", from.display()))?;
+        Ok(to)
+    };
+    Ok(Artifacts {
+        kernel: copy(&art.kernel, "kernel")?,
+        programs: vec![(copy(p, prog)?, prog.to_string())],
+    })
+}
+
+/// Runs the job `job` with `lava-run` as job `id`, the shipped `qemu`
+/// device file standing in for a server's; its log (stderr) goes to `log`.
+pub fn run_local(out: &Path, job: &Path, id: &str, log: &Path) -> Result<()> {
+    let device = out.join("device-qemu-i386.yaml");
+    let dispatcher = out.join("dispatcher.yaml");
+    std::fs::write(&device, lava::QEMU_I386_DEVICE)?;
+    std::fs::write(&dispatcher, lava::LOCAL_DISPATCHER)?;
+    if let Some(d) = log.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    let run_dir = out.join("run").join(id);
+    let err =
+        std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    let status = Command::new("lava-run")
+        .arg("--job-id")
+        .arg(id)
+        .arg("--output-dir")
+        .arg(&run_dir)
+        .arg("--device")
+        .arg(&device)
+        .arg("--dispatcher")
+        .arg(&dispatcher)
+        .arg(job)
+        .stdout(std::process::Stdio::null())
+        .stderr(err)
+        .status()
+        .with_context(|| format!("cannot run lava-run ({})", preflight::lava_install_hint()))?;
+    let _ = std::fs::remove_dir_all(&run_dir);
+    // lava-run exits non-zero for a job that failed; the log says why, and
+    // the import reads it from there.
+    let _ = status;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> LavaArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: LavaArgs,
+        }
+        let mut v = vec!["x"];
+        v.extend_from_slice(extra);
+        T::try_parse_from(v).unwrap().a
+    }
+
+    fn one(a: &LavaArgs) -> String {
+        let v = &variants(a).unwrap()[0];
+        job(a, v, "t", &|f| format!("https://lab.example/{f}"))
+            .unwrap()
+            .yaml()
+    }
+
+    #[test]
+    fn a_qemu_job_carries_runs_qemu_arguments() {
+        let y = one(&args(&["--append", "batches=2"]));
+        assert!(y.contains("image_arg: '-machine pc,accel=tcg -cpu qemu32 -smp 1 -m 128M -icount shift=0,sleep=off -no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04 -kernel {kernel} -append \"mode=run prog=bench clock=icount accel=tcg batches=2\"'"), "{y}");
+        assert!(y.contains("      bench:\n        url: 'https://lab.example/bench'\n        image_arg: '-initrd \"{bench} bench\"'\n"), "{y}");
+        assert!(
+            y.contains("  arch: i386\n  cpu: qemu32\n") && y.contains("  no_kvm: true\n"),
+            "{y}"
+        );
+        // The device type gives the console and the monitor.
+        assert!(
+            !y.contains("-serial") && !y.contains("-monitor") && !y.contains("-display"),
+            "{y}"
+        );
+        let y = one(&args(&["--grub"]));
+        assert!(y.contains("      iso:\n        url: 'https://lab.example/testbed-default.iso'\n        image_arg: '-machine pc,accel=tcg"), "{y}");
+        assert!(y.contains("-cdrom {iso} -boot d'"), "{y}");
+    }
+
+    #[test]
+    fn pc_jobs_boot_by_ipxe_or_from_their_disk() {
+        let y = one(&args(&["--target", "pc", "--device-type", "pentium3"]));
+        assert!(y.contains("device_type: pentium3\n"), "{y}");
+        assert!(y.contains("    method: ipxe\n"), "{y}");
+        assert!(y.contains("    - 'kernel tftp://{SERVER_IP}/{KERNEL} mode=run prog=bench clock=tsc'\n    - 'module tftp://{SERVER_IP}/{RAMDISK} bench'\n"), "{y}");
+        assert!(y.contains("(?P<units>cycles)="), "{y}");
+        let y = one(&args(&["--target", "pc", "--pc-boot", "minimal"]));
+        assert!(
+            y.contains("    method: minimal\n") && !y.contains("deploy"),
+            "{y}"
+        );
+    }
+
+    #[test]
+    fn bad_variants_fail_before_anything_is_built() {
+        let a = args(&["--variant", "a=entry=sysentr"]);
+        let v = &variants(&a).unwrap()[0];
+        let e = job(&a, v, "t", &|f| f.into()).err().unwrap().to_string();
+        assert!(
+            e.contains("variant a: its kernel command line is invalid"),
+            "{e}"
+        );
+        assert!(variants(&args(&["--variant", "a=x", "--variant", "a=y"])).is_err());
+        let e = lava(args(&["--target", "pc", "--grub", "--print"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--pc-boot minimal"), "{e}");
+    }
+}
