@@ -66,7 +66,7 @@ pub struct Case {
 
 /// What a case is unless it says otherwise: one CPU of the default model,
 /// booted directly, 60 s.
-pub(super) const CASE: Case = Case {
+const CASE: Case = Case {
     name: "",
     emulator: Emulator::Qemu,
     cmdline: "",
