@@ -5,7 +5,8 @@
 //!   `clock`/`bench`/`samples` set, a malformed `bench`, an `end`), split
 //!   across writes and mid-line; the kernel escapes each `@`, so none is a
 //!   record. Then offers the `record` system call bodies it must refuse and
-//!   one it must print, tagged `prog=rogue`.
+//!   two it must print, tagged `prog=rogue`: a `clock` record that says the
+//!   TSC (the host, which booted icount, must refuse it) and a `check`.
 //! - `SPOIL_*`: changes every piece of machine state a task can change
 //!   (sysenter's and syscall's entries to their floors, the pools'
 //!   alignment, the ring buffer, the x87 control word) and ends: by `exit`, a fault, or its last
@@ -103,6 +104,10 @@ fn forge() -> Result<(), &'static str> {
             return Err("the record call took a bad buffer");
         }
     }
+    // A clock record of its own: a kind a program may report, so the
+    // kernel prints it, tagged; it says the TSC on a boot the host gave
+    // icount, and the host must refuse the relabelling, naming it.
+    record!(kind::CLOCK, "clock" => "tsc", "tsc_hz" => 3_000_000_000u32);
     record!(kind::CHECK, "mech" => "rogue", "name" => "forged%20records%20refused",
         "result" => "pass");
     Ok(())

@@ -38,9 +38,21 @@ impl Results {
         };
         let mut samples: BTreeMap<String, (u64, Vec<u64>, usize)> = BTreeMap::new();
         let mut ended: Option<(String, usize)> = None;
+        // The line of the boot record, and the clock its command line names:
+        // the host wrote that word (xtask, or the loader's configuration of
+        // a real machine), so it decides the clock.
+        let mut boot_line: Option<usize> = None;
+        let mut host_clock: Option<String> = None;
         for rec in records {
             match rec.kind.as_str() {
                 kind::BOOT => {
+                    if let Some(first) = boot_line {
+                        bail!(
+                            "line {}: a second boot record (the first is on line {first}): this log holds more than one boot, and one run's figures come from one boot; cut it into one log per boot",
+                            rec.line
+                        );
+                    }
+                    boot_line = Some(rec.line);
                     r.rev = field(rec, "rev")?.into();
                     (r.dirty, r.diff) = dirty_of_rev(&r.rev);
                     r.cmdline = field(rec, "cmdline")?.into();
@@ -49,12 +61,12 @@ impl Results {
                         if let Some(a) = w.strip_prefix("accel=") {
                             r.accel = a.into();
                         }
-                        // What the host asked for; a clock record, where the
-                        // program prints one, says what was used.
+                        // What the host booted (the last word counts, as in
+                        // the kernel); a clock record may only agree, or
+                        // say `none` (a CPU without a TSC).
                         if let Some(c) = w.strip_prefix("clock=") {
-                            if r.clock.is_empty() {
-                                r.clock = c.into();
-                            }
+                            host_clock = Some(c.into());
+                            r.clock = c.into();
                         }
                     }
                 }
@@ -71,7 +83,15 @@ impl Results {
                     reason: rec.get("reason").unwrap_or("").into(),
                 }),
                 kind::CLOCK => {
-                    r.clock = field(rec, "clock")?.into();
+                    let c = field(rec, "clock")?;
+                    if let Some(h) = host_clock.as_deref().filter(|h| c != *h && c != "none") {
+                        bail!(
+                            "line {}: {} clock record says clock={c}, but the host booted clock={h}: the host decides the clock, unit and accelerator, so the record is refused",
+                            rec.line,
+                            who(rec)
+                        );
+                    }
+                    r.clock = c.into();
                     r.tsc_hz = num(rec, "tsc_hz")?;
                     for (k, v) in &rec.fields {
                         if !matches!(k.as_str(), "clock" | "tsc_hz") {
@@ -126,6 +146,20 @@ impl Results {
                 kind::SAMPLES => {
                     let name = field(rec, "name")?.to_string();
                     let size = num(rec, "batch_size")?;
+                    if size == 0 {
+                        bail!(
+                            "line {}: {} samples record of {name}: batch_size=0 (a batch of no operations has no per-operation figure)",
+                            rec.line,
+                            who(rec)
+                        );
+                    }
+                    if let Some((_, _, first)) = samples.get(&name) {
+                        bail!(
+                            "line {}: {} second samples record of {name} (the first is on line {first}): which one holds the figures cannot be told",
+                            rec.line,
+                            who(rec)
+                        );
+                    }
                     let values = field(rec, "values")?
                         .split(',')
                         .map(|v| {
@@ -182,6 +216,7 @@ impl Results {
             }
             b.batch_size = size;
             b.samples = values;
+            check_summary(b, line)?;
         }
         if let Some(name) = samples.keys().next() {
             bail!("samples for {name} without a bench record (a truncated log?)");
@@ -277,6 +312,74 @@ pub fn host_of_signature(sig: Option<&str>) -> String {
         Some("KVMKVMKVM") => "KVM guest".into(),
         Some(s) => format!("{s} guest"),
     }
+}
+
+/// Who wrote a record, for an error that names it: a user program's
+/// record carries its name (the kernel adds `prog=`), the kernel's none.
+fn who(rec: &Record) -> String {
+    match rec.get(abi::report::KEY_PROG) {
+        Some(p) => format!("program {p}'s"),
+        None => "the kernel's".into(),
+    }
+}
+
+/// A `bench` record's summary must be its samples': in order (min <= p25
+/// <= median <= p75 <= max, the mean between min and max), and for a
+/// per-operation figure the same numbers the guest's own summary gives
+/// for those samples (`abi::stats`, to the 4 decimals the record prints).
+/// `line`: the samples record's.
+fn check_summary(b: &Bench, line: usize) -> Result<()> {
+    let order = [
+        ("min", b.min),
+        ("p25", b.p25),
+        ("median", b.median),
+        ("p75", b.p75),
+        ("max", b.max),
+    ];
+    if let Some(w) = order.windows(2).find(|w| w[0].1 > w[1].1) {
+        bail!(
+            "benchmark {}: its summary says {}={} above {}={}: a summary that contradicts itself is refused",
+            b.name,
+            w[0].0,
+            w[0].1,
+            w[1].0,
+            w[1].1
+        );
+    }
+    if !(b.min..=b.max).contains(&b.mean) {
+        bail!(
+            "benchmark {}: its summary's mean={} lies outside min={} and max={}",
+            b.name,
+            b.mean,
+            b.min,
+            b.max
+        );
+    }
+    if b.measure != Measure::PerOp || b.samples.is_empty() {
+        return Ok(());
+    }
+    let mut vals: Vec<f64> = b
+        .samples
+        .iter()
+        .map(|&t| t as f64 / b.batch_size as f64)
+        .collect();
+    let mut scratch = vec![0.0; vals.len()];
+    let s = abi::stats::summarize(&mut vals, &mut scratch);
+    for (k, said, is) in [
+        ("min", b.min, s.min),
+        ("median", b.median, s.median),
+        ("max", b.max, s.max),
+    ] {
+        // The record prints 4 decimals: a difference beyond the rounding
+        // is a summary of other samples.
+        if (said - is).abs() > 0.5e-4 * (1.0 + is.abs() * 1e-9) + 1e-9 {
+            bail!(
+                "line {line}: benchmark {}: the summary says {k}={said}, its samples give {k}={is:.4}: a summary that contradicts its samples is refused",
+                b.name
+            );
+        }
+    }
+    Ok(())
 }
 
 /// A `warn` record as the sentence the kernel printed beside it.

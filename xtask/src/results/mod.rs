@@ -10,6 +10,8 @@
 //! `table` renders it for a reader.
 
 mod gather;
+#[cfg(test)]
+mod hostile;
 mod table;
 #[cfg(test)]
 mod tests;
