@@ -18,6 +18,26 @@ use super::{Case, CASE, REPEATED_BOOTS};
 /// and SMP figures across CPUs, and the pool layouts.
 pub(super) const SMP: &[Case] = &[
     Case {
+        name: "forged records through a race, repeated: under multi-threaded TCG on 2 CPUs a thread rewrites a record's body while 2,000 record calls go in; 0 forged lines",
+        cmdline: "mode=run prog=rogue",
+        timeout: 30,
+        cpus: 2,
+        threads: Threads::Multi,
+        repeat: REPEATED_BOOTS,
+        check: race_clean,
+        ..CASE
+    },
+    Case {
+        name: "forged records through a race, repeated: the same on 4 CPUs",
+        cmdline: "mode=run prog=rogue",
+        timeout: 30,
+        cpus: 4,
+        threads: Threads::Multi,
+        repeat: REPEATED_BOOTS,
+        check: race_clean,
+        ..CASE
+    },
+    Case {
         name: "SMP user threads under multi-threaded TCG, repeated: 4 CPUs in parallel, the cross-CPU lock tests and task ends, nothing lost, no hang",
         // Only the tests with threads in their names: the locks tests
         // (across CPUs too), the task ending everywhere, the kernel threads.
@@ -374,3 +394,29 @@ const LOCK_BATCHES: usize = 8;
 const SMP_BATCHES: usize = 8;
 /// Address spaces built per forktest strategy.
 const FORKS: usize = 32;
+
+/// The race of `rogue` (a body rewritten on another CPU while it is in the
+/// record call): the program's checks passed and the race ran, the one
+/// `cpu` record is the kernel's, and every `check` record of the race is
+/// whole: the kernel printed a body it had checked, or nothing.
+fn race_clean(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    succeeded(log)?;
+    contains(log, "rogue: race: ")?;
+    let cpus: Vec<&Record> = report::of_kind(r, kind::CPU).collect();
+    if cpus.len() != 1 || cpus[0].get("brand") == Some("Forged CPU") {
+        return Err(format!(
+            "{} cpu records, brands {:?}: a forged line got through",
+            cpus.len(),
+            cpus.iter().map(|c| c.get("brand")).collect::<Vec<_>>()
+        ));
+    }
+    for c in report::of_kind(r, kind::CHECK).filter(|c| c.get("name") == Some("race")) {
+        if c.get("brand") != Some("Forged CPU") || c.get("hypervisor") != Some("none") {
+            return Err(format!(
+                "line {}: a torn race record: {:?}",
+                c.line, c.fields
+            ));
+        }
+    }
+    Ok(())
+}
