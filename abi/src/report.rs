@@ -66,6 +66,9 @@ pub enum BadRecord {
     Field,
     /// A key the kernel writes itself ([`KEY_PROG`], [`KEY_PID`]).
     Reserved,
+    /// A `%` in a value that does not start an escape of two hex digits
+    /// (the host's reader, [`unescape`], would refuse the whole report).
+    Escape,
 }
 
 /// Checks a user record's body, `kind key=value ...` without the marker
@@ -96,6 +99,7 @@ pub fn check_user_record(body: &[u8]) -> Result<&str, BadRecord> {
         if key == KEY_PROG || key == KEY_PID {
             return Err(BadRecord::Reserved);
         }
+        unescape(value, &mut |_| {}).map_err(|_| BadRecord::Escape)?;
     }
     Ok(k)
 }
@@ -485,6 +489,7 @@ mod tests {
         let ok = b"bench name=int80.null mech=int80 n=4 median=36.0000";
         assert_eq!(check_user_record(ok), Ok("bench"));
         assert_eq!(check_user_record(b"check"), Ok("check"));
+        assert_eq!(check_user_record(b"check detail=a%20b%00"), Ok("check"));
         for (body, why) in [
             (&b""[..], BadRecord::Length),
             (b"end status=success", BadRecord::Kind),
@@ -500,6 +505,9 @@ mod tests {
             (b"bench na-me=x", BadRecord::Field),
             (b"bench a=b=c", BadRecord::Field),
             (b"bench prog=bench", BadRecord::Reserved),
+            (b"check detail=%zz", BadRecord::Escape),
+            (b"check detail=ab%4", BadRecord::Escape),
+            (b"check detail=%", BadRecord::Escape),
             (b"clock pid=1", BadRecord::Reserved),
         ] {
             assert_eq!(

@@ -74,6 +74,40 @@ impl SnapshotFile {
     pub fn find(&self, cpu: usize, stream: u16, seq: u64) -> Option<&SnapLine> {
         self.index.get(&(cpu, stream, seq)).map(|&i| &self.snaps[i])
     }
+
+    /// The `param` line is the named profile's: every parameter of the
+    /// embedded profile with its value, and the plugin's `pge` (0 or 1),
+    /// nothing else. A file whose header names one profile and whose
+    /// numbers are another's is refused, not labelled with the name.
+    pub fn check_profile(&self) -> Result<(), String> {
+        let p = crate::profile::find(&self.profile)?;
+        let mut want: BTreeMap<&str, u64> = p
+            .params()
+            .into_iter()
+            .map(|(k, v)| (k, u64::from(v)))
+            .collect();
+        match self.params.get("pge") {
+            Some(&v) if v <= 1 => want.insert("pge", v),
+            Some(v) => return Err(format!("param pge={v}: pge is 0 or 1")),
+            None => return Err("the param line has no pge".into()),
+        };
+        for (k, v) in &self.params {
+            match want.get(k.as_str()) {
+                None => return Err(format!("param {k}={v}: profile {} has no {k}", p.name)),
+                Some(w) if w != v => {
+                    return Err(format!(
+                        "param {k}={v}: profile {} has {k}={w} (the numbers are not the named profile's)",
+                        p.name
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(k) = want.keys().find(|k| !self.params.contains_key(**k)) {
+            return Err(format!("the param line has no {k} (profile {})", p.name));
+        }
+        Ok(())
+    }
 }
 
 fn fields(line: &str, n: usize) -> Result<BTreeMap<&str, &str>, String> {
@@ -111,6 +145,8 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
         index: BTreeMap::new(),
     };
     let mut ended = false;
+    // The line of each snapshot, for the monotonicity check.
+    let mut at: Vec<usize> = Vec::new();
     for (n, line) in lines {
         if ended {
             return Err(format!("line {n}: text after end"));
@@ -154,6 +190,7 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
                     ));
                 }
                 file.snaps.push(snap);
+                at.push(n);
             }
             Some("end") => ended = true,
             _ => return Err(format!("line {n}: unknown line {line:?}")),
@@ -162,7 +199,30 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
     if !ended {
         return Err("model file has no end line (QEMU did not exit normally?)".into());
     }
+    monotonic(&file, &at)?;
     Ok(file)
+}
+
+/// Running totals never go back: along each CPU's stream, in sequence
+/// order, no number of a snapshot is below the one before it. (A
+/// difference of two would otherwise wrap or be clamped to 0.)
+fn monotonic(file: &SnapshotFile, at: &[usize]) -> Result<(), String> {
+    let mut prev: Option<(&(usize, u16, u64), usize)> = None;
+    for (key, &i) in &file.index {
+        if let Some((pk, pi)) = prev {
+            if (pk.0, pk.1) == (key.0, key.1) {
+                let (a, b) = (file.snaps[pi].values(), file.snaps[i].values());
+                if let Some(f) = (0..FIELDS.len()).find(|&f| b[f] < a[f]) {
+                    return Err(format!(
+                        "line {}: snapshot {} of stream {} on CPU {} has {}={}, below snapshot {}'s {} (line {}): running totals never go back",
+                        at[i], key.2, key.1, key.0, FIELDS[f], b[f], pk.2, a[f], at[pi]
+                    ));
+                }
+            }
+        }
+        prev = Some((key, i));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -228,5 +288,70 @@ mod tests {
         let snap = "snap cpu=0 stream=1 seq=0 insns=1 cycles=1 l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 clock=1\n";
         let twice = text.replace("end", &format!("{snap}{snap}end"));
         assert!(parse(&twice).unwrap_err().contains("appears twice"));
+    }
+
+    /// Two snapshots of one stream, the second with `insns` and `cycles`.
+    fn two_snaps(insns: u64, cycles: u64) -> String {
+        let m = Machine::new(find("p3").unwrap(), Options::default(), 1).unwrap();
+        let snap = |seq: u32, insns: u64, cycles: u64| {
+            format!("snap cpu=0 stream=1 seq={seq} insns={insns} cycles={cycles} l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 clock={cycles}\n")
+        };
+        // The later snapshot first in the file: the order that counts is
+        // the sequence's.
+        m.report(1).replace(
+            "end",
+            &format!("{}{}end", snap(1, insns, cycles), snap(0, 10, 100)),
+        )
+    }
+
+    #[test]
+    fn a_snapshot_that_goes_back_is_refused() {
+        assert!(parse(&two_snaps(20, 150)).is_ok());
+        assert!(parse(&two_snaps(10, 100)).is_ok(), "equal is not back");
+        let e = parse(&two_snaps(20, 99)).unwrap_err();
+        assert!(e.contains("cycles=99, below snapshot 0's 100"), "{e}");
+        let e = parse(&two_snaps(9, 150)).unwrap_err();
+        assert!(e.contains("insns=9"), "{e}");
+    }
+
+    #[test]
+    fn the_params_must_be_the_named_profiles() {
+        let m = Machine::new(find("modern").unwrap(), Options::default(), 1).unwrap();
+        let text = m.report(1);
+        assert_eq!(parse(&text).unwrap().check_profile(), Ok(()));
+        // The header renamed, the numbers modern's: refused.
+        let renamed = text.replacen("profile=modern", "profile=p4", 1);
+        let e = parse(&renamed).unwrap().check_profile().unwrap_err();
+        assert!(e.contains("the numbers are not the named profile's"), "{e}");
+        // One number changed.
+        let l2 = find("modern").unwrap().l2_latency;
+        let edited = text.replacen(
+            &format!(" l2_latency={l2} "),
+            &format!(" l2_latency={} ", l2 + 1),
+            1,
+        );
+        assert_ne!(edited, text);
+        assert!(parse(&edited).unwrap().check_profile().is_err());
+        // A parameter dropped, one added, pge out of range, no such profile.
+        let dropped = text.replacen(&format!(" l2_latency={l2}"), "", 1);
+        assert!(parse(&dropped)
+            .unwrap()
+            .check_profile()
+            .unwrap_err()
+            .contains("no l2_latency"));
+        let added = text.replacen(" pge=", " extra=1 pge=", 1);
+        assert!(parse(&added)
+            .unwrap()
+            .check_profile()
+            .unwrap_err()
+            .contains("has no extra"));
+        let pge = text.replacen(" pge=0", " pge=7", 1);
+        assert!(parse(&pge).unwrap().check_profile().is_err());
+        let unknown = text.replacen("profile=modern", "profile=nosuch", 1);
+        assert!(parse(&unknown)
+            .unwrap()
+            .check_profile()
+            .unwrap_err()
+            .contains("unknown profile"));
     }
 }

@@ -4,7 +4,7 @@
 //! address space. A CR3 write drops every entry that is not global
 //! (Intel SDM Vol. 3A §4.10.4.1); `invlpg` drops one page, global or not
 //! (§4.10.4.1 too). Whether a page is global is the caller's rule (see
-//! `machine::is_global`).
+//! `machine::memory::is_global`).
 
 use crate::cache::to_front;
 

@@ -188,8 +188,13 @@ fn since(later: &Values, earlier: &Values) -> Values {
 }
 
 /// Reads the plugin's file (`abi::model`) with the model crate's reader.
+/// Its `param` line must be the named profile's (a file that names one
+/// profile and holds another's numbers is refused).
 pub fn parse_file(text: &str) -> Result<SnapshotFile> {
-    model::report::parse(text).map_err(|e| anyhow!("the model file: {e}"))
+    let file = model::report::parse(text).map_err(|e| anyhow!("the model file: {e}"))?;
+    file.check_profile()
+        .map_err(|e| anyhow!("the model file: {e}"))?;
+    Ok(file)
 }
 
 /// One benchmark's model figures: the median per call of each counter over
@@ -245,6 +250,8 @@ fn median_f64(v: &[f64]) -> f64 {
 /// Where one benchmark's snapshots are, from its `samples` record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Span {
+    /// The record's line in the serial log, for errors.
+    pub line: usize,
     pub stream: u16,
     pub calib: u32,
     pub calib_runs: u32,
@@ -275,6 +282,17 @@ pub fn spans(records: &[Record]) -> Result<BTreeMap<String, Span>> {
             r.get(k)
                 .ok_or_else(|| anyhow!("line {}: {} record without {k}", r.line, r.kind))
         };
+        // Snapshot numbers are 32-bit sequence numbers: a larger one is
+        // refused, never cut to fit.
+        let seq = |k: &str, v: &str| -> Result<u32> {
+            u32::try_from(num(k, v)?).map_err(|_| {
+                anyhow!(
+                    "line {}: {} record: {k}={v} is beyond any snapshot number",
+                    r.line,
+                    r.kind
+                )
+            })
+        };
         let (name, n, batch_size) = match r.kind.as_str() {
             kind::SAMPLES => (
                 field("name")?.to_string(),
@@ -283,7 +301,7 @@ pub fn spans(records: &[Record]) -> Result<BTreeMap<String, Span>> {
             ),
             kind::MACRO => (
                 format!("{}.{}", abi::report::names::MACRO, field("mech")?),
-                num("batches", field("batches")?)? as u32,
+                seq("batches", field("batches")?)?,
                 num("ops", field("ops")?)?,
             ),
             _ => continue,
@@ -296,10 +314,11 @@ pub fn spans(records: &[Record]) -> Result<BTreeMap<String, Span>> {
         m.insert(
             name,
             Span {
+                line: r.line,
                 stream,
-                calib: num("snap_calib", r.get("snap_calib").unwrap_or("0"))? as u32,
-                calib_runs: num("calib_runs", r.get("calib_runs").unwrap_or("0"))? as u32,
-                batches: num("snap_batches", batches)? as u32,
+                calib: seq("snap_calib", r.get("snap_calib").unwrap_or("0"))?,
+                calib_runs: seq("calib_runs", r.get("calib_runs").unwrap_or("0"))?,
+                batches: seq("snap_batches", batches)?,
                 n,
                 batch_size: batch_size.max(1),
             },
@@ -314,26 +333,45 @@ pub const BENCH_CPU: usize = 0;
 
 /// A benchmark's figures from the model file.
 pub fn figures(file: &SnapshotFile, span: &Span, label: &str) -> Result<ModelFigures> {
+    let beyond = |start: u32| {
+        anyhow!(
+            "line {}: samples record: snapshots from {start} run past the last snapshot number",
+            span.line
+        )
+    };
     let snap = |seq: u32| -> Result<Values> {
         file.find(BENCH_CPU, span.stream, u64::from(seq))
             .map(|s| s.values())
             .ok_or_else(|| {
             anyhow!(
-                "the model file has no {} snapshot {seq} of CPU {BENCH_CPU} (the plugin and the guest disagree on the count)",
+                "line {}: the model file has no {} snapshot {seq} of CPU {BENCH_CPU} (the plugin and the guest disagree on the count)",
+                span.line,
                 if span.stream == SNAP_KERNEL { "kernel" } else { "user" }
             )
         })
     };
-    let pair = |first: u32| -> Result<Values> { Ok(since(&snap(first + 1)?, &snap(first)?)) };
+    let pair = |first: u32| -> Result<Values> {
+        let next = first.checked_add(1).ok_or_else(|| beyond(first))?;
+        Ok(since(&snap(next)?, &snap(first)?))
+    };
+    // The k-th pair from `start`: snapshots start + 2k and the one after,
+    // with no wrap-around of a number the guest chose.
+    let nth = |start: u32, k: u32| -> Result<Values> {
+        let first = k
+            .checked_mul(2)
+            .and_then(|o| start.checked_add(o))
+            .ok_or_else(|| beyond(start))?;
+        pair(first)
+    };
     let calib: Vec<Values> = (0..span.calib_runs)
-        .map(|k| pair(span.calib + 2 * k))
+        .map(|k| nth(span.calib, k))
         .collect::<Result<_>>()?;
     let over: Values = std::array::from_fn(|i| {
         let mut v: Vec<u64> = calib.iter().map(|c| c[i]).collect();
         median_u64(&mut v)
     });
     let batches: Vec<Values> = (0..span.n)
-        .map(|i| Ok(since(&pair(span.batches + 2 * i)?, &over)))
+        .map(|i| Ok(since(&nth(span.batches, i)?, &over)))
         .collect::<Result<_>>()?;
     let per_call = |i: usize| {
         let v: Vec<f64> = batches
@@ -568,8 +606,13 @@ mod tests {
 
     /// Two calibration runs of 10 cycles (one of 14, cold), two batches.
     fn file() -> String {
-        let mut s =
-            String::from("model1 profile=p3 virt=0 ncpus=1\nparam line=32 l1d_size=16384\n");
+        let params: String = model::profile::find("p3")
+            .unwrap()
+            .params()
+            .iter()
+            .map(|(k, v)| format!(" {k}={v}"))
+            .collect();
+        let mut s = format!("model1 profile=p3 virt=0 ncpus=1\nparam{params} pge=0\n");
         for (seq, c, l1) in [
             (0, 100, 0),
             (1, 114, 1),
@@ -593,6 +636,37 @@ mod tests {
 @@tb1 samples name=x.null batch_size=4 stream=user snap_calib=0 calib_runs=3 snap_batches=6 values=4,4
 @@tb1 samples name=old batch_size=4 values=4,4
 ";
+
+    /// A guest's snapshot numbers at the edge of 32 bits are refused with
+    /// the record's line, never added until they overflow (a panic) or
+    /// cut to fit (another benchmark's snapshots).
+    #[test]
+    fn snapshot_numbers_past_32_bits_are_refused_naming_the_record() {
+        let f = parse_file(&file()).unwrap();
+        for (calib, why) in [
+            ("4294967295", "run past the last snapshot number"),
+            ("4294967294", "has no user snapshot 4294967295"),
+            ("4294967296", "beyond any snapshot number"),
+            ("99999999999999999999", "is not a number"),
+        ] {
+            let log = LOG.replace("snap_calib=0", &format!("snap_calib={calib}"));
+            let e = format!("{:#}", merge_log(&log, &f).unwrap_err());
+            assert!(e.contains("line 2") && e.contains(why), "{calib}: {e}");
+        }
+        let log = LOG.replace("snap_batches=6", "snap_batches=4294967295");
+        let e = format!("{:#}", merge_log(&log, &f).unwrap_err());
+        assert!(e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn a_model_file_with_another_profiles_numbers_is_refused() {
+        assert!(parse_file(&file()).is_ok());
+        let e = parse_file(&file().replacen("profile=p3", "profile=p4", 1)).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("not the named profile's"),
+            "{e:#}"
+        );
+    }
 
     #[test]
     fn batches_minus_the_calibration_median() {
@@ -740,8 +814,9 @@ mod tests {
         after.benches[0].model.as_mut().unwrap().cycles = 500.0;
         let mut other = model_results();
         other.model_profile = Some("p3".into());
-        let rows =
-            crate::cmd::table::speedup_rows(&[before, after, other], Some("before"), &[]).unwrap();
+        let rows = crate::cmd::table::speedup_rows(&[before, after, other], Some("before"), &[])
+            .unwrap()
+            .0;
         assert_eq!(
             rows[0],
             ["modelled, profile p4", "after", "int80.null", "2.00"].map(String::from)

@@ -175,16 +175,32 @@ extern "fastcall" fn sys_record(r: &mut Regs) {
 
 /// `record(buf, len)`: checks one user record and prints it tagged with the
 /// calling program (`abi::report::check_user_record`, `nr::RECORD`).
+///
+/// The body is read from user memory once, into a kernel buffer, and the
+/// check and the print both use that copy. Read twice, it could change in
+/// between: another thread of the program, on another CPU truly in
+/// parallel (KVM, multi-threaded TCG), may rewrite it after the check, and
+/// the line printed would hold a newline and a record marker of its choice.
 #[inline(never)]
 fn record(buf: u32, len: u32) -> u32 {
     use abi::report::{check_user_record, KEY_PID, KEY_PROG, MARKER, MAX_USER_RECORD, SCHEMA};
+    /// The copy of the record being checked and printed. Used only with
+    /// the console lock held, and no kernel code is preempted: one record
+    /// at a time on the whole machine.
+    static mut COPY: [u8; MAX_USER_RECORD] = [0; MAX_USER_RECORD];
     if len == 0 || len as usize > MAX_USER_RECORD {
         return err(errno::EINVAL);
     }
-    let body = match usercopy::user_slice(buf, len, usercopy::Access::Read) {
+    let user = match usercopy::user_slice(buf, len, usercopy::Access::Read) {
         Ok(b) => b,
         Err(e) => return err(e),
     };
+    let _held = crate::console::lock();
+    // SAFETY: COPY is touched only here, with the console lock held (so by
+    // one CPU), and this call runs to its end before another record call
+    // on this CPU can start; `len` is at most COPY's length, checked above.
+    let body = unsafe { &mut (&mut *core::ptr::addr_of_mut!(COPY))[..user.len()] };
+    usercopy::copy_bytes(body, user);
     let Ok(kind) = check_user_record(body) else {
         return err(errno::EINVAL);
     };
@@ -199,6 +215,53 @@ fn record(buf: u32, len: u32) -> u32 {
     0
 }
 
+/// A user program's bytes to the console, read from user memory once: a
+/// piece at a time into a kernel buffer, each piece printed from the copy
+/// (`console::write_bytes` escapes every `@` of it). Another thread that
+/// rewrites the buffer meanwhile changes what is printed, never how it is
+/// escaped. The console lock is held throughout, so the write stays whole,
+/// and a character cut at a piece's end waits for the rest of it.
+#[inline(never)]
+fn print_user(bytes: &[u8]) {
+    const PIECE: usize = 256;
+    let _held = crate::console::lock();
+    let mut buf = [0u8; PIECE + UTF8_MAX_TAIL];
+    let (mut carry, mut rest) = (0, bytes);
+    while !rest.is_empty() {
+        let n = rest.len().min(PIECE);
+        usercopy::copy_bytes(&mut buf[carry..carry + n], &rest[..n]);
+        rest = &rest[n..];
+        let end = carry + n;
+        let tail = if rest.is_empty() {
+            0
+        } else {
+            utf8_tail(&buf[..end])
+        };
+        crate::console::write_bytes(&buf[..end - tail]);
+        buf.copy_within(end - tail..end, 0);
+        carry = tail;
+    }
+}
+
+/// The most bytes of a UTF-8 character that can end a piece unfinished.
+const UTF8_MAX_TAIL: usize = 3;
+
+/// How many bytes at the end of `b` start a UTF-8 character that is not
+/// complete yet (a lead byte with fewer continuation bytes than it needs).
+fn utf8_tail(b: &[u8]) -> usize {
+    for k in 1..=UTF8_MAX_TAIL.min(b.len()) {
+        let need = match b[b.len() - k] {
+            0x80..=0xBF => continue,
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => return 0,
+        };
+        return if need > k { k } else { 0 };
+    }
+    0
+}
+
 /// `write(fd, buf, len)`.
 #[inline(never)]
 fn write(fd: u32, buf: u32, len: u32) -> u32 {
@@ -207,7 +270,7 @@ fn write(fd: u32, buf: u32, len: u32) -> u32 {
         Err(e) => return err(e),
     };
     match fd {
-        fd::STDOUT | fd::STDERR => crate::console::write_bytes(bytes),
+        fd::STDOUT | fd::STDERR => print_user(bytes),
         fd::NULL => {}
         fd::RING => return ring::write(bytes) as u32,
         _ => return err(errno::EBADF),

@@ -5,7 +5,11 @@
 //!   `clock`/`bench`/`samples` set, a malformed `bench`, an `end`), split
 //!   across writes and mid-line; the kernel escapes each `@`, so none is a
 //!   record. Then offers the `record` system call bodies it must refuse and
-//!   one it must print, tagged `prog=rogue`.
+//!   two it must print, tagged `prog=rogue`: a `clock` record that says the
+//!   TSC (the host, which booted icount, must refuse it) and a `check`.
+//!   With more than one CPU it then races the kernel ([`race`]): a
+//!   thread on another CPU rewrites a record's body while this one hands
+//!   it to the `record` call, over and over.
 //! - `SPOIL_*`: changes every piece of machine state a task can change
 //!   (sysenter's and syscall's entries to their floors, the pools'
 //!   alignment, the ring buffer, the x87 control word) and ends: by `exit`, a fault, or its last
@@ -45,12 +49,16 @@ const REFUSED: &[(&[u8], i32)] = &[
     (b"check name=x prog=kernel", errno::EINVAL),
     (b"check name=@@tb1", errno::EINVAL),
     (b"check name=x\n@@tb1 bench oops", errno::EINVAL),
+    // A `%` that starts no escape would void the whole report on the host.
+    (b"check name=%zz", errno::EINVAL),
+    (b"check name=ab%4", errno::EINVAL),
     (b"", errno::EINVAL),
 ];
 
 #[unsafe(no_mangle)]
 extern "C" fn main(arg: u32) -> i32 {
     let r = match arg {
+        rogue::FORGE if sys::cpuinfo().cpus > 1 => forge().and_then(|()| race()),
         rogue::FORGE => forge(),
         rogue::SPOIL_EXIT | rogue::SPOIL_FAULT | rogue::SPOIL_THREAD_EXIT => spoil(arg),
         _ => Err("no such act"),
@@ -103,6 +111,10 @@ fn forge() -> Result<(), &'static str> {
             return Err("the record call took a bad buffer");
         }
     }
+    // A clock record of its own: a kind a program may report, so the
+    // kernel prints it, tagged; it says the TSC on a boot the host gave
+    // icount, and the host must refuse the relabelling, naming it.
+    record!(kind::CLOCK, "clock" => "tsc", "tsc_hz" => 3_000_000_000u32);
     record!(kind::CHECK, "mech" => "rogue", "name" => "forged%20records%20refused",
         "result" => "pass");
     Ok(())
@@ -190,5 +202,63 @@ fn spoil(act: u32) -> Result<(), &'static str> {
         }
         _ => {}
     }
+    Ok(())
+}
+
+/// Record calls the race makes.
+const RACE_CALLS: u32 = 2_000;
+/// The race's record body: `FLIP` (at `FLIP_AT`) makes it a body the kernel
+/// takes; `FORGE` there, a newline and a record marker that would start a
+/// line of the body's choosing (a `cpu` record of a forged brand).
+static mut RACE_BODY: [u8; 60] = *b"check name=race q=zzzzzzz brand=Forged%20CPU hypervisor=none";
+const FLIP_AT: usize = 15;
+const FLIP: &[u8; 10] = b" q=zzzzzzz";
+const FORGE: &[u8; 10] = b"\n@@tb1 cpu";
+static RACE_DONE: AtomicU32 = AtomicU32::new(0);
+static FLIPPER_DONE: AtomicU32 = AtomicU32::new(0);
+
+/// The race's other thread: flips the body between its two forms until
+/// the record calls are done.
+fn flipper(_: u32) {
+    let mut forged = false;
+    while RACE_DONE.load(Ordering::Acquire) == 0 {
+        let with = if forged { FLIP } else { FORGE };
+        for (i, &b) in with.iter().enumerate() {
+            // SAFETY: a byte of RACE_BODY; the other thread only reads it
+            // (the kernel copies it), so a torn view is the race itself.
+            unsafe { core::ptr::addr_of_mut!(RACE_BODY[FLIP_AT + i]).write_volatile(b) };
+        }
+        forged = !forged;
+    }
+    FLIPPER_DONE.store(1, Ordering::Release);
+}
+
+/// Hands the kernel a record body that another thread, on another CPU,
+/// rewrites meanwhile. The kernel must check and print one copy: every
+/// line it prints is a whole `check` record or none (EINVAL), never a
+/// line that starts a record the program could not have made. The host's
+/// test counts the forged lines.
+fn race() -> Result<(), &'static str> {
+    let cpus = sys::cpuinfo().cpus;
+    let me = threads::cpu();
+    let other = (me + 1) % cpus;
+    threads::spawn_on(flipper, 0, userland::abi::syscall::PRIO_USER, other)
+        .map_err(|_| "no thread for the flipper")?;
+    let (mut taken, mut refused) = (0u32, 0u32);
+    for _ in 0..RACE_CALLS {
+        let p = core::ptr::addr_of!(RACE_BODY) as u32;
+        // SAFETY: only the body's length is read here.
+        let len = unsafe { (*core::ptr::addr_of!(RACE_BODY)).len() } as u32;
+        match decode(call(nr::RECORD, [p, len, 0, 0, 0, 0])) {
+            Ok(_) => taken += 1,
+            Err(errno::EINVAL) => refused += 1,
+            Err(_) => return Err("the record call failed otherwise than EINVAL"),
+        }
+    }
+    RACE_DONE.store(1, Ordering::Release);
+    while FLIPPER_DONE.load(Ordering::Acquire) == 0 {
+        threads::yield_now();
+    }
+    println!("rogue: race: {taken} bodies taken, {refused} refused, on CPUs {me} and {other}");
     Ok(())
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 
-use super::bench::split_spec;
+use super::bench::plan::split_spec;
 use super::run::ModeArg;
 use crate::kbuild::{self, Artifacts};
 use crate::lava::{self, Job, JobKind, Lab, PcBoot};

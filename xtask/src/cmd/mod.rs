@@ -101,6 +101,7 @@ impl BootArgs {
     /// Refuses what cannot boot before anything is built: model options
     /// without the model clock, a profile the model does not know.
     pub fn check(&self) -> Result<()> {
+        crate::machine::refuse_host_words("--append", &self.append)?;
         model::options_for(
             self.clock.unwrap_or(Clock::Icount),
             self.spec()?.model.as_ref(),

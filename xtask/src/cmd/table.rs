@@ -57,11 +57,14 @@ fn system_of(r: &Results) -> String {
 /// Speed-up = time without the change / time with it (for a throughput:
 /// rate with / rate without), per system and benchmark. Runs that each
 /// measured one pool layout (`pool_align=`) pair layout against layout.
+/// Also returns the pairs left out because a median is zero or negative
+/// (no ratio of times or rates means anything then), each in a sentence.
 pub fn speedup_rows(
     results: &[Results],
     base: Option<&str>,
     benches: &[String],
-) -> Result<Vec<[String; 4]>> {
+) -> Result<(Vec<[String; 4]>, Vec<String>)> {
+    let mut dropped = Vec::new();
     let mut by_system: BTreeMap<String, Vec<&Results>> = BTreeMap::new();
     for r in results {
         by_system.entry(system_of(r)).or_default().push(r);
@@ -115,21 +118,33 @@ pub fn speedup_rows(
                     continue;
                 }
                 let measure = infos.get(&name).map_or(Default::default(), |i| i.measure);
-                if let Some(w) = with.get(&name).filter(|w| **w > 0.0 && without > 0.0) {
+                let Some(&w) = with.get(&name) else { continue };
+                if w > 0.0 && without > 0.0 {
                     rows.push([
                         system.clone(),
                         r.label.clone(),
                         name.clone(),
-                        format!("{:.2}", speedup(measure, without, *w)),
+                        format!("{:.2}", speedup(measure, without, w)),
                     ]);
+                } else {
+                    dropped.push(format!(
+                        "{system}: {name} of {:?} against {:?} left out: median {w} against {without} (a speed-up needs two positive medians)",
+                        r.label, b.label
+                    ));
                 }
             }
         }
     }
+    if rows.is_empty() && !dropped.is_empty() {
+        bail!(
+            "no pairs to compare: every pair was left out: {}",
+            dropped.join("; ")
+        );
+    }
     if rows.is_empty() {
         bail!("no pairs to compare: each system needs a base run and at least one other run (labels: use --label on run, --base here)");
     }
-    Ok(rows)
+    Ok((rows, dropped))
 }
 
 /// The results files among `files`; bench exports and baselines (which a
@@ -159,7 +174,10 @@ pub fn load_results(files: &[PathBuf]) -> Result<Vec<Results>> {
 
 pub fn table(a: TableArgs) -> Result<i32> {
     let results = load_results(&a.files)?;
-    let rows = speedup_rows(&results, a.base.as_deref(), &a.benches)?;
+    let (rows, dropped) = speedup_rows(&results, a.base.as_deref(), &a.benches)?;
+    for d in &dropped {
+        eprintln!("table: {d}");
+    }
     let head = ["system", "kernel", "benchmark", "speed up"];
     if a.md {
         println!("| {} |\n|---|---|---|---:|", head.join(" | "));
@@ -238,7 +256,9 @@ mod tests {
             });
             r
         };
-        let rows = speedup_rows(&[mk("before", 30.0), mk("after", 20.0)], None, &[]).unwrap();
+        let rows = speedup_rows(&[mk("before", 30.0), mk("after", 20.0)], None, &[])
+            .unwrap()
+            .0;
         assert_eq!(
             rows,
             [[
@@ -253,7 +273,8 @@ mod tests {
             Some("before"),
             &[],
         )
-        .unwrap();
+        .unwrap()
+        .0;
         assert_eq!(rows[0][3], "1.50");
         assert!(speedup_rows(&[mk("only", 1.0)], None, &[]).is_err());
         // An icount base against a tsc run: refused, not a row.
@@ -301,10 +322,53 @@ mod tests {
             Some("packed"),
             &[],
         )
-        .unwrap();
+        .unwrap()
+        .0;
         assert_eq!(
             (rows[0][2].as_str(), rows[0][3].as_str()),
             ("ebizzy", "1.50")
         );
+    }
+
+    /// A pair with a zero or negative median has no speed-up: it is left
+    /// out and said, and a table of nothing else is an error saying why.
+    #[test]
+    fn rows_left_out_are_said() {
+        let mk = |label: &str, median: f64| {
+            let mut r = Results {
+                label: label.into(),
+                accel: "tcg".into(),
+                host: "h".into(),
+                ..Results::default()
+            };
+            for (name, m) in [("int80.null", median), ("sysenter.null", 10.0)] {
+                r.benches.push(crate::results::Bench {
+                    name: name.into(),
+                    median: m,
+                    ..Default::default()
+                });
+            }
+            r
+        };
+        let (rows, dropped) =
+            speedup_rows(&[mk("before", 30.0), mk("after", 0.0)], None, &[]).unwrap();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0][2], "sysenter.null");
+        assert_eq!(dropped.len(), 1, "{dropped:?}");
+        assert!(
+            dropped[0].contains("int80.null") && dropped[0].contains("median 0"),
+            "{dropped:?}"
+        );
+        let (_, dropped) =
+            speedup_rows(&[mk("before", -3.0), mk("after", 20.0)], None, &[]).unwrap();
+        assert!(dropped[0].contains("against -3"), "{dropped:?}");
+        let e = speedup_rows(
+            &[mk("before", 0.0), mk("after", 0.0)],
+            None,
+            &["int80.null".into()],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("every pair was left out"), "{e}");
     }
 }

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use abi::exit::{self, Outcome};
-use anyhow::Result;
+use anyhow::{bail, Result};
 
 use crate::iso;
 use crate::kbuild::Artifacts;
@@ -369,6 +369,28 @@ pub struct Machine {
     pub model: Option<crate::model::Plugin>,
 }
 
+/// The kernel command-line words xtask writes itself, from its own flags,
+/// and the flag that sets each. Given again (`--append`, a bench variant)
+/// they would override what xtask booted (the kernel takes the last word),
+/// and the figures would carry another clock's or accelerator's label.
+pub const HOST_WORDS: &[(&str, &str)] = &[
+    (abi::cmdline::KEY_CLOCK, "--clock"),
+    (abi::cmdline::KEY_ACCEL, "--accel (or --emulator)"),
+];
+
+/// Refuses a word of [`HOST_WORDS`] in `words` (what `from` gave).
+pub fn refuse_host_words(from: &str, words: &str) -> Result<()> {
+    for w in words.split_ascii_whitespace() {
+        let key = w.split_once('=').map_or(w, |(k, _)| k);
+        if let Some((_, flag)) = HOST_WORDS.iter().find(|(k, _)| *k == key) {
+            bail!(
+                "{from}: {w:?}: xtask writes {key}= itself from {flag} and labels the figures by what it booted; give {flag} instead"
+            );
+        }
+    }
+    Ok(())
+}
+
 impl Machine {
     /// The one place a boot is put together. `words`: the command-line words
     /// of the mode (`mode=run prog=bench`); `scratch`: where a GRUB image goes.
@@ -379,6 +401,8 @@ impl Machine {
         backend.check_clock(clock)?;
         let model = crate::model::Plugin::for_clock(clock, spec.model.as_ref(), scratch)?;
         backend.check_cpu(spec.cpu.as_deref())?;
+        refuse_host_words("--append", &spec.append)?;
+        refuse_host_words("the kernel command line", words)?;
         let cmdline = format!(
             "{words} clock={} accel={} {}",
             clock.guest().key(),
@@ -672,6 +696,43 @@ mod tests {
         assert!(m.cmdline.contains("clock=tsc accel=tcg"));
         spec.clock = Some(Clock::Icount);
         assert!(Machine::build(&spec, &art(), "mode=smp", Path::new("/nonexistent")).is_err());
+    }
+
+    /// `--append "clock=tsc accel=kvm"` would relabel a TCG icount boot as
+    /// KVM cycles (the kernel takes the last word): the words xtask writes
+    /// itself are refused wherever else they come from.
+    #[test]
+    fn words_xtask_sets_itself_are_refused_in_append() {
+        for (append, key) in [
+            ("clock=tsc", "clock="),
+            ("batches=2 accel=kvm", "accel="),
+            ("clock=tsc accel=kvm", "clock="),
+            ("clock", "clock="),
+        ] {
+            let mut spec = tcg(qemu::Threads::Single);
+            spec.append = append.into();
+            let e = Machine::build(&spec, &art(), "mode=run", Path::new("/nonexistent"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("--append") && e.contains(key),
+                "{append}: {e}"
+            );
+        }
+        // A bench variant's words, likewise.
+        let e = Machine::build(
+            &tcg(qemu::Threads::Single),
+            &art(),
+            "mode=run accel=kvm",
+            Path::new("/nonexistent"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("accel="), "{e}");
+        // Other keys, and keys that only contain the words, pass.
+        let mut spec = tcg(qemu::Threads::Single);
+        spec.append = "batches=2 clocks=1".into();
+        assert!(refuse_host_words("--append", &spec.append).is_ok());
     }
 
     #[test]

@@ -81,6 +81,11 @@ pub fn usage_text() -> String {
 
 /// A usage error: what goes to stderr (getopt's own line, if any, then the
 /// complaint and the usage text). The exit status is 2.
+/// The widest plot `-w` takes, in columns.
+pub const MAX_WIDTH: usize = 10_000;
+const WIDTH_TOO_WIDE: &str = "Invalid width, wider than 10000 columns.";
+const _: () = assert!(MAX_WIDTH == 10_000, "WIDTH_TOO_WIDE says the number");
+
 pub fn usage_error(prefix: &str, complaint: &str) -> String {
     format!("{prefix}{complaint}\n{}", usage_text())
 }
@@ -205,6 +210,13 @@ pub fn parse(args: &[OsString], mut mode: Mode) -> Result<Invocation, String> {
                     let n = n as i32;
                     if n < 0 {
                         return Err(usage_error("", "Unable to move beyond left margin."));
+                    }
+                    // C keeps whatever int strtol's long became (`-w
+                    // 99999999999` is 1,215,752,191 columns, a plot of
+                    // gigabytes); here a width past MAX_WIDTH is a usage
+                    // error.
+                    if n as usize > MAX_WIDTH {
+                        return Err(usage_error("", WIDTH_TOO_WIDE));
                     }
                     inv.width = Some(n as usize);
                 }
@@ -337,6 +349,16 @@ mod tests {
         assert_eq!(
             first(p(&["-w", "-1"])),
             "Unable to move beyond left margin.\n"
+        );
+        // Past MAX_WIDTH, and strtol's long that C's int wraps to 1.2e9.
+        assert_eq!(p(&["-w", "10000"]).unwrap().width, Some(MAX_WIDTH));
+        assert_eq!(
+            first(p(&["-w", "10001"])),
+            "Invalid width, wider than 10000 columns.\n"
+        );
+        assert_eq!(
+            first(p(&["-w", "99999999999"])),
+            "Invalid width, wider than 10000 columns.\n"
         );
         assert_eq!(
             first(p(&["1", "2", "3", "4", "5", "6", "7", "8"])),

@@ -24,7 +24,7 @@ use crate::machine::{BootLog, Machine};
 use crate::preflight;
 use crate::report;
 use crate::results::Results;
-use cases::{Case, CASES};
+use cases::Case;
 
 #[derive(Args)]
 pub struct TestArgs {
@@ -177,8 +177,7 @@ impl Job {
 fn bochs_jobs(wanted: &dyn Fn(&str) -> bool) -> Vec<Job> {
     let mut jobs: Vec<Job> = agreement::PAIRS.iter().map(Job::Agree).collect();
     jobs.push(Job::Strings(&agreement::STRINGS));
-    let mut cases: Vec<&'static Case> = CASES
-        .iter()
+    let mut cases: Vec<&'static Case> = cases::all()
         .filter(|c| c.emulator == Emulator::Bochs)
         .collect();
     cases.sort_by_key(|c| std::cmp::Reverse(c.timeout));
@@ -458,8 +457,7 @@ pub fn run(a: TestArgs) -> Result<i32> {
     let dir = root.join("target/xtask");
     std::fs::create_dir_all(&dir)?;
     println!("== boots under QEMU TCG (clock=icount)");
-    for c in CASES
-        .iter()
+    for c in cases::all()
         .filter(|c| c.emulator == Emulator::Qemu && on(Emulator::Qemu) && wanted(c.name))
     {
         let t = Instant::now();

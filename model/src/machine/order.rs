@@ -1,0 +1,445 @@
+//! The order of several CPUs' events. The front takes the plugin's
+//! events as QEMU delivers them (`exec`, `mem`); with several CPUs they
+//! wait in per-CPU lanes (`submit`) and are applied in modelled-clock
+//! order (`drain`, `apply`).
+//!
+//! QEMU runs the vCPUs round-robin, each for a long slice, so the order in
+//! which their events reach the plugin is not the order parallel hardware
+//! would run them. With more than one CPU the machine therefore keeps a
+//! queue of events per CPU ("lane") and applies them in modelled-clock
+//! order: it always applies the next event of the CPU whose clock is
+//! lowest, and only while no other running CPU with an empty queue is
+//! behind that clock (that CPU's next events, not yet seen, could come
+//! first). The rule assumes that a CPU's modelled clock advances with the
+//! events it has been given, and it treats a CPU as not running, so as
+//! constraining nobody, until its first event and after a `hlt` with
+//! nothing queued; when such a CPU's events arrive, its clock is moved up
+//! to the clock of the IPI that woke it (below), or else to the latest
+//! clock applied so far (it woke "now"); the idle time counts in its clock
+//! but not in its cycles. QEMU lets an IPI's sender run on for the rest of
+//! its slice before the target runs, so a CPU that sends an IPI (a store to
+//! the local APIC's ICR) waits at the send's clock until another CPU
+//! produces an event; a halted CPU woken then resumes at that clock.
+//! Communication through memory orders events too: an access to a 4-byte
+//! word whose last write, in QEMU's order, was another CPU's saw that
+//! write's value, so it is applied after it and its CPU's clock moves up to
+//! the writer's clock at the write (a lock hand-off, a barrier, ping-pong).
+//! Different words of one line (false sharing) impose no order. The tables
+//! of last writes are direct-mapped: a collision loses one constraint. When more than
+//! [`MAX_BUFFERED`] events wait, the lowest-clock event is applied anyway
+//! (counted, and reported when QEMU exits).
+
+use std::collections::VecDeque;
+
+use abi::layout::{KERNEL_MAP_END, PAGE_SIZE, USER_BASE};
+use abi::model::{device_interrupt_vector, interrupt_vector};
+
+use crate::coherence::MAX_CPUS;
+use crate::decode::Class;
+
+use super::{Insn, Machine, NO_PAGE, PAGE_SHIFT};
+
+/// Entries of each CPU's cache of virtual-to-physical page translations
+/// (plugin bookkeeping, not a modelled structure).
+const XLATE_ENTRIES: usize = 512;
+/// A translation cache value: the page is MMIO (not modelled).
+const IO_PAGE: u32 = u32::MAX;
+/// The local APIC's interrupt command register, low half: a store there
+/// sends an IPI. The architectural default base (SDM Vol. 3A §10.4.1),
+/// where this kernel maps it (identity, kernel/src/arch/apic.rs), and the
+/// register's offset (SDM Vol. 3A Table 10-1).
+pub(super) const LAPIC_BASE: u32 = 0xFEE0_0000;
+pub(super) const LAPIC_ICR_LOW: u32 = LAPIC_BASE + 0x300;
+/// Bytes of the local APIC's register page (SDM Vol. 3A §10.4.1).
+const LAPIC_BYTES: u32 = 0x1000;
+/// Entries of the tables of last writes per 4-byte word (multi-CPU only).
+pub(super) const WORDS: usize = 1 << 20;
+/// Events that may wait for clock order before the oldest is forced
+/// (48 bytes each: at most about 200 MB of queue).
+pub const MAX_BUFFERED: usize = 4 << 20;
+
+/// What a CPU did, as it waits for its turn in clock order.
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    Exec(Insn),
+    Access {
+        vaddr: u32,
+        paddr: u64,
+        size: u32,
+        write: bool,
+        /// The last write to this word by another CPU in QEMU's order (the
+        /// access saw its value): (CPU, that event's serial in its lane).
+        after: Option<(u8, u64)>,
+    },
+    /// A marker's argument (the address of the load after it).
+    Arg(u16, u32),
+    /// The CPU starts or wakes from `hlt`: its clock moves up to the clock
+    /// of IPI number `ipi` (counted from 1, in QEMU's order), the last one
+    /// sent since it halted, or, with none (0), to the latest clock applied.
+    /// It waits until that IPI is applied.
+    Wake {
+        ipi: u64,
+    },
+    /// An access to the local APIC's registers; `send`: the store to the
+    /// ICR that sends an IPI.
+    Apic {
+        send: bool,
+    },
+    /// The CPU entered the handler of interrupt `vector` (its marker): the
+    /// delivery of the IPI number `ipi` (counted from 1 in QEMU's order;
+    /// the last one sent before; 0: none, a device's interrupt), which it
+    /// waits for; `from_user`: it interrupted ring 3.
+    Interrupt {
+        vector: u8,
+        ipi: u64,
+        from_user: bool,
+    },
+}
+
+/// The plugin-side state of a CPU, kept in QEMU's order: what QEMU's own
+/// state decides (the argument channel, the page translations).
+#[derive(Clone, Debug)]
+pub(super) struct Front {
+    /// A marker that waits for its argument load (0: none).
+    pending_arg: u16,
+    /// The last instruction ran in ring 3 (code at or above `USER_BASE`):
+    /// what an interrupt handler's marker right after it interrupted.
+    in_user: bool,
+    /// (virtual page, physical page or IO_PAGE), direct-mapped.
+    xlate: Vec<(u32, u32)>,
+}
+
+impl Front {
+    pub(super) fn new() -> Front {
+        Front {
+            pending_arg: 0,
+            in_user: false,
+            xlate: vec![(NO_PAGE, 0); XLATE_ENTRIES],
+        }
+    }
+}
+
+/// A CPU's queue of events and whether it is running.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Lane {
+    queue: VecDeque<Event>,
+    /// Not yet started, or its last event was a `hlt`.
+    stopped: bool,
+    /// It sent an IPI, and no other CPU has produced an event since: once
+    /// the IPI is applied (`ipi_applied`), it waits at the send's clock.
+    hold: bool,
+    ipi_applied: bool,
+    /// IPIs sent (in QEMU's order) when this CPU last halted.
+    ipis_at_stop: u64,
+    /// Events applied so far: the serial number of the queue's head (an
+    /// event's serial is its position in everything the lane was given).
+    applied: u64,
+}
+
+impl Lane {
+    /// A lane whose CPU has not started yet.
+    pub(super) fn new() -> Lane {
+        Lane {
+            stopped: true,
+            ..Lane::default()
+        }
+    }
+
+    fn held(&self) -> bool {
+        self.hold && self.ipi_applied
+    }
+}
+impl Machine {
+    // ---- The front: events as QEMU delivers them. ----
+
+    /// An instruction executes on `cpu` (before its data accesses).
+    #[inline]
+    pub fn exec(&mut self, cpu: usize, insn: &Insn) {
+        self.ensure(cpu);
+        let f = &mut self.fronts[cpu];
+        match insn.decoded.class {
+            // The page tables seen through QEMU may change: ask again.
+            Class::MovCr3 | Class::MovCrPaging | Class::Invlpg => f.xlate.fill((NO_PAGE, 0)),
+            Class::Marker if abi::model::takes_arg(insn.decoded.marker) => {
+                f.pending_arg = insn.decoded.marker
+            }
+            _ => {}
+        }
+        let from_user = std::mem::replace(&mut f.in_user, insn.vaddr >= USER_BASE);
+        if self.ordered {
+            self.submit(cpu, Event::Exec(*insn));
+        } else {
+            self.execute(cpu, insn);
+        }
+        if insn.decoded.class == Class::Marker {
+            let m = insn.decoded.marker;
+            let delivered = match (interrupt_vector(m), device_interrupt_vector(m)) {
+                (Some(vector), _) => Some((vector, self.ipis_sent)),
+                (_, Some(vector)) => Some((vector, 0)),
+                _ => None,
+            };
+            if let Some((vector, ipi)) = delivered {
+                self.submit(
+                    cpu,
+                    Event::Interrupt {
+                        vector,
+                        ipi,
+                        from_user,
+                    },
+                );
+            }
+        }
+    }
+
+    /// A data access as the plugin sees it. The load after a marker that
+    /// takes an argument is the argument, not an access. `translate` gives
+    /// the physical address of `vaddr` (None: MMIO, not modelled); it is
+    /// asked only for pages outside the kernel's identity map that this
+    /// CPU has not translated since its last flush.
+    #[inline]
+    pub fn mem(
+        &mut self,
+        cpu: usize,
+        vaddr: u32,
+        size: u32,
+        write: bool,
+        translate: impl FnOnce() -> Option<u64>,
+    ) {
+        self.ensure(cpu);
+        let f = &mut self.fronts[cpu];
+        if f.pending_arg != 0 && !write {
+            let id = std::mem::take(&mut f.pending_arg);
+            self.submit(cpu, Event::Arg(id, vaddr));
+            return;
+        }
+        if (LAPIC_BASE..LAPIC_BASE + LAPIC_BYTES).contains(&vaddr) {
+            let send = write && vaddr == LAPIC_ICR_LOW;
+            self.submit(cpu, Event::Apic { send });
+            return;
+        }
+        let paddr = if vaddr < KERNEL_MAP_END {
+            // Identity-mapped in every address space (abi::layout).
+            u64::from(vaddr)
+        } else {
+            let vpage = vaddr >> PAGE_SHIFT;
+            let slot = vpage as usize % XLATE_ENTRIES;
+            let (tag, ppage) = f.xlate[slot];
+            let ppage = if tag == vpage {
+                ppage
+            } else {
+                let ppage = translate().map_or(IO_PAGE, |p| (p >> PAGE_SHIFT) as u32);
+                f.xlate[slot] = (vpage, ppage);
+                ppage
+            };
+            if ppage == IO_PAGE {
+                return;
+            }
+            u64::from(ppage) << PAGE_SHIFT | u64::from(vaddr & (PAGE_SIZE - 1))
+        };
+        if self.ordered {
+            let access = Event::Access {
+                vaddr,
+                paddr,
+                size,
+                write,
+                after: None,
+            };
+            self.submit(cpu, access);
+        } else {
+            self.data(cpu, vaddr, paddr, size, write);
+        }
+    }
+
+    // ---- The order: lanes, applied by clock. ----
+
+    fn submit(&mut self, cpu: usize, ev: Event) {
+        let cpu = cpu.min(MAX_CPUS - 1);
+        if !self.ordered {
+            self.apply(cpu, ev);
+            return;
+        }
+        // Another CPU runs: the IPI senders wait no longer (their target, if
+        // it was halted, is this CPU or will wake at the send's clock).
+        for (j, lane) in self.lanes.iter_mut().enumerate() {
+            if j != cpu && lane.hold {
+                lane.hold = false;
+                lane.ipi_applied = false;
+            }
+        }
+        let lane = &mut self.lanes[cpu];
+        if matches!(ev, Event::Apic { send: true }) {
+            lane.hold = true;
+            self.ipis_sent += 1;
+        }
+        if lane.stopped {
+            // It starts, or wakes, now: by the last IPI sent since it
+            // halted, if there was one.
+            lane.stopped = false;
+            let ipi = if self.ipis_sent > lane.ipis_at_stop {
+                self.ipis_sent
+            } else {
+                0
+            };
+            lane.queue.push_back(Event::Wake { ipi });
+            self.buffered += 1;
+        }
+        let mut ev = ev;
+        match &mut ev {
+            Event::Exec(i) if i.decoded.class == Class::Hlt => {
+                lane.stopped = true;
+                lane.ipis_at_stop = self.ipis_sent;
+            }
+            Event::Access {
+                paddr,
+                write,
+                after,
+                ..
+            } => {
+                let word = word_of(*paddr);
+                let slot = &mut self.front_writes[word as usize & (WORDS - 1)];
+                if slot.0 == word && slot.1 as usize != cpu {
+                    *after = Some((slot.1, slot.2));
+                }
+                if *write {
+                    *slot = (word, cpu as u8, lane.applied + lane.queue.len() as u64);
+                }
+            }
+            _ => {}
+        }
+        lane.queue.push_back(ev);
+        self.buffered += 1;
+        self.drain(false);
+    }
+
+    /// Applies queued events in clock order as far as it is safe (all:
+    /// every queued event, as at exit).
+    fn drain(&mut self, all: bool) {
+        loop {
+            let mut next: Option<(u64, usize)> = None;
+            let ipis = self.ipi_clocks.len() as u64;
+            let lanes = &self.lanes;
+            // A CPU whose wake-up waits for its IPI is still halted, and one
+            // whose access waits for the write it saw cannot move before
+            // that write: neither runs nor holds anybody back.
+            let waiting = |lane: &Lane| match lane.queue.front() {
+                Some(Event::Wake { ipi }) | Some(Event::Interrupt { ipi, .. }) => *ipi > ipis,
+                Some(Event::Access {
+                    after: Some((a, serial)),
+                    ..
+                }) => lanes[*a as usize].applied <= *serial,
+                _ => false,
+            };
+            for (i, lane) in self.lanes.iter().enumerate() {
+                if !lane.queue.is_empty() && !waiting(lane) && (all || !lane.held()) {
+                    let t = self.cpus[i].clock();
+                    if next.is_none_or(|(nt, _)| t < nt) {
+                        next = Some((t, i));
+                    }
+                }
+            }
+            let Some((t, k)) = next else { return };
+            let blocked = !all
+                && self.lanes.iter().enumerate().any(|(j, lane)| {
+                    j != k
+                        && !lane.stopped
+                        && !waiting(lane)
+                        && (lane.queue.is_empty() || lane.held())
+                        && self.cpus[j].clock() < t
+                });
+            if blocked {
+                if self.buffered <= MAX_BUFFERED {
+                    return;
+                }
+                self.forced += 1;
+            }
+            let ev = self.lanes[k].queue.pop_front().expect("non-empty lane");
+            self.buffered -= 1;
+            self.apply(k, ev);
+            self.lanes[k].applied += 1;
+            self.frontier = self.frontier.max(self.cpus[k].clock());
+        }
+    }
+
+    /// Applies every queued event (QEMU is exiting).
+    pub fn finish(&mut self) {
+        self.drain(true);
+    }
+
+    // ---- The model proper, in clock order. ----
+
+    fn apply(&mut self, cpu: usize, ev: Event) {
+        match ev {
+            Event::Exec(insn) => self.execute(cpu, &insn),
+            Event::Access {
+                vaddr,
+                paddr,
+                size,
+                write,
+                after,
+            } => {
+                let word = word_of(paddr);
+                let slot = word as usize & (WORDS - 1);
+                if let Some((a, serial)) = after {
+                    // Not before the write it saw: the clock moves up to it.
+                    let (tag, by, at_serial, at) = self.applied_writes[slot];
+                    if tag == word && by == a && at_serial >= serial {
+                        let c = &mut self.cpus[cpu];
+                        c.idle += at.saturating_sub(c.clock());
+                    }
+                }
+                self.data(cpu, vaddr, paddr, size, write);
+                if write {
+                    let serial = self.lanes[cpu].applied;
+                    self.applied_writes[slot] = (word, cpu as u8, serial, self.cpus[cpu].clock());
+                }
+            }
+            Event::Arg(id, value) => self.argument(cpu, id, value),
+            Event::Wake { ipi } => {
+                let at = match ipi {
+                    0 => self.frontier,
+                    n => self
+                        .ipi_clocks
+                        .get(n as usize - 1)
+                        .copied()
+                        .unwrap_or(self.frontier),
+                };
+                let c = &mut self.cpus[cpu];
+                c.idle += at.saturating_sub(c.clock());
+            }
+            Event::Apic { send } => {
+                self.cpus[cpu].c.cycles += u64::from(self.profile.apic_access);
+                if send && self.ordered {
+                    self.ipi_clocks.push(self.cpus[cpu].clock());
+                    self.lanes[cpu].ipi_applied = true;
+                }
+            }
+            Event::Interrupt {
+                vector,
+                ipi,
+                from_user,
+            } => {
+                // The message arrives ipi_latency after its send; the
+                // handler cannot start earlier.
+                if let Some(&sent) = ipi
+                    .checked_sub(1)
+                    .and_then(|i| self.ipi_clocks.get(i as usize))
+                {
+                    let at = sent + u64::from(self.profile.ipi_latency);
+                    let c = &mut self.cpus[cpu];
+                    c.idle += at.saturating_sub(c.clock());
+                }
+                // Delivery through the gate: int n's microcode and reads
+                // (from ring 3 also the TSS's ring-0 stack).
+                self.cpus[cpu].c.cycles += u64::from(self.profile.int_n);
+                self.deliver(cpu, vector, from_user);
+            }
+        }
+    }
+}
+
+/// The 4-byte word of a physical address (the granule of data dependence:
+/// CPUs writing different words of one line are false sharing, not
+/// communication).
+fn word_of(paddr: u64) -> u32 {
+    (paddr >> 2) as u32
+}

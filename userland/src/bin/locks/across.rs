@@ -1,0 +1,220 @@
+// The figures across CPUs: the hand-off, sleep/wakeup and ebizzy on
+// every CPU, and counters in one line against counters apart (false
+// sharing). Included into main.rs.
+
+/// The cross-CPU figures of layout `name` on `n` CPUs: the hand-off and the
+/// sleep/wakeup round trip between CPUs 0 and 1, ebizzy with one searcher
+/// per CPU (all, and each CPU's share), and the user-level false sharing.
+fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
+    let per_op = |fig: &str, ops: u32, samples: (&[u64], Snaps)| {
+        per_op_figure(fig, name, ops, samples, info.tsc_hz)
+    };
+    // Contended: one contender on CPU 0, one on CPU 1.
+    RAN_ON.store(0, SeqCst);
+    let mut samples = [0u64; BATCHES];
+    let first = userland::model::next_seq();
+    for v in samples.iter_mut() {
+        DONE.store(0, SeqCst);
+        let _ = threads::spawn_on(contender, HANDOFFS, 16, 0);
+        let _ = threads::spawn_on(contender, HANDOFFS, 16, 1);
+        threads::sleep(1);
+        *v = timer.time(|| {
+            threads::wakeup(CHAN_START, true);
+            join(&DONE, 2);
+        });
+    }
+    let con = per_op(
+        names::CONTENDED_SMP,
+        2 * HANDOFFS,
+        (&samples, timer.snaps(first)),
+    );
+    // Sleep/wakeup: this thread on CPU 0, the ponger on CPU 1.
+    RAN_ON.store(1, SeqCst);
+    let mut samples = [0u64; BATCHES];
+    let first = userland::model::next_seq();
+    for v in samples.iter_mut() {
+        DONE.store(0, SeqCst);
+        let _ = threads::spawn_on(ponger, ROUND_TRIPS, 16, 1);
+        threads::sleep(1);
+        *v = timer.time(|| {
+            for _ in 0..ROUND_TRIPS {
+                ping();
+            }
+        });
+        join(&DONE, 1);
+    }
+    let rtt = per_op(
+        names::SLEEP_WAKEUP_SMP,
+        ROUND_TRIPS,
+        (&samples, timer.snaps(first)),
+    );
+    // ebizzy: one searcher per CPU. Each CPU's share is reported as the
+    // time its rate would take for the whole batch (samples scaled by
+    // EBIZZY_RECORDS / its records), so its figure is its own records/s.
+    RAN_ON.store(0, SeqCst);
+    let mut samples = [0u64; BATCHES];
+    let mut mine = [[0u64; BATCHES]; 8];
+    let first = userland::model::next_seq();
+    for (b, v) in samples.iter_mut().enumerate() {
+        DONE.store(0, SeqCst);
+        RECORDS.store(0, SeqCst);
+        for f in FOUND.iter() {
+            f.store(0, SeqCst);
+        }
+        *v = timer.time(|| {
+            for c in 0..n {
+                let _ = threads::spawn_on(searcher, EBIZZY_RECORDS, 16, c);
+            }
+            join(&DONE, n);
+        });
+        for c in 0..n as usize {
+            let found = FOUND[c].load(SeqCst).max(1) as u64;
+            mine[c][b] = *v * EBIZZY_RECORDS as u64 / found;
+        }
+    }
+    let ran = RAN_ON.swap(1, SeqCst);
+    let all = figure(
+        names::EBIZZY,
+        names::EBIZZY_SMP,
+        name,
+        Measure::Throughput,
+        "records/s",
+        EBIZZY_RECORDS,
+        (&samples, timer.snaps(first)),
+        info.tsc_hz,
+        ran,
+    );
+    let mut each = Line::new();
+    for (c, m) in mine.iter().enumerate().take(n as usize) {
+        let mut fig = Line::new();
+        let _ = write!(fig, "cpu{c}");
+        let r = figure(
+            names::EBIZZY,
+            fig.as_str(),
+            name,
+            Measure::Throughput,
+            "records/s",
+            EBIZZY_RECORDS,
+            // No model figures: the batch's snapshots are the whole
+            // machine's, not this CPU's share.
+            (m, None),
+            info.tsc_hz,
+            1 << c,
+        );
+        let _ = write!(each, " {r:.0}");
+    }
+    // False sharing: a thread on every CPU increments its own counter,
+    // this one on CPU 0. One run: the others wait in the kernel; the timed
+    // region wakes them, increments, and waits for them by spinning (with
+    // `pause`), writing nothing they read: under the model a CPU that
+    // woke follows the last write it saw in QEMU's order, and a system
+    // call here (taking the scheduler lock) after the loop would be one.
+    let run = |stride: u32, incs: u32| -> u64 {
+        INCS.store(incs, SeqCst);
+        DONE.store(0, SeqCst);
+        GO.store(0, SeqCst);
+        for c in 1..n {
+            let _ = threads::spawn_on(incrementer, c * stride, 16, c);
+        }
+        // Time for each to reach its sleep.
+        threads::sleep(1);
+        RAN_ON.fetch_or(1, SeqCst);
+        timer.time(|| {
+            GO.store(1, SeqCst);
+            threads::wakeup(CHAN_FS_GO, true);
+            increment(&COUNTERS.0[0], incs);
+            while DONE.load(SeqCst) < n - 1 {
+                core::hint::spin_loop();
+            }
+        })
+    };
+    let mut fs = [0f64; 3];
+    for (k, (fig, stride)) in [
+        (names::FALSE_SHARING_LINE, 4u32),
+        (names::FALSE_SHARING_ADJACENT, 64),
+        (names::FALSE_SHARING_APART, 128),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // The model's calibration: the same runs without increments (its
+        // coherence misses are the hand-shake's, subtracted from each batch).
+        let calib = userland::model::next_seq();
+        for _ in 0..FS_CALIB_RUNS {
+            run(stride, 0);
+        }
+        RAN_ON.store(0, SeqCst);
+        let mut samples = [0u64; BATCHES];
+        let first = userland::model::next_seq();
+        for v in samples.iter_mut() {
+            *v = run(stride, INCREMENTS);
+        }
+        let ran = RAN_ON.swap(1, SeqCst);
+        let snaps = Snaps {
+            stream: SNAP_USER,
+            calib,
+            calib_runs: FS_CALIB_RUNS,
+            batches: first,
+        };
+        fs[k] = figure(
+            names::LOCKS,
+            fig,
+            name,
+            Measure::Throughput,
+            "ops/s",
+            n * INCREMENTS,
+            (&samples, snaps),
+            info.tsc_hz,
+            ran,
+        );
+    }
+    println!(
+        "{name:<8} across {n} CPUs: contended {con:.1}, sleep/wake {rtt:.1} per op; ebizzy {all:.0} rec/s (per CPU:{}); false sharing ops/s: one line {:.0}, adjacent lines {:.0}, 128 apart {:.0}",
+        each.as_str(), fs[0], fs[1], fs[2]
+    );
+}
+
+/// Increments per thread per false-sharing batch.
+const INCREMENTS: u32 = 20_000;
+/// The counters of the false-sharing threads, placed at a byte offset
+/// each (0, 4, 8... in one line; 0, 64, ...; 0, 128, ...).
+#[repr(C, align(128))]
+struct Counters([AtomicU32; 256]);
+static COUNTERS: Counters = Counters([const { AtomicU32::new(0) }; 256]);
+/// Released by the timing thread once every incrementer exists.
+static GO: AtomicU32 = AtomicU32::new(0);
+/// Where the incrementers wait for GO.
+const CHAN_FS_GO: u32 = 0x5003;
+/// Increments per thread in the running false-sharing run (0 in the
+/// model's calibration runs).
+static INCS: AtomicU32 = AtomicU32::new(0);
+/// Calibration runs of each false-sharing figure (the model's).
+const FS_CALIB_RUNS: u32 = 3;
+
+/// A false-sharing thread: waits for GO, then increments the counter at
+/// byte `offset` (plain loads and stores: the line moves between CPUs).
+fn incrementer(offset: u32) {
+    note_cpu();
+    let c = &COUNTERS.0[(offset / 4) as usize % 256];
+    // Asleep in the kernel until GO, not spinning: a CPU that idles until
+    // the wake-up starts its modelled clock there (the model's rule), so
+    // the CPUs' loops overlap in modelled time as on parallel hardware; a
+    // spinning one would run its clock ahead of the others'.
+    while GO.load(SeqCst) == 0 {
+        let _ = threads::sleep_on(CHAN_FS_GO, 1);
+    }
+    increment(c, INCS.load(SeqCst));
+    finished();
+}
+
+/// `n` increments of `c` by plain loads and stores (the line moves
+/// between CPUs).
+#[inline(never)]
+fn increment(c: &AtomicU32, n: u32) {
+    for _ in 0..n {
+        c.store(
+            c.load(core::sync::atomic::Ordering::Relaxed) + 1,
+            core::sync::atomic::Ordering::Relaxed,
+        );
+    }
+}

@@ -1,0 +1,107 @@
+//! Turnstiles and sleepqueues from ring 3: with argument 1 the tests
+//! (priority propagation, wake-up order, a stress with no lost wake-ups,
+//! pool exhaustion, EDEADLK; with more than one CPU also across CPUs),
+//! with 2 and 3 a task that ends while its threads run on other CPUs, with
+//! 4 one that single-steps on every CPU at once
+//! (`abi::syscall::locks_arg`), otherwise the benchmarks for each pool
+//! alignment in one boot.
+//!
+//! The program in parts, each in its file: `lock_tests.rs` (the tests),
+//! `benches.rs` (the benchmarks on one CPU and their timing), `across.rs`
+//! (the figures across CPUs and false sharing) and `ending.rs` (a task
+//! that ends, or single-steps, while its threads run elsewhere); this file
+//! keeps the entry and the helpers they share. The parts are included
+//! into this one module, not made modules of their own: one module is one
+//! codegen unit, so the compiled program, and with it every icount figure
+//! it gives, stays as one file made it.
+#![no_std]
+#![no_main]
+
+use core::fmt::Write as _;
+use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
+
+use userland::abi::model::{Snaps, SNAP_USER};
+use userland::abi::report::{kind, names, Figure, Measure};
+use userland::abi::syscall::{
+    errno, locks_arg, nr, CpuInfo, FEATURE_TSC, MAX_THREADS, POOL_ALIGN_EVERY,
+};
+use userland::abi::Mechanism;
+use userland::bench::{self, Fence};
+use userland::threads::{self, Umtx};
+use userland::{println, record, sys, Line};
+
+#[unsafe(no_mangle)]
+extern "C" fn main(arg: u32) -> i32 {
+    match arg {
+        locks_arg::TESTS => tests(),
+        locks_arg::END_EXIT => end_elsewhere(false),
+        locks_arg::END_FAULT => end_elsewhere(true),
+        locks_arg::END_STEP => step_everywhere(),
+        _ => benches(),
+    }
+}
+
+/// How many CPUs run (threads may be created on `0..cpus()`).
+fn cpus() -> u32 {
+    sys::cpuinfo().cpus.max(1)
+}
+
+/// The CPUs threads of the running figure ran on (bit n: CPU n).
+static RAN_ON: AtomicU32 = AtomicU32::new(0);
+
+/// Notes the caller's CPU in RAN_ON.
+fn note_cpu() {
+    RAN_ON.fetch_or(1 << threads::cpu(), SeqCst);
+}
+
+static FAILED: AtomicU32 = AtomicU32::new(0);
+
+fn check(name: &str, ok: bool, got: u32) {
+    if !ok {
+        FAILED.fetch_add(1, SeqCst);
+        println!("locks: FAIL {} (got {})", name, got);
+    }
+    record!(kind::CHECK, "mech" => "locks", "name" => Esc(name),
+        "result" => if ok { "pass" } else { "fail" }, "got" => got);
+}
+
+/// `check` with a prefix on the name ("across CPUs: ...").
+fn checkp(prefix: &str, name: &str, ok: bool, got: u32) {
+    let mut l = Line::new();
+    let _ = write!(l, "{prefix}{name}");
+    check(l.as_str(), ok, got);
+}
+
+struct Esc<'a>(&'a str);
+impl core::fmt::Display for Esc<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        userland::abi::report::Escaped(self.0).fmt(f)
+    }
+}
+
+/// The channel finished threads wake their creator on.
+const CHAN_DONE: u32 = 0x0d0e;
+
+/// A thread's last act: count itself done and wake the joiner.
+fn finished() {
+    DONE.fetch_add(1, SeqCst);
+    threads::wakeup(CHAN_DONE, true);
+}
+
+/// Waits until `done` reaches `n`. The timeout covers the gap between the
+/// check and the sleep, where a wake-up could come too early.
+fn join(done: &AtomicU32, n: u32) {
+    let mut rounds = 0;
+    while done.load(SeqCst) < n && rounds < 10_000 {
+        let _ = threads::sleep_on(CHAN_DONE, 2);
+        rounds += 1;
+    }
+}
+
+include!("lock_tests.rs");
+
+include!("benches.rs");
+
+include!("across.rs");
+
+include!("ending.rs");

@@ -1,0 +1,187 @@
+//! Step 3: the boots, interleaved round by round, and what they measured.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::compare::{self, Table};
+use crate::kbuild::Artifacts;
+use crate::machine::{Backend, Machine};
+use crate::results::{MetricInfo, Results};
+
+use super::baseline::Provenance;
+use super::plan::{BenchArgs, Variant};
+
+/// What the boots measured: per variant, per metric, one value per boot
+/// (and every batch's value per operation, where the boot kept them), how
+/// each metric reads, the clock, accelerator and unit the kernel reported,
+/// and where each variant's figures come from.
+pub(super) struct Measured {
+    pub(super) table: Table,
+    pub(super) batches: Table,
+    pub(super) infos: BTreeMap<String, MetricInfo>,
+    pub(super) clock: String,
+    pub(super) accel: String,
+    pub(super) unit: String,
+    /// The first boot's machine (`QEMU 7.2.0 TCG  clock=...  cpu=qemu32`).
+    pub(super) machine: String,
+    pub(super) provenance: BTreeMap<String, Provenance>,
+}
+
+/// The host's CPU, from /proc/cpuinfo.
+pub(super) fn host_cpu() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+/// Step 3: `--boots` rounds, each booting every variant once: A B A B ...,
+/// so drift in the host hits every variant alike. A boot whose kernel
+/// warned about its command line fails the bench.
+pub(super) fn boot_interleaved(
+    a: &BenchArgs,
+    variants: &[Variant],
+    builds: &[Artifacts],
+    tmp: &Path,
+    started: Instant,
+) -> Result<Measured> {
+    let spec = a.boot.spec()?;
+    // The accelerator notice once, before the progress bar takes the line.
+    let _ = Backend::decide(&spec.backend);
+    let total = a.boots as usize * variants.len();
+    let mut m = Measured {
+        table: BTreeMap::new(),
+        batches: BTreeMap::new(),
+        infos: BTreeMap::new(),
+        clock: String::new(),
+        accel: String::new(),
+        unit: String::new(),
+        machine: String::new(),
+        provenance: BTreeMap::new(),
+    };
+    let mut emulator = String::new();
+    let host_cpu = host_cpu();
+    let mut done = 0usize;
+    for _round in 0..a.boots {
+        for (v, art) in variants.iter().zip(builds) {
+            progress(done, total, started, &v.name);
+            let words = format!("{} prog={} {}", a.mode.word(), a.prog, v.cmdline)
+                .trim()
+                .to_string();
+            let machine = Machine::build(&spec, art, &words, tmp)?;
+            if emulator.is_empty() {
+                emulator = machine.emulator();
+                m.machine = machine.describe();
+            }
+            let log = machine.boot(&mut |_| {})?;
+            if !log.succeeded() {
+                eprintln!();
+                bail!(
+                    "variant {}: boot {} failed: {}",
+                    v.name,
+                    done + 1,
+                    log.explain(20)
+                );
+            }
+            let mut r = Results::from_log(&log.serial, &v.name, machine.backend.source())
+                .with_context(|| format!("variant {}: boot {}", v.name, done + 1))?;
+            crate::model::finish(&machine, &log.serial, &mut r)?;
+            if !r.warnings.is_empty() {
+                eprintln!();
+                bail!(
+                    "variant {}: the kernel warned about its command line ({}): {}",
+                    v.name,
+                    r.cmdline,
+                    r.warnings.join("; ")
+                );
+            }
+            m.clock = r.clock.clone();
+            m.accel = r.accel.clone();
+            m.unit = crate::model::unit(&r).unwrap_or_else(|| r.unit.clone());
+            m.infos.extend(r.metric_info());
+            m.provenance
+                .entry(v.name.clone())
+                .or_insert_with(|| Provenance {
+                    clock: r.clock.clone(),
+                    accel: r.accel.clone(),
+                    emulator: emulator.clone(),
+                    cpu_model: machine.cpu_model(),
+                    cpu: r.cpu.get("brand").cloned().unwrap_or_default(),
+                    rev: r.rev.clone(),
+                    dirty: r.dirty,
+                    diff: r.diff.clone(),
+                    cmdline: r.cmdline.clone(),
+                    batches: r.timing.get("batches").cloned().unwrap_or_default(),
+                    batch_size: r.timing.get("batch_size").cloned().unwrap_or_default(),
+                    host: r.host.clone(),
+                    host_cpu: host_cpu.clone(),
+                    profile: r
+                        .model_profile
+                        .as_ref()
+                        .map(|p| crate::model::label(p, r.model_virt))
+                        .unwrap_or_default(),
+                });
+            for (k, val) in compare::metrics_of(&r) {
+                m.table
+                    .entry(v.name.clone())
+                    .or_default()
+                    .entry(k)
+                    .or_default()
+                    .push(val);
+            }
+            for b in r
+                .benches
+                .iter()
+                .filter(|b| b.measure == abi::report::Measure::PerOp && b.batch_size > 0)
+            {
+                m.batches
+                    .entry(v.name.clone())
+                    .or_default()
+                    .entry(b.name.clone())
+                    .or_default()
+                    .extend(crate::model::cycle_samples(b).unwrap_or_else(|| {
+                        b.samples
+                            .iter()
+                            .map(|s| *s as f64 / b.batch_size as f64)
+                            .collect()
+                    }));
+            }
+            done += 1;
+        }
+    }
+    progress(done, total, started, "");
+    eprintln!();
+    Ok(m)
+}
+
+/// A one-line progress bar on stderr: boots done, ETA, the variant running.
+fn progress(done: usize, total: usize, started: Instant, running: &str) {
+    let width = 30;
+    let filled = done * width / total.max(1);
+    let eta = if done == 0 {
+        "?".to_string()
+    } else {
+        let per = started.elapsed().as_secs_f64() / done as f64;
+        format!("{:.0} s", per * (total - done) as f64)
+    };
+    eprint!(
+        "\r[{}{}] {done}/{total} boots, ETA {eta}{}   ",
+        "#".repeat(filled),
+        ".".repeat(width - filled),
+        if running.is_empty() {
+            String::new()
+        } else {
+            format!(", running {running}")
+        }
+    );
+    let _ = std::io::stderr().flush();
+}

@@ -1,0 +1,199 @@
+//! `cargo xtask bench`: many boots per variant, interleaved, compared with
+//! ministat's statistics, and exported (`export.rs`) for a reviewer: JSON,
+//! CSV, Markdown, ministat's text, data files and an SVG plot per metric.
+//!
+//! This file is the run from start to end ([`bench`]). The steps live apart:
+//! `plan` (the variants and every flag, checked before a boot), `build`
+//! (each variant's kernel, revisions in cached worktrees), `baseline`
+//! (where figures come from, saved and loaded baselines), `boots` (the
+//! interleaved boots and what they measured) and `report` (the
+//! comparison and its summary).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use crate::compare::{self, Reading};
+use crate::export;
+use crate::kbuild;
+use crate::machine::{qemu, Clock, Scratch};
+use crate::preflight;
+use crate::results::{utc_timestamp, MetricInfo};
+
+mod baseline;
+mod boots;
+mod build;
+pub(crate) mod plan;
+mod report;
+#[cfg(test)]
+mod tests;
+
+pub use baseline::Provenance;
+use baseline::{check_baseline, load_baseline, save_baseline};
+use boots::boot_interleaved;
+use build::build_variants;
+use plan::describe;
+pub use plan::BenchArgs;
+pub use report::Summary;
+use report::{compare_all, sets_to_compare};
+
+/// The exit status of `bench --fail-on-change` when a metric changed (1
+/// stays "the bench itself failed").
+pub const CHANGED_EXIT: i32 = 3;
+
+/// `cargo xtask bench`: check every flag, build the variants, boot them in
+/// turn, compare, save the baseline if asked, export; with
+/// `--fail-on-change`, exit with [`CHANGED_EXIT`] when a metric changed.
+pub fn bench(a: BenchArgs) -> Result<i32> {
+    let variants = a.variants()?;
+    a.boot.check()?;
+    // Everything that can fail without a boot fails before the first one.
+    let baseline = a
+        .baseline
+        .as_deref()
+        .map(|n| load_baseline(&a.out, n))
+        .transpose()?;
+    let (stamp, dir) = export_dir(&a.out)?;
+    if a.save_baseline.is_some() {
+        let b = a.out.join("baselines");
+        std::fs::create_dir_all(&b)
+            .with_context(|| format!("cannot create the baseline directory {}", b.display()))?;
+    }
+    preflight::ensure(a.boot.need())?;
+    let tmp = kbuild::root().join("target/xtask/bench");
+    std::fs::create_dir_all(&tmp)?;
+    let builds = build_variants(&variants, &tmp)?;
+    let started = Instant::now();
+    // The builds are kept between runs; the boots' files are this run's own.
+    let scratch = Scratch::new("bench")?;
+    let m = boot_interleaved(&a, &variants, &builds, scratch.path(), started)?;
+    let now = m.provenance.values().next().cloned().unwrap_or_default();
+    let mut notes = Vec::new();
+    if let Some(b) = &baseline {
+        notes = check_baseline(b, &now)?;
+    }
+    let first_raw = m.table.get(&variants[0].name).cloned().unwrap_or_default();
+    let (table, order, rename) = sets_to_compare(m.table, baseline.as_ref(), &variants);
+    let batches = compare::renamed(m.batches, rename);
+    let infos: BTreeMap<String, MetricInfo> =
+        m.infos.into_iter().map(|(k, i)| (rename(&k), i)).collect();
+    let unit = m.unit.as_str();
+    let info_of = |k: &str| {
+        infos.get(k).cloned().unwrap_or(MetricInfo {
+            unit: unit.into(),
+            measure: abi::report::Measure::PerOp,
+        })
+    };
+    let reading = Reading::of(Clock::from_key(&m.clock), m.accel == qemu::Accel::Tcg.key());
+    let header = format!(
+        "bench: {} boots per variant, clock={}, accel={}{}",
+        a.boots,
+        m.clock,
+        m.accel,
+        if reading.host_time {
+            " (TCG ticks: host time under emulation, not cycles)".to_string()
+        } else if m.accel == crate::machine::bochs::ACCEL {
+            format!(
+                " ({}; emulator figures, not cycles)",
+                abi::syscall::BOCHS_TICK
+            )
+        } else {
+            String::new()
+        }
+    );
+    println!("{header}");
+    for n in &notes {
+        println!("note: {n}");
+    }
+    let compared = compare_all(&a, &table, &order, reading, &info_of)?;
+    // What was compared: the metrics asked for, or every one measured.
+    let all_metrics: Vec<String> = if a.metrics.is_empty() {
+        table
+            .values()
+            .flat_map(|t| t.keys().cloned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    } else {
+        a.metrics.clone()
+    };
+    let summary = Summary::of(&compared, &all_metrics, a.threshold);
+    println!("{}", summary.line());
+    if let Some(name) = &a.save_baseline {
+        save_baseline(&a.out, name, &variants[0].name, &now, first_raw)?;
+    }
+    let report = export::Report {
+        stamp: &stamp,
+        header: &header,
+        boots: a.boots,
+        clock: &m.clock,
+        accel: &m.accel,
+        machine: &m.machine,
+        confidence: a.confidence,
+        variants: variants
+            .iter()
+            .map(|v| export::VariantInfo {
+                name: v.name.clone(),
+                how: describe(v),
+                provenance: m.provenance.get(&v.name).cloned().unwrap_or_default(),
+            })
+            .collect(),
+        baseline: baseline.as_ref().map(|b| export::VariantInfo {
+            name: order[0].clone(),
+            how: "saved baseline".into(),
+            provenance: b.provenance.clone().unwrap_or_default(),
+        }),
+        notes: &notes,
+        compared: &compared,
+        summary: &summary,
+        values: &table,
+        batches: &batches,
+        info_of: &info_of,
+    };
+    export::write(&dir, &report)?;
+    eprintln!(
+        "exports: {}/ (bench.json, bench.csv, bench.md, ministat.txt, data/, plots)",
+        dir.display()
+    );
+    eprintln!(
+        "bench: {} boots in {:.1} s",
+        a.boots as usize * variants.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if a.fail_on_change && !summary.changed.is_empty() {
+        eprintln!(
+            "bench: --fail-on-change: {} changed",
+            summary.changed.join(", ")
+        );
+        return Ok(CHANGED_EXIT);
+    }
+    Ok(0)
+}
+
+/// A new export directory `<out>/<timestamp>[-N]/`, made before any boot so
+/// that a path that cannot be written fails first, naming itself.
+fn export_dir(out: &Path) -> Result<(String, PathBuf)> {
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("cannot create the export directory {}", out.display()))?;
+    let stamp = utc_timestamp(std::time::SystemTime::now()).replace([':', '-'], "");
+    for n in 1.. {
+        let name = if n == 1 {
+            stamp.clone()
+        } else {
+            format!("{stamp}-{n}")
+        };
+        let dir = out.join(&name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok((name, dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("cannot create the export directory {}", dir.display())
+                })
+            }
+        }
+    }
+    unreachable!("some suffix is free")
+}

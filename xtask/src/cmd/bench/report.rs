@@ -1,0 +1,185 @@
+//! Steps 4 and 5: the sets side by side, each metric compared, and the
+//! summary of what changed.
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::compare::{self, Compared, Reading, Table};
+use crate::ministat::RenderOptions;
+use crate::results::MetricInfo;
+
+use super::baseline::Baseline;
+use super::plan::{BenchArgs, Variant};
+
+/// How a metric is renamed for the comparison.
+pub(super) type Rename = fn(&str) -> String;
+
+/// Step 4: the sets side by side, the baseline first; variants that each
+/// measured one mechanism compared call by call, variants that each measured
+/// one pool layout layout against layout. Returns the table, the order of
+/// its sets, and how metrics were renamed.
+pub(super) fn sets_to_compare(
+    mut table: Table,
+    baseline: Option<&Baseline>,
+    variants: &[Variant],
+) -> (Table, Vec<String>, Rename) {
+    let mut order: Vec<String> = Vec::new();
+    if let Some(b) = baseline {
+        let name = format!("{} (baseline)", b.label);
+        table.insert(name.clone(), b.metrics.clone());
+        order.push(name);
+    }
+    order.extend(variants.iter().map(|v| v.name.clone()));
+    let rename: Rename = if compare::one_mechanism_each(&table) {
+        compare::call_key
+    } else if compare::one_layout_each(&table) {
+        compare::layout_key
+    } else {
+        str::to_string
+    };
+    (compare::renamed(table, rename), order, rename)
+}
+
+/// Step 5: each chosen metric compared across the sets, on stdout. A
+/// metric some sets lack is said to be "only in" the others.
+pub(super) fn compare_all(
+    a: &BenchArgs,
+    table: &Table,
+    order: &[String],
+    reading: Reading,
+    info_of: &dyn Fn(&str) -> MetricInfo,
+) -> Result<Vec<Compared>> {
+    let metrics = compare::chosen_metrics(table, &a.metrics)?;
+    let opts = RenderOptions {
+        confidence: a.confidence,
+        ..RenderOptions::default()
+    };
+    if metrics.is_empty() {
+        let all: std::collections::BTreeSet<&str> = table
+            .values()
+            .flat_map(|m| m.keys().map(String::as_str))
+            .collect();
+        println!(
+            "no metric differs between the variants; identical: {}",
+            all.into_iter().collect::<Vec<_>>().join(", ")
+        );
+    }
+    let mut out = Vec::new();
+    for m in &metrics {
+        let info = info_of(m);
+        if let Some(have) = compare::only_in(table, order, m) {
+            println!(
+                "== {m} ({}): only in {}",
+                info.describe(),
+                if have.is_empty() {
+                    "none".to_string()
+                } else {
+                    have.join(", ")
+                }
+            );
+            out.push(Compared {
+                metric: m.clone(),
+                info: info.clone(),
+                reading,
+                sets: order
+                    .iter()
+                    .map(|n| {
+                        let v = table.get(n).and_then(|t| t.get(m)).cloned();
+                        (n.clone(), v.unwrap_or_default())
+                    })
+                    .collect(),
+                verdicts: order[1..]
+                    .iter()
+                    .map(|n| {
+                        let of = |s: &String| table.get(s).and_then(|t| t.get(m)).cloned();
+                        let v = match (of(&order[0]), of(n)) {
+                            (Some(x), Some(y)) => {
+                                let pair = [(order[0].clone(), x), (n.clone(), y)];
+                                compare::compare_metric(m, &pair, reading, &info, &opts)
+                                    .verdicts
+                                    .remove(0)
+                                    .1
+                            }
+                            _ => compare::Verdict::Absent,
+                        };
+                        (n.clone(), v)
+                    })
+                    .collect(),
+                text: String::new(),
+            });
+            continue;
+        }
+        let sets: Vec<(String, Vec<f64>)> = order
+            .iter()
+            .map(|n| (n.clone(), table[n][m].clone()))
+            .collect();
+        let c = compare::compare_metric(m, &sets, reading, &info, &opts);
+        print!("{}", c.text);
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// What the comparison found, over every metric measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// Metrics that changed (by at least the threshold).
+    pub changed: Vec<String>,
+    /// Metrics compared and found unchanged (under an exact clock, those no
+    /// set differs in are unchanged without a comparison of their own).
+    pub unchanged: Vec<String>,
+    pub threshold: f64,
+}
+
+impl Summary {
+    pub fn of(compared: &[Compared], all: &[String], threshold: f64) -> Summary {
+        let big = |c: &Compared| {
+            c.verdicts.iter().any(|(_, v)| {
+                v.changed()
+                    && match v {
+                        compare::Verdict::Exact { percent, .. } => percent.abs() >= threshold,
+                        compare::Verdict::Proven(x) => x.percent.abs() >= threshold,
+                        _ => true,
+                    }
+            })
+        };
+        let changed: Vec<String> = compared
+            .iter()
+            .filter(|c| big(c))
+            .map(|c| c.metric.clone())
+            .collect();
+        Summary {
+            unchanged: all
+                .iter()
+                .filter(|m| !changed.contains(m))
+                .cloned()
+                .collect(),
+            changed,
+            threshold,
+        }
+    }
+
+    /// `bench: 12 metrics compared: 2 changed (null, macro); 10 unchanged (...)`.
+    pub fn line(&self) -> String {
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", v.join(", "))
+            }
+        };
+        format!(
+            "bench: {} metrics compared: {} changed{}{}; {} unchanged{}",
+            self.changed.len() + self.unchanged.len(),
+            self.changed.len(),
+            if self.threshold > 0.0 {
+                format!(" by {}% or more", self.threshold)
+            } else {
+                String::new()
+            },
+            list(&self.changed),
+            self.unchanged.len(),
+            list(&self.unchanged)
+        )
+    }
+}

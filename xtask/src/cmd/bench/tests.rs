@@ -1,0 +1,286 @@
+use super::baseline::{baseline_mismatch, baseline_name, Baseline, Provenance};
+use super::build::{resolve_commit, rev_dir, stale_worktrees, worktree, CACHED_REVS};
+use super::plan::{check_metric_name, Variant};
+use super::*;
+use crate::compare::{self, Reading};
+use crate::machine::Clock;
+use crate::ministat::RenderOptions;
+use crate::results::MetricInfo;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn args(extra: &[&str]) -> BenchArgs {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        b: BenchArgs,
+    }
+    let mut v = vec!["x"];
+    v.extend_from_slice(extra);
+    T::try_parse_from(v).unwrap().b
+}
+
+#[test]
+fn variants_from_flags() {
+    let a = args(&[
+        "--variant",
+        "a=entry=int80",
+        "--variant",
+        "b=entry=sysenter",
+        "--rev",
+        "old=HEAD~1",
+    ]);
+    let v = a.variants().unwrap();
+    assert_eq!(
+        v[0],
+        Variant {
+            name: "a".into(),
+            cmdline: "entry=int80".into(),
+            features: vec![],
+            rev: None
+        }
+    );
+    assert_eq!(v[2].rev.as_deref(), Some("HEAD~1"));
+    assert_eq!(args(&[]).variants().unwrap()[0].name, "default");
+}
+
+#[test]
+fn bad_variant_specs() {
+    assert!(args(&["--variant", "noequals"])
+        .variants()
+        .unwrap_err()
+        .to_string()
+        .contains("NAME=VALUE"));
+    assert!(args(&["--variant", "a b=x"]).variants().is_err());
+    assert!(args(&["--variant", "a=x", "--variant", "a=y"])
+        .variants()
+        .unwrap_err()
+        .to_string()
+        .contains("two variants"));
+    assert!(args(&["--rev", "a="]).variants().is_err());
+    assert!(args(&["--confidence", "100"]).variants().is_err());
+}
+
+#[test]
+fn an_invalid_variant_command_line_fails_before_any_boot() {
+    let e = args(&["--variant", "a=entry=sysentr"])
+        .variants()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("variant a: its kernel command line is invalid: entry=sysentr"),
+        "{e}"
+    );
+    let e = args(&["--variant", "a=colour=red"]).variants().unwrap_err();
+    assert!(e.to_string().contains("unknown key \"colour\""), "{e}");
+    // --append reaches every variant and is checked with it.
+    assert!(args(&["--append", "batches=0"]).variants().is_err());
+    assert!(args(&["--variant", "a=entry=int80,callgate"])
+        .variants()
+        .is_ok());
+}
+
+#[test]
+fn an_export_directory_that_cannot_be_made_fails_naming_it() {
+    let e = export_dir(Path::new("/proc/no/such/dir")).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("cannot create the export directory /proc/no/such/dir"),
+        "{e:#}"
+    );
+    let tmp = std::env::temp_dir().join(format!("testbed-out-{}", std::process::id()));
+    let (a, da) = export_dir(&tmp).unwrap();
+    let (b, db) = export_dir(&tmp).unwrap();
+    assert!(da.is_dir() && db.is_dir() && a != b, "{a} {b}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+#[test]
+fn baseline_names_stay_inside_the_baseline_directory() {
+    assert_eq!(baseline_name("/tmp/x").unwrap(), "_tmp_x");
+    assert_eq!(baseline_name("../up").unwrap(), "___up");
+    assert!(baseline_name("").is_err());
+    assert!(baseline_name("  ").is_err());
+    assert!(args(&["--save-baseline", ""]).variants().is_err());
+    assert!(args(&["--baseline", "/"]).variants().is_err());
+}
+
+#[test]
+fn metric_names_are_checked_before_the_boots() {
+    for ok in [
+        "int80.null",
+        "macro.sysenter",
+        "macro",
+        "null",
+        "loop",
+        "locks.contended.128",
+        "locks.contended",
+        "ebizzy",
+        "smp.pingpong",
+        "forktest.cr3",
+    ] {
+        assert!(check_metric_name(ok).is_ok(), "{ok}");
+    }
+    for bad in ["int80.nul", "nul", "sysentr.null", ""] {
+        // `int80.nul` is a mechanism's group: only the boots can say it
+        // is absent; the others name nothing any boot reports.
+        if bad == "int80.nul" {
+            continue;
+        }
+        let e = check_metric_name(bad).unwrap_err().to_string();
+        assert!(e.contains("not a metric name"), "{bad}: {e}");
+    }
+    assert!(args(&["--metric", "sysentr.null"]).variants().is_err());
+}
+
+fn provenance() -> Provenance {
+    Provenance {
+        clock: "icount".into(),
+        accel: "tcg".into(),
+        emulator: "QEMU 7.2.0".into(),
+        cpu_model: "qemu32".into(),
+        cpu: "QEMU Virtual CPU version 2.5+".into(),
+        rev: "abc".into(),
+        cmdline: "mode=run prog=bench clock=icount accel=tcg".into(),
+        batches: "64".into(),
+        batch_size: "4096".into(),
+        host: "h".into(),
+        ..Provenance::default()
+    }
+}
+
+#[test]
+fn a_baseline_compares_only_like_with_like() {
+    let base = provenance();
+    assert_eq!(baseline_mismatch(&base, &base), (vec![], vec![]));
+    let tsc = Provenance {
+        clock: "tsc".into(),
+        ..provenance()
+    };
+    let (refuse, _) = baseline_mismatch(&base, &tsc);
+    assert_eq!(refuse, ["clock: baseline \"icount\", this run \"tsc\""]);
+    let pentium = Provenance {
+        cpu_model: "pentium".into(),
+        cpu: "Intel Pentium".into(),
+        ..provenance()
+    };
+    assert_eq!(baseline_mismatch(&base, &pentium).0.len(), 2);
+    let modelled = Provenance {
+        profile: "modelled, profile p6".into(),
+        ..provenance()
+    };
+    assert!(baseline_mismatch(&base, &modelled).0[0].starts_with("model profile"));
+    let edited = Provenance {
+        rev: "abc-dirty.123".into(),
+        dirty: true,
+        emulator: "QEMU 8.0.0".into(),
+        ..provenance()
+    };
+    let (refuse, flag) = baseline_mismatch(&base, &edited);
+    assert!(refuse.is_empty());
+    assert!(flag[0].starts_with("revision: baseline \"abc\", this run \"abc-dirty.123\""));
+    assert!(flag[1].starts_with("emulator version"));
+    // A baseline that does not say what it was measured on is refused.
+    let old = Baseline {
+        label: "old".into(),
+        provenance: None,
+        metrics: BTreeMap::new(),
+    };
+    let e = check_baseline(&old, &base).unwrap_err().to_string();
+    assert!(e.contains("older xtask"), "{e}");
+    let b = Baseline {
+        provenance: Some(base.clone()),
+        ..old
+    };
+    let e = check_baseline(&b, &tsc).unwrap_err().to_string();
+    assert!(e.contains("another machine") && e.contains("clock"), "{e}");
+    let old_file = r#"{"label":"x","clock":"icount","metrics":{}}"#;
+    assert!(serde_json::from_str::<Baseline>(old_file)
+        .unwrap()
+        .provenance
+        .is_none());
+}
+
+#[test]
+fn cached_worktrees_are_pruned_least_recently_used_first() {
+    let t = |s: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
+    let cached = vec![
+        ("rev-a".to_string(), t(1)),
+        ("rev-b".to_string(), t(5)),
+        ("rev-c".to_string(), t(3)),
+        ("rev-d".to_string(), t(4)),
+    ];
+    assert_eq!(
+        stale_worktrees(cached.clone(), &["rev-a".into()], 1),
+        ["rev-d", "rev-c"]
+    );
+    assert_eq!(stale_worktrees(cached.clone(), &[], 2), ["rev-c", "rev-a"]);
+    assert!(stale_worktrees(cached, &[], CACHED_REVS).is_empty());
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    assert_eq!(
+        rev_dir(Path::new("/t"), commit),
+        Path::new("/t/rev-0123456789ab")
+    );
+}
+
+#[test]
+fn a_revision_worktree_is_reused_by_commit() {
+    let root = std::env::temp_dir().join(format!("testbed-wt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(root.join("Cargo.toml"), "# one\n").unwrap();
+    git(&["add", "Cargo.toml"]);
+    git(&["commit", "-q", "-m", "one"]);
+    let commit = resolve_commit(&root, "HEAD").unwrap();
+    assert!(resolve_commit(&root, "no-such-rev").is_err());
+    let tmp = root.join("cache");
+    let dir = rev_dir(&tmp, &commit);
+    worktree(&root, &dir, &commit).unwrap();
+    // What a build leaves in the worktree survives the next call.
+    std::fs::write(dir.join("built"), "").unwrap();
+    worktree(&root, &dir, &commit).unwrap();
+    assert!(dir.join("built").is_file(), "the worktree was made again");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn the_summary_lists_changed_and_unchanged_metrics() {
+    let info = MetricInfo {
+        unit: "instructions".into(),
+        measure: abi::report::Measure::PerOp,
+    };
+    let exact = Reading::of(Some(Clock::Icount), true);
+    let c = |m: &str, b: f64| {
+        compare::compare_metric(
+            m,
+            &[("a".into(), vec![100.0; 3]), ("b".into(), vec![b; 3])],
+            exact,
+            &info,
+            &RenderOptions::default(),
+        )
+    };
+    let compared = [c("null", 102.0), c("getpid", 100.0)];
+    let all = ["getpid", "loop", "null"].map(String::from);
+    let s = Summary::of(&compared, &all, 0.0);
+    assert_eq!(s.changed, ["null"]);
+    assert_eq!(s.unchanged, ["getpid", "loop"]);
+    assert_eq!(
+        s.line(),
+        "bench: 3 metrics compared: 1 changed (null); 2 unchanged (getpid, loop)"
+    );
+    // A 2% change under a 5% threshold is not a change.
+    let s = Summary::of(&compared, &all, 5.0);
+    assert!(s.changed.is_empty() && s.unchanged.len() == 3);
+    assert!(args(&["--threshold=-1"]).variants().is_err());
+    assert!(args(&["--fail-on-change"]).fail_on_change);
+}

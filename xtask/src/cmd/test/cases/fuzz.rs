@@ -1,0 +1,121 @@
+//! The system-call fuzzer's boots, and what a clean run prints.
+
+use abi::report::kind;
+
+use crate::machine::BootLog;
+use crate::report::Record;
+
+use super::checks::{end, one, succeeded};
+use super::{Case, CASE};
+
+pub(super) const FUZZ: &[Case] = &[
+    Case {
+        name: "fuzzer: 50,000 seeded calls (seed=7), every result right, 0 kernel faults",
+        cmdline: "mode=run prog=fuzz fuzz_calls=50000 seed=7",
+        check: |log, r| fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"]),
+        ..CASE
+    },
+    Case {
+        name: "fuzzer on 486: 20,000 calls through int 0x80 and the call gate",
+        cpu: Some("486"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=20000 seed=9",
+        check: |log, r| fuzz_clean(log, r, 20_000, &["int80", "callgate"]),
+        ..CASE
+    },
+    // The fuzzer on the rest of the CPU matrix, short (5,000 calls, every
+    // system call, a crowd round of helper threads among them).
+    Case {
+        name: "fuzzer on pentium (no SEP): 5,000 calls",
+        cpu: Some("pentium"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=5000 seed=11",
+        check: |log, r| fuzz_clean(log, r, 5_000, &["int80", "callgate"]),
+        ..CASE
+    },
+    Case {
+        name: "fuzzer on pentium2: 5,000 calls",
+        cpu: Some("pentium2"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=5000 seed=12",
+        check: |log, r| fuzz_clean(log, r, 5_000, &["int80", "sysenter", "callgate"]),
+        ..CASE
+    },
+    Case {
+        name: "fuzzer on pentium3: 5,000 calls",
+        cpu: Some("pentium3"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=5000 seed=13",
+        check: |log, r| fuzz_clean(log, r, 5_000, &["int80", "sysenter", "callgate"]),
+        ..CASE
+    },
+    Case {
+        name: "fuzzer on coreduo: 5,000 calls",
+        cpu: Some("coreduo"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=5000 seed=14",
+        check: |log, r| fuzz_clean(log, r, 5_000, &["int80", "sysenter", "callgate"]),
+        ..CASE
+    },
+    Case {
+        name: "fuzzer on core2duo: 5,000 calls",
+        cpu: Some("core2duo"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=5000 seed=15",
+        check: |log, r| fuzz_clean(log, r, 5_000, &["int80", "sysenter", "callgate"]),
+        ..CASE
+    },
+    Case {
+        name: "fuzzer with 2 CPUs: 5,000 calls",
+        cpus: 2,
+        cmdline: "mode=run prog=fuzz fuzz_calls=5000 seed=16",
+        check: |log, r| fuzz_clean(log, r, 5_000, &["int80", "sysenter", "callgate"]),
+        ..CASE
+    },
+    Case {
+        name: "fuzzer on phenom: 20,000 calls, AMD syscall among the mechanisms",
+        cpu: Some("phenom"),
+        cmdline: "mode=run prog=fuzz fuzz_calls=20000 seed=8",
+        check: |log, r| {
+            fuzz_clean(
+                log,
+                r,
+                20_000,
+                &["int80", "sysenter", "callgate", "syscall"],
+            )
+        },
+        ..CASE
+    },
+];
+
+/// A fuzzer boot: success, the fuzz record says `calls` calls, no
+/// failure, and each of `mechs` was used.
+pub(super) fn fuzz_clean(
+    log: &BootLog,
+    r: &[Record],
+    calls: u32,
+    mechs: &[&str],
+) -> Result<(), String> {
+    succeeded(log)?;
+    let f = one(r, kind::FUZZ)?;
+    let calls = calls.to_string();
+    if f.get("calls") != Some(calls.as_str()) || f.get("failures") != Some("0") {
+        return Err(format!("fuzz record {:?}", f.fields));
+    }
+    for m in mechs {
+        if f.get(m).unwrap_or("0") == "0" {
+            return Err(format!("the fuzzer never used {m}: {:?}", f.fields));
+        }
+    }
+    if f.get("flagged").unwrap_or("0") == "0" {
+        return Err("no call entered with DF, AC or NT set".into());
+    }
+    // Several threads: helpers ran their calls, and the pool was filled.
+    for k in ["helpers", "helper_calls", "exhausted"] {
+        if f.get(k).unwrap_or("0") == "0" {
+            return Err(format!("the fuzzer's {k} is 0: {:?}", f.fields));
+        }
+    }
+    // The record came through the record call, tagged with the program.
+    if f.get(abi::report::KEY_PROG) != Some("fuzz") {
+        return Err(format!(
+            "the fuzz record is not tagged prog=fuzz: {:?}",
+            f.fields
+        ));
+    }
+    end(r, "success")
+}

@@ -1,0 +1,189 @@
+//! The CPU matrix: test mode on every i386 model QEMU has, and what a
+//! model's boot must show (its features, the hostile suite).
+
+use abi::report::kind;
+
+use crate::machine::BootLog;
+use crate::report::{self, Record};
+
+use super::checks::{all_tests_pass, contains, end, mech, one, succeeded};
+use super::{Case, CASE};
+
+pub(super) const MATRIX: &[Case] = &[
+    // The CPU matrix: test mode on every i386 model QEMU has (qemu32,
+    // pentium and phenom are the test boots above). Correct means the
+    // features detected, unavailable mechanisms skipped with a reason, the
+    // hostile suite all as expected, no crash. The fuzzer boots follow.
+    Case {
+        name: "cpu matrix: 486 (no TSC, no SEP): tests and the hostile suite",
+        cpu: Some("486"),
+        cmdline: "mode=test",
+        check: |log, r| {
+            matrix(
+                log,
+                r,
+                "GenuineIntel",
+                "4",
+                ["ok", "unavailable", "ok", "unavailable"],
+            )?;
+            match one(r, kind::CPU)?.get("tsc") {
+                Some("false") => Ok(()),
+                other => Err(format!("the 486 model reports tsc={other:?}")),
+            }
+        },
+        ..CASE
+    },
+    Case {
+        name: "cpu matrix: 486 runs the benchmark program, which says it cannot time",
+        cpu: Some("486"),
+        cmdline: "mode=run prog=bench",
+        check: |log, r| {
+            succeeded(log)?;
+            contains(log, "no TSC")?;
+            end(r, "success")
+        },
+        ..CASE
+    },
+    Case {
+        name: "cpu matrix: pentium2 (SEP): tests and the hostile suite",
+        cpu: Some("pentium2"),
+        cmdline: "mode=test",
+        check: |log, r| {
+            matrix(
+                log,
+                r,
+                "GenuineIntel",
+                "6",
+                ["ok", "ok", "ok", "unavailable"],
+            )
+        },
+        ..CASE
+    },
+    Case {
+        name: "cpu matrix: pentium3: tests and the hostile suite",
+        cpu: Some("pentium3"),
+        cmdline: "mode=test",
+        check: |log, r| {
+            matrix(
+                log,
+                r,
+                "GenuineIntel",
+                "6",
+                ["ok", "ok", "ok", "unavailable"],
+            )
+        },
+        ..CASE
+    },
+    Case {
+        name: "cpu matrix: coreduo: tests and the hostile suite",
+        cpu: Some("coreduo"),
+        cmdline: "mode=test",
+        check: |log, r| {
+            matrix(
+                log,
+                r,
+                "GenuineIntel",
+                "6",
+                ["ok", "ok", "ok", "unavailable"],
+            )
+        },
+        ..CASE
+    },
+    Case {
+        name: "cpu matrix: core2duo: tests and the hostile suite",
+        cpu: Some("core2duo"),
+        cmdline: "mode=test",
+        check: |log, r| {
+            matrix(
+                log,
+                r,
+                "GenuineIntel",
+                "6",
+                ["ok", "ok", "ok", "unavailable"],
+            )
+        },
+        ..CASE
+    },
+];
+
+/// A CPU-matrix boot in test mode: every test passed, the CPU record has
+/// this vendor and family, the mechanisms (int80, sysenter, callgate,
+/// syscall) have these statuses and each unavailable one a reason, and the
+/// hostile suite ran whole and all as expected.
+pub(super) fn matrix(
+    log: &BootLog,
+    r: &[Record],
+    vendor: &str,
+    family: &str,
+    mechs: [&str; 4],
+) -> Result<(), String> {
+    all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+    let c = one(r, kind::CPU)?;
+    if c.get("vendor") != Some(vendor) || c.get("family") != Some(family) {
+        return Err(format!(
+            "cpu record {:?} family {:?}, expected {vendor} family {family}",
+            c.get("vendor"),
+            c.get("family")
+        ));
+    }
+    for (m, status) in abi::Mechanism::ALL.iter().zip(mechs) {
+        mech(r, m.key(), status)?;
+    }
+    for m in report::of_kind(r, kind::MECH) {
+        if m.get("status") == Some("unavailable") && m.get("reason").unwrap_or("").is_empty() {
+            return Err(format!(
+                "{:?} is unavailable without a reason",
+                m.get("name")
+            ));
+        }
+    }
+    hostile_all_expected(log, r)?;
+    selectors_16bit(log)
+}
+
+/// Every register dump shows segment registers as 16-bit selectors
+/// (`CS 0x001b`, `DS 0x0023 ES 0x0023`): the CPU need not write the upper
+/// half of the 32-bit slot it saves one in, so printing the slot would show
+/// whatever was there before (Bochs left `ES 0x40000023`).
+pub(super) fn selectors_16bit(log: &BootLog) -> Result<(), String> {
+    for line in log.serial.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        for pair in words.windows(2) {
+            let is_dump = matches!(pair[0], "CS" | "DS" | "ES") && pair[1].starts_with("0x");
+            if is_dump && pair[1].len() != "0x0000".len() {
+                return Err(format!(
+                    "a register dump shows {} {}: not a 16-bit selector",
+                    pair[0], pair[1]
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The hostile suite ran on CPU `cpu` (with several CPUs, the last: an AP)
+/// and every case there came out as expected.
+pub(super) fn hostile_on(r: &[Record], cpu: u32) -> Result<(), String> {
+    let h = one(r, kind::HOSTILE)?;
+    let n = abi::cases::FAULT_CASES.len().to_string();
+    if h.get("cpu") != Some(cpu.to_string().as_str()) || h.get("expected") != Some(n.as_str()) {
+        return Err(format!(
+            "hostile suite: {:?}, expected {n} of {n} on CPU {cpu}",
+            h.fields
+        ));
+    }
+    Ok(())
+}
+
+/// The hostile suite's summary: every case of the table ran, all as expected.
+pub(super) fn hostile_all_expected(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    let h = one(r, kind::HOSTILE)?;
+    let n = abi::cases::FAULT_CASES.len().to_string();
+    if h.get("cases") != Some(n.as_str()) || h.get("expected") != Some(n.as_str()) {
+        return Err(format!(
+            "hostile suite: {:?}, expected {n} of {n}",
+            h.fields
+        ));
+    }
+    contains(log, &format!("hostile: {n} cases, {n} as expected"))
+}

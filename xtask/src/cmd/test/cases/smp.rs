@@ -1,0 +1,422 @@
+//! The boots on several CPUs, and what they must show.
+
+use abi::report::{kind, Measure};
+
+use crate::machine::qemu::Threads;
+use crate::machine::BootLog;
+use crate::report::{self, Record};
+use crate::results::Results;
+
+use super::checks::{
+    all_tests_pass, clock_is, contains, has_bench, mech, one, succeeded, ICOUNT, TCG_TSC,
+};
+use super::fuzz::fuzz_clean;
+use super::matrix::hostile_on;
+use super::{Case, CASE, REPEATED_BOOTS};
+
+/// The boots on several CPUs: the kernel and user tests, the fuzzer, locks
+/// and SMP figures across CPUs, and the pool layouts.
+pub(super) const SMP: &[Case] = &[
+    Case {
+        name: "forged records through a race, repeated: under multi-threaded TCG on 2 CPUs a thread rewrites a record's body while 2,000 record calls go in; 0 forged lines",
+        cmdline: "mode=run prog=rogue",
+        timeout: 30,
+        cpus: 2,
+        threads: Threads::Multi,
+        repeat: REPEATED_BOOTS,
+        check: race_clean,
+        ..CASE
+    },
+    Case {
+        name: "forged records through a race, repeated: the same on 4 CPUs",
+        cmdline: "mode=run prog=rogue",
+        timeout: 30,
+        cpus: 4,
+        threads: Threads::Multi,
+        repeat: REPEATED_BOOTS,
+        check: race_clean,
+        ..CASE
+    },
+    Case {
+        name: "SMP user threads under multi-threaded TCG, repeated: 4 CPUs in parallel, the cross-CPU lock tests and task ends, nothing lost, no hang",
+        // Only the tests with threads in their names: the locks tests
+        // (across CPUs too), the task ending everywhere, the kernel threads.
+        cmdline: "mode=test test=threads",
+        timeout: 30,
+        cpus: 4,
+        threads: Threads::Multi,
+        repeat: REPEATED_BOOTS,
+        check: |log, r| smp_user_check(log, r, 4, 3),
+        ..CASE
+    },
+    Case {
+        name: "kernel and user tests on 2 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite on CPU 1",
+        cmdline: "mode=test",
+        timeout: 120,
+        cpus: 2,
+        check: |log, r| {
+            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            hostile_on(r, 1)?;
+            smp_user_check(log, r, 2, 3)
+        },
+        ..CASE
+    },
+    Case {
+        name: "kernel and user tests on 4 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite on CPU 3",
+        cmdline: "mode=test",
+        timeout: 120,
+        cpus: 4,
+        check: |log, r| {
+            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            hostile_on(r, 3)?;
+            smp_user_check(log, r, 4, 3)
+        },
+        ..CASE
+    },
+    Case {
+        name: "phenom on 2 CPUs (icount): AMD syscall, sysenter, int 0x80 and the call gate from every CPU, the hostile suite on CPU 1",
+        cpu: Some("phenom"),
+        cmdline: "mode=test",
+        timeout: 120,
+        cpus: 2,
+        check: |log, r| {
+            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            mech(r, "syscall", "ok")?;
+            hostile_on(r, 1)?;
+            smp_user_check(log, r, 2, 3)?;
+            let every = "across CPUs: every usable mechanism enters and returns on every CPU";
+            match report::of_kind(r, kind::CHECK).find(|c| c.get("name") == Some(every)) {
+                // Four mechanisms on each of two CPUs.
+                Some(c) if c.get("result") == Some("pass") && c.get("got") == Some("8") => Ok(()),
+                other => Err(format!("check {every:?}: {:?}", other.map(|c| &c.fields))),
+            }
+        },
+        ..CASE
+    },
+    Case {
+        name: "fuzzer on 2 CPUs: 50,000 seeded calls (seed=7), every result right, 0 kernel faults, helpers on both CPUs",
+        cmdline: "mode=run prog=fuzz fuzz_calls=50000 seed=7",
+        cpus: 2,
+        check: |log, r| {
+            fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"])?;
+            // The helpers' CPUs, a mask: both.
+            match one(r, kind::FUZZ)?.get("helper_cpus") {
+                Some("3") => Ok(()),
+                other => Err(format!("the helpers ran on CPUs {other:?} (mask), not on both")),
+            }
+        },
+        ..CASE
+    },
+    Case {
+        name: "locks on 2 CPUs (icount): hand-off, sleep/wakeup, ebizzy per CPU and false sharing across CPUs, each record naming its CPUs",
+        cmdline: "mode=run prog=locks",
+        timeout: 120,
+        cpus: 2,
+        check: |log, r| locks_across(log, r, 2, &abi::report::names::LAYOUTS),
+        ..CASE
+    },
+    Case {
+        name: "locks on 4 CPUs (icount, pool_align=128): the cross-CPU figures on every CPU",
+        cmdline: "mode=run prog=locks pool_align=128",
+        timeout: 120,
+        cpus: 4,
+        check: |log, r| locks_across(log, r, 4, &["128"]),
+        ..CASE
+    },
+    Case {
+        name: "SMP under multi-threaded TCG: 4 CPUs in parallel, the same checks",
+        cmdline: "mode=smp",
+        timeout: 120,
+        cpus: 4,
+        threads: Threads::Multi,
+        // Multi-threaded TCG cannot count instructions: the TSC runs.
+        check: |log, r| smp_check(log, r, "4", TCG_TSC),
+        ..CASE
+    },
+    Case {
+        name: "SMP: 2 CPUs started from the MADT; benchmarks; a wake-up and a mutex hand-off across CPUs",
+        cmdline: "mode=smp",
+        timeout: 120,
+        cpus: 2,
+        check: |log, r| smp_check(log, r, "2", ICOUNT),
+        ..CASE
+    },
+    Case {
+        name: "SMP: 4 CPUs started from the MADT; benchmarks; a wake-up and a mutex hand-off across CPUs",
+        cmdline: "mode=smp",
+        timeout: 120,
+        cpus: 4,
+        check: |log, r| smp_check(log, r, "4", ICOUNT),
+        ..CASE
+    },
+    Case {
+        name: "pool_align=packed on the command line lays the pools out packed",
+        cmdline: "mode=run pool_align=packed batches=1 batch_size=16",
+        check: |log, r| {
+            succeeded(log)?;
+            let p = one(r, kind::POOL)?;
+            match (p.get("align"), p.get("ts_stride"), p.get("ts_per128")) {
+                (Some("packed"), Some("24"), Some("6")) => Ok(()),
+                other => Err(format!("pool record {other:?}")),
+            }
+        },
+        ..CASE
+    },
+    Case {
+        name: "locks: turnstile/sleepqueue benchmarks for pool alignments 128, 64 and packed in one boot",
+        cmdline: "mode=run prog=locks",
+        timeout: 120,
+        check: |log, r| {
+            succeeded(log)?;
+            let pools: Vec<_> = report::of_kind(r, kind::POOL).collect();
+            // The boot's own layout first, then the program's three.
+            let per128: Vec<&str> = pools.iter().skip(1).filter_map(|p| p.get("ts_per128")).collect();
+            if per128 != ["1", "2", "6"] {
+                return Err(format!("turnstiles per 128-byte block {per128:?}, expected 1, 2, 6"));
+            }
+            let res = Results::from_records(r, "locks", "qemu").map_err(|e| e.to_string())?;
+            clock_is(&res, ICOUNT)?;
+            for layout in abi::report::names::LAYOUTS {
+                for fig in LOCK_FIGURES {
+                    has_bench(&res, &format!("locks.{fig}.{layout}"), LOCK_BATCHES, Measure::PerOp)?;
+                }
+                has_bench(&res, &format!("ebizzy.{layout}"), LOCK_BATCHES, Measure::Throughput)?;
+            }
+            if res.benches.len() != 3 * (LOCK_FIGURES.len() + 1) {
+                return Err(format!("{} benchmarks, expected {}", res.benches.len(), 3 * (LOCK_FIGURES.len() + 1)));
+            }
+            contains(log, "TCG does not model caches")?;
+            // The table whole: its header, its units, its three rows, with
+            // no kernel line among them.
+            table_in_order(log, "align     uncontended", &["", "128 ", "64 ", "packed "])
+        },
+        ..CASE
+    },
+    Case {
+        name: "locks with pool_align=packed: the one layout the command line names",
+        cmdline: "mode=run prog=locks pool_align=packed",
+        timeout: 120,
+        check: |log, r| {
+            succeeded(log)?;
+            let res = Results::from_records(r, "locks", "qemu").map_err(|e| e.to_string())?;
+            let names: Vec<&str> = res.benches.iter().map(|b| b.name.as_str()).collect();
+            let want = ["locks.uncontended.packed", "locks.contended.packed", "locks.sleep_wakeup.packed", "locks.lookup.packed", "ebizzy.packed"];
+            if names != want {
+                return Err(format!("benchmarks {names:?}, expected {want:?}"));
+            }
+            Ok(())
+        },
+        ..CASE
+    },
+];
+
+/// A test boot on `n` CPUs: every test passed (the cross-CPU locks checks
+/// and the task ending everywhere among them; `at_least` of the latter
+/// kinds: lending both ways and the stress).
+pub(super) fn smp_user_check(
+    log: &BootLog,
+    r: &[Record],
+    n: u32,
+    at_least: usize,
+) -> Result<(), String> {
+    // The user checks first: they say which one failed, the test only that
+    // the program reported failures.
+    let failed: Vec<String> = report::of_kind(r, kind::CHECK)
+        .filter(|c| c.get("result") == Some("fail"))
+        .map(|c| {
+            format!(
+                "{} (got {})",
+                c.get("name").unwrap_or("?"),
+                c.get("got").unwrap_or("?")
+            )
+        })
+        .collect();
+    if !failed.is_empty() {
+        return Err(format!("user checks failed: {}", failed.join("; ")));
+    }
+    all_tests_pass(log, r, 1)?;
+    let across: Vec<&Record> = report::of_kind(r, kind::CHECK)
+        .filter(|c| c.get("name").is_some_and(|n| n.starts_with("across CPUs")))
+        .collect();
+    if across.len() < at_least {
+        return Err(format!("only {} cross-CPU checks ran", across.len()));
+    }
+    let stress = format!("across CPUs: {} threads on {n} CPUs", 2 * n);
+    if !across.iter().any(|c| {
+        c.get("name").is_some_and(|x| x.starts_with(&stress)) && c.get("result") == Some("pass")
+    }) {
+        return Err(format!("no passing check {stress:?}..."));
+    }
+    let ended = report::of_kind(r, kind::TEST)
+        .find(|t| {
+            t.get("name")
+                .is_some_and(|x| x.starts_with("smp: a task ends everywhere"))
+        })
+        .ok_or("the task-ending test did not run")?;
+    if ended.get("result") != Some("pass") {
+        return Err(format!("task-ending test: {:?}", ended.get("detail")));
+    }
+    contains(log, &format!("smp: {n} CPU(s) started"))
+}
+
+/// A `locks` boot on `n` CPUs: the cross-CPU figures for each layout, each
+/// with its samples and the CPUs it ran on.
+fn locks_across(log: &BootLog, r: &[Record], n: u32, layouts: &[&str]) -> Result<(), String> {
+    locks_across_on(log, r, n, layouts, ICOUNT)
+}
+
+/// [`locks_across`] on a machine of clock `clock`.
+pub(super) fn locks_across_on(
+    log: &BootLog,
+    r: &[Record],
+    n: u32,
+    layouts: &[&str],
+    clock: (&str, &str),
+) -> Result<(), String> {
+    use abi::report::names;
+    succeeded(log)?;
+    let res = Results::from_records(r, "locks", "qemu").map_err(|e| e.to_string())?;
+    clock_is(&res, clock)?;
+    let every: Vec<u32> = (0..n).collect();
+    for layout in layouts {
+        let on = |name: String, m: Measure, cpus: &[u32]| -> Result<(), String> {
+            has_bench(&res, &name, LOCK_BATCHES, m)?;
+            let b = res.bench(&name).ok_or_else(|| format!("no {name}"))?;
+            if b.cpus != cpus {
+                return Err(format!(
+                    "{name} ran on CPUs {:?}, expected {cpus:?}",
+                    b.cpus
+                ));
+            }
+            Ok(())
+        };
+        for fig in [names::CONTENDED_SMP, names::SLEEP_WAKEUP_SMP] {
+            on(format!("locks.{fig}.{layout}"), Measure::PerOp, &[0, 1])?;
+        }
+        for fig in [
+            names::FALSE_SHARING_LINE,
+            names::FALSE_SHARING_ADJACENT,
+            names::FALSE_SHARING_APART,
+        ] {
+            on(format!("locks.{fig}.{layout}"), Measure::Throughput, &every)?;
+        }
+        on(format!("ebizzy.smp.{layout}"), Measure::Throughput, &every)?;
+        for c in 0..n {
+            on(format!("ebizzy.cpu{c}.{layout}"), Measure::Throughput, &[c])?;
+        }
+        // The figures of one CPU say so too.
+        on(format!("locks.contended.{layout}"), Measure::PerOp, &[0])?;
+    }
+    contains(log, &format!("across {n} CPUs: contended"))
+}
+
+/// An SMP boot under TCG: `n` CPUs from the MADT, every figure, the
+/// forktest samples.
+fn smp_check(log: &BootLog, r: &[Record], n: &str, clock: (&str, &str)) -> Result<(), String> {
+    smp_check_on(log, r, n, clock, "TCG does not model caches")
+}
+
+/// An SMP boot: `n` CPUs from the MADT, every figure in `clock`, the
+/// forktest samples, and the emulator's `note` beside the figures.
+pub(super) fn smp_check_on(
+    log: &BootLog,
+    r: &[Record],
+    n: &str,
+    clock: (&str, &str),
+    note: &str,
+) -> Result<(), String> {
+    succeeded(log)?;
+    let s = one(r, kind::SMP)?;
+    if s.get("cpus") != Some(n) || s.get("source") != Some("acpi-madt") {
+        return Err(format!("smp record {:?}", s.fields));
+    }
+    let res = Results::from_records(r, "smp", "qemu").map_err(|e| e.to_string())?;
+    clock_is(&res, clock)?;
+    for layout in abi::report::names::LAYOUTS {
+        has_bench(
+            &res,
+            &format!("smp.false_sharing.{layout}"),
+            SMP_BATCHES,
+            Measure::Throughput,
+        )?;
+    }
+    for b in [
+        "smp.pingpong",
+        "smp.tlb.invlpg",
+        "smp.tlb.cr3",
+        "smp.tlb.shootdown",
+    ] {
+        has_bench(&res, b, SMP_BATCHES, Measure::PerOp)?;
+    }
+    for b in ["forktest.window", "forktest.cr3"] {
+        has_bench(&res, b, FORKS, Measure::PerOp)?;
+    }
+    let cross: Vec<_> = report::of_kind(r, kind::TEST).collect();
+    if cross.len() != 2 || cross.iter().any(|t| t.get("result") != Some("pass")) {
+        return Err(format!(
+            "threads across CPUs: {:?}",
+            cross
+                .iter()
+                .map(|t| (t.get("name"), t.get("result")))
+                .collect::<Vec<_>>()
+        ));
+    }
+    contains(log, note)?;
+    // The speed-up table whole, its row naming the emulator the note names.
+    let emulator = note.split(' ').next().unwrap_or("");
+    table_in_order(log, "system         kernel   benchmark", &[emulator])
+}
+
+/// The line starting with `header` is followed at once by lines starting
+/// with each of `rows`, in order: a table printed whole.
+fn table_in_order(log: &BootLog, header: &str, rows: &[&str]) -> Result<(), String> {
+    let lines: Vec<&str> = log.serial.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(header))
+        .ok_or_else(|| format!("no table headed {header:?}"))?;
+    for (i, want) in rows.iter().enumerate() {
+        let got = lines.get(at + 1 + i).copied().unwrap_or("");
+        if !got.starts_with(want) {
+            return Err(format!(
+                "table {header:?}: line {} is {got:?}, expected a row starting {want:?}",
+                i + 1
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The lock benchmarks' figures per layout (`locks.<figure>.<layout>`).
+const LOCK_FIGURES: [&str; 4] = ["uncontended", "contended", "sleep_wakeup", "lookup"];
+/// Batches per figure of the `locks` program and of `mode=smp`.
+const LOCK_BATCHES: usize = 8;
+const SMP_BATCHES: usize = 8;
+/// Address spaces built per forktest strategy.
+const FORKS: usize = 32;
+
+/// The race of `rogue` (a body rewritten on another CPU while it is in the
+/// record call): the program's checks passed and the race ran, the one
+/// `cpu` record is the kernel's, and every `check` record of the race is
+/// whole: the kernel printed a body it had checked, or nothing.
+fn race_clean(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    succeeded(log)?;
+    contains(log, "rogue: race: ")?;
+    let cpus: Vec<&Record> = report::of_kind(r, kind::CPU).collect();
+    if cpus.len() != 1 || cpus[0].get("brand") == Some("Forged CPU") {
+        return Err(format!(
+            "{} cpu records, brands {:?}: a forged line got through",
+            cpus.len(),
+            cpus.iter().map(|c| c.get("brand")).collect::<Vec<_>>()
+        ));
+    }
+    for c in report::of_kind(r, kind::CHECK).filter(|c| c.get("name") == Some("race")) {
+        if c.get("brand") != Some("Forged CPU") || c.get("hypervisor") != Some("none") {
+            return Err(format!(
+                "line {}: a torn race record: {:?}",
+                c.line, c.fields
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,61 @@
+use super::matrix::selectors_16bit;
+use super::*;
+use crate::cmd::Emulator;
+use crate::machine::qemu::Threads;
+use crate::machine::{self, BootLog, Ending};
+use abi::exit::Outcome;
+use std::time::Duration;
+
+fn log_of(serial: &str) -> BootLog {
+    BootLog {
+        backend: "QEMU",
+        ending: Ending::Exited(Outcome::Success),
+        serial: serial.into(),
+        stderr: String::new(),
+        wall: Duration::ZERO,
+    }
+}
+
+#[test]
+fn selectors_must_be_16_bit() {
+    let ok = "  EIP 0x40001000  CS 0x001b  EFLAGS 0x00000202\n  ESI 0  DS 0x0023 ES 0x0023\ncpu: new CS:EIP = 0x0008:0x1\n [0x1] CS     = 0x0000001b";
+    assert!(selectors_16bit(&log_of(ok)).is_ok());
+    let bad = "  ESI 0x0  EDI 0x0  EBP 0x0  DS 0x0023 ES 0x40000023";
+    let e = selectors_16bit(&log_of(bad)).unwrap_err();
+    assert!(e.contains("ES 0x40000023"), "{e}");
+}
+use crate::kbuild::Artifacts;
+use crate::machine::{Clock, Loader, Machine};
+
+#[test]
+fn every_case_is_a_machine() {
+    let art = Artifacts {
+        kernel: "/k/kernel".into(),
+        programs: vec![],
+    };
+    for c in all().filter(|c| !c.grub && c.emulator == Emulator::Qemu) {
+        let m = Machine::build(&c.spec(), &art, c.cmdline, std::path::Path::new("/x"))
+            .unwrap_or_else(|e| panic!("{}: {e:#}", c.name));
+        assert!(m.cmdline.starts_with(c.cmdline), "{}", c.name);
+        assert_eq!(m.loader, Loader::Direct);
+        let want = if c.threads == Threads::Multi {
+            Clock::Tsc
+        } else {
+            Clock::Icount
+        };
+        assert_eq!(m.clock, want, "{}", c.name);
+    }
+    // Bochs cases boot the GRUB image (built at boot time), on the TSC.
+    for c in all().filter(|c| c.emulator == Emulator::Bochs) {
+        let spec = c.spec();
+        assert!(
+            matches!(spec.backend, machine::BackendSpec::Bochs(_)),
+            "{}",
+            c.name
+        );
+        assert!(c.name.starts_with("bochs"), "{}", c.name);
+        assert!(!c.paused && c.threads == Threads::Single, "{}", c.name);
+    }
+    let names: std::collections::BTreeSet<_> = all().map(|c| c.name).collect();
+    assert_eq!(names.len(), all().count(), "two cases share a name");
+}

@@ -1,0 +1,392 @@
+//! From a boot's records to [`Results`]: every record checked as it is
+//! read (a malformed one fails, naming its line), and the whole checked
+//! for consistency (samples per benchmark, a cut log).
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use abi::report::{kind, Measure};
+use anyhow::{anyhow, bail, Result};
+
+use crate::machine::Clock;
+use crate::report::{self, Record};
+
+use super::{
+    dirty_of_rev, utc_timestamp, Bench, Macro, Mech, Perf, Results, IMPORT_SOURCE, JSON_SCHEMA,
+};
+
+impl Results {
+    /// Gathers the records of one boot. Fails, naming the line, on a
+    /// malformed record, a benchmark without its samples, or a sample count
+    /// that is not the configured number of batches.
+    pub fn from_log(log: &str, label: &str, source: &str) -> Result<Results> {
+        let records = report::parse_log(log)?;
+        Self::from_records(&records, label, source)
+    }
+
+    pub fn from_records(records: &[Record], label: &str, source: &str) -> Result<Results> {
+        let mut r = Results {
+            schema: JSON_SCHEMA,
+            label: label.to_string(),
+            timestamp: utc_timestamp(SystemTime::now()),
+            source: source.to_string(),
+            // An import's host is named from its CPU record, below.
+            host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "localhost".into()),
+            ..Results::default()
+        };
+        let mut samples: BTreeMap<String, (u64, Vec<u64>, usize)> = BTreeMap::new();
+        let mut ended: Option<(String, usize)> = None;
+        // The line of the boot record, and the clock its command line names:
+        // the host wrote that word (xtask, or the loader's configuration of
+        // a real machine), so it decides the clock.
+        let mut boot_line: Option<usize> = None;
+        let mut host_clock: Option<String> = None;
+        for rec in records {
+            match rec.kind.as_str() {
+                kind::BOOT => {
+                    if let Some(first) = boot_line {
+                        bail!(
+                            "line {}: a second boot record (the first is on line {first}): this log holds more than one boot, and one run's figures come from one boot; cut it into one log per boot",
+                            rec.line
+                        );
+                    }
+                    boot_line = Some(rec.line);
+                    r.rev = field(rec, "rev")?.into();
+                    (r.dirty, r.diff) = dirty_of_rev(&r.rev);
+                    r.cmdline = field(rec, "cmdline")?.into();
+                    r.protocol = field(rec, "protocol")?.into();
+                    for w in r.cmdline.split_whitespace() {
+                        if let Some(a) = w.strip_prefix("accel=") {
+                            r.accel = a.into();
+                        }
+                        // What the host booted (the last word counts, as in
+                        // the kernel); a clock record may only agree, or
+                        // say `none` (a CPU without a TSC).
+                        if let Some(c) = w.strip_prefix("clock=") {
+                            host_clock = Some(c.into());
+                            r.clock = c.into();
+                        }
+                    }
+                }
+                kind::CPU => r.cpu = rec.fields.clone().into_iter().collect(),
+                kind::WARN => r.warnings.push(warning_text(rec)),
+                kind::END => ended = Some((rec.get("status").unwrap_or("").to_string(), rec.line)),
+                kind::MECH => r.mechanisms.push(Mech {
+                    name: field(rec, "name")?.into(),
+                    status: field(rec, "status")?.into(),
+                    reason: rec.get("reason").unwrap_or("").into(),
+                }),
+                kind::PERF => r.perf.push(Perf {
+                    status: field(rec, "status")?.into(),
+                    reason: rec.get("reason").unwrap_or("").into(),
+                }),
+                kind::CLOCK => {
+                    let c = field(rec, "clock")?;
+                    if let Some(h) = host_clock.as_deref().filter(|h| c != *h && c != "none") {
+                        bail!(
+                            "line {}: {} clock record says clock={c}, but the host booted clock={h}: the host decides the clock, unit and accelerator, so the record is refused",
+                            rec.line,
+                            who(rec)
+                        );
+                    }
+                    r.clock = c.into();
+                    r.tsc_hz = num(rec, "tsc_hz")?;
+                    for (k, v) in &rec.fields {
+                        if !matches!(k.as_str(), "clock" | "tsc_hz") {
+                            r.timing.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+                kind::BENCH => r.benches.push(Bench {
+                    name: field(rec, "name")?.into(),
+                    mech: field(rec, "mech")?.into(),
+                    path: field(rec, "path")?.into(),
+                    call: field(rec, "call")?.into(),
+                    measure: match rec.get("measure") {
+                        None => Measure::PerOp,
+                        Some(k) => Measure::from_key(k).ok_or_else(|| {
+                            anyhow!(
+                                "line {}: bench record: measure={k:?} is not per_op or throughput",
+                                rec.line
+                            )
+                        })?,
+                    },
+                    unit: rec.get("unit").unwrap_or("").into(),
+                    n: num(rec, "n")?,
+                    min: real(rec, "min")?,
+                    p25: real(rec, "p25")?,
+                    median: real(rec, "median")?,
+                    mean: real(rec, "mean")?,
+                    p75: real(rec, "p75")?,
+                    max: real(rec, "max")?,
+                    sd: real(rec, "sd")?,
+                    outliers: num(rec, "outliers")?,
+                    instructions: optional_real(rec, "instructions")?,
+                    cycles: optional_real(rec, "cycles")?,
+                    cpus: match rec.get("cpus") {
+                        None => vec![],
+                        Some(list) => list
+                            .split(',')
+                            .map(|c| {
+                                c.parse::<u32>().map_err(|_| {
+                                    anyhow!(
+                                        "line {}: bench record: cpus={list:?} is not a list of CPU numbers",
+                                        rec.line
+                                    )
+                                })
+                            })
+                            .collect::<Result<Vec<_>>>()?,
+                    },
+                    batch_size: 0,
+                    samples: vec![],
+                    model: None,
+                }),
+                kind::SAMPLES => {
+                    let name = field(rec, "name")?.to_string();
+                    let size = num(rec, "batch_size")?;
+                    if size == 0 {
+                        bail!(
+                            "line {}: {} samples record of {name}: batch_size=0 (a batch of no operations has no per-operation figure)",
+                            rec.line,
+                            who(rec)
+                        );
+                    }
+                    if let Some((_, _, first)) = samples.get(&name) {
+                        bail!(
+                            "line {}: {} second samples record of {name} (the first is on line {first}): which one holds the figures cannot be told",
+                            rec.line,
+                            who(rec)
+                        );
+                    }
+                    let values = field(rec, "values")?
+                        .split(',')
+                        .map(|v| {
+                            v.parse::<u64>().map_err(|_| {
+                                anyhow!(
+                                    "line {}: samples of {name}: {v:?} is not a count",
+                                    rec.line
+                                )
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    samples.insert(name, (size, values, rec.line));
+                }
+                kind::MACRO => r.macros.push(Macro {
+                    mech: field(rec, "mech")?.into(),
+                    ops: num(rec, "ops")?,
+                    ticks_per_op: real(rec, "ticks_per_op")?,
+                    ops_per_s: real(rec, "ops_per_s")?,
+                    syscalls_per_op: num(rec, "syscalls_per_op")?,
+                    model: None,
+                }),
+                _ => {}
+            }
+        }
+        if r.accel.is_empty() {
+            r.accel = "hw".into();
+        }
+        if source == IMPORT_SOURCE {
+            r.host = host_of_signature(r.cpu.get("hypervisor").map(String::as_str));
+        }
+        r.unit = match r.clock() {
+            Some(Clock::Tsc) if r.bochs() => abi::syscall::tsc_unit(abi::syscall::EMULATOR_BOCHS),
+            Some(c) => c.unit(r.tcg()),
+            None => "ticks",
+        }
+        .into();
+        for b in &mut r.benches {
+            let (size, values, line) = samples.remove(&b.name).ok_or_else(|| {
+                anyhow!(
+                    "benchmark {} has no samples record (a truncated log?)",
+                    b.name
+                )
+            })?;
+            if values.len() != b.n {
+                bail!(
+                    "line {line}: {} has {} samples, but the summary says n={}",
+                    b.name,
+                    values.len(),
+                    b.n
+                );
+            }
+            if b.measure == Measure::PerOp || b.unit.is_empty() {
+                b.unit = r.unit.clone();
+            }
+            b.batch_size = size;
+            b.samples = values;
+            check_summary(b, line)?;
+        }
+        if let Some(name) = samples.keys().next() {
+            bail!("samples for {name} without a bench record (a truncated log?)");
+        }
+        match ended {
+            None => bail!(
+                "the log ends before the kernel's end record (cut short?); missing: {}",
+                r.missing().join(", ")
+            ),
+            Some((status, line)) if status != "success" => {
+                bail!("line {line}: the kernel ended with status={status:?}, not success")
+            }
+            Some(_) => {}
+        }
+        Ok(r)
+    }
+
+    /// What a cut log lacks, for the error that says so: the end record,
+    /// every usable mechanism the benchmark program had not measured yet,
+    /// and its macro mix.
+    fn missing(&self) -> Vec<String> {
+        let mut m = vec!["the end record".to_string()];
+        let words: Vec<&str> = self.cmdline.split_whitespace().collect();
+        let bench_prog = !words
+            .iter()
+            .any(|w| w.starts_with("mode=") && *w != "mode=run")
+            && words
+                .iter()
+                .rev()
+                .find_map(|w| w.strip_prefix("prog="))
+                .unwrap_or(abi::cmdline::DEFAULT_PROG)
+                == abi::cmdline::DEFAULT_PROG;
+        if bench_prog {
+            for mech in self.mechanisms.iter().filter(|x| x.status == "ok") {
+                if !self.benches.iter().any(|b| b.mech == mech.name) {
+                    m.push(format!("the {} benchmarks", mech.name));
+                }
+            }
+            if self.macros.is_empty() {
+                m.push("the macro mix".into());
+            }
+        }
+        m
+    }
+}
+
+fn field<'a>(r: &'a Record, k: &str) -> Result<&'a str> {
+    r.get(k)
+        .ok_or_else(|| anyhow!("line {}: {} record without {k}", r.line, r.kind))
+}
+
+fn num<T: std::str::FromStr>(r: &Record, k: &str) -> Result<T> {
+    let v = field(r, k)?;
+    v.parse().map_err(|_| {
+        anyhow!(
+            "line {}: {} record: {k}={v:?} is not a number",
+            r.line,
+            r.kind
+        )
+    })
+}
+
+/// A figure: a finite number. `NaN` and `inf` parse as floats, but no
+/// measurement is one, and JSON cannot hold them.
+fn real(r: &Record, k: &str) -> Result<f64> {
+    let x: f64 = num(r, k)?;
+    if !x.is_finite() {
+        bail!(
+            "line {}: {} record: {k}={:?} is not a finite number",
+            r.line,
+            r.kind,
+            field(r, k)?
+        );
+    }
+    Ok(x)
+}
+
+/// An optional counter figure (`instructions`, `cycles`): `n/a` where the
+/// CPU has no counters; anything else must be a finite number.
+fn optional_real(r: &Record, k: &str) -> Result<Option<f64>> {
+    match r.get(k) {
+        None | Some("n/a") => Ok(None),
+        Some(_) => real(r, k).map(Some),
+    }
+}
+
+/// What a hypervisor signature in the CPU record says about where an
+/// imported log ran (`none`: no hypervisor bit, a real machine).
+pub fn host_of_signature(sig: Option<&str>) -> String {
+    match sig.map(str::trim) {
+        None | Some("") | Some("none") => "hardware".into(),
+        Some("TCGTCGTCGTCG") => "QEMU TCG guest".into(),
+        Some("KVMKVMKVM") => "KVM guest".into(),
+        Some(s) => format!("{s} guest"),
+    }
+}
+
+/// Who wrote a record, for an error that names it: a user program's
+/// record carries its name (the kernel adds `prog=`), the kernel's none.
+fn who(rec: &Record) -> String {
+    match rec.get(abi::report::KEY_PROG) {
+        Some(p) => format!("program {p}'s"),
+        None => "the kernel's".into(),
+    }
+}
+
+/// A `bench` record's summary must be its samples': in order (min <= p25
+/// <= median <= p75 <= max, the mean between min and max), and for a
+/// per-operation figure the same numbers the guest's own summary gives
+/// for those samples (`abi::stats`, to the 4 decimals the record prints).
+/// `line`: the samples record's.
+fn check_summary(b: &Bench, line: usize) -> Result<()> {
+    let order = [
+        ("min", b.min),
+        ("p25", b.p25),
+        ("median", b.median),
+        ("p75", b.p75),
+        ("max", b.max),
+    ];
+    if let Some(w) = order.windows(2).find(|w| w[0].1 > w[1].1) {
+        bail!(
+            "benchmark {}: its summary says {}={} above {}={}: a summary that contradicts itself is refused",
+            b.name,
+            w[0].0,
+            w[0].1,
+            w[1].0,
+            w[1].1
+        );
+    }
+    if !(b.min..=b.max).contains(&b.mean) {
+        bail!(
+            "benchmark {}: its summary's mean={} lies outside min={} and max={}",
+            b.name,
+            b.mean,
+            b.min,
+            b.max
+        );
+    }
+    if b.measure != Measure::PerOp || b.samples.is_empty() {
+        return Ok(());
+    }
+    let mut vals: Vec<f64> = b
+        .samples
+        .iter()
+        .map(|&t| t as f64 / b.batch_size as f64)
+        .collect();
+    let mut scratch = vec![0.0; vals.len()];
+    let s = abi::stats::summarize(&mut vals, &mut scratch);
+    for (k, said, is) in [
+        ("min", b.min, s.min),
+        ("median", b.median, s.median),
+        ("max", b.max, s.max),
+    ] {
+        // The record prints 4 decimals: a difference beyond the rounding
+        // is a summary of other samples.
+        if (said - is).abs() > 0.5e-4 * (1.0 + is.abs() * 1e-9) + 1e-9 {
+            bail!(
+                "line {line}: benchmark {}: the summary says {k}={said}, its samples give {k}={is:.4}: a summary that contradicts its samples is refused",
+                b.name
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A `warn` record as the sentence the kernel printed beside it.
+fn warning_text(rec: &Record) -> String {
+    let key = rec.get("key").unwrap_or("?");
+    match rec.get("value") {
+        Some(v) => format!("{key}={v}: {}", rec.get("text").unwrap_or("warning")),
+        None => format!("{key}: {}", rec.get("text").unwrap_or("warning")),
+    }
+}

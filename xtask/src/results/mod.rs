@@ -1,0 +1,424 @@
+//! A boot's report as data: the records of one serial log gathered into
+//! [`Results`], checked for consistency, rendered as the human table, and
+//! stored as `results/<timestamp>-<label>.json`.
+//!
+//! The same parser reads a log captured from real hardware
+//! (`cargo xtask import serial.log`).
+//!
+//! This file is the JSON shape (the structs, what they answer, the file
+//! written and read back); `gather` turns a log's records into it and
+//! `table` renders it for a reader.
+
+mod gather;
+#[cfg(test)]
+mod hostile;
+mod table;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use abi::report::Measure;
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::machine::{Accel, Clock};
+use crate::model::ModelFigures;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Results {
+    /// Schema of this JSON file.
+    pub schema: u32,
+    pub label: String,
+    /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
+    pub timestamp: String,
+    /// Where the figures come from: "qemu", "bochs" or "import".
+    pub source: String,
+    /// The machine that ran the emulator (its host name); for an import,
+    /// what the log's CPU record shows ("hardware", "QEMU TCG guest", ...).
+    #[serde(default)]
+    pub host: String,
+    /// The kernel's build (git describe) and command line.
+    pub rev: String,
+    /// The build had uncommitted changes (`rev` ends in `-dirty.<diff>`).
+    #[serde(default)]
+    pub dirty: bool,
+    /// The hash of those changes (`git diff HEAD`, as git hashes a blob);
+    /// empty for a clean build.
+    #[serde(default)]
+    pub diff: String,
+    pub cmdline: String,
+    pub protocol: String,
+    pub accel: String,
+    pub clock: String,
+    /// "instructions" under icount; under tsc "cycles", "TCG ticks" or
+    /// "Bochs ticks" (accel=bochs: 1 tick = 1 instruction).
+    pub unit: String,
+    pub tsc_hz: u64,
+    pub cpu: BTreeMap<String, String>,
+    pub mechanisms: Vec<Mech>,
+    pub benches: Vec<Bench>,
+    pub macros: Vec<Macro>,
+    /// The clock record's other fields (fence, overheads, interrupts, perf).
+    pub timing: BTreeMap<String, String>,
+    /// The kernel's warnings about its command line (`warn` records), as
+    /// sentences.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// `--clock model`: the profile the model plugin ran, whether its
+    /// `virt` costs were on, and the profile's parameters as it used them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub model_virt: bool,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub model_params: BTreeMap<String, String>,
+    /// `--clock model`: the CPUs the model saw (its file's `ncpus`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub model_cpus: u32,
+    /// What the kernel found of the performance counters, in order: the
+    /// boot's verdict (`on`, `n/a` and why), then `off` if a ring-3 RDPMC
+    /// faulted during the run.
+    #[serde(default)]
+    pub perf: Vec<Perf>,
+    /// A run in a LAVA lab (`import` of a job's log): the device, its type
+    /// and the job; `host` then names the device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<crate::lava::Lab>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// One `perf` record: `status` (`on`, `n/a`, `off`) and `reason`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Perf {
+    pub status: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Mech {
+    pub name: String,
+    pub status: String,
+    pub reason: String,
+}
+
+/// One benchmark: its summary (clock ticks per operation, loop included, or
+/// a throughput), and every batch's total in clock ticks.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Bench {
+    pub name: String,
+    pub mech: String,
+    pub path: String,
+    pub call: String,
+    /// `per_op` (ticks per operation: lower is better) or `throughput`
+    /// (operations per second: higher is better).
+    #[serde(default, with = "measure_key")]
+    pub measure: Measure,
+    /// What the summary's values count: the run's unit per operation
+    /// (`instructions`, `cycles`, `TCG ticks`), or a throughput's (`records/s`).
+    #[serde(default)]
+    pub unit: String,
+    pub n: usize,
+    pub min: f64,
+    pub p25: f64,
+    pub median: f64,
+    pub mean: f64,
+    pub p75: f64,
+    pub max: f64,
+    pub sd: f64,
+    pub outliers: usize,
+    /// Instructions retired and core cycles per call from the architectural
+    /// counters, where the CPU has them (not under TCG).
+    #[serde(default)]
+    pub instructions: Option<f64>,
+    #[serde(default)]
+    pub cycles: Option<f64>,
+    /// The CPUs the benchmark's threads ran on (`cpus=0,1` in the record);
+    /// empty, and left out of the JSON, when the record does not say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<u32>,
+    pub batch_size: u64,
+    pub samples: Vec<u64>,
+    /// `--clock model`: modelled cycles, misses and flushes per call and
+    /// per batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelFigures>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Macro {
+    pub mech: String,
+    pub ops: u64,
+    pub ticks_per_op: f64,
+    pub ops_per_s: f64,
+    pub syscalls_per_op: u32,
+    /// `--clock model`: the model's figures per operation (one batch is
+    /// `ops` operations), as a benchmark's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::model::ModelFigures>,
+}
+
+impl Macro {
+    /// Its metric's name: `macro.<mechanism>`.
+    pub fn name(&self) -> String {
+        format!("{}.{}", abi::report::names::MACRO, self.mech)
+    }
+}
+
+pub const JSON_SCHEMA: u32 = 1;
+
+/// The `source` of figures read from a captured serial log.
+pub const IMPORT_SOURCE: &str = "import";
+
+/// `Measure` in JSON as its record key (`per_op`, `throughput`).
+mod measure_key {
+    use abi::report::Measure;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &Measure, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(m.key())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Measure, D::Error> {
+        let k = String::deserialize(d)?;
+        Measure::from_key(&k)
+            .ok_or_else(|| D::Error::custom(format!("measure {k:?}: not per_op or throughput")))
+    }
+}
+
+/// How one metric reads: its unit and which way is better.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricInfo {
+    pub unit: String,
+    pub measure: Measure,
+}
+
+impl MetricInfo {
+    /// What a comparison's heading says about the values.
+    pub fn describe(&self) -> String {
+        match self.measure {
+            Measure::PerOp => format!("{} per operation, lower is better", self.unit),
+            Measure::Throughput => format!("{}, a throughput: higher is better", self.unit),
+        }
+    }
+}
+
+/// Speed-up of "with" over "without": time without / time with for costs,
+/// rate with / rate without for throughputs; above 1 means "with" is better.
+pub fn speedup(m: Measure, without: f64, with: f64) -> f64 {
+    match m {
+        Measure::PerOp => without / with,
+        Measure::Throughput => with / without,
+    }
+}
+
+impl Results {
+    /// The clock the kernel reported, if this tool knows it (a CPU without
+    /// a TSC reports `none`).
+    pub fn clock(&self) -> Option<Clock> {
+        Clock::from_key(&self.clock)
+    }
+
+    /// The guest ran under TCG.
+    pub fn tcg(&self) -> bool {
+        self.accel == Accel::Tcg.key()
+    }
+
+    /// The guest ran under Bochs.
+    pub fn bochs(&self) -> bool {
+        self.accel == crate::machine::bochs::ACCEL
+    }
+
+    pub fn bench(&self, name: &str) -> Option<&Bench> {
+        self.benches.iter().find(|b| b.name == name)
+    }
+
+    /// Every metric of this run: each benchmark's median, and each macro
+    /// mix's ticks per operation (`macro.<mechanism>`).
+    pub fn metrics(&self) -> BTreeMap<String, f64> {
+        // A model run: modelled cycles per operation of each modelled figure.
+        if self.model_profile.is_some() {
+            return crate::model::metrics(self);
+        }
+        let mut m: BTreeMap<String, f64> = self
+            .benches
+            .iter()
+            .map(|b| (b.name.clone(), b.median))
+            .collect();
+        for x in &self.macros {
+            m.insert(x.name(), x.ticks_per_op);
+        }
+        m
+    }
+
+    /// How each of [`Results::metrics`] reads.
+    pub fn metric_info(&self) -> BTreeMap<String, MetricInfo> {
+        if let Some(unit) = crate::model::unit(self) {
+            return crate::model::metrics(self)
+                .into_keys()
+                .map(|k| {
+                    let info = MetricInfo {
+                        unit: unit.clone(),
+                        measure: Measure::PerOp,
+                    };
+                    (k, info)
+                })
+                .collect();
+        }
+        let mut m: BTreeMap<String, MetricInfo> = self
+            .benches
+            .iter()
+            .map(|b| {
+                let unit = if b.unit.is_empty() {
+                    &self.unit
+                } else {
+                    &b.unit
+                };
+                let info = MetricInfo {
+                    unit: unit.clone(),
+                    measure: b.measure,
+                };
+                (b.name.clone(), info)
+            })
+            .collect();
+        for x in &self.macros {
+            let info = MetricInfo {
+                unit: self.unit.clone(),
+                measure: Measure::PerOp,
+            };
+            m.insert(x.name(), info);
+        }
+        m
+    }
+}
+
+impl Results {
+    /// Writes `dir/<timestamp>-<label>.json`; returns its path.
+    pub fn save(&self, dir: &Path) -> Result<PathBuf> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let stamp = self.timestamp.replace([':', '-'], "");
+        let path = dir.join(format!("{stamp}-{}.json", sanitize(&self.label)));
+        std::fs::write(&path, self.to_json()?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(path)
+    }
+
+    pub fn to_json(&self) -> Result<String> {
+        Ok(serde_json::to_string_pretty(self)? + "\n")
+    }
+
+    /// A results file's text; the error says whether it is cut short, is
+    /// another of xtask's files, or what field is wrong.
+    pub fn parse(text: &str) -> Result<Results> {
+        if let Some(kind) = other_kind(text) {
+            bail!("it is {kind}, not a run's results");
+        }
+        let r: Results = serde_json::from_str(text).map_err(|e| {
+            if e.is_eof() {
+                anyhow!("it ends early, at line {} (truncated?)", e.line())
+            } else {
+                anyhow!("{e}")
+            }
+        })?;
+        if r.schema != JSON_SCHEMA {
+            bail!(
+                "results schema {} (this xtask reads {JSON_SCHEMA})",
+                r.schema
+            );
+        }
+        Ok(r)
+    }
+
+    /// Rows of `table` compare like with like only: the same clock, the
+    /// same accelerator or emulator, the same source of figures, and for a
+    /// model run the same profile. This is what must be equal.
+    pub fn like(&self) -> String {
+        format!(
+            "clock={} accel={} source={}{}",
+            self.clock,
+            self.accel,
+            self.source,
+            match &self.model_profile {
+                Some(p) => format!(" ({})", crate::model::label(p, self.model_virt)),
+                None => String::new(),
+            }
+        )
+    }
+
+    /// The fields that identify a run, for comparing boots: everything but
+    /// the timestamp.
+    pub fn without_timestamp(&self) -> Results {
+        Results {
+            timestamp: String::new(),
+            ..self.clone()
+        }
+    }
+}
+
+/// The dirty flag and diff hash a kernel revision carries
+/// (`<describe>-dirty.<hash>`; the kernel build writes it so).
+pub fn dirty_of_rev(rev: &str) -> (bool, String) {
+    match rev.split_once("-dirty") {
+        Some((_, tail)) => (true, tail.trim_start_matches('.').to_string()),
+        None => (false, String::new()),
+    }
+}
+
+/// What a JSON file that is not a run's results is, when it is another of
+/// xtask's files: a `bench` export or a `bench` baseline.
+pub fn other_kind(text: &str) -> Option<&'static str> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let o = v.as_object()?;
+    if o.get("kind").and_then(|k| k.as_str()) == Some(crate::export::BENCH_KIND)
+        || o.contains_key("variants") && o.contains_key("values")
+    {
+        Some("a bench export")
+    } else if o.contains_key("metrics") && o.contains_key("label") && !o.contains_key("schema") {
+        Some("a bench baseline")
+    } else {
+        None
+    }
+}
+
+pub fn sanitize(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` without a date crate (days to civil date, from
+/// the proleptic Gregorian calendar).
+pub fn utc_timestamp(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}

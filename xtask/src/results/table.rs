@@ -1,0 +1,183 @@
+//! The human table of one run, as `run` and `import` print it.
+
+use abi::report::Measure;
+
+use crate::machine::Clock;
+
+use super::{Bench, Results};
+
+impl Results {
+    /// The human table: median and min per call, full/floor, and the ratio
+    /// to int 0x80 for the same call; then the macro mix.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let bochs_note = format!(
+            "  ({}; emulator figures, not cycles)",
+            abi::syscall::BOCHS_TICK
+        );
+        let emulated = if self.clock().is_some_and(|c| c.emulated(self.tcg())) {
+            "  (TCG: emulator artefacts, not cycles)"
+        } else if self.bochs() && self.clock() == Some(Clock::Tsc) {
+            bochs_note.as_str()
+        } else {
+            ""
+        };
+        s += &format!(
+            "clock={} ({} per tick)  accel={}  cpu={} \"{}\"{}\n",
+            self.clock,
+            self.unit.trim_end_matches('s'),
+            self.accel,
+            self.cpu.get("vendor").map_or("?", String::as_str),
+            self.cpu.get("brand").map_or("?", String::as_str),
+            emulated
+        );
+        if let Some(p) = &self.model_profile {
+            s += &format!(
+                "modelled: cycles per call from the model plugin ({}); the other columns are {}\n",
+                crate::model::label(p, self.model_virt),
+                self.unit
+            );
+        }
+        s += &format!(
+            "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}{}\n",
+            "entry",
+            "call",
+            "median",
+            "min",
+            "full/floor",
+            "vs int 0x80",
+            if self.model_profile.is_some() {
+                format!(" {:>10}", "modelled")
+            } else {
+                String::new()
+            }
+        );
+        // Each column's unit; both ratios are time over time, as in the
+        // macro lines (below 1: faster).
+        let short = if self.unit == "instructions" {
+            "insns"
+        } else {
+            self.unit.as_str()
+        };
+        s += &format!(
+            "{:<10} {:<8} {:>10} {:>10} {:>11} {:>12}{}\n",
+            "",
+            "",
+            short,
+            short,
+            "time ratio",
+            "time ratio",
+            if self.model_profile.is_some() {
+                format!(" {:>10}", "cycles")
+            } else {
+                String::new()
+            }
+        );
+        for m in abi::Mechanism::ALL {
+            if let Some(mech) = self.mechanisms.iter().find(|x| x.name == m.key()) {
+                if mech.status != "ok" {
+                    s += &format!("{:<10} unavailable: {}\n", m.title(), mech.reason);
+                    continue;
+                }
+            }
+            let floor = self.bench(&format!("{}.floor", m.key())).map(|b| b.median);
+            for b in self.benches.iter().filter(|b| b.mech == m.key()) {
+                let ratio = match (b.call.as_str(), floor) {
+                    ("null", Some(f)) if f > 0.0 => format!("{:.2}x", b.median / f),
+                    _ => String::new(),
+                };
+                let vs = self
+                    .bench(&format!("int80.{}", b.call))
+                    .filter(|base| base.median > 0.0)
+                    .map(|base| format!("{:.2}", b.median / base.median))
+                    .unwrap_or_default();
+                let pmc = match (b.instructions, b.cycles) {
+                    (Some(i), Some(c)) => {
+                        format!("   {i:.1} instructions, {c:.1} cycles (counters)")
+                    }
+                    _ => String::new(),
+                };
+                let modelled = match (&self.model_profile, &b.model) {
+                    (None, _) => String::new(),
+                    (Some(_), Some(x)) => format!(" {:>10.1}", x.cycles),
+                    (Some(_), None) => format!(" {:>10}", "-"),
+                };
+                s += &format!(
+                    "{:<10} {:<8} {:>10.2} {:>10.2} {:>11} {:>12}{}{}\n",
+                    m.title(),
+                    b.call,
+                    b.median,
+                    b.min,
+                    ratio,
+                    vs,
+                    modelled,
+                    pmc
+                );
+            }
+        }
+        if let Some(l) = self.bench("loop") {
+            s += &format!(
+                "{:<10} {:<8} {:>10.2}   (decl + jnz, included above)\n",
+                "loop", "empty", l.median
+            );
+        }
+        let base = self
+            .macros
+            .iter()
+            .find(|m| m.mech == "int80")
+            .map(|m| m.ticks_per_op);
+        for m in &self.macros {
+            let vs = base
+                .filter(|b| *b > 0.0)
+                .map(|b| format!("  {:.2} vs int 0x80", m.ticks_per_op / b))
+                .unwrap_or_default();
+            let modelled = m
+                .model
+                .as_ref()
+                .map(|x| format!("  {:.1} modelled cycles/op", x.cycles))
+                .unwrap_or_default();
+            s += &format!(
+                "macro mix  {:<9} {:>12.0} ops/s{}  {:>9.1} {}/op{}{}\n",
+                abi::Mechanism::ALL
+                    .iter()
+                    .find(|x| x.key() == m.mech)
+                    .map_or(m.mech.as_str(), |x| x.title()),
+                m.ops_per_s,
+                if self.clock().is_some_and(Clock::virtual_time) {
+                    " (virtual)"
+                } else {
+                    ""
+                },
+                m.ticks_per_op,
+                self.unit,
+                vs,
+                modelled
+            );
+        }
+        let others: Vec<&Bench> = self
+            .benches
+            .iter()
+            .filter(|b| b.name != "loop" && abi::Mechanism::from_key(&b.mech).is_none())
+            .collect();
+        if !others.is_empty() {
+            s += &format!(
+                "{:<28} {:>12} {:>12}  unit (median and min of each benchmark's batches)\n",
+                "benchmark", "median", "min"
+            );
+        }
+        for b in others {
+            s += &format!(
+                "{:<28} {:>12.2} {:>12.2}  {}{}\n",
+                b.name,
+                b.median,
+                b.min,
+                b.unit,
+                match b.measure {
+                    Measure::PerOp => " per op",
+                    Measure::Throughput => " (throughput: higher is better)",
+                }
+            );
+        }
+        s
+    }
+}

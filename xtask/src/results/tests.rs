@@ -1,0 +1,347 @@
+use super::*;
+use abi::report::Measure;
+use anyhow::{Context, Result};
+use std::path::Path;
+use std::time::Duration;
+use std::time::UNIX_EPOCH;
+
+const LOG: &str = "\
+i386 testbed kernel abc
+@@tb1 boot loader=qemu protocol=mb1 cmdline=mode%3Drun%20clock%3Dicount%20accel%3Dtcg mem_kib=1 modules=3 rev=abc
+@@tb1 cpu vendor=GenuineIntel brand=QEMU%20Virtual%20CPU family=6 model=6 stepping=3
+@@tb1 mech name=int80 status=ok reason=%00
+@@tb1 mech name=syscall status=unavailable reason=not%20AMD
+@@tb1 clock clock=icount fence=lfence+rdtsc tsc_hz=1000000000 timer_overhead=28 batches=2 batch_size=64 interrupts=masked perf=n/a
+@@tb1 bench name=int80.floor mech=int80 path=floor call=floor n=2 min=4.0000 p25=4.0000 median=4.0000 mean=4.0000 p75=4.0000 max=4.0000 sd=0.0000 outliers=0
+@@tb1 samples name=int80.floor batch_size=64 values=256,256
+@@tb1 bench name=int80.null mech=int80 path=full call=null n=2 min=24.0000 p25=24.0000 median=24.0000 mean=24.0000 p75=24.0000 max=24.0000 sd=0.0000 outliers=0
+@@tb1 samples name=int80.null batch_size=64 values=1536,1536
+@@tb1 macro mech=int80 ops=16 batches=2 ticks_per_op=1700.0 ops_per_s=588235.3 syscalls_per_op=4
+@@tb1 end status=success
+";
+
+#[test]
+fn gathers_a_boot() {
+    let r = Results::from_log(LOG, "default", "qemu").unwrap();
+    assert_eq!(
+        (r.clock.as_str(), r.unit.as_str(), r.accel.as_str()),
+        ("icount", "instructions", "tcg")
+    );
+    assert_eq!(r.tsc_hz, 1_000_000_000);
+    assert_eq!(r.benches.len(), 2);
+    let null = r.bench("int80.null").unwrap();
+    assert_eq!(null.samples, [1536, 1536]);
+    assert_eq!(null.batch_size, 64);
+    assert_eq!(r.mechanisms[1].status, "unavailable");
+    let t = r.table();
+    assert!(
+        t.contains("int 0x80   null          24.00      24.00       6.00x         1.00"),
+        "{t}"
+    );
+    assert!(t.contains("syscall    unavailable: not AMD"));
+    assert!(t.contains("macro mix  int 0x80"));
+    // Units named per column; "vs int 0x80" is time over time in the
+    // micro table and in the macro lines alike.
+    assert!(
+        t.contains("insns      insns  time ratio   time ratio"),
+        "{t}"
+    );
+    assert!(t.contains("1.00 vs int 0x80"), "{t}");
+}
+
+#[test]
+fn perf_records_in_order() {
+    let log = LOG.replace(
+        "@@tb1 end",
+        "@@tb1 perf status=on reason=pmc%3Dpretend\n\
+         @@tb1 perf status=off reason=RDPMC%20(ECX%200x40000000)%20raised%20#GP%20in%20ring%203\n\
+         @@tb1 end",
+    );
+    let r = Results::from_log(&log, "default", "qemu").unwrap();
+    let perf: Vec<_> = r
+        .perf
+        .iter()
+        .map(|p| (p.status.as_str(), p.reason.as_str()))
+        .collect();
+    assert_eq!(
+        perf,
+        [
+            ("on", "pmc=pretend"),
+            ("off", "RDPMC (ECX 0x40000000) raised #GP in ring 3")
+        ]
+    );
+    assert!(Results::from_log(LOG, "default", "qemu")
+        .unwrap()
+        .perf
+        .is_empty());
+}
+
+/// A `locks` boot: no clock in the boot line's words the host did not
+/// add, a per-operation figure and a throughput.
+const LOCKS_LOG: &str = "\
+@@tb1 boot loader=qemu protocol=mb1 cmdline=mode%3Drun%20prog%3Dlocks%20clock%3Dicount%20accel%3Dtcg mem_kib=1 modules=3 rev=abc
+@@tb1 cpu vendor=GenuineIntel brand=QEMU%20Virtual%20CPU family=6 model=6 stepping=3
+@@tb1 bench name=locks.contended.128 mech=locks path=contended call=128 measure=per_op n=2 min=1476.0000 p25=1476.0000 median=1476.0000 mean=1476.0000 p75=1476.0000 max=1476.0000 sd=0.0000 outliers=0 instructions=n/a cycles=n/a
+@@tb1 samples name=locks.contended.128 batch_size=100 values=147600,147600
+@@tb1 bench name=ebizzy.128 mech=locks path=ebizzy call=128 measure=throughput unit=records/s n=2 min=160000.0000 p25=160000.0000 median=160000.0000 mean=160000.0000 p75=160000.0000 max=160000.0000 sd=0.0000 outliers=0 instructions=n/a cycles=n/a cpus=0,1
+@@tb1 samples name=ebizzy.128 batch_size=1000 values=6250000,6250000
+@@tb1 end status=success
+";
+
+#[test]
+fn lock_figures_and_throughputs() {
+    let r = Results::from_log(LOCKS_LOG, "locks", "qemu").unwrap();
+    // No clock record: the clock the host asked for on the command line.
+    assert_eq!(
+        (r.clock.as_str(), r.unit.as_str()),
+        ("icount", "instructions")
+    );
+    let c = r.bench("locks.contended.128").unwrap();
+    assert_eq!(
+        (c.measure, c.unit.as_str()),
+        (Measure::PerOp, "instructions")
+    );
+    assert_eq!(c.samples, [147600, 147600]);
+    let e = r.bench("ebizzy.128").unwrap();
+    assert_eq!(
+        (e.measure, e.unit.as_str()),
+        (Measure::Throughput, "records/s")
+    );
+    assert_eq!((e.cpus.as_slice(), c.cpus.is_empty()), (&[0, 1][..], true));
+    let info = r.metric_info();
+    assert!(info["ebizzy.128"].describe().contains("higher is better"));
+    assert!(info["locks.contended.128"]
+        .describe()
+        .contains("lower is better"));
+    let t = r.table();
+    assert!(
+        t.contains("ebizzy.128") && t.contains("records/s (throughput: higher is better)"),
+        "{t}"
+    );
+    // The JSON says which way is better, and reads back.
+    let json = r.to_json().unwrap();
+    assert!(json.contains("\"measure\": \"throughput\""), "{json}");
+    let back: Results = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, r);
+    let bad = LOCKS_LOG.replace("measure=throughput", "measure=faster");
+    let e = Results::from_log(&bad, "x", "qemu")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("line 5: bench record: measure=\"faster\""),
+        "{e}"
+    );
+    let bad = LOCKS_LOG.replace("cpus=0,1", "cpus=0,x");
+    let e = Results::from_log(&bad, "x", "qemu")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cpus=\"0,x\" is not a list of CPU numbers"),
+        "{e}"
+    );
+}
+
+#[test]
+fn speedup_follows_the_direction() {
+    assert_eq!(speedup(Measure::PerOp, 30.0, 20.0), 1.5);
+    assert_eq!(speedup(Measure::Throughput, 100.0, 150.0), 1.5);
+}
+
+#[test]
+fn a_bochs_boot_says_bochs_ticks() {
+    let log = LOG
+        .replace(
+            "clock%3Dicount%20accel%3Dtcg",
+            "clock%3Dtsc%20accel%3Dbochs",
+        )
+        .replace("clock clock=icount", "clock clock=tsc");
+    let r = Results::from_log(&log, "b", "bochs").unwrap();
+    assert_eq!(
+        (r.clock.as_str(), r.unit.as_str(), r.accel.as_str()),
+        ("tsc", "Bochs ticks", "bochs")
+    );
+    assert!(r.bochs() && !r.tcg() && r.host != "hardware");
+    let t = r.table();
+    assert!(
+        t.contains("Bochs: 1 tick = 1 instruction") && !t.contains("cycles per"),
+        "{t}"
+    );
+}
+
+#[test]
+fn sample_count_must_match_batches() {
+    let log = LOG.replace("values=1536,1536", "values=1536");
+    let e = Results::from_log(&log, "x", "qemu")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("int80.null has 1 samples") && e.starts_with("line 10"),
+        "{e}"
+    );
+}
+
+#[test]
+fn truncated_log_is_an_error() {
+    let cut = &LOG[..LOG.find("@@tb1 samples name=int80.null").unwrap()];
+    let e = Results::from_log(cut, "x", "qemu").unwrap_err().to_string();
+    assert!(e.contains("int80.null has no samples record"), "{e}");
+    let e = Results::from_log(&LOG[..LOG.len() - 200], "x", "qemu").unwrap_err();
+    assert!(e.to_string().contains("line"), "{e}");
+}
+
+#[test]
+fn bad_number_names_the_line() {
+    let log = LOG.replace("median=24.0000", "median=lots");
+    let e = Results::from_log(&log, "x", "qemu")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("line 9: bench record: median=\"lots\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn non_finite_figures_are_refused() {
+    for bad in ["NaN", "nan", "inf", "-inf", "infinity"] {
+        let log = LOG.replace("median=24.0000", &format!("median={bad}"));
+        let e = Results::from_log(&log, "x", "qemu")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("line 9: bench record: median=") && e.contains("not a finite number"),
+            "{bad}: {e}"
+        );
+    }
+    let log = LOG.replace("ticks_per_op=1700.0", "ticks_per_op=inf");
+    let e = Results::from_log(&log, "x", "import").unwrap_err();
+    assert!(e.to_string().starts_with("line 11: macro record"), "{e}");
+    let log = LOCKS_LOG.replace("instructions=n/a", "instructions=NaN");
+    assert!(Results::from_log(&log, "x", "qemu").is_err());
+}
+
+#[test]
+fn a_cut_log_says_what_is_missing() {
+    let log = LOG.replace("@@tb1 end status=success\n", "");
+    let e = Results::from_log(&log, "x", "import")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("before the kernel's end record"), "{e}");
+    // int80 was measured; no macro mix came. The call gate reported ok
+    // but never got to its benchmarks.
+    let log = log.replace(
+        "@@tb1 macro mech=int80 ops=16 batches=2 ticks_per_op=1700.0 ops_per_s=588235.3 syscalls_per_op=4\n",
+        "@@tb1 mech name=callgate status=ok reason=%00\n",
+    );
+    let e = Results::from_log(&log, "x", "import")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.ends_with("missing: the end record, the callgate benchmarks, the macro mix"),
+        "{e}"
+    );
+    let log = LOG.replace("end status=success", "end status=failure");
+    let e = Results::from_log(&log, "x", "import").unwrap_err();
+    assert!(e.to_string().contains("status=\"failure\""), "{e}");
+}
+
+#[test]
+fn an_import_names_its_host_from_the_log() {
+    let r = Results::from_log(LOG, "x", "import").unwrap();
+    assert_eq!(r.host, "hardware");
+    let tcg = LOG.replace("stepping=3", "stepping=3 hypervisor=TCGTCGTCGTCG");
+    assert_eq!(
+        Results::from_log(&tcg, "x", "import").unwrap().host,
+        "QEMU TCG guest"
+    );
+    let kvm = LOG.replace("stepping=3", "stepping=3 hypervisor=KVMKVMKVM");
+    assert_eq!(
+        Results::from_log(&kvm, "x", "import").unwrap().host,
+        "KVM guest"
+    );
+    let none = LOG.replace("stepping=3", "stepping=3 hypervisor=none");
+    assert_eq!(
+        Results::from_log(&none, "x", "import").unwrap().host,
+        "hardware"
+    );
+}
+
+#[test]
+fn a_dirty_build_is_flagged() {
+    let r = Results::from_log(LOG, "x", "qemu").unwrap();
+    assert!(!r.dirty && r.diff.is_empty());
+    let log = LOG.replace("rev=abc", "rev=abc-dirty.0123456789ab");
+    let r = Results::from_log(&log, "x", "qemu").unwrap();
+    assert!(r.dirty);
+    assert_eq!(r.diff, "0123456789ab");
+    assert!(r.to_json().unwrap().contains("\"dirty\": true"));
+}
+
+#[test]
+fn command_line_warnings_are_kept() {
+    let log = LOG.replace(
+        "@@tb1 cpu ",
+        "@@tb1 warn text=bad%20value key=entry value=sysentr\n@@tb1 warn text=unknown%20key key=colour\n@@tb1 cpu ",
+    );
+    let r = Results::from_log(&log, "x", "qemu").unwrap();
+    assert_eq!(
+        r.warnings,
+        ["entry=sysentr: bad value", "colour: unknown key"]
+    );
+}
+
+/// As `table` reads a file.
+fn load(path: &Path) -> Result<Results> {
+    let text = std::fs::read_to_string(path)?;
+    Results::parse(&text).with_context(|| format!("{} is not a results file", path.display()))
+}
+
+#[test]
+fn json_round_trip_and_truncated_file() {
+    let r = Results::from_log(LOG, "a b/c", "qemu").unwrap();
+    let dir = std::env::temp_dir().join(format!("testbed-results-{}", std::process::id()));
+    let p = r.save(&dir).unwrap();
+    assert!(p
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .ends_with("-a_b_c.json"));
+    assert_eq!(load(&p).unwrap(), r);
+    let text = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(&p, &text[..text.len() / 2]).unwrap();
+    let e = format!("{:#}", load(&p).unwrap_err());
+    assert!(
+        e.contains("is not a results file: it ends early") && e.contains("(truncated?)"),
+        "{e}"
+    );
+    // A figure JSON cannot hold (an older xtask wrote NaN as null).
+    std::fs::write(&p, text.replacen("\"median\": 4.0", "\"median\": null", 1)).unwrap();
+    let e = format!("{:#}", load(&p).unwrap_err());
+    assert!(
+        e.contains("invalid type: null") && !e.contains("truncated"),
+        "{e}"
+    );
+    // Another of xtask's files is named for what it is.
+    std::fs::write(&p, r#"{"schema":1,"kind":"bench","values":{}}"#).unwrap();
+    let e = format!("{:#}", load(&p).unwrap_err());
+    assert!(
+        e.contains("it is a bench export, not a run's results"),
+        "{e}"
+    );
+    std::fs::write(&p, r#"{"label":"x","provenance":null,"metrics":{}}"#).unwrap();
+    assert_eq!(
+        other_kind(&std::fs::read_to_string(&p).unwrap()),
+        Some("a bench baseline")
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn timestamps() {
+    assert_eq!(utc_timestamp(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+    let t = UNIX_EPOCH + Duration::from_secs(1_796_083_200 + 3661);
+    assert_eq!(utc_timestamp(t), "2026-12-01T01:01:01Z");
+    let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
+    assert_eq!(utc_timestamp(leap), "2000-02-29T00:00:00Z");
+}
