@@ -103,17 +103,6 @@ pub fn current() -> Option<usize> {
     sched::current_proc()
 }
 
-/// The running thread's pid, without the lock: a process's pid does not
-/// change while one of its threads runs.
-pub fn current_pid() -> Pid {
-    match current() {
-        // SAFETY: reads one word that is written only while no thread of
-        // the process runs (its creation, its slot's reuse after reaping).
-        Some(i) => unsafe { TABLE.get_mut().procs[i].pid },
-        None => 0,
-    }
-}
-
 fn take_slot() -> Option<usize> {
     let t = table();
     let i = t.procs.iter().position(|p| p.state == State::Free)?;
@@ -355,5 +344,6 @@ pub fn reset() {
 
 /// Forks since boot.
 pub fn forks() -> u32 {
+    let _g = sched::locked();
     table().forks
 }

@@ -94,7 +94,7 @@ extern "fastcall" fn sys_null(r: &mut Regs) {
 }
 
 extern "fastcall" fn sys_getpid(r: &mut Regs) {
-    r.eax = crate::proc::current_pid();
+    r.eax = task::sched::pid_by_stack();
 }
 
 extern "fastcall" fn sys_getppid(r: &mut Regs) {

@@ -152,6 +152,31 @@ static SCHED: BootCell<Sched> = BootCell::new(Sched {
     ending: false,
 });
 
+/// The pid of each thread slot's process (0 for none): written when the
+/// slot gets a user thread, before it runs; read by [`pid_by_stack`].
+static SLOT_PID: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX_THREADS];
+
+/// The pid of the running user thread's process, from the kernel stack it
+/// runs on (each thread slot has its own, at a fixed place): no lock, no
+/// CPU number, as Linux i386 found `current` from ESP. `getpid`'s path.
+#[inline(always)]
+pub fn pid_by_stack() -> u32 {
+    let esp: u32;
+    // SAFETY: reads ESP only.
+    unsafe { core::arch::asm!("movl %esp, {}", out(reg) esp, options(att_syntax, nomem, nostack, preserves_flags)) };
+    let slot = esp.wrapping_sub(STACKS.as_ptr() as u32) / core::mem::size_of::<KernelStack>() as u32;
+    SLOT_PID
+        .get(slot as usize)
+        .map_or(0, |p| p.load(Ordering::Relaxed))
+}
+
+/// Gives slot `i` to a thread of process `proc`.
+fn set_slot_proc(i: usize, proc: usize) {
+    let t = &mut sched().threads[i];
+    t.proc = proc as u8;
+    SLOT_PID[i].store(crate::proc::get(proc).pid, Ordering::Relaxed);
+}
+
 /// The process of each CPU's running thread (c), [`NO_PROC`] for none.
 static CURRENT_PROC: [AtomicU8; MAX_CPUS] = [const { AtomicU8::new(NO_PROC) }; MAX_CPUS];
 
@@ -555,7 +580,7 @@ pub fn spawn_user(
 ) -> Result<Tid, CreateError> {
     let i = new_thread(prio, true)?;
     sched().threads[i].cpu = cpu as u8;
-    sched().threads[i].proc = proc as u8;
+    set_slot_proc(i, proc);
     crate::proc::thread_started(proc);
     push_frame(
         i,
@@ -600,9 +625,9 @@ pub fn spawn_fork(frame: &EntryFrame, proc: usize) -> Result<Tid, CreateError> {
     let prio = sched().threads[current_index()].base_prio;
     let i = new_thread(prio as u32, true)?;
     let me = cpu();
+    set_slot_proc(i, proc);
     let t = &mut sched().threads[i];
     t.cpu = me as u8;
-    t.proc = proc as u8;
     let mut f = *frame;
     // Back to ring 3 by IRET whichever way the parent came in: the user's
     // selectors, interrupts on, no nested task (SDM Vol. 3A §7.4: IRET
@@ -855,6 +880,7 @@ pub fn exit_current() -> ! {
 }
 
 fn release(i: usize) {
+    SLOT_PID[i].store(0, Ordering::Relaxed);
     let t = &mut sched().threads[i];
     if let Some(ts) = t.turnstile.take() {
         turnstile::free(ts);

@@ -139,6 +139,7 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
     if crate::arch::smp::cpus().started > 1 {
         ending_elsewhere(bi, &wanted, &mut t);
     }
+    processes(bi, &wanted, &mut t);
     hostile_suite(bi, &wanted, &mut t);
     let (used, total) = frames::usage();
     kprintln!(
@@ -150,6 +151,57 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
     );
     record!(kind::TESTS, "passed" => t.passed, "failed" => t.failed);
     t.failed == 0
+}
+
+/// The `procs` program: its cases (fork, exit, waitpid, orphans, a fork
+/// bomb, sbrk...), then 10,000 bare fork/exit/wait rounds, after which
+/// the kernel's frames and the user pages in use must be exactly what they
+/// were before (no page, page table, directory or kernel stack leaked).
+fn processes(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, t: &mut Tally) {
+    use abi::syscall::procs_arg::ROUNDS;
+    const LEAK_ROUNDS: u32 = 10_000;
+    let cases = "user: processes (fork, exit, waitpid, orphans to pid 1, a fork bomb, sbrk)";
+    let leaks = "processes: 10,000 fork/exit/wait rounds leave every frame and page where they were";
+    if !wanted(cases) && !wanted(leaks) {
+        return;
+    }
+    let Some(m) = bi.module("procs") else {
+        t.report(cases, Err("no 'procs' module"));
+        return;
+    };
+    if wanted(cases) {
+        let r = match task::run(m, 0) {
+            Ok(End::Exit(0)) => Ok(()),
+            Ok(End::Exit(_)) => Err("procs reported failures"),
+            Ok(_) => Err("procs faulted"),
+            Err(_) => Err("procs would not load"),
+        };
+        t.report(cases, r);
+    }
+    if wanted(leaks) {
+        let before = (frames::usage().0, crate::vm::page::usage().0);
+        let r = match task::run(m, ROUNDS | LEAK_ROUNDS) {
+            Ok(End::Exit(0)) => Ok(()),
+            _ => Err("the rounds did not end with exit 0"),
+        };
+        let after = (frames::usage().0, crate::vm::page::usage().0);
+        kprintln!(
+            "processes: frames in use {} before, {} after; user pages {} before, {} after; {} forks since boot",
+            before.0,
+            after.0,
+            before.1,
+            after.1,
+            crate::proc::forks()
+        );
+        t.report(
+            leaks,
+            r.and(if before == after {
+                Ok(())
+            } else {
+                Err("frames or pages were left in use")
+            }),
+        );
+    }
 }
 
 /// Tasks that end while their threads run on other CPUs: by `exit(0)` on

@@ -26,8 +26,6 @@ const FLUSH: u32 = 1;
 /// runs no user thread (lazily) is about to be freed.
 const LEAVE: u32 = 2;
 
-/// Shootdown IPIs sent, for the reports.
-static SENT: AtomicU32 = AtomicU32::new(0);
 
 global_asm!(
     r#"
@@ -107,16 +105,10 @@ fn ask(cpus: u32, what: u32) {
     for c in (0..MAX_CPUS).filter(|c| cpus & 1 << c != 0) {
         PENDING[c].store(what, Ordering::Release);
         apic::send_ipi(smp::percpu(c).apic_id as u8, VECTOR_TLB_SHOOTDOWN);
-        SENT.fetch_add(1, Ordering::Relaxed);
     }
     for c in (0..MAX_CPUS).filter(|c| cpus & 1 << c != 0) {
         while PENDING[c].load(Ordering::Acquire) != 0 {
             core::hint::spin_loop();
         }
     }
-}
-
-/// Shootdown IPIs sent since boot.
-pub fn sent() -> u32 {
-    SENT.load(Ordering::Relaxed)
 }
