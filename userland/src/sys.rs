@@ -310,5 +310,9 @@ pub fn getppid() -> u32 {
 
 /// `sbrk(delta)`: the old break, or `Err(ENOMEM)`.
 pub fn sbrk(delta: i32) -> Result<u32, i32> {
-    abi::syscall::decode(call(Mechanism::Int80, nr::SBRK, [delta as u32, 0, 0, 0, 0, 0]))
+    abi::syscall::decode(call(
+        Mechanism::Int80,
+        nr::SBRK,
+        [delta as u32, 0, 0, 0, 0, 0],
+    ))
 }

@@ -92,13 +92,21 @@ pub struct OutOfMemory;
 pub fn flags(vaddr: u32) -> Option<u32> {
     // SAFETY: RECURSIVE_DIR is the current directory (its last entry points
     // at itself: `init` sets it in the kernel's, the pmap in every other).
-    let pde = unsafe { (RECURSIVE_DIR as *const u32).add((vaddr >> 22) as usize).read() };
+    let pde = unsafe {
+        (RECURSIVE_DIR as *const u32)
+            .add((vaddr >> 22) as usize)
+            .read()
+    };
     if pde & PRESENT == 0 {
         return None;
     }
     // SAFETY: the directory entry is present, so the PTE is mapped at
     // RECURSIVE_BASE + page number * 4.
-    let pte = unsafe { (RECURSIVE_BASE as *const u32).add((vaddr >> 12) as usize).read() };
+    let pte = unsafe {
+        (RECURSIVE_BASE as *const u32)
+            .add((vaddr >> 12) as usize)
+            .read()
+    };
     // Writable and user-accessible only when both levels say so (SDM Vol. 3A §4.6).
     (pte & PRESENT != 0).then_some(pte & pde & (PRESENT | WRITABLE | USER))
 }
@@ -154,21 +162,6 @@ pub fn unmap_kernel_page(va: u32) {
     invlpg(va);
 }
 
-/// Points the kernel page `va` (outside the identity map) at frame `phys`
-/// and drops its stale TLB entry: a temporary mapping window.
-pub fn map_window(va: u32, phys: u32) -> Result<(), OutOfMemory> {
-    let dir = directory();
-    let pde = &mut dir[(va >> 22) as usize];
-    if *pde & PRESENT == 0 {
-        *pde = frames::alloc().ok_or(OutOfMemory)? | PRESENT | WRITABLE;
-    }
-    // SAFETY: the table's frame is identity-mapped and the kernel's.
-    let table = unsafe { &mut *((*pde & FRAME_MASK) as *mut [u32; 1024]) };
-    table[((va >> 12) & 1023) as usize] = (phys & FRAME_MASK) | PRESENT | WRITABLE;
-    invlpg(va);
-    Ok(())
-}
-
 /// `invlpg`: drops the TLB entry for `va` (SDM Vol. 2A, INVLPG). The
 /// model clock is told the page first (it cannot read the operand).
 pub fn invlpg(va: u32) {
@@ -214,6 +207,10 @@ pub fn kernel_table(va: u32) -> Result<u32, OutOfMemory> {
 pub fn map_kernel(va: u32, phys: u32) -> Result<(), OutOfMemory> {
     let table = kernel_table(va)?;
     // SAFETY: the table is a kernel frame inside the identity map.
-    unsafe { (table as *mut u32).add(((va >> 12) & 1023) as usize).write(phys | PRESENT | WRITABLE) };
+    unsafe {
+        (table as *mut u32)
+            .add(((va >> 12) & 1023) as usize)
+            .write(phys | PRESENT | WRITABLE)
+    };
     Ok(())
 }

@@ -7,10 +7,10 @@
 //! (b) lock hand-off ping-pong between two CPUs;
 //! (c) the TLB: a local INVLPG against a full CR3 reload, and a remote
 //!     shootdown by IPI;
-//! (d) a forktest analog: build an address space by copying the kernel's
-//!     page-directory entries, map and touch its pages, destroy it, with two
-//!     ways to edit another address space's tables: a temporary mapping
-//!     window flushed with one INVLPG, or switching CR3 to it and back.
+//!
+//! The fork experiment itself runs as a user program on real processes
+//! (`prog=forktest`, `kernel/src/vm/pmap/` for the ways to reach another
+//! address space).
 //!
 //! TCG does not model caches, and the icount clock counts instructions: the
 //! report says so beside these figures.
@@ -19,13 +19,13 @@ use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use abi::cmdline::Clock;
-use abi::layout::{PAGE_SIZE, USER_BASE};
+use abi::layout::PAGE_SIZE;
 use abi::model::{interrupt_marker, marker_disp, Snaps, SNAP_KERNEL};
 use abi::report::{kind, Figure, Measure};
 
 use crate::arch::idt::{self, Gate, GateKind};
 use crate::arch::smp::{self, command};
-use crate::arch::{apic, frames, marker, paging};
+use crate::arch::{apic, marker, paging};
 use crate::sync::pool::Align;
 use crate::sync::turnstile;
 use crate::{kprintln, record};
@@ -71,14 +71,8 @@ const PINGS: u32 = 250;
 const TLB_ROUNDS: u32 = 250;
 /// Remote shootdowns per batch.
 const SHOOTDOWNS: u32 = 25;
-const FORKS: usize = 32;
-const FORK_PAGES: usize = 16;
 /// The IPI vector of the TLB shootdown.
 const VECTOR_SHOOTDOWN: u8 = 0xF1;
-/// A kernel page outside the identity map: the temporary mapping window.
-const WINDOW: u32 = 0x3FC0_0000;
-/// A second window, for the page directory.
-const WINDOW_DIR: u32 = 0x3FC0_1000;
 /// The page the shootdown drops from remote TLBs.
 static SHOOT_ADDR: AtomicU32 = AtomicU32::new(0);
 /// The word two CPUs hand back and forth.
@@ -482,50 +476,6 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         kprintln!("  a remote shootdown needs 2 CPUs: boot with --smp 2");
     }
 
-    // (d) forktest analog.
-    kprintln!(
-        "(d) forktest analog: build, map {FORK_PAGES} pages, touch, destroy an address space"
-    );
-    let mut medians = [0f64; 2];
-    for (k, strategy) in [Strategy::Window, Strategy::SwitchCr3]
-        .into_iter()
-        .enumerate()
-    {
-        let mut samples = [0u64; FORKS];
-        let first = marker::snap_seq();
-        for s in samples.iter_mut() {
-            let mut forked = Ok(());
-            *s = timed(|| forked = fork_once(strategy));
-            if forked.is_err() {
-                kprintln!("  forktest: out of memory");
-                return false;
-            }
-        }
-        let title = match strategy {
-            Strategy::Window => "forktest, edit through a window",
-            Strategy::SwitchCr3 => "forktest, switch CR3 to edit",
-        };
-        let key = strategy.key();
-        medians[k] = rep.per_op(
-            key,
-            split_name(key).1,
-            title,
-            1,
-            (&samples, snaps_from(first)),
-        );
-    }
-    kprintln!();
-    // The speed-up table whole, before part (e) prints its test lines.
-    kprintln!("system         kernel   benchmark   speed up (switch CR3 / window)");
-    kprintln!(
-        "{:<14} MP       forktest    {:.2}",
-        match emulated {
-            abi::syscall::EMULATOR_TCG => "TCG",
-            abi::syscall::EMULATOR_BOCHS => "Bochs",
-            _ => "this machine",
-        },
-        medians[1] / medians[0].max(1.0)
-    );
     n < 2 || cross_cpu_tests()
 }
 /// Every CPU writes a word of its own, its neighbours' `stride` bytes
@@ -718,85 +668,6 @@ fn cross_cpu_tests() -> bool {
 fn report_test(name: &str, ok: bool) {
     kprintln!("{} {name}", if ok { "PASS" } else { "FAIL" });
     record!(kind::TEST, "name" => name, "result" => if ok { "pass" } else { "fail" }, "detail" => "");
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Strategy {
-    /// Edit the new tables through a temporary mapping, one INVLPG per remap.
-    Window,
-    /// Switch CR3 to the new address space, edit, switch back.
-    SwitchCr3,
-}
-
-impl Strategy {
-    fn key(self) -> &'static str {
-        match self {
-            Strategy::Window => "forktest.window",
-            Strategy::SwitchCr3 => "forktest.cr3",
-        }
-    }
-}
-
-/// One fork: a new page directory sharing the kernel's entries, one page
-/// table and `FORK_PAGES` pages at USER_BASE, each page touched from inside
-/// the new address space, then everything freed.
-fn fork_once(s: Strategy) -> Result<(), paging::OutOfMemory> {
-    let dir = frames::alloc().ok_or(paging::OutOfMemory)?;
-    let table = frames::alloc().ok_or(paging::OutOfMemory)?;
-    let mut pages = [0u32; FORK_PAGES];
-    for p in pages.iter_mut() {
-        *p = frames::alloc().ok_or(paging::OutOfMemory)?;
-    }
-    let user_pde = (USER_BASE >> 22) as usize;
-    let flags = paging::PRESENT | paging::WRITABLE | paging::USER;
-    match s {
-        Strategy::Window => {
-            paging::map_window(WINDOW_DIR, dir)?;
-            for (i, e) in paging::kernel_pdes() {
-                // SAFETY: the window maps `dir`, a fresh frame of ours.
-                unsafe { (WINDOW_DIR as *mut u32).add(i).write(e) };
-            }
-            // SAFETY: as above.
-            unsafe { (WINDOW_DIR as *mut u32).add(user_pde).write(table | flags) };
-            paging::map_window(WINDOW, table)?;
-            for (i, p) in pages.iter().enumerate() {
-                // SAFETY: the window maps `table`, a fresh frame of ours.
-                unsafe { (WINDOW as *mut u32).add(i).write(p | flags) };
-            }
-        }
-        Strategy::SwitchCr3 => {
-            // The directory needs the kernel's entries before CR3 can point at it.
-            for (i, e) in paging::kernel_pdes() {
-                // SAFETY: `dir` is a fresh, identity-mapped frame of ours.
-                unsafe { (dir as *mut u32).add(i).write(e) };
-            }
-            // SAFETY: `dir` maps the kernel exactly as the current directory.
-            unsafe { paging::load_cr3(dir) };
-            // SAFETY: inside the new space, its own tables through the identity map.
-            unsafe { (dir as *mut u32).add(user_pde).write(table | flags) };
-            for (i, p) in pages.iter().enumerate() {
-                // SAFETY: as above.
-                unsafe { (table as *mut u32).add(i).write(p | flags) };
-            }
-            // SAFETY: back to the kernel's own directory.
-            unsafe { paging::load_cr3(paging::directory_address()) };
-        }
-    }
-    // Touch every page from inside the new address space.
-    // SAFETY: `dir` maps the kernel as the current directory does.
-    unsafe { paging::load_cr3(dir) };
-    for i in 0..FORK_PAGES {
-        // SAFETY: mapped just above, writable.
-        unsafe { ((USER_BASE + i as u32 * PAGE_SIZE) as *mut u32).write_volatile(i as u32) };
-    }
-    // SAFETY: back to the kernel's own directory.
-    unsafe { paging::load_cr3(paging::directory_address()) };
-    for p in pages {
-        frames::free(p);
-    }
-    frames::free(table);
-    frames::free(dir);
-    Ok(())
 }
 
 /// A fixed-size string (no allocator).

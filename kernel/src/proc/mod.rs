@@ -81,7 +81,10 @@ static TABLE: BootCell<Table> = BootCell::new(Table {
 });
 
 fn table() -> &'static mut Table {
-    debug_assert!(sched::held_here(), "process table without the scheduler lock");
+    debug_assert!(
+        sched::held_here(),
+        "process table without the scheduler lock"
+    );
     // SAFETY: (s) held (asserted above), so no other CPU touches the table;
     // on this CPU one path runs at a time (interrupts off in ring 0).
     unsafe { TABLE.get_mut() }
@@ -157,7 +160,10 @@ pub fn fork(frame: &EntryFrame) -> Result<Pid, i32> {
     let parent = current().ok_or(errno::EPERM)?;
     let cow = table().cow;
     let child = take_slot().ok_or(errno::EAGAIN)?;
-    let space = get(parent).space.as_ref().expect("a live process has a space");
+    let space = get(parent)
+        .space
+        .as_ref()
+        .expect("a live process has a space");
     let copy = match space.fork(cow) {
         Ok(s) => s,
         Err(_) => {

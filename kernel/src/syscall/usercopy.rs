@@ -40,7 +40,8 @@ pub fn check(ptr: u32, len: u32, access: Access) -> Result<(), i32> {
             Some(f) if f & need == need => {}
             // A copy-on-write page about to be written, or a heap page not
             // touched yet: resolved as the user's own access would be.
-            _ if crate::proc::fault(page, access == Access::Write) == crate::vm::Fault::Resolved => {}
+            _ if crate::proc::fault(page, access == Access::Write)
+                == crate::vm::Fault::Resolved => {}
             _ => return Err(EFAULT),
         }
         page += PAGE_SIZE;

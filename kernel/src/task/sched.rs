@@ -163,8 +163,11 @@ static SLOT_PID: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX_TH
 pub fn pid_by_stack() -> u32 {
     let esp: u32;
     // SAFETY: reads ESP only.
-    unsafe { core::arch::asm!("movl %esp, {}", out(reg) esp, options(att_syntax, nomem, nostack, preserves_flags)) };
-    let slot = esp.wrapping_sub(STACKS.as_ptr() as u32) / core::mem::size_of::<KernelStack>() as u32;
+    unsafe {
+        core::arch::asm!("movl %esp, {}", out(reg) esp, options(att_syntax, nomem, nostack, preserves_flags))
+    };
+    let slot =
+        esp.wrapping_sub(STACKS.as_ptr() as u32) / core::mem::size_of::<KernelStack>() as u32;
     SLOT_PID
         .get(slot as usize)
         .map_or(0, |p| p.load(Ordering::Relaxed))

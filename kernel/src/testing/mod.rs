@@ -139,7 +139,7 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
     if crate::arch::smp::cpus().started > 1 {
         ending_elsewhere(bi, &wanted, &mut t);
     }
-    processes(bi, &wanted, &mut t);
+    processes(bi, &wanted, opts.test.is_some(), &mut t);
     hostile_suite(bi, &wanted, &mut t);
     let (used, total) = frames::usage();
     kprintln!(
@@ -157,12 +157,16 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
 /// bomb, sbrk...), then 10,000 bare fork/exit/wait rounds, after which
 /// the kernel's frames and the user pages in use must be exactly what they
 /// were before (no page, page table, directory or kernel stack leaked).
-fn processes(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, t: &mut Tally) {
+/// The rounds run only when `test=` names them (`named`): the CPU matrix's
+/// test boots would repeat them on every model.
+fn processes(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, named: bool, t: &mut Tally) {
     use abi::syscall::procs_arg::ROUNDS;
     const LEAK_ROUNDS: u32 = 10_000;
     let cases = "user: processes (fork, exit, waitpid, orphans to pid 1, a fork bomb, sbrk)";
-    let leaks = "processes: 10,000 fork/exit/wait rounds leave every frame and page where they were";
-    if !wanted(cases) && !wanted(leaks) {
+    let leaks =
+        "processes: 10,000 fork/exit/wait rounds leave every frame and page where they were";
+    let leak_test = named && wanted(leaks);
+    if !wanted(cases) && !leak_test {
         return;
     }
     let Some(m) = bi.module("procs") else {
@@ -178,7 +182,7 @@ fn processes(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, t: &mut Tall
         };
         t.report(cases, r);
     }
-    if wanted(leaks) {
+    if leak_test {
         let before = (frames::usage().0, crate::vm::page::usage().0);
         let r = match task::run(m, ROUNDS | LEAK_ROUNDS) {
             Ok(End::Exit(0)) => Ok(()),

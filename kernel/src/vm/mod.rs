@@ -30,8 +30,7 @@ pub mod pmap;
 use core::ops::Range;
 
 use abi::layout::{
-    PAGE_SIZE, USER_BASE, USER_HEAP_BASE, USER_HEAP_MAX, USER_STACK_SIZE, USER_STACK_TOP,
-    USER_TOP,
+    PAGE_SIZE, USER_BASE, USER_HEAP_BASE, USER_HEAP_MAX, USER_STACK_SIZE, USER_STACK_TOP, USER_TOP,
 };
 
 use crate::arch::paging::OutOfMemory;

@@ -63,7 +63,10 @@ pub fn init(bi: &BootInfo) {
     let mut regions = [(0u64, 0u64); 32];
     let mut n = 0;
     for r in bi.regions() {
-        let start = r.start.max(KERNEL_MAP_END as u64).div_ceil(PAGE_SIZE as u64);
+        let start = r
+            .start
+            .max(KERNEL_MAP_END as u64)
+            .div_ceil(PAGE_SIZE as u64);
         let end = r.end.min(MAX_PHYS) / PAGE_SIZE as u64;
         if start < end && n < regions.len() {
             regions[n] = (start, end);

@@ -152,7 +152,8 @@ fn errors() -> Result<(), &'static str> {
     if sys::waitpid(-1, 0) != Err(errno::ECHILD) {
         return Err("waitpid without children is not ECHILD");
     }
-    if sys::waitpid(-1, 0x100) != Err(errno::EINVAL) && sys::waitpid(-1, 0x100) != Err(errno::ECHILD)
+    if sys::waitpid(-1, 0x100) != Err(errno::EINVAL)
+        && sys::waitpid(-1, 0x100) != Err(errno::ECHILD)
     {
         return Err("waitpid with unknown flags is neither EINVAL nor ECHILD");
     }
@@ -337,17 +338,38 @@ extern "C" fn main(arg: u32) -> i32 {
         passed: 0,
         failed: 0,
     };
-    t.check("the child sees the parent's memory as it was at fork", memory_at_fork());
-    t.check("writes after fork are private on both sides", writes_private());
-    t.check("fork through every mechanism returns through IRET", every_mechanism(&info));
+    t.check(
+        "the child sees the parent's memory as it was at fork",
+        memory_at_fork(),
+    );
+    t.check(
+        "writes after fork are private on both sides",
+        writes_private(),
+    );
+    t.check(
+        "fork through every mechanism returns through IRET",
+        every_mechanism(&info),
+    );
     t.check("the exit status reaches waitpid", exit_status());
     t.check("WNOHANG with a live child returns 0", wnohang());
     t.check("ECHILD, EFAULT (the child kept) and bad flags", errors());
-    t.check("a child that faults ends alone, its status says why", child_faults());
+    t.check(
+        "a child that faults ends alone, its status says why",
+        child_faults(),
+    );
     t.check("an orphan is handed to pid 1, which reaps it", orphans());
-    t.check("fork in a process with several threads copies one", one_thread_copied());
-    t.check("sbrk: demand-zero pages, private after fork, ENOMEM outside", heap());
-    t.check("a fork bomb ends in EAGAIN, and the system recovers", fork_bomb());
+    t.check(
+        "fork in a process with several threads copies one",
+        one_thread_copied(),
+    );
+    t.check(
+        "sbrk: demand-zero pages, private after fork, ENOMEM outside",
+        heap(),
+    );
+    t.check(
+        "a fork bomb ends in EAGAIN, and the system recovers",
+        fork_bomb(),
+    );
     println!("procs: {} passed, {} failed", t.passed, t.failed);
     t.failed as i32
 }

@@ -108,7 +108,11 @@ fn for_tables(range: &Range<u32>, mut f: impl FnMut(usize, Range<usize>)) {
     }
     let last = range.end - 1;
     for i in pdi(range.start)..=pdi(last) {
-        let lo = if i == pdi(range.start) { pti(range.start) } else { 0 };
+        let lo = if i == pdi(range.start) {
+            pti(range.start)
+        } else {
+            0
+        };
         let hi = if i == pdi(last) { pti(last) + 1 } else { 1024 };
         f(i, lo..hi);
     }
@@ -183,7 +187,10 @@ impl Pmap {
                 }
             });
         }
-        debug_assert!(USER_PDES.clone().all(|i| d[i] == 0), "a page table outside the ranges");
+        debug_assert!(
+            USER_PDES.clone().all(|i| d[i] == 0),
+            "a page table outside the ranges"
+        );
         apte::forget(self.dir);
         frames::free(self.dir);
     }

@@ -26,7 +26,6 @@ const FLUSH: u32 = 1;
 /// runs no user thread (lazily) is about to be freed.
 const LEAVE: u32 = 2;
 
-
 global_asm!(
     r#"
     .pushsection .text.ipi, "ax"
@@ -65,7 +64,11 @@ unsafe extern "C" {
 pub(super) fn init() {
     idt::set(
         VECTOR_TLB_SHOOTDOWN,
-        Gate::new(&raw const tlb_shootdown_entry as u32, GateKind::Interrupt, 0),
+        Gate::new(
+            &raw const tlb_shootdown_entry as u32,
+            GateKind::Interrupt,
+            0,
+        ),
     );
 }
 

@@ -3,7 +3,8 @@
 //!
 //! The cases by subject: `smp` (several CPUs), `basics` (one CPU under
 //! QEMU: tests, records, path lengths, the table, GRUB, the command line),
-//! `faults`, `matrix` (every CPU model), `fuzz` and `bochs_boots`; `checks`
+//! `faults`, `matrix` (every CPU model), `procs` (processes), `fuzz` and
+//! `bochs_boots`; `checks`
 //! holds what many of them ask of a boot.
 
 use std::time::Duration;
@@ -19,6 +20,7 @@ mod checks;
 mod faults;
 mod fuzz;
 mod matrix;
+mod procs;
 mod smp;
 #[cfg(test)]
 mod tests;
@@ -29,6 +31,7 @@ use checks::{all_tests_pass, BOCHS_TSC, ICOUNT};
 use faults::FAULTS;
 use fuzz::FUZZ;
 use matrix::{hostile_all_expected, MATRIX};
+use procs::PROCS;
 use smp::{smp_check_on, SMP};
 
 pub type Check = fn(&BootLog, &[Record]) -> Result<(), String>;
@@ -108,7 +111,7 @@ impl Case {
 
 /// Every case, in the order the QEMU boots run.
 pub fn all() -> impl Iterator<Item = &'static Case> {
-    [SMP, BASICS, FAULTS, MATRIX, FUZZ, BOCHS]
+    [SMP, BASICS, FAULTS, MATRIX, PROCS, FUZZ, BOCHS]
         .into_iter()
         .flatten()
 }
