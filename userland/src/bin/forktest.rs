@@ -117,8 +117,10 @@ extern "C" fn main(_arg: u32) -> i32 {
         .saturating_sub(overhead);
     }
     STOP.store(1, Ordering::Relaxed);
+    // Wait by sleeping, not yielding: under icount QEMU runs one CPU at a
+    // time, and a CPU spinning on `yield` may keep the others from running.
     while DONE.load(Ordering::Acquire) < started {
-        threads::yield_now();
+        threads::sleep(1);
     }
     if !ok {
         println!("forktest: a fork or a wait failed while timed");
