@@ -73,7 +73,8 @@ profile_fields! {
     base,
     int_n, iret, sysenter, sysexit, syscall, sysret, lcall_gate, lret_far,
     mov_cr3, invlpg, wrmsr, rdmsr, cpuid, rdtsc, lfence, popf, sreg_load, locked,
-    /// `virt=on`: a VM exit and re-entry, added to CR3 writes and invlpg.
+    /// `virt=on`: a VM exit and re-entry, added to CR3 writes, invlpg and
+    /// IPI sends (the ICR write; no posted interrupts).
     vmexit,
     /// Load-to-use latency of a line another CPU's cache supplies (it held
     /// it E or M): replaces the latency of the level below.

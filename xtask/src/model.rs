@@ -38,7 +38,7 @@ pub const DEFAULT_PROFILE: &str = "modern";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelOpts {
     pub profile: String,
-    /// Add a VM exit's cost to CR3 writes and invlpg (shadow page tables).
+    /// Add a VM exit's cost to CR3 writes and invlpg (shadow page tables) and to IPI sends (no posted interrupts).
     pub virt: bool,
 }
 

@@ -116,7 +116,7 @@ impl Counters {
 /// Plugin options beside the profile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
-    /// `virt=on`: CR3 writes and invlpg pay a VM exit.
+    /// `virt=on`: CR3 writes, invlpg and IPI sends pay a VM exit.
     pub virt: bool,
     /// `pge=on`: kernel identity-map pages are global (see the module doc).
     pub pge: bool,

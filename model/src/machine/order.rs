@@ -408,6 +408,11 @@ impl Machine {
             }
             Event::Apic { send } => {
                 self.cpus[cpu].c.cycles += u64::from(self.profile.apic_access);
+                // Under a hypervisor without posted interrupts the guest's
+                // ICR write exits: the hypervisor sends the IPI for it.
+                if send && self.opts.virt {
+                    self.cpus[cpu].c.cycles += u64::from(self.profile.vmexit);
+                }
                 if send && self.ordered {
                     self.ipi_clocks.push(self.cpus[cpu].clock());
                     self.lanes[cpu].ipi_applied = true;

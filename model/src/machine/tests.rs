@@ -570,6 +570,25 @@ fn an_ipi_costs_the_apic_write_the_flight_and_the_delivery() {
     assert_eq!(m.ipis_sent, 1);
 }
 
+#[test]
+fn virt_adds_the_vm_exit_to_an_ipi_send_only() {
+    for virt in [false, true] {
+        let mut m = Machine::new(profile(&[]), Options { virt, pge: false }, 2).unwrap();
+        let (nop, hlt) = (m.decode(&NOP, KERNEL_PAGE), m.decode(&[0xf4], KERNEL_PAGE));
+        m.exec(1, &hlt);
+        m.exec(0, &nop);
+        let before = m.cpus[0].c.cycles;
+        m.mem(0, LAPIC_ICR_LOW, 4, true, || None);
+        let exit = if virt { 1000 } else { 0 };
+        assert_eq!(m.cpus[0].c.cycles - before, 70 + exit, "virt={virt}");
+        // An EOI (any other APIC register) does not exit.
+        let before = m.cpus[0].c.cycles;
+        m.mem(0, LAPIC_BASE + 0xb0, 4, true, || None);
+        m.finish();
+        assert_eq!(m.cpus[0].c.cycles - before, 70, "virt={virt}");
+    }
+}
+
 /// An instruction of a test block: its bytes, its address, the
 /// addresses it loads from.
 type Planned = (Vec<u8>, u32, Vec<u32>);
