@@ -819,7 +819,7 @@ mod tests {
             .0;
         assert_eq!(
             rows[0],
-            ["modelled, profile p4", "after", "int80.null", "2.00"].map(String::from)
+            ["modelled, profile p4 SP", "after", "int80.null", "2.00"].map(String::from)
         );
     }
 }

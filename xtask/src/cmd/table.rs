@@ -29,8 +29,22 @@ pub struct TableArgs {
 
 /// The system a result comes from: host, accelerator, CPU model. Under
 /// Bochs the brand is a real CPU's, so the accelerator says what a tick is.
-/// For a model run, the profile.
+/// For a model run, the profile, bare or `virt`. Then `SP` or `MP` (the
+/// fork experiment's columns): MP when the run's figures crossed CPUs.
 fn system_of(r: &Results) -> String {
+    let cpus = (r.model_cpus as usize)
+        .max(r.benches.iter().map(|b| b.cpus.len()).max().unwrap_or(0))
+        .max(1);
+    let sp_mp = if cpus > 1 {
+        format!("MP ({cpus} CPUs)")
+    } else {
+        "SP".to_string()
+    };
+    format!("{} {sp_mp}", machine_of(r))
+}
+
+/// [`system_of`] without the CPU count.
+fn machine_of(r: &Results) -> String {
     // A model run's system is its profile.
     if let Some(p) = &r.model_profile {
         return crate::model::label(p, r.model_virt);
@@ -262,7 +276,7 @@ mod tests {
         assert_eq!(
             rows,
             [[
-                "h tcg QEMU_CPU".to_string(),
+                "h tcg QEMU_CPU SP".to_string(),
                 "after".into(),
                 "int80.null".into(),
                 "1.50".into()
@@ -303,8 +317,10 @@ mod tests {
             .insert("brand".into(), "Intel(R) Celeron(R) CPU 2.80GHz".into());
         assert_eq!(
             system_of(&b),
-            "h bochs(ticks=instructions) Intel(R)_Celeron(R)_CPU_2.80GHz"
+            "h bochs(ticks=instructions) Intel(R)_Celeron(R)_CPU_2.80GHz SP"
         );
+        b.model_cpus = 2;
+        assert!(system_of(&b).ends_with(" MP (2 CPUs)"), "{}", system_of(&b));
         // A throughput is better when higher; runs of one layout each pair up.
         let rate = |label: &str, layout: &str, median: f64| {
             let mut r = mk(label, 1.0);
