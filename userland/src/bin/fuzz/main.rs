@@ -61,7 +61,8 @@ use core::fmt::Write as _;
 use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use userland::abi::cases::eflags::{self, HOSTILE, IF};
 use userland::abi::layout::{
-    KERNEL_MAP_END, PAGE_SIZE, USER_BASE, USER_STACK_SIZE, USER_STACK_TOP, USER_TOP,
+    KERNEL_MAP_END, PAGE_SIZE, USER_BASE, USER_HEAP_BASE, USER_HEAP_MAX, USER_STACK_SIZE,
+    USER_STACK_TOP, USER_TOP,
 };
 
 use userland::abi::report::{check_user_record, kind, MAX_USER_RECORD};
@@ -115,7 +116,11 @@ include!("rounds.rs");
 
 /// Checks one call's outcome against its plan (result, registers, flags).
 fn judge(p: &Plan, a: &After) -> Result<(), &'static str> {
-    if a.eax != p.want.raw() {
+    let result_ok = match p.want {
+        Want::Pid => decode(a.eax).is_ok_and(|pid| pid > 0),
+        w => a.eax == w.raw(),
+    };
+    if !result_ok {
         Err("wrong result")
     } else if a.args() != p.args {
         Err("an argument register changed")
@@ -208,6 +213,10 @@ extern "C" fn main(_arg: u32) -> i32 {
         }
         let p = model.plan(&mut rng, mechs);
         let a = flagged::call(p.mech, p.nr, p.args, p.flags);
+        if p.nr == nr::FORK && a.eax == 0 {
+            // The child: only the calling thread, in a copy of memory.
+            sys::exit(FORK_CHILD_EXIT);
+        }
         stats.per_mech[p.mech as usize] += 1;
         stats.flagged += (p.flags != 0) as u32;
         match COUNTED.iter().position(|&e| a.eax == (-e) as u32) {
@@ -221,6 +230,20 @@ extern "C" fn main(_arg: u32) -> i32 {
             } else {
                 model.check_out(&p)
             }
+        });
+        let verdict = verdict.and_then(|()| match p.want {
+            // The child exits at once with its code: reap it.
+            Want::Pid => match sys::waitpid(a.eax as i32, 0) {
+                Ok((pid, status))
+                    if pid == a.eax
+                        && userland::abi::syscall::wait::exit_code(status)
+                            == Some(FORK_CHILD_EXIT) =>
+                {
+                    Ok(())
+                }
+                _ => Err("the forked child did not exit with its code"),
+            },
+            _ => Ok(()),
         });
         if let Err(why) = verdict {
             report_failure(seed, i, &p, &a, why);

@@ -5,8 +5,11 @@
 /// Numbers the table has that the fuzzer calls: all but EXIT and
 /// THREAD_EXIT (they end the caller) and TRACE (it prints a page per call).
 /// THREAD_CREATE is called here with arguments it must refuse; the rounds
-/// ([`Round`]) create the threads.
-const VALID: [u32; 20] = [
+/// ([`Round`]) create the threads. FORK's child exits at once with
+/// [`FORK_CHILD_EXIT`], and the main loop reaps it; so `waitpid` finds no
+/// child at any other time (ECHILD), and `sbrk` keeps the heap empty
+/// (deltas that fail, or 0): the pointers the fuzzer calls bad stay bad.
+const VALID: [u32; 24] = [
     nr::NULL,
     nr::WRITE,
     nr::READ,
@@ -27,7 +30,14 @@ const VALID: [u32; 20] = [
     nr::GETPRIO,
     nr::LOOKUP_BENCH,
     nr::RECORD,
+    nr::FORK,
+    nr::WAITPID,
+    nr::GETPPID,
+    nr::SBRK,
 ];
+
+/// The exit code of a child the fuzzer forks.
+const FORK_CHILD_EXIT: i32 = 0x5a;
 
 /// The main thread's own user mutex word: the model knows its value (0 or
 /// the main thread's tid); no other thread touches it.
@@ -59,6 +69,8 @@ fn main_chan(r: &mut Rng) -> u32 {
 enum Want {
     Value(u32),
     Errno(i32),
+    /// `fork` in the parent: a child's pid (positive, not an errno).
+    Pid,
 }
 
 impl Want {
@@ -66,6 +78,7 @@ impl Want {
         match self {
             Want::Value(v) => v,
             Want::Errno(e) => (-e) as u32,
+            Want::Pid => 0,
         }
     }
 }
@@ -220,6 +233,53 @@ impl Model {
                 }
             }
             nr::GETTID => Want::Value(self.tid),
+            nr::GETPPID => Want::Value(0),
+            nr::FORK => Want::Pid,
+            nr::WAITPID => {
+                // The status pointer is checked first (EFAULT), then the
+                // flags (EINVAL); no child is left to wait for (ECHILD).
+                let (status, bad) = match r.below(4) {
+                    0 => (0, false),
+                    1 => (scratch() + (r.below(MAX_SMALL) & !3), false),
+                    _ => (
+                        r.pick(&[
+                            4,
+                            0x1000,
+                            KERNEL_MAP_END - 4,
+                            USER_TOP - 2,
+                            READ_ONLY.as_ptr() as u32,
+                        ]),
+                        true,
+                    ),
+                };
+                args[1] = status;
+                args[2] = match r.below(3) {
+                    0 => 0,
+                    1 => userland::abi::syscall::wait::WNOHANG,
+                    _ => word(r),
+                };
+                if bad {
+                    Want::Errno(errno::EFAULT)
+                } else if args[2] & !userland::abi::syscall::wait::WNOHANG != 0 {
+                    Want::Errno(errno::EINVAL)
+                } else {
+                    Want::Errno(errno::ECHILD)
+                }
+            }
+            nr::SBRK => {
+                // 0 gives the break; anything else here fails: below the
+                // heap's base, or past its most.
+                args[0] = match r.below(3) {
+                    0 => 0,
+                    1 => (r.below(0x7fff_ffff) + 1).wrapping_neg(),
+                    _ => USER_HEAP_MAX + 1 + r.below(0x7fff_ffff - USER_HEAP_MAX),
+                };
+                if args[0] == 0 {
+                    Want::Value(USER_HEAP_BASE)
+                } else {
+                    Want::Errno(errno::ENOMEM)
+                }
+            }
             nr::GETPRIO => {
                 // Its own tid (the base priority: nobody waits on what it
                 // holds), or one no thread has.
