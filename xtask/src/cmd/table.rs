@@ -13,7 +13,9 @@ use crate::results::{other_kind, speedup, MetricInfo, Results};
 
 #[derive(Args, Debug)]
 pub struct TableArgs {
-    /// Results files (results/*.json).
+    /// Results files (results/*.json) and `bench` exports
+    /// (results/bench/<timestamp>/bench.json: each one system, its variants
+    /// against the first).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// The label of the runs "without the change"; default: the first file of each system.
@@ -161,13 +163,147 @@ pub fn speedup_rows(
     Ok((rows, dropped))
 }
 
-/// The results files among `files`; bench exports and baselines (which a
-/// `results/*` glob may catch) are skipped with a note.
+/// The results files among `files`; baselines (which a `results/*` glob
+/// may catch) are skipped with a note, and so are bench exports (see
+/// [`load`], which reads those too).
+#[cfg(test)]
 pub fn load_results(files: &[PathBuf]) -> Result<Vec<Results>> {
+    Ok(load(files, false)?.0)
+}
+
+/// A `cargo xtask bench` export: its variants' medians, the first variant
+/// the base (`old` against `new`), and the system they ran on.
+pub struct Export {
+    /// The system, as [`system_of`] names a run's.
+    system: String,
+    /// (variant, metric, median), in the export's order.
+    medians: Vec<(String, String, f64)>,
+    /// Metrics whose higher value is better (throughputs).
+    higher_better: Vec<String>,
+}
+
+/// Reads a bench export (`results/bench/<timestamp>/bench.json`).
+fn read_export(text: &str) -> Result<Export> {
+    use crate::cmd::bench::baseline::Provenance;
+    let v: serde_json::Value = serde_json::from_str(text)?;
+    let sets = v["sets"].as_array().context("no variants (sets)")?;
+    let first = sets.first().context("no variants")?;
+    let prov: Provenance = serde_json::from_value(first["provenance"].clone())
+        .context("the first variant has no provenance")?;
+    let machine = if prov.profile.is_empty() {
+        format!(
+            "{} {} {}",
+            if prov.host.is_empty() {
+                "?"
+            } else {
+                &prov.host
+            },
+            prov.accel,
+            prov.cpu.replace(' ', "_")
+        )
+    } else {
+        prov.profile.clone()
+    };
+    let cpus = prov.cpus.max(1);
+    let system = if cpus > 1 {
+        format!("{machine} MP ({cpus} CPUs)")
+    } else {
+        format!("{machine} SP")
+    };
+    let mut medians = Vec::new();
+    for set in sets {
+        let name = set["name"].as_str().context("a variant without a name")?;
+        let values = v["values"][name]
+            .as_object()
+            .with_context(|| format!("variant {name}: no values"))?;
+        for (metric, vals) in values {
+            let mut xs: Vec<f64> = vals
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
+                .unwrap_or_default();
+            if xs.is_empty() {
+                continue;
+            }
+            xs.sort_by(f64::total_cmp);
+            let n = xs.len();
+            let median = if n % 2 == 1 {
+                xs[n / 2]
+            } else {
+                (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+            };
+            medians.push((name.to_string(), metric.clone(), median));
+        }
+    }
+    let higher_better = v["metrics"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(_, i)| {
+                    i["reads"]
+                        .as_str()
+                        .is_some_and(|r| r.contains("higher is better"))
+                })
+                .map(|(k, _)| k.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Export {
+        system,
+        medians,
+        higher_better,
+    })
+}
+
+/// The speed-up rows of bench exports: each variant against the first (or
+/// the one `base` names), per metric.
+pub fn export_rows(exports: &[Export], base: Option<&str>, benches: &[String]) -> Vec<[String; 4]> {
+    let mut rows = Vec::new();
+    for e in exports {
+        let Some(base) = base.or_else(|| e.medians.first().map(|m| m.0.as_str())) else {
+            continue;
+        };
+        for (variant, metric, with) in &e.medians {
+            if variant == base || (!benches.is_empty() && !benches.contains(metric)) {
+                continue;
+            }
+            let Some((_, _, without)) = e.medians.iter().find(|m| m.0 == base && &m.1 == metric)
+            else {
+                continue;
+            };
+            if *with <= 0.0 || *without <= 0.0 {
+                continue;
+            }
+            let s = if e.higher_better.contains(metric) {
+                with / without
+            } else {
+                without / with
+            };
+            rows.push([
+                e.system.clone(),
+                variant.clone(),
+                metric.clone(),
+                format!("{s:.2}"),
+            ]);
+        }
+    }
+    rows
+}
+
+/// Runs' results files and bench exports (`exports`: read them, else skip
+/// them with a note).
+fn load(files: &[PathBuf], exports: bool) -> Result<(Vec<Results>, Vec<Export>)> {
     let mut out = Vec::new();
+    let mut found = Vec::new();
     for p in files {
         let text =
             std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+        if exports && other_kind(&text) == Some("a bench export") {
+            found.push(
+                read_export(&text)
+                    .with_context(|| format!("{} is not a bench export", p.display()))?,
+            );
+            continue;
+        }
         if let Some(kind) = other_kind(&text) {
             eprintln!(
                 "table: skipping {}: {kind}, not a run's results",
@@ -180,15 +316,30 @@ pub fn load_results(files: &[PathBuf]) -> Result<Vec<Results>> {
                 .with_context(|| format!("{} is not a results file", p.display()))?,
         );
     }
-    if out.is_empty() {
-        bail!("none of the files is a run's results file (results/<timestamp>-<label>.json)");
+    if out.is_empty() && found.is_empty() {
+        bail!(
+            "none of the files is a run's results file (results/<timestamp>-<label>.json){}",
+            if exports {
+                " or a bench export (results/bench/<timestamp>/bench.json)"
+            } else {
+                ""
+            }
+        );
     }
-    Ok(out)
+    Ok((out, found))
 }
 
 pub fn table(a: TableArgs) -> Result<i32> {
-    let results = load_results(&a.files)?;
-    let (rows, dropped) = speedup_rows(&results, a.base.as_deref(), &a.benches)?;
+    let (results, exports) = load(&a.files, true)?;
+    let (mut rows, dropped) = if results.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        speedup_rows(&results, a.base.as_deref(), &a.benches)?
+    };
+    rows.extend(export_rows(&exports, a.base.as_deref(), &a.benches));
+    if rows.is_empty() {
+        bail!("no pairs to compare: a bench export needs two variants, a system's runs a base and another");
+    }
     for d in &dropped {
         eprintln!("table: {d}");
     }
@@ -251,6 +402,55 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert!(load_results(&[export]).is_err());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn bench_exports_give_one_system_each() {
+        let export = |profile: &str, cpus: u32, old: f64, new: f64| {
+            serde_json::json!({
+                "schema": 1, "kind": "bench",
+                "sets": [
+                    {"name": "old", "provenance": {"clock": "icount", "accel": "tcg", "emulator": "QEMU 7.2",
+                        "cpu_model": "qemu32", "cpu": "QEMU", "rev": "r", "dirty": false, "diff": "",
+                        "cmdline": "", "batches": "4", "batch_size": "8", "host": "h", "host_cpu": "c",
+                        "profile": profile, "cpus": cpus}},
+                    {"name": "new", "provenance": {}}
+                ],
+                "metrics": {"forktest.fork_exit": {"reads": "modelled cycles per operation, lower is better"},
+                            "ebizzy.128": {"reads": "records/s, higher is better"}},
+                "values": {"old": {"forktest.fork_exit": [old, old * 3.0, old], "ebizzy.128": [10.0]},
+                           "new": {"forktest.fork_exit": [new], "ebizzy.128": [20.0]}}
+            })
+            .to_string()
+        };
+        let a = read_export(&export("modelled, profile p4", 1, 300.0, 200.0)).unwrap();
+        let b = read_export(&export("modelled, profile p4, virt", 2, 900.0, 300.0)).unwrap();
+        let rows = export_rows(&[a, b], None, &["forktest.fork_exit".to_string()]);
+        assert_eq!(
+            rows,
+            [
+                [
+                    "modelled, profile p4 SP",
+                    "new",
+                    "forktest.fork_exit",
+                    "1.50"
+                ]
+                .map(String::from),
+                [
+                    "modelled, profile p4, virt MP (2 CPUs)",
+                    "new",
+                    "forktest.fork_exit",
+                    "3.00"
+                ]
+                .map(String::from),
+            ]
+        );
+        // A throughput is better when higher.
+        let c = read_export(&export("", 1, 1.0, 1.0)).unwrap();
+        let rows = export_rows(&[c], None, &["ebizzy.128".to_string()]);
+        assert_eq!(rows[0][0], "h tcg QEMU SP");
+        assert_eq!(rows[0][3], "2.00");
+        assert!(read_export("{\"kind\": \"bench\"}").is_err());
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub struct Provenance {
     /// modelled with; empty otherwise.
     #[serde(default)]
     pub profile: String,
+    /// How many CPUs the machine had (0 in exports older than the field).
+    #[serde(default)]
+    pub cpus: u32,
 }
 
 impl Provenance {

@@ -115,6 +115,7 @@ pub(super) fn boot_interleaved(
                     accel: r.accel.clone(),
                     emulator: emulator.clone(),
                     cpu_model: machine.cpu_model(),
+                    cpus: machine.cpus,
                     cpu: r.cpu.get("brand").cloned().unwrap_or_default(),
                     rev: r.rev.clone(),
                     dirty: r.dirty,

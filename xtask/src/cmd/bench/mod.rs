@@ -22,7 +22,7 @@ use crate::machine::{qemu, Clock, Scratch};
 use crate::preflight;
 use crate::results::{utc_timestamp, MetricInfo};
 
-mod baseline;
+pub(crate) mod baseline;
 mod boots;
 mod build;
 pub(crate) mod plan;
