@@ -15,7 +15,7 @@ use crate::results::{other_kind, speedup, MetricInfo, Results};
 pub struct TableArgs {
     /// Results files (results/*.json) and `bench` exports
     /// (results/bench/<timestamp>/bench.json: each one system, its variants
-    /// against the first).
+    /// against the first); a directory stands for those in it.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// The label of the runs "without the change"; default: the first file of each system.
@@ -289,12 +289,43 @@ pub fn export_rows(exports: &[Export], base: Option<&str>, benches: &[String]) -
     rows
 }
 
+/// `files` with each directory replaced by the JSON files in it and the
+/// `bench.json` one level down (`results/` or a `bench --out` directory),
+/// in name order.
+fn expand(files: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in files {
+        if !p.is_dir() {
+            out.push(p.clone());
+            continue;
+        }
+        let mut inside = Vec::new();
+        for e in std::fs::read_dir(p).with_context(|| format!("cannot read {}", p.display()))? {
+            let e = e?.path();
+            if e.is_dir() {
+                let export = e.join("bench.json");
+                if export.is_file() {
+                    inside.push(export);
+                }
+            } else if e.extension().is_some_and(|x| x == "json") {
+                inside.push(e);
+            }
+        }
+        if inside.is_empty() {
+            bail!("{} holds no results file and no bench export", p.display());
+        }
+        inside.sort();
+        out.extend(inside);
+    }
+    Ok(out)
+}
+
 /// Runs' results files and bench exports (`exports`: read them, else skip
 /// them with a note).
 fn load(files: &[PathBuf], exports: bool) -> Result<(Vec<Results>, Vec<Export>)> {
     let mut out = Vec::new();
     let mut found = Vec::new();
-    for p in files {
+    for p in &expand(files)? {
         let text =
             std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
         if exports && other_kind(&text) == Some("a bench export") {

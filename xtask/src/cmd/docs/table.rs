@@ -16,6 +16,80 @@ pub enum Table {
     /// Each entry mechanism's round trips: icount's instructions beside the
     /// modelled cycles of every model profile.
     Mechanisms,
+    /// The fork experiment in the mail's form: forktest under `pmap=apte`
+    /// (old) and `pmap=direct` (new), one row per system.
+    Forktest,
+}
+
+/// The forktest boots' settings: the parent's 64 touched pages, fork=cow
+/// (as the experiment's kernel forked), 4 batches of 8 rounds.
+const FORKTEST_SETTINGS: &str = "fork=cow fork_pages=64 batches=4";
+
+/// The systems of the forktest table: (profile, virt, CPUs).
+const FORKTEST_SYSTEMS: &[(&str, bool, u32)] = &[
+    ("p4", false, 1),
+    ("p4", true, 1),
+    ("modern", false, 1),
+    ("modern", true, 1),
+    ("modern", false, 2),
+    ("modern", true, 2),
+];
+
+/// forktest.fork_exit of one boot: (instructions, modelled cycles) per round.
+fn forktest_figures(profile: &str, virt: bool, cpus: u32, pmap: &str) -> Result<(f64, f64)> {
+    let append = format!("{FORKTEST_SETTINGS} pmap={pmap}");
+    let cpus = cpus.to_string();
+    let mut args = vec![
+        "run", "--no-save", "--json", "--prog", "forktest", "--clock", "model", "--profile",
+        profile, "--smp", &cpus, "--append", &append,
+    ];
+    if virt {
+        args.push("--virt");
+    }
+    let r = results_of(&args)?;
+    let name = abi::report::names::FORKTEST_FORK_EXIT;
+    let bench = r["benches"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == name))
+        .with_context(|| format!("profile {profile}: no {name} in the results"))?;
+    // The guest's icount median and the model's cycles. (The model's own
+    // instruction count may differ by a few per round: a timer tick that
+    // falls in one batch moves the two medians differently.)
+    match (bench["median"].as_f64(), bench["model"]["cycles"].as_f64()) {
+        (Some(i), Some(c)) if r["unit"] == "instructions" => Ok((i, c)),
+        _ => bail!("profile {profile}: {name} has no instructions or no modelled cycles"),
+    }
+}
+
+/// The forktest table: two model boots per system.
+fn forktest() -> Result<String> {
+    let mut out = String::from(
+        "| system | old: pmap=apte (modelled cycles) | new: pmap=direct (modelled cycles) | speed up (old/new) | instructions (old, new) |\n| --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for &(profile, virt, cpus) in FORKTEST_SYSTEMS {
+        let (oi, oc) = forktest_figures(profile, virt, cpus, "apte")?;
+        let (ni, nc) = forktest_figures(profile, virt, cpus, "direct")?;
+        out.push_str(&format!(
+            "| {profile}, {}, {} | {} | {} | {:.2} | {}, {} |\n",
+            if virt { "virt" } else { "bare" },
+            if cpus > 1 {
+                format!("MP ({cpus} CPUs)")
+            } else {
+                "SP".to_string()
+            },
+            cell(oc),
+            cell(nc),
+            oc / nc,
+            cell(oi),
+            cell(ni)
+        ));
+    }
+    out.push_str(&format!(
+        "\nPer fork + exit + wait round (the parent's); QEMU TCG, one boot per cell: \
+         `cargo xtask run --prog forktest --clock model --profile P [--virt] [--smp 2] --append \"{FORKTEST_SETTINGS} pmap=S\"` \
+         (medians of the batches; instructions from icount in the same boots)."
+    ));
+    Ok(out)
 }
 
 /// The batching of the mechanisms table's boots: small, because the
@@ -154,6 +228,7 @@ fn mechanisms() -> Result<String> {
 pub fn print(table: Table) -> Result<i32> {
     let text = match table {
         Table::Mechanisms => mechanisms()?,
+        Table::Forktest => forktest()?,
     };
     println!("{text}");
     Ok(0)
