@@ -428,6 +428,21 @@ pub fn set_esp0_on(cpu: usize, top: u32) {
     unsafe { tss_of(cpu, TssKind::Main).esp0 = top };
 }
 
+/// Sets the CR3 field of CPU `cpu`'s TSSs to `dir`, the address space its
+/// CR3 now holds. A task switch loads CR3 from the incoming TSS and never
+/// saves it into the outgoing one (SDM Vol. 3A §7.3), so the return from a
+/// handler task (#DB, #DF) to the main task loads the main TSS's field:
+/// it must name the running process's directory. Called by that CPU with
+/// IF clear, in its main task.
+pub fn set_cr3_on(cpu: usize, dir: u32) {
+    for kind in [TssKind::Main, TssKind::DoubleFault, TssKind::Debug] {
+        // SAFETY: this CPU's own TSSs; the handler tasks are suspended (we
+        // run in the main task), and the main task's CR3 field is read
+        // only on a switch back to it, not while it runs.
+        unsafe { tss_of(cpu, kind).cr3 = dir };
+    }
+}
+
 /// CPU `cpu`'s own TSS of the given kind (main, double fault, debug).
 ///
 /// # Safety

@@ -362,11 +362,14 @@ pub fn set_current_pte(va: u32, pte: u32) {
 
 /// Loads `dir` into this CPU's CR3 unless it holds it already.
 pub fn activate_dir(dir: u32) {
-    let l = &LOADED[cpu()];
+    let me = cpu();
+    let l = &LOADED[me];
     if l.load(Ordering::Relaxed) != dir {
         l.store(dir, Ordering::Relaxed);
         // SAFETY: every directory maps the kernel half as the kernel's does.
         unsafe { paging::load_cr3(dir) };
+        // The way back from a #DB or #DF task reloads CR3 from the TSS.
+        crate::arch::gdt::set_cr3_on(me, dir);
     }
 }
 
