@@ -242,7 +242,13 @@ pub fn fault(s: &Space, va: u32, write: bool) -> Fault {
     let va = va & !(PAGE_SIZE - 1);
     let pte = pmap::current_flags(va);
     if pte & PRESENT != 0 {
-        if !write || pte & COW == 0 {
+        // Another thread of this space, on another CPU, may have resolved
+        // the same page between this CPU's fault and its taking the lock:
+        // the access is allowed now, so the instruction just runs again.
+        if !write || pte & WRITABLE != 0 {
+            return Fault::Resolved;
+        }
+        if pte & COW == 0 {
             return Fault::Invalid;
         }
         let old = pte & FRAME;
