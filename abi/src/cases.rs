@@ -699,6 +699,33 @@ pub const FAULT_CASES: &[Case] = &[
         call(nr::WRITE, [NULL_FD, PTR, 16 << 20], Pointer::Writable),
         Expect::Errno(errno::EFAULT),
     ),
+    // The process calls: a status pointer the kernel may not write, flags
+    // it does not know, no child, a break outside the heap.
+    case(
+        "waitpid storing into kernel memory (EFAULT)",
+        call(nr::WAITPID, [u32::MAX, PTR, 0], Pointer::Kernel),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "waitpid storing into read-only memory (EFAULT)",
+        call(nr::WAITPID, [u32::MAX, PTR, 0], Pointer::ReadOnly),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "waitpid with unknown flags (EINVAL)",
+        call(nr::WAITPID, [u32::MAX, PTR, 0x8000_0000], Pointer::Null),
+        Expect::Errno(errno::EINVAL),
+    ),
+    case(
+        "waitpid without a child (ECHILD)",
+        call(nr::WAITPID, [u32::MAX, PTR, 0], Pointer::Null),
+        Expect::Errno(errno::ECHILD),
+    ),
+    case(
+        "sbrk below the heap's base (ENOMEM)",
+        call(nr::SBRK, [0x8000_0000, 0, 0], Pointer::Null),
+        Expect::Errno(errno::ENOMEM),
+    ),
     // The same checks where the kernel would really copy: into the ring
     // buffer, and cpuinfo's copy out.
     case(
