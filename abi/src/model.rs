@@ -23,8 +23,15 @@
 //! model1 profile=<name> virt=<0|1> ncpus=<n>
 //! param <key>=<value> ...                      the profile's parameters
 //! snap cpu=<c> stream=<s> seq=<n> insns=<n> cycles=<n> l1_misses=<n> l2_misses=<n> tlb_misses=<n> tlb_flushes=<n> coherence_misses=<n> invalidations=<n> transfers=<n> invalidations_received=<n> upgrades=<n> clock=<n>
+//! capped cpu=<c> stream=<s> kept=<n> dropped=<n>    only past the cap
 //! end
 //! ```
+//!
+//! A stream keeps at most [`MAX_SNAPS_PER_STREAM`] snapshots per CPU; the
+//! markers past them are counted (the numbering goes on) but not kept, and
+//! a `capped` line says how many were dropped. A guest that loops on
+//! markers so cannot grow the host's memory and file without bound; the
+//! host marks the figures that needed a dropped snapshot incomplete.
 //!
 //! A `snap` line is the running totals of CPU `c`'s counters at the moment
 //! it executed its `seq`-th (from 0) [`SNAP_USER`] or [`SNAP_KERNEL`] marker
@@ -51,6 +58,12 @@ pub const MARKER_MAGIC_MASK: u32 = 0xffff_0000;
 pub const SNAP_USER: u16 = 0x0001;
 /// Snapshot of this CPU's counters, kernel stream (kernel-side benchmarks).
 pub const SNAP_KERNEL: u16 = 0x0002;
+
+/// Snapshots the model plugin keeps per CPU and stream (262,144: about
+/// 50 MB of memory and 65 MB of file each). A benchmark run needs far
+/// fewer: two per batch and per calibration run, at most
+/// [`crate::cmdline::MAX_BATCHES`] batches per benchmark.
+pub const MAX_SNAPS_PER_STREAM: u64 = 1 << 18;
 /// Argument: the IDT's linear address (the kernel announces it at boot, and
 /// again on each CPU that loads an IDT).
 pub const ANNOUNCE_IDT: u16 = 0x0010;

@@ -66,9 +66,56 @@ pub enum BadRecord {
     Field,
     /// A key the kernel writes itself ([`KEY_PROG`], [`KEY_PID`]).
     Reserved,
-    /// A `%` in a value that does not start an escape of two hex digits
-    /// (the host's reader, [`unescape`], would refuse the whole report).
+    /// A value that does not unescape to UTF-8: a `%` that does not start
+    /// an escape of two hex digits, or escapes of bytes that are no UTF-8
+    /// (the host's reader would refuse the whole report).
     Escape,
+}
+
+/// A UTF-8 check fed one byte at a time, as RFC 3629 (and so
+/// `core::str::from_utf8`) takes UTF-8: no overlong forms, no surrogates,
+/// nothing past U+10FFFF.
+#[derive(Default)]
+struct Utf8 {
+    /// Continuation bytes still due, and the range the next one must lie in.
+    need: u8,
+    lo: u8,
+    hi: u8,
+    bad: bool,
+}
+
+impl Utf8 {
+    fn push(&mut self, b: u8) {
+        if self.bad {
+            return;
+        }
+        if self.need > 0 {
+            if (self.lo..=self.hi).contains(&b) {
+                (self.need, self.lo, self.hi) = (self.need - 1, 0x80, 0xBF);
+            } else {
+                self.bad = true;
+            }
+            return;
+        }
+        (self.need, self.lo, self.hi) = match b {
+            0x00..=0x7F => (0, 0x80, 0xBF),
+            0xC2..=0xDF => (1, 0x80, 0xBF),
+            0xE0 => (2, 0xA0, 0xBF),
+            0xE1..=0xEC | 0xEE..=0xEF => (2, 0x80, 0xBF),
+            0xED => (2, 0x80, 0x9F),
+            0xF0 => (3, 0x90, 0xBF),
+            0xF1..=0xF3 => (3, 0x80, 0xBF),
+            0xF4 => (3, 0x80, 0x8F),
+            _ => {
+                self.bad = true;
+                return;
+            }
+        };
+    }
+
+    fn valid(&self) -> bool {
+        !self.bad && self.need == 0
+    }
 }
 
 /// Checks a user record's body, `kind key=value ...` without the marker
@@ -99,7 +146,11 @@ pub fn check_user_record(body: &[u8]) -> Result<&str, BadRecord> {
         if key == KEY_PROG || key == KEY_PID {
             return Err(BadRecord::Reserved);
         }
-        unescape(value, &mut |_| {}).map_err(|_| BadRecord::Escape)?;
+        let mut utf8 = Utf8::default();
+        unescape(value, &mut |b| utf8.push(b)).map_err(|_| BadRecord::Escape)?;
+        if !utf8.valid() {
+            return Err(BadRecord::Escape);
+        }
     }
     Ok(k)
 }
@@ -485,11 +536,43 @@ mod tests {
     }
 
     #[test]
+    fn utf8_check_agrees_with_core() {
+        let check = |bytes: &[u8]| {
+            let mut u = Utf8::default();
+            bytes.iter().for_each(|&b| u.push(b));
+            assert_eq!(u.valid(), core::str::from_utf8(bytes).is_ok(), "{bytes:x?}");
+        };
+        for a in 0..=255u8 {
+            check(&[a]);
+            for b in 0..=255u8 {
+                check(&[a, b]);
+            }
+        }
+        // Three and four bytes: every lead byte, the continuation bytes'
+        // edges and a spread between.
+        let edges = [0x00, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xFF];
+        for a in 0xC0..=0xFFu8 {
+            for b in edges {
+                for c in edges {
+                    check(&[a, b, c]);
+                    for d in edges {
+                        check(&[a, b, c, d]);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn user_records_are_checked() {
         let ok = b"bench name=int80.null mech=int80 n=4 median=36.0000";
         assert_eq!(check_user_record(ok), Ok("bench"));
         assert_eq!(check_user_record(b"check"), Ok("check"));
         assert_eq!(check_user_record(b"check detail=a%20b%00"), Ok("check"));
+        assert_eq!(
+            check_user_record(b"check detail=%C3%A9t%C3%A9"),
+            Ok("check")
+        );
         for (body, why) in [
             (&b""[..], BadRecord::Length),
             (b"end status=success", BadRecord::Kind),
@@ -508,6 +591,9 @@ mod tests {
             (b"check detail=%zz", BadRecord::Escape),
             (b"check detail=ab%4", BadRecord::Escape),
             (b"check detail=%", BadRecord::Escape),
+            (b"check detail=%FF", BadRecord::Escape),
+            (b"check detail=%C3", BadRecord::Escape),
+            (b"check detail=%ED%A0%80", BadRecord::Escape),
             (b"clock pid=1", BadRecord::Reserved),
         ] {
             assert_eq!(

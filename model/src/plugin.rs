@@ -436,6 +436,12 @@ extern "C" fn on_exit(_id: PluginId, _udata: *mut c_void) {
                 crate::machine::MAX_BUFFERED
             ));
         }
+        for (cpu, stream, dropped) in s.machine.capped() {
+            notes.push(format!(
+                "model plugin: CPU {cpu} stream {stream}: {dropped} snapshots past the first {} dropped (the figures that need them are incomplete)\n",
+                abi::model::MAX_SNAPS_PER_STREAM
+            ));
+        }
         if let Err(e) = std::fs::write(&s.out, s.machine.report(s.ncpus)) {
             notes.push(format!(
                 "model plugin: cannot write {}: {e}\n",

@@ -65,6 +65,9 @@ pub struct SnapshotFile {
     /// The `param` line: the profile's numbers, then the plugin's `pge`.
     pub params: BTreeMap<String, u64>,
     pub snaps: Vec<SnapLine>,
+    /// The streams past the plugin's cap: (cpu, stream) to (kept,
+    /// dropped) (`abi::model::MAX_SNAPS_PER_STREAM`).
+    pub capped: BTreeMap<(usize, u16), (u64, u64)>,
     /// (cpu, stream, seq) to the place in `snaps`.
     index: BTreeMap<(usize, u16, u64), usize>,
 }
@@ -142,6 +145,7 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
         ncpus: num(&h, "ncpus", n)?,
         params: BTreeMap::new(),
         snaps: Vec::new(),
+        capped: BTreeMap::new(),
         index: BTreeMap::new(),
     };
     let mut ended = false;
@@ -191,6 +195,14 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
                 }
                 file.snaps.push(snap);
                 at.push(n);
+            }
+            Some("capped") => {
+                let f = fields(line, n)?;
+                let key = (num(&f, "cpu", n)?, num(&f, "stream", n)?);
+                let v = (num(&f, "kept", n)?, num(&f, "dropped", n)?);
+                if file.capped.insert(key, v).is_some() {
+                    return Err(format!("line {n}: a second capped line for one stream"));
+                }
             }
             Some("end") => ended = true,
             _ => return Err(format!("line {n}: unknown line {line:?}")),
@@ -302,6 +314,29 @@ mod tests {
             "end",
             &format!("{}{}end", snap(1, insns, cycles), snap(0, 10, 100)),
         )
+    }
+
+    /// Past the cap a stream's markers are counted, not kept, and the file
+    /// says so; a guest looping on markers cannot grow it without bound.
+    #[test]
+    fn snapshots_past_the_cap_are_counted_not_kept() {
+        use abi::model::MAX_SNAPS_PER_STREAM;
+        let mut m = Machine::new(find("p3").unwrap(), Options::default(), 1).unwrap();
+        let d = marker_disp(SNAP_USER).to_le_bytes();
+        let snap = m.decode(&[0x0f, 0x1f, 0x80, d[0], d[1], d[2], d[3]], 0x0010_0000);
+        for _ in 0..MAX_SNAPS_PER_STREAM + 5 {
+            m.exec(0, &snap);
+        }
+        assert_eq!(m.snaps().len() as u64, MAX_SNAPS_PER_STREAM);
+        assert_eq!(m.capped(), [(0, SNAP_USER, 5)]);
+        let f = parse(&m.report(1)).unwrap();
+        assert_eq!(f.capped[&(0, SNAP_USER)], (MAX_SNAPS_PER_STREAM, 5));
+        assert!(f.find(0, SNAP_USER, MAX_SNAPS_PER_STREAM - 1).is_some());
+        assert!(f.find(0, SNAP_USER, MAX_SNAPS_PER_STREAM).is_none());
+        // Below the cap: no capped line, the file as before.
+        let mut m = Machine::new(find("p3").unwrap(), Options::default(), 1).unwrap();
+        m.exec(0, &snap);
+        assert!(!m.report(1).contains("capped") && m.capped().is_empty());
     }
 
     #[test]

@@ -407,24 +407,44 @@ pub fn figures(file: &SnapshotFile, span: &Span, label: &str) -> Result<ModelFig
 }
 
 /// Every benchmark's model figures from a boot's serial log and the
-/// plugin's file, by benchmark name.
-pub fn merge_log(log: &str, file: &SnapshotFile) -> Result<BTreeMap<String, ModelFigures>> {
+/// plugin's file, by benchmark name; and a sentence for each benchmark left
+/// out because a snapshot it needs lies past the plugin's cap on its stream.
+pub fn merge_log(
+    log: &str,
+    file: &SnapshotFile,
+) -> Result<(BTreeMap<String, ModelFigures>, Vec<String>)> {
     let records = report::parse_log(log)?;
     let label = label(&file.profile, file.virt);
-    spans(&records)?
-        .into_iter()
-        .map(|(name, span)| {
-            let f = figures(file, &span, &label).with_context(|| format!("benchmark {name}"))?;
-            Ok((name, f))
-        })
-        .collect()
+    let mut figs = BTreeMap::new();
+    let mut incomplete = Vec::new();
+    for (name, span) in spans(&records)? {
+        if let Some(&(kept, dropped)) = file.capped.get(&(BENCH_CPU, span.stream)) {
+            if last_snapshot(&span).is_some_and(|last| last >= kept) {
+                incomplete.push(format!(
+                    "{name}: no model figures: its snapshots lie past the {kept} the plugin keeps per stream ({dropped} dropped)"
+                ));
+                continue;
+            }
+        }
+        let f = figures(file, &span, &label).with_context(|| format!("benchmark {name}"))?;
+        figs.insert(name, f);
+    }
+    Ok((figs, incomplete))
+}
+
+/// The highest snapshot number a span uses (`None`: it uses none).
+fn last_snapshot(span: &Span) -> Option<u64> {
+    let last =
+        |start: u32, pairs: u32| (pairs > 0).then(|| u64::from(start) + 2 * u64::from(pairs) - 1);
+    last(span.calib, span.calib_runs).max(last(span.batches, span.n))
 }
 
 /// Puts the model's figures into a boot's results: each benchmark's
 /// `model` object, and the run's profile and parameters. A benchmark the
 /// guest gave no snapshots keeps `model: None`.
 pub fn apply(results: &mut Results, log: &str, file: &SnapshotFile) -> Result<()> {
-    let mut figs = merge_log(log, file)?;
+    let (mut figs, incomplete) = merge_log(log, file)?;
+    results.model_incomplete = incomplete;
     for b in &mut results.benches {
         b.model = figs.remove(&b.name);
     }
@@ -503,6 +523,9 @@ pub fn table(r: &Results) -> String {
             );
         }
         s += "\n";
+    }
+    for note in &r.model_incomplete {
+        s += &format!("model: incomplete: {note}\n");
     }
     if smp {
         s += &format!(
@@ -658,6 +681,27 @@ mod tests {
         assert!(e.contains("line 2"), "{e}");
     }
 
+    /// A stream past the plugin's cap: the benchmarks whose snapshots were
+    /// dropped are left out, said, and the others keep their figures.
+    #[test]
+    fn figures_past_the_snapshot_cap_are_marked_incomplete() {
+        let capped = file().replace("end\n", "capped cpu=0 stream=1 kept=8 dropped=100\nend\n");
+        let f = parse_file(&capped).unwrap();
+        let (figs, notes) = merge_log(LOG, &f).unwrap();
+        assert!(figs.is_empty(), "x.null needs snapshots 6 to 9: {figs:?}");
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].starts_with("x.null: no model figures") && notes[0].contains("100 dropped"),
+            "{notes:?}"
+        );
+        // A cap past every snapshot the benchmark uses: its figures stay.
+        let f =
+            parse_file(&file().replace("end\n", "capped cpu=0 stream=1 kept=10 dropped=1\nend\n"))
+                .unwrap();
+        let (figs, notes) = merge_log(LOG, &f).unwrap();
+        assert!(figs.contains_key("x.null") && notes.is_empty());
+    }
+
     #[test]
     fn a_model_file_with_another_profiles_numbers_is_refused() {
         assert!(parse_file(&file()).is_ok());
@@ -671,7 +715,7 @@ mod tests {
     #[test]
     fn batches_minus_the_calibration_median() {
         let f = parse_file(&file()).unwrap();
-        let m = merge_log(LOG, &f).unwrap();
+        let m = merge_log(LOG, &f).unwrap().0;
         assert_eq!(m.len(), 1, "a samples record without snapshots is skipped");
         let x = &m["x.null"];
         // Calibration: 14, 10, 10 cycles -> median 10; l1 1, 0, 0 -> 0.
@@ -690,7 +734,7 @@ mod tests {
         // batches of 4 operations.
         let log = "@@tb1 macro mech=int80 ops=4 batches=2 ticks_per_op=1700.0 ops_per_s=588235.3 syscalls_per_op=4 stream=user snap_calib=0 calib_runs=3 snap_batches=6\n\
                    @@tb1 macro mech=sysenter ops=4 batches=2 ticks_per_op=1700.0 ops_per_s=588235.3 syscalls_per_op=4\n";
-        let m = merge_log(log, &f).unwrap();
+        let m = merge_log(log, &f).unwrap().0;
         assert_eq!(m.len(), 1, "a macro record without snapshots is skipped");
         let x = &m["macro.int80"];
         assert_eq!((x.samples["cycles"].clone(), x.cycles), (vec![40, 32], 9.0));

@@ -43,7 +43,7 @@ use order::{Front, Lane, WORDS};
 use abi::layout::{selector, KERNEL_MAP_END, PAGE_SIZE, USER_BASE};
 use abi::model::{
     ANNOUNCE_GDT, ANNOUNCE_IDT, ANNOUNCE_TSS, ARG_WINDOW, ARG_WINDOW_SIZE, INVLPG_PAGE,
-    SNAP_KERNEL, SNAP_USER,
+    MAX_SNAPS_PER_STREAM, SNAP_KERNEL, SNAP_USER,
 };
 
 use crate::cache::Cache;
@@ -497,6 +497,11 @@ impl Machine {
         };
         let seq = c.seq[stream];
         c.seq[stream] += 1;
+        if seq >= MAX_SNAPS_PER_STREAM {
+            // Counted (the guest's numbering goes on), not kept: see
+            // `capped`.
+            return;
+        }
         let (counters, clock) = (c.c, c.clock());
         let mut machine = Counters::default();
         for o in &self.cpus {
@@ -568,8 +573,27 @@ impl Machine {
                 m.invalidations_received, m.upgrades, s.clock
             ));
         }
+        for (cpu, stream, dropped) in self.capped() {
+            out.push_str(&format!(
+                "capped cpu={cpu} stream={stream} kept={MAX_SNAPS_PER_STREAM} dropped={dropped}\n"
+            ));
+        }
         out.push_str("end\n");
         out
+    }
+
+    /// The streams that reached [`MAX_SNAPS_PER_STREAM`]: (CPU, stream,
+    /// snapshots dropped).
+    pub fn capped(&self) -> Vec<(usize, u16, u64)> {
+        let mut v = Vec::new();
+        for (cpu, c) in self.cpus.iter().enumerate() {
+            for (i, id) in [SNAP_USER, SNAP_KERNEL].into_iter().enumerate() {
+                if c.seq[i] > MAX_SNAPS_PER_STREAM {
+                    v.push((cpu, id, c.seq[i] - MAX_SNAPS_PER_STREAM));
+                }
+            }
+        }
+        v
     }
 }
 

@@ -52,6 +52,9 @@ const REFUSED: &[(&[u8], i32)] = &[
     // A `%` that starts no escape would void the whole report on the host.
     (b"check name=%zz", errno::EINVAL),
     (b"check name=ab%4", errno::EINVAL),
+    // Escapes of bytes that are no UTF-8: the host reads values as UTF-8.
+    (b"check name=%FF", errno::EINVAL),
+    (b"check name=%C3", errno::EINVAL),
     (b"", errno::EINVAL),
 ];
 

@@ -78,6 +78,11 @@ pub struct Results {
     /// `--clock model`: the CPUs the model saw (its file's `ncpus`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub model_cpus: u32,
+    /// `--clock model`: the model figures left out because a snapshot they
+    /// need lies past the plugin's cap (`abi::model::MAX_SNAPS_PER_STREAM`),
+    /// each as a sentence; those benchmarks carry no model figures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_incomplete: Vec<String>,
     /// What the kernel found of the performance counters, in order: the
     /// boot's verdict (`on`, `n/a` and why), then `off` if a ring-3 RDPMC
     /// faulted during the run.

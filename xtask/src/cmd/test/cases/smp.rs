@@ -94,6 +94,21 @@ pub(super) const SMP: &[Case] = &[
         ..CASE
     },
     Case {
+        name: "fuzzer on 2 CPUs under multi-threaded TCG: 50,000 seeded calls (seed=7), the CPUs truly in parallel, every result right, 0 kernel faults, helpers on both CPUs",
+        cmdline: "mode=run prog=fuzz fuzz_calls=50000 seed=7",
+        cpus: 2,
+        threads: Threads::Multi,
+        timeout: 120,
+        check: |log, r| {
+            fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"])?;
+            match one(r, kind::FUZZ)?.get("helper_cpus") {
+                Some("3") => Ok(()),
+                other => Err(format!("the helpers ran on CPUs {other:?} (mask), not on both")),
+            }
+        },
+        ..CASE
+    },
+    Case {
         name: "fuzzer on 2 CPUs: 50,000 seeded calls (seed=7), every result right, 0 kernel faults, helpers on both CPUs",
         cmdline: "mode=run prog=fuzz fuzz_calls=50000 seed=7",
         cpus: 2,
