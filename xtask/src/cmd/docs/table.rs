@@ -40,8 +40,19 @@ fn forktest_figures(profile: &str, virt: bool, cpus: u32, pmap: &str) -> Result<
     let append = format!("{FORKTEST_SETTINGS} pmap={pmap}");
     let cpus = cpus.to_string();
     let mut args = vec![
-        "run", "--no-save", "--json", "--prog", "forktest", "--clock", "model", "--profile",
-        profile, "--smp", &cpus, "--append", &append,
+        "run",
+        "--no-save",
+        "--json",
+        "--prog",
+        "forktest",
+        "--clock",
+        "model",
+        "--profile",
+        profile,
+        "--smp",
+        &cpus,
+        "--append",
+        &append,
     ];
     if virt {
         args.push("--virt");
