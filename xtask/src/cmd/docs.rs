@@ -381,6 +381,20 @@ mod docs_tests {
         assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
     }
 
+    /// `--only` names book files; anything else is refused before a
+    /// command runs.
+    #[test]
+    fn only_takes_book_files() {
+        let e = docs_stale_in(true, &[PathBuf::from("docs/no-such-chapter.md")]).unwrap_err();
+        assert!(e.to_string().contains("no such file"), "{e}");
+        let e = docs_stale_in(true, &[PathBuf::from("Cargo.toml")]).unwrap_err();
+        assert!(e.to_string().contains("not README.md"), "{e}");
+        // A file with no output blocks runs nothing and finds nothing stale.
+        assert!(docs_stale_in(true, &[PathBuf::from("docs/SUMMARY.md")])
+            .unwrap()
+            .is_empty());
+    }
+
     #[test]
     fn quoted_words() {
         assert_eq!(

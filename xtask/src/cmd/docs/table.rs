@@ -483,6 +483,22 @@ mod tests {
         })
     }
 
+    /// A cost table must add up: a remainder without misses, or charges
+    /// beyond the plugin's figure, mean the listed path is not the real one.
+    #[test]
+    fn cost_rows_must_add_up() {
+        let warm = serde_json::json!({"l1_misses": 0.0, "l2_misses": 0.0, "tlb_misses": 0.0});
+        assert_eq!(stalls(&warm, 990.0, 990.0, "x").unwrap(), 0.0);
+        assert!(stalls(&warm, 990.0, 921.0, "x").is_err());
+        assert!(stalls(&warm, 990.0, 1000.0, "x").is_err());
+        let cold = serde_json::json!({"l1_misses": 1.0});
+        assert_eq!(stalls(&cold, 1007.0, 990.0, "x").unwrap(), 17.0);
+        // Every mechanism's table starts with its entry instruction, the
+        // charge that picks the profiles.
+        let keys: Vec<&str> = COST_PATHS.iter().map(|p| p.charges[0].key).collect();
+        assert_eq!(keys, ["int_n", "sysenter", "lcall_gate", "syscall"]);
+    }
+
     #[test]
     fn figures_come_from_the_results_and_must_agree() {
         assert_eq!(
