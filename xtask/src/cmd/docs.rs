@@ -28,6 +28,10 @@ pub struct DocsArgs {
     /// Print one of the generated tables the book shows, and nothing else.
     #[arg(long, value_enum, conflicts_with = "check")]
     pub table: Option<table::Table>,
+    /// Regenerate (or check) only these files' blocks, e.g. `--only
+    /// docs/int80.md` (repeatable); links are checked everywhere.
+    #[arg(long, value_name = "FILE")]
+    pub only: Vec<PathBuf>,
 }
 
 /// Opens a block whose output is shown as text.
@@ -195,8 +199,39 @@ pub fn generated_files() -> Result<Vec<PathBuf>> {
 
 /// Regenerates (or checks) every generated file; returns the stale blocks.
 pub fn docs_stale(check: bool) -> Result<Vec<String>> {
+    docs_stale_in(check, &[])
+}
+
+/// [`docs_stale`] for the generated files among `only` (all when empty).
+/// A file `only` names that has no generated blocks' place is refused.
+pub fn docs_stale_in(check: bool, only: &[PathBuf]) -> Result<Vec<String>> {
     let mut stale = Vec::new();
-    let files = generated_files()?;
+    let mut files = generated_files()?;
+    if !only.is_empty() {
+        let root = kbuild::root();
+        let mut wanted = Vec::new();
+        for o in only {
+            let p = if o.is_absolute() {
+                o.clone()
+            } else {
+                root.join(o)
+            };
+            let p = p
+                .canonicalize()
+                .with_context(|| format!("--only {}: no such file", o.display()))?;
+            if !files
+                .iter()
+                .any(|f| f.canonicalize().ok().as_ref() == Some(&p))
+            {
+                bail!(
+                    "--only {}: not README.md or a Markdown file under docs/",
+                    o.display()
+                );
+            }
+            wanted.push(p);
+        }
+        files.retain(|f| f.canonicalize().is_ok_and(|c| wanted.contains(&c)));
+    }
     // Each command runs once even when several chapters show it.
     let mut cache: std::collections::HashMap<String, String> = Default::default();
     for f in files {
@@ -250,7 +285,7 @@ pub fn docs(a: DocsArgs) -> Result<i32> {
         return table::print(t);
     }
     let broken = broken_links()?;
-    let stale = docs_stale(a.check)?;
+    let stale = docs_stale_in(a.check, &a.only)?;
     if !broken.is_empty() {
         eprintln!("docs: these internal links do not resolve:");
         for b in &broken {
@@ -344,6 +379,20 @@ mod docs_tests {
     fn every_internal_link_of_the_book_resolves() {
         let broken = broken_links().unwrap();
         assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    }
+
+    /// `--only` names book files; anything else is refused before a
+    /// command runs.
+    #[test]
+    fn only_takes_book_files() {
+        let e = docs_stale_in(true, &[PathBuf::from("docs/no-such-chapter.md")]).unwrap_err();
+        assert!(e.to_string().contains("no such file"), "{e}");
+        let e = docs_stale_in(true, &[PathBuf::from("Cargo.toml")]).unwrap_err();
+        assert!(e.to_string().contains("not README.md"), "{e}");
+        // A file with no output blocks runs nothing and finds nothing stale.
+        assert!(docs_stale_in(true, &[PathBuf::from("docs/SUMMARY.md")])
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `cargo xtask gdb`: QEMU paused with a gdb stub, and gdb with the kernel's
-//! and the user program's symbols and a breakpoint on every entry stub.
+//! and the user program's symbols and a breakpoint on the entry stub of the
+//! mechanism `--stop-at` names.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -8,6 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use super::trace::MechArg;
 use super::BootArgs;
 use crate::kbuild;
 use crate::machine::{qemu, Backend, Machine};
@@ -17,11 +19,17 @@ use crate::preflight;
 pub struct GdbArgs {
     #[command(flatten)]
     pub boot: BootArgs,
-    /// The user program to run.
-    #[arg(long, default_value = abi::cmdline::DEFAULT_PROG)]
-    pub prog: String,
-    /// Non-interactive: run to the first entry stub, show the registers and
-    /// the stack, and stop (what the tests use).
+    /// The entry mechanism to stop at: gdb breaks on its full entry stub
+    /// (and the variant a single-stepped entry resumes at).
+    #[arg(long, value_enum, default_value = "int80")]
+    pub stop_at: MechArg,
+    /// The user program to run. Default: the test program makes one traced
+    /// call through the --stop-at mechanism (the call `cargo xtask trace`
+    /// shows), so the stop comes with its recognisable registers.
+    #[arg(long)]
+    pub prog: Option<String>,
+    /// Non-interactive: run to the entry stub, show the registers and what
+    /// the mechanism pushed, and stop (what the tests use).
     #[arg(long)]
     pub batch: bool,
     /// TCP port for QEMU's gdb stub.
@@ -33,9 +41,32 @@ pub fn script_path() -> PathBuf {
     kbuild::root().join("xtask/gdb/testbed.gdb")
 }
 
+/// The symbols gdb breaks on for a mechanism: its full entry stub, and the
+/// one the debug task resumes a single-stepped entry at (int 0x80 has none:
+/// its gate clears TF). AMD syscall has one entry per CPU; the first is
+/// the bootstrap processor's, the only one that runs user code.
+pub fn breakpoints(m: MechArg) -> &'static [&'static str] {
+    match m {
+        MechArg::Int80 => &["int80_full"],
+        MechArg::Sysenter => &["sysenter_full", "sysenter_traced"],
+        MechArg::Callgate => &["callgate_full", "callgate_traced"],
+        MechArg::Syscall => &["syscall_full_0", "syscall_traced_0"],
+    }
+}
+
 /// The gdb command line: the kernel's symbols, the user program's, the
-/// script, and for `--batch` the commands that stop at the first entry.
-pub fn gdb_args(kernel: &str, program: &str, script: &str, port: u16, batch: bool) -> Vec<String> {
+/// script, a breakpoint on each of `stops` (with `only_eax`, only when EAX
+/// holds that system-call number), and for `--batch` the commands that stop
+/// at the entry.
+pub fn gdb_args(
+    kernel: &str,
+    program: &str,
+    script: &str,
+    port: u16,
+    stops: &[&str],
+    only_eax: Option<u32>,
+    batch: bool,
+) -> Vec<String> {
     let mut a: Vec<String> = vec!["-q".into(), "-nx".into()];
     if batch {
         a.push("-batch".into());
@@ -46,10 +77,18 @@ pub fn gdb_args(kernel: &str, program: &str, script: &str, port: u16, batch: boo
     a.extend(["-ex".into(), "set architecture i386".into()]);
     a.extend(["-ex".into(), format!("target remote localhost:{port}")]);
     a.extend(["-x".into(), script.into()]);
+    for s in stops {
+        let cond = only_eax
+            .map(|n| format!(" if $eax == {n}"))
+            .unwrap_or_default();
+        a.extend(["-ex".into(), format!("break {s}{cond}")]);
+    }
     if batch {
         for c in [
             "continue",
-            "info registers eip esp cs ss eflags",
+            // Plain numbers: `info registers` would name symbols whose
+            // mangled crate hash differs from tree to tree.
+            r#"printf "EIP=%#x ESP=%#x CS=%#x SS=%#x EFLAGS=%#x EAX=%#x EBX=%#x\n", $eip, $esp, $cs, $ss, $eflags, $eax, $ebx"#,
             "frame-words",
             "x/4i $eip",
             "kill",
@@ -64,12 +103,26 @@ pub fn gdb(a: GdbArgs) -> Result<i32> {
     if a.boot.emulator != super::Emulator::Qemu {
         bail!("gdb needs QEMU's gdb stub (Debian's Bochs has none built in): use --emulator qemu");
     }
+    if a.stop_at == MechArg::Syscall {
+        // AMD models boot under qemu-system-x86_64 (the only QEMU that shows
+        // SYSCALL), whose stub sends 64-bit registers gdb will not pair with
+        // this 32-bit kernel.
+        bail!("gdb cannot stop at syscall: AMD models boot under qemu-system-x86_64, whose gdb stub sends 64-bit registers that gdb refuses for this i386 kernel; `cargo xtask trace syscall` shows that path");
+    }
     preflight::ensure(preflight::Need::Qemu)?;
     preflight::ensure_gdb()?;
     let art = kbuild::build(true)?;
-    let words = format!("mode=run prog={}", a.prog);
+    let mech = a.stop_at.mechanism();
+    let boot = a.boot.clone();
+    let (words, prog) = match &a.prog {
+        None => (
+            format!("mode=run trace={}", mech.key()),
+            "utest".to_string(),
+        ),
+        Some(p) => (format!("mode=run prog={p}"), p.clone()),
+    };
     let mut m = Machine::build(
-        &a.boot.spec()?,
+        &boot.spec()?,
         &art,
         &words,
         &kbuild::root().join("target/xtask"),
@@ -97,20 +150,29 @@ pub fn gdb(a: GdbArgs) -> Result<i32> {
     let program = art
         .programs
         .iter()
-        .find(|(_, n)| *n == a.prog)
+        .find(|(_, n)| *n == prog)
         .map(|(p, _)| p.display().to_string())
-        .with_context(|| format!("no user program {:?}", a.prog))?;
+        .with_context(|| format!("no user program {prog:?}"))?;
     eprintln!(
-        "gdb: QEMU paused, stub on 127.0.0.1:{}; serial output goes to {}",
+        "gdb: QEMU paused, stub on 127.0.0.1:{}; stopping at {}; serial output goes to {}",
         a.port,
+        breakpoints(a.stop_at).join(", "),
         serial_log.display()
     );
+    // Paths relative to the tree (gdb runs there), so what gdb prints is
+    // the same in every checkout.
+    let root = kbuild::root();
+    let rel = |p: &std::path::Path| p.strip_prefix(&root).unwrap_or(p).display().to_string();
     let status = Command::new("gdb")
+        .current_dir(&root)
         .args(gdb_args(
-            &art.kernel.display().to_string(),
-            &program,
-            &script_path().display().to_string(),
+            &rel(&art.kernel),
+            &rel(std::path::Path::new(&program)),
+            &rel(&script_path()),
             a.port,
+            breakpoints(a.stop_at),
+            // The traced call, not the test program's writes around it.
+            a.prog.is_none().then_some(abi::syscall::nr::TRACE),
             a.batch,
         ))
         .status()
@@ -126,7 +188,16 @@ mod tests {
 
     #[test]
     fn gdb_command_line() {
-        let a = gdb_args("/k/kernel", "/k/bench", "/r/testbed.gdb", 1234, true).join(" ");
+        let a = gdb_args(
+            "/k/kernel",
+            "/k/bench",
+            "/r/testbed.gdb",
+            1234,
+            breakpoints(MechArg::Sysenter),
+            None,
+            true,
+        )
+        .join(" ");
         assert!(
             a.starts_with("-q -nx -batch /k/kernel -ex add-symbol-file /k/bench"),
             "{a}"
@@ -140,7 +211,23 @@ mod tests {
             a.contains("-ex target remote localhost:1234 -x /r/testbed.gdb"),
             "{a}"
         );
-        let b = gdb_args("/k/kernel", "/k/bench", "/r/s.gdb", 4000, false).join(" ");
+        assert!(
+            a.contains(
+                "-x /r/testbed.gdb -ex break sysenter_full -ex break sysenter_traced -ex continue"
+            ),
+            "{a}"
+        );
+        let b = gdb_args(
+            "/k/kernel",
+            "/k/bench",
+            "/r/s.gdb",
+            4000,
+            &["int80_full"],
+            Some(10),
+            false,
+        )
+        .join(" ");
         assert!(b.contains("target remote localhost:4000") && !b.contains("-batch"));
+        assert!(b.ends_with("-ex break int80_full if $eax == 10"), "{b}");
     }
 }

@@ -65,6 +65,11 @@ pub struct RunArgs {
     /// `import LOG --model FILE` reads back.
     #[arg(long, value_name = "FILE")]
     model_file: Option<PathBuf>,
+    /// Build the kernel with these cargo features, e.g. an exercise of
+    /// docs/exercises.md (`--mode test --features exercise-sysexit-always`),
+    /// into a target directory of their own; the modules are this build's.
+    #[arg(long, value_name = "FEATURE[,FEATURE]", value_delimiter = ',')]
+    features: Vec<String>,
 }
 
 /// `--compare`, `--call` and `--confidence` make sense before any boot:
@@ -102,6 +107,23 @@ fn check_compare(a: &RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// Builds the kernel and the user programs with `features` where an
+/// exercise build goes: the copies in target/xtask/exercise/<features>/, the
+/// build in target/exercise (its own target directory, so an exercise build
+/// never replaces the normal kernel). `cargo xtask run --features` and the
+/// exercise tests both build this way, so they boot the same modules.
+pub fn feature_build(features: &[String]) -> Result<kbuild::Artifacts> {
+    if let Some(bad) = features
+        .iter()
+        .find(|f| f.is_empty() || !f.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+    {
+        bail!("--features: {bad:?} is not a feature name (e.g. exercise-sysexit-always)");
+    }
+    let root = kbuild::root();
+    let dest = root.join("target/xtask/exercise").join(features.join("+"));
+    kbuild::build_into(&root, features, &dest, Some(&root.join("target/exercise")))
+}
+
 pub fn run(a: RunArgs) -> Result<i32> {
     check_compare(&a)?;
     if a.model_file.is_some() && a.boot.clock != Some(Clock::Model) {
@@ -128,7 +150,11 @@ pub fn run(a: RunArgs) -> Result<i32> {
         })?;
     }
     preflight::ensure(a.boot.need())?;
-    let art = kbuild::build(true)?;
+    let art = if a.features.is_empty() {
+        kbuild::build(true)?
+    } else {
+        feature_build(&a.features)?
+    };
     let words = format!("{} prog={}", a.mode.word(), a.prog);
     let scratch = Scratch::new("run")?;
     let m = Machine::build(&a.boot.spec()?, &art, &words, scratch.path())?;

@@ -19,6 +19,314 @@ pub enum Table {
     /// The fork experiment in the mail's form: forktest under `pmap=apte`
     /// (old) and `pmap=direct` (new), one row per system.
     Forktest,
+    /// Where the modelled cycles of int 0x80's `null` round trip go, by profile.
+    CostInt80,
+    /// The same for sysenter.
+    CostSysenter,
+    /// The same for the call gate.
+    CostCallgate,
+    /// The same for AMD syscall (on an AMD model, under the profiles that
+    /// give SYSCALL a cost).
+    CostSyscall,
+}
+
+/// One kind of instruction on a round trip that a profile charges more than
+/// `base`: what the row says, the profile key of its extra cycles, how many
+/// the `null` path executes and how many the floor does.
+struct Charge {
+    what: &'static str,
+    key: &'static str,
+    null: u32,
+    floor: u32,
+}
+
+/// A mechanism's cost table: its key, the CPU to boot, and the instructions
+/// of its paths (docs/int80.md etc. walk them) that cost more than `base`.
+/// The table is refused when these do not add up to the plugin's figure.
+struct CostPath {
+    mech: &'static str,
+    cpu: Option<&'static str>,
+    charges: &'static [Charge],
+}
+
+const fn charge(what: &'static str, key: &'static str, null: u32, floor: u32) -> Charge {
+    Charge {
+        what,
+        key,
+        null,
+        floor,
+    }
+}
+
+/// The segment-register loads of every full path: `movl %ecx, %ds`,
+/// `movl %ecx, %es` on the way in, `popl %es`, `popl %ds` on the way out.
+const SREG: Charge = charge(
+    "segment-register loads: `movl` to DS and ES, `popl %es`, `popl %ds` (a GDT descriptor each)",
+    "sreg_load",
+    4,
+    0,
+);
+
+const COST_PATHS: &[CostPath] = &[
+    CostPath {
+        mech: "int80",
+        cpu: None,
+        charges: &[
+            charge(
+                "`int $0x80`: IDT gate, privilege checks, SS0:ESP0 from the TSS, five pushes",
+                "int_n",
+                1,
+                1,
+            ),
+            charge(
+                "`iret`: five pops, the checks of a return to ring 3",
+                "iret",
+                1,
+                1,
+            ),
+            charge("`popfl` of the EFLAGS reset", "popf", 1, 0),
+            SREG,
+        ],
+    },
+    CostPath {
+        mech: "sysenter",
+        cpu: None,
+        charges: &[
+            charge(
+                "`sysenter`: CS, SS, ESP, EIP from MSRs, no descriptor read, no push",
+                "sysenter",
+                1,
+                1,
+            ),
+            charge(
+                "`sysexit`: CS, SS from the MSR, EIP, ESP from EDX, ECX",
+                "sysexit",
+                1,
+                1,
+            ),
+            charge("`popfl` of the EFLAGS reset", "popf", 1, 0),
+            SREG,
+        ],
+    },
+    CostPath {
+        mech: "callgate",
+        cpu: None,
+        charges: &[
+            charge(
+                "`lcall`: GDT call gate, privilege checks, SS0:ESP0 from the TSS, four pushes",
+                "lcall_gate",
+                1,
+                1,
+            ),
+            charge(
+                "`lret`: four pops, the checks of a return to ring 3",
+                "lret_far",
+                1,
+                1,
+            ),
+            charge(
+                "`popfl`: the EFLAGS reset, and the user's EFLAGS before `lret`",
+                "popf",
+                2,
+                0,
+            ),
+            SREG,
+        ],
+    },
+    CostPath {
+        mech: "syscall",
+        cpu: Some("phenom"),
+        charges: &[
+            charge(
+                "`syscall`: CS, SS, EIP from STAR, no descriptor read, no stack switch",
+                "syscall",
+                1,
+                1,
+            ),
+            charge("`sysret`: CS, SS from STAR, EIP from ECX", "sysret", 1, 1),
+            charge(
+                "`xchgl %esp, slot`: an exchange with memory, locked by the CPU",
+                "locked",
+                1,
+                0,
+            ),
+            charge("`popfl` of the EFLAGS reset", "popf", 1, 0),
+            SREG,
+        ],
+    },
+];
+
+/// A profile's number for `key`.
+fn param(p: &model::profile::Profile, key: &str) -> Result<u32> {
+    p.params()
+        .into_iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+        .with_context(|| format!("model profile {} has no {key}", p.name))
+}
+
+/// One benchmark's model object, after checking its instruction count
+/// against icount's; (instructions, the model object).
+fn model_of<'a>(results: &'a Value, name: &str, profile: &str) -> Result<(f64, &'a Value)> {
+    let (insns, _) = mechanism_figures(results, name, profile)?;
+    let bench = results["benches"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == name))
+        .with_context(|| format!("profile {profile}: no benchmark {name}"))?;
+    Ok((insns, &bench["model"]))
+}
+
+/// The rest of a modelled round trip once base and the charged instructions
+/// are counted: memory stalls. Refused when the model saw no miss and
+/// something is left over, or when the charges exceed the figure: then the
+/// table's list of instructions is not the path's.
+fn stalls(model: &Value, cycles: f64, explained: f64, what: &str) -> Result<f64> {
+    let rest = cycles - explained;
+    let misses: f64 = ["l1_misses", "l2_misses", "tlb_misses"]
+        .iter()
+        .map(|k| model[*k].as_f64().unwrap_or(0.0))
+        .sum();
+    if rest < 0.0 || (misses == 0.0 && rest != 0.0) {
+        bail!(
+            "{what}: the listed instructions explain {explained} modelled cycles, the plugin measured {cycles} \
+             ({misses} misses per call): the path changed; update COST_PATHS in xtask/src/cmd/docs/table.rs"
+        );
+    }
+    Ok(rest)
+}
+
+/// Where a mechanism's modelled cycles go: one boot per profile that
+/// charges its entry instruction.
+fn cost(path: &CostPath) -> Result<String> {
+    let entry_key = path.charges[0].key;
+    let profiles: Vec<_> = model::profile::builtin()
+        .into_iter()
+        .filter(|p| param(p, entry_key).is_ok_and(|v| v > 0))
+        .collect();
+    if profiles.is_empty() {
+        bail!("no model profile charges {entry_key}");
+    }
+    let entry = format!("{MECHANISM_BATCHING} entry={}", path.mech);
+    let mut runs = Vec::new();
+    for p in &profiles {
+        let mut args = vec![
+            "run",
+            "--no-save",
+            "--json",
+            "--clock",
+            "model",
+            "--profile",
+            &p.name,
+            "--append",
+            &entry,
+        ];
+        if let Some(cpu) = path.cpu {
+            args.extend(["--cpu", cpu]);
+        }
+        runs.push(results_of(&args)?);
+    }
+    let null = format!("{}.null", path.mech);
+    let floor = format!("{}.floor", path.mech);
+    let mut head = String::from("| `null` round trip, per call | how many |");
+    let mut rule = String::from("| --- | ---: |");
+    for p in &profiles {
+        head.push_str(&format!(" {} |", p.name));
+        rule.push_str(" ---: |");
+    }
+    let mut rows: Vec<(String, String, Vec<String>)> = Vec::new();
+    let mut base_cells = Vec::new();
+    let mut charge_cells: Vec<Vec<String>> = vec![Vec::new(); path.charges.len()];
+    let mut stall_cells = Vec::new();
+    let mut total_cells = Vec::new();
+    let mut floor_cells = Vec::new();
+    let mut insns_null = None;
+    let mut insns_floor = None;
+    for (p, r) in profiles.iter().zip(&runs) {
+        let (n, m) = model_of(r, &null, &p.name)?;
+        let cycles = m["cycles"].as_f64().context("no modelled cycles")?;
+        let base = param(p, "base")? as f64;
+        let mut explained = n * base;
+        base_cells.push(cell(n * base));
+        for (i, c) in path.charges.iter().enumerate() {
+            let x = (c.null * param(p, c.key)?) as f64;
+            explained += x;
+            charge_cells[i].push(cell(x));
+        }
+        stall_cells.push(cell(stalls(
+            m,
+            cycles,
+            explained,
+            &format!("{null} under {}", p.name),
+        )?));
+        total_cells.push(format!("**{}**", cell(cycles)));
+        let (fnum, fm) = model_of(r, &floor, &p.name)?;
+        let fcycles = fm["cycles"].as_f64().context("no modelled cycles")?;
+        let mut fexplained = fnum * base;
+        for c in path.charges {
+            fexplained += (c.floor * param(p, c.key)?) as f64;
+        }
+        stalls(
+            fm,
+            fcycles,
+            fexplained,
+            &format!("{floor} under {}", p.name),
+        )?;
+        floor_cells.push(cell(fcycles));
+        for (seen, now) in [(&mut insns_null, n), (&mut insns_floor, fnum)] {
+            match seen {
+                Some(x) if *x != now => {
+                    bail!("{}: instruction counts differ between profiles", path.mech)
+                }
+                _ => *seen = Some(now),
+            }
+        }
+    }
+    let n = insns_null.context("no profiles")?;
+    rows.push((
+        "every instruction: `base`, 1 cycle each".into(),
+        cell(n),
+        base_cells,
+    ));
+    for (c, cells) in path.charges.iter().zip(charge_cells) {
+        rows.push((
+            format!("{} (`{}`, beyond `base`)", c.what, c.key),
+            c.null.to_string(),
+            cells,
+        ));
+    }
+    rows.push((
+        "memory stalls: cache and TLB misses".into(),
+        String::new(),
+        stall_cells,
+    ));
+    rows.push((
+        "**modelled cycles** (the plugin's figure)".into(),
+        String::new(),
+        total_cells,
+    ));
+    rows.push((
+        format!(
+            "the floor, for comparison ({} instructions)",
+            cell(insns_floor.context("no profiles")?)
+        ),
+        String::new(),
+        floor_cells,
+    ));
+    let mut out = format!(
+        "{head}
+{rule}
+"
+    );
+    for (what, count, cells) in rows {
+        out.push_str(&format!("| {what} | {count} | {} |\n", cells.join(" | ")));
+    }
+    out.push_str(&format!(
+        "\nModelled cycles per round trip, loop included; QEMU TCG, one boot per profile: \
+         `cargo xtask run --clock model --profile P{} --append \"{entry}\"`; \
+         the extras are the profile's numbers (model/profiles.toml), and the rows must add up to the plugin's figure.",
+        path.cpu.map(|c| format!(" --cpu {c}")).unwrap_or_default(),
+    ));
+    Ok(out)
 }
 
 /// The forktest boots' settings: the parent's 64 touched pages, fork=cow
@@ -240,6 +548,10 @@ pub fn print(table: Table) -> Result<i32> {
     let text = match table {
         Table::Mechanisms => mechanisms()?,
         Table::Forktest => forktest()?,
+        Table::CostInt80 => cost(&COST_PATHS[0])?,
+        Table::CostSysenter => cost(&COST_PATHS[1])?,
+        Table::CostCallgate => cost(&COST_PATHS[2])?,
+        Table::CostSyscall => cost(&COST_PATHS[3])?,
     };
     println!("{text}");
     Ok(0)
@@ -255,6 +567,22 @@ mod tests {
             "benches": [{"name": "int80.null", "median": insns,
                          "model": {"cycles": 990.0, "insns": model_insns}}]
         })
+    }
+
+    /// A cost table must add up: a remainder without misses, or charges
+    /// beyond the plugin's figure, mean the listed path is not the real one.
+    #[test]
+    fn cost_rows_must_add_up() {
+        let warm = serde_json::json!({"l1_misses": 0.0, "l2_misses": 0.0, "tlb_misses": 0.0});
+        assert_eq!(stalls(&warm, 990.0, 990.0, "x").unwrap(), 0.0);
+        assert!(stalls(&warm, 990.0, 921.0, "x").is_err());
+        assert!(stalls(&warm, 990.0, 1000.0, "x").is_err());
+        let cold = serde_json::json!({"l1_misses": 1.0});
+        assert_eq!(stalls(&cold, 1007.0, 990.0, "x").unwrap(), 17.0);
+        // Every mechanism's table starts with its entry instruction, the
+        // charge that picks the profiles.
+        let keys: Vec<&str> = COST_PATHS.iter().map(|p| p.charges[0].key).collect();
+        assert_eq!(keys, ["int_n", "sysenter", "lcall_gate", "syscall"]);
     }
 
     #[test]

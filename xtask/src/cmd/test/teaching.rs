@@ -101,10 +101,7 @@ pub fn run_exercises(filter: Option<&str>) -> Vec<(String, Result<(), String>)> 
             continue;
         }
         let dest = root.join("target/xtask/exercise").join(e.feature);
-        // A target directory of their own: an exercise build never replaces
-        // the normal kernel, and nothing else builds into it meanwhile.
-        let target = root.join("target/exercise");
-        let r = kbuild::build_into(&root, &[e.feature.to_string()], &dest, Some(&target))
+        let r = crate::cmd::run::feature_build(&[e.feature.to_string()])
             .map_err(|err| format!("{err:#}"))
             .and_then(|art| {
                 let spec = machine::Spec::new(
@@ -166,29 +163,350 @@ pub fn self_tests(filter: Option<&str>) -> Vec<(String, Result<(), String>)> {
             });
         out.push((name, r));
     }
-    let name = "gdb: stops at the first entry stub with symbols".to_string();
-    if wanted(&name) && preflight::ensure_gdb().is_ok() {
-        let r = gdb_batch_output().and_then(|text| {
-            if text.contains("Breakpoint 1, ")
-                && text.contains("in int80_full ()")
-                && text.contains("<int80_full>")
-            {
-                Ok(())
-            } else {
-                Err(format!("gdb did not stop in int80_full:\n{text}"))
+    // What frame-words must say at each mechanism's stub, and what it must
+    // not: a read past the stack's top.
+    for (mech, says) in [
+        (
+            "int80",
+            "int $0x80 pushed the IRET frame, five words (top of the stack last):\n  [",
+        ),
+        (
+            "sysenter",
+            "sysenter pushed nothing: ESP = IA32_SYSENTER_ESP =",
+        ),
+        (
+            "callgate",
+            "lcall through the gate pushed four words and no EFLAGS (top of the stack last):\n  [",
+        ),
+    ] {
+        let name = format!(
+            "gdb --stop-at {mech}: stops at {mech}'s stub on the traced call, frame-words says what it pushed"
+        );
+        if !wanted(&name) || preflight::ensure_gdb().is_err() {
+            continue;
+        }
+        let stub = format!("{mech}_full");
+        let r = gdb_batch_output(&["--stop-at", mech]).and_then(|text| {
+            let stopped = text.contains("Breakpoint 1, ")
+                && text.contains(&format!("in {stub} ()"))
+                && text.contains(&format!("<{stub}>"));
+            // The traced call: EAX = the trace number, EBX the trace's value.
+            let traced = text.contains(&format!(
+                "EAX={:#x} EBX=0x11111111",
+                abi::syscall::nr::TRACE
+            ));
+            if !stopped || !traced {
+                return Err(format!(
+                    "gdb did not stop in {stub} on the traced call:\n{text}"
+                ));
             }
+            if !text.contains(says) || text.contains("Cannot access memory") {
+                return Err(format!("frame-words did not say {says:?}:\n{text}"));
+            }
+            Ok(())
         });
         out.push((name, r));
     }
     out.extend(run_exercises(filter));
+    out.extend(chapter_tests(filter));
     out
 }
 
-/// `cargo xtask gdb --batch`, captured.
-fn gdb_batch_output() -> Result<String, String> {
+/// The chapters whose commands a student runs, in reading order.
+pub const CHAPTERS: &[&str] = &[
+    "docs/teaching.md",
+    "docs/int80.md",
+    "docs/sysenter.md",
+    "docs/callgate.md",
+    "docs/syscall.md",
+    "docs/exercises.md",
+];
+
+/// What a chapter's block of commands must do, from the HTML comment
+/// `<!-- expect: ... -->` on the line before its fence: `exit=N` (default
+/// 0), `says="TEXT"` (somewhere in stdout or stderr), `interactive` (gdb
+/// waits for a person: not run; its `--batch` form is tested), or
+/// `skip="WHY"`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expect {
+    pub exit: i32,
+    pub says: Option<String>,
+    pub run: bool,
+}
+
+/// A command as a chapter states it: the chapter, the line (continuations
+/// joined, comment dropped), and what it must do.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stated {
+    pub chapter: String,
+    pub line: String,
+    pub expect: Expect,
+}
+
+fn parse_expect(c: &str) -> Result<Expect, String> {
+    let mut e = Expect {
+        exit: 0,
+        says: None,
+        run: true,
+    };
+    let mut rest = c.trim();
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix("interactive") {
+            e.run = false;
+            rest = r.trim_start();
+        } else if let Some(r) = rest.strip_prefix("exit=") {
+            let end = r.find(' ').unwrap_or(r.len());
+            e.exit = r[..end]
+                .parse()
+                .map_err(|_| format!("expect: exit={} is not a number", &r[..end]))?;
+            rest = r[end..].trim_start();
+        } else if let Some(r) = rest
+            .strip_prefix("says=\"")
+            .or_else(|| rest.strip_prefix("skip=\""))
+        {
+            let end = r.find('"').ok_or("expect: an unclosed quote")?;
+            if rest.starts_with("skip") {
+                e.run = false;
+            } else {
+                e.says = Some(r[..end].to_string());
+            }
+            rest = r[end + 1..].trim_start();
+        } else {
+            return Err(format!("expect: cannot read {rest:?}"));
+        }
+    }
+    Ok(e)
+}
+
+/// Every `cargo xtask` command in `text`'s plain code blocks (fences with
+/// no language: the ones a reader types; output blocks are `text`).
+pub fn stated_commands(chapter: &str, text: &str) -> Result<Vec<Stated>, String> {
+    let mut out = Vec::new();
+    let mut expect = parse_expect("")?;
+    let mut pending: Option<Expect> = None;
+    let mut in_block = false;
+    let mut plain = false;
+    let mut joined = String::new();
+    for (n, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if let Some(fence) = t.strip_prefix("```") {
+            if in_block {
+                in_block = false;
+            } else {
+                in_block = true;
+                plain = fence.trim().is_empty();
+                expect = pending.take().unwrap_or(parse_expect("")?);
+            }
+            continue;
+        }
+        if !in_block {
+            if let Some(c) = t
+                .strip_prefix("<!-- expect:")
+                .and_then(|c| c.strip_suffix("-->"))
+            {
+                pending = Some(parse_expect(c).map_err(|e| format!("{chapter}:{}: {e}", n + 1))?);
+            } else if !t.is_empty() {
+                pending = None;
+            }
+            continue;
+        }
+        if !plain || (joined.is_empty() && !t.starts_with("cargo xtask ")) {
+            continue;
+        }
+        let body = t.split(" #").next().unwrap_or(t).trim();
+        if let Some(b) = body.strip_suffix('\\') {
+            joined.push_str(b.trim_end());
+            joined.push(' ');
+            continue;
+        }
+        joined.push_str(body);
+        out.push(Stated {
+            chapter: chapter.to_string(),
+            line: std::mem::take(&mut joined),
+            expect: expect.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// Seconds one chapter command may take (a model run, a bench of two
+/// builds, an exercise build from nothing).
+const CHAPTER_COMMAND_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// Runs `cargo xtask WORDS` (this binary) in the tree; (exit status, stdout
+/// and stderr).
+fn run_stated(words: &[String]) -> Result<(i32, String), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = Command::new(exe)
+        .args(words)
+        .current_dir(kbuild::root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let start = std::time::Instant::now();
+    loop {
+        if child.try_wait().map_err(|e| e.to_string())?.is_some() {
+            break;
+        }
+        if start.elapsed() > CHAPTER_COMMAND_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "no end after {} s",
+                CHAPTER_COMMAND_TIMEOUT.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let o = child.wait_with_output().map_err(|e| e.to_string())?;
+    Ok((
+        o.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    ))
+}
+
+/// The last lines of a command's output, for a failure message.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// One test per command the teaching chapters and the exercises state, run
+/// as stated; and the path counts of int80.md and sysenter.md against the
+/// measured `null` paths.
+pub fn chapter_tests(filter: Option<&str>) -> Vec<(String, Result<(), String>)> {
+    let mut out = Vec::new();
+    let wanted = |n: &str| filter.is_none_or(|f| n.contains(f));
+    let root = kbuild::root();
+    let mut stated = Vec::new();
+    for c in CHAPTERS {
+        let r = std::fs::read_to_string(root.join(c))
+            .map_err(|e| format!("{c}: {e}"))
+            .and_then(|t| stated_commands(c, &t));
+        match r {
+            Ok(s) => stated.extend(s),
+            Err(e) => out.push((format!("teaching: {c}: its commands can be read"), Err(e))),
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    // A command two places state the same way runs once.
+    for s in stated
+        .iter()
+        .filter(|s| s.expect.run && seen.insert(s.line.clone()))
+    {
+        let name = format!(
+            "teaching: {}: `{}` works as the chapter says",
+            s.chapter, s.line
+        );
+        if !wanted(&name) {
+            continue;
+        }
+        let words = crate::cmd::docs::words(&s.line);
+        let r = run_stated(&words[2..]).and_then(|(code, text)| {
+            if code != s.expect.exit {
+                return Err(format!(
+                    "exit status {code}, the chapter expects {}:\n{}",
+                    s.expect.exit,
+                    tail(&text, 30)
+                ));
+            }
+            match &s.expect.says {
+                Some(w) if !text.contains(w.as_str()) => {
+                    Err(format!("the output lacks {w:?}:\n{}", tail(&text, 30)))
+                }
+                _ => Ok(()),
+            }
+        });
+        out.push((name, r));
+    }
+    let name =
+        "teaching: the path counts of int80.md and sysenter.md add up to the measured null paths";
+    if wanted(name) {
+        out.push((name.to_string(), path_counts()));
+    }
+    out
+}
+
+/// The sum of the `count` column of a chapter's "Counting the path" table.
+pub fn counted_path(text: &str) -> Result<u32, String> {
+    let section = text
+        .split("## Counting the path")
+        .nth(1)
+        .ok_or("no section \"Counting the path\"")?;
+    let mut sum = 0;
+    let mut rows = 0;
+    for l in section.lines().take_while(|l| !l.starts_with("## ")) {
+        let cells: Vec<&str> = l
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
+        if cells.len() == 3 {
+            if let Ok(n) = cells[2].parse::<u32>() {
+                sum += n;
+                rows += 1;
+            }
+        }
+    }
+    if rows == 0 {
+        return Err("the section has no table of counts".into());
+    }
+    Ok(sum)
+}
+
+fn path_counts() -> Result<(), String> {
+    let (code, text) = run_stated(
+        &[
+            "run",
+            "--no-save",
+            "--json",
+            "--append",
+            "batches=2 batch_size=64 entry=int80,sysenter",
+        ]
+        .map(String::from),
+    )?;
+    if code != 0 {
+        return Err(format!("the icount boot failed:\n{}", tail(&text, 30)));
+    }
+    let json = &text[text.find('{').ok_or("no results JSON")?..];
+    let mut de = serde_json::Deserializer::from_str(json).into_iter::<serde_json::Value>();
+    let results = de
+        .next()
+        .ok_or("no results JSON")?
+        .map_err(|e| format!("the results JSON: {e}"))?;
+    for (chapter, bench) in [
+        ("docs/int80.md", "int80.null"),
+        ("docs/sysenter.md", "sysenter.null"),
+    ] {
+        let text =
+            std::fs::read_to_string(kbuild::root().join(chapter)).map_err(|e| e.to_string())?;
+        let counted = counted_path(&text).map_err(|e| format!("{chapter}: {e}"))?;
+        let measured = results["benches"]
+            .as_array()
+            .and_then(|b| b.iter().find(|b| b["name"] == bench))
+            .and_then(|b| b["median"].as_f64())
+            .ok_or_else(|| format!("no {bench} in the results"))?;
+        if f64::from(counted) != measured {
+            return Err(format!(
+                "{chapter} counts {counted} instructions for the null path, icount measured {measured}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `cargo xtask gdb --batch [extra]`, captured.
+fn gdb_batch_output(extra: &[&str]) -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let o = Command::new(exe)
         .args(["gdb", "--batch", "--accel", "tcg", "--port", "12345"])
+        .args(extra)
         .output()
         .map_err(|e| e.to_string())?;
     let text = format!(
@@ -200,4 +518,49 @@ fn gdb_batch_output() -> Result<String, String> {
         return Err(format!("xtask gdb --batch failed:\n{text}"));
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_read_as_stated() {
+        let text = "x\n<!-- expect: exit=1 says=\"run failed\" -->\n```\ncargo xtask run --mode test \\\n    --features a   # why\nnot a command\n```\n```text\ncargo xtask output\n```\n<!-- expect: interactive -->\n```\ncargo xtask gdb\n```\n```\ncargo xtask trace int80\n```\n";
+        let s = stated_commands("c.md", text).unwrap();
+        assert_eq!(s.len(), 3, "{s:?}");
+        assert_eq!(s[0].line, "cargo xtask run --mode test --features a");
+        assert_eq!(s[0].expect.exit, 1);
+        assert_eq!(s[0].expect.says.as_deref(), Some("run failed"));
+        assert!(!s[1].expect.run);
+        assert_eq!(s[2].expect, parse_expect("").unwrap());
+        assert!(stated_commands("c.md", "<!-- expect: exit=x -->\n```\n```\n").is_err());
+    }
+
+    #[test]
+    fn path_tables_are_summed() {
+        let t = "## Counting the path\n\n| where | instructions | count |\n| --- | --- | --- |\n| a | b | 4 |\n| c | d | 10 |\n\n## Next\n| x | y | 99 |\n";
+        assert_eq!(counted_path(t), Ok(14));
+        assert!(counted_path("## Other").is_err());
+    }
+
+    /// The chapters' commands parse, and each exercise's boot is among them.
+    #[test]
+    fn every_exercise_is_a_stated_command() {
+        let text = std::fs::read_to_string(kbuild::root().join("docs/exercises.md")).unwrap();
+        let s = stated_commands("docs/exercises.md", &text).unwrap();
+        for e in EXERCISES {
+            assert!(
+                s.iter().any(|c| c.line
+                    == format!("cargo xtask run --mode test --features {}", e.feature)
+                    && c.expect.exit == 1),
+                "{}",
+                e.feature
+            );
+        }
+        for c in CHAPTERS {
+            let text = std::fs::read_to_string(kbuild::root().join(c)).unwrap();
+            stated_commands(c, &text).unwrap();
+        }
+    }
 }
