@@ -167,17 +167,20 @@ pub fn self_tests(filter: Option<&str>) -> Vec<(String, Result<(), String>)> {
         out.push((name, r));
     }
     let name = "gdb: stops at the first entry stub with symbols".to_string();
-    if wanted(&name) && preflight::ensure_gdb().is_ok() {
-        let r = gdb_batch_output().and_then(|text| {
-            if text.contains("Breakpoint 1, ")
-                && text.contains("in int80_full ()")
-                && text.contains("<int80_full>")
-            {
-                Ok(())
-            } else {
-                Err(format!("gdb did not stop in int80_full:\n{text}"))
-            }
-        });
+    if wanted(&name) {
+        let r = preflight::ensure_gdb()
+            .map_err(|e| format!("{}no gdb here: {e:#}", super::SKIP))
+            .and_then(|()| gdb_batch_output())
+            .and_then(|text| {
+                if text.contains("Breakpoint 1, ")
+                    && text.contains("in int80_full ()")
+                    && text.contains("<int80_full>")
+                {
+                    Ok(())
+                } else {
+                    Err(format!("gdb did not stop in int80_full:\n{text}"))
+                }
+            });
         out.push((name, r));
     }
     out.extend(run_exercises(filter));
