@@ -228,10 +228,12 @@ fn smp_figures(results: &Value, name: &str, profile: &str) -> Result<(f64, f64, 
         .as_array()
         .and_then(|b| b.iter().find(|b| b["name"] == name))
         .with_context(|| format!("profile {profile}: no benchmark {name} in the results"))?;
-    let insns = bench["median"]
-        .as_f64()
-        .with_context(|| format!("profile {profile}: {name} has no median"))?;
+    // The model's own count per operation: some of these figures are
+    // throughputs under icount (operations per second), not instructions.
     let model = &bench["model"];
+    let insns = model["insns"]
+        .as_f64()
+        .with_context(|| format!("profile {profile}: {name} has no modelled instructions"))?;
     let cycles = model["cycles"]
         .as_f64()
         .with_context(|| format!("profile {profile}: {name} has no modelled cycles"))?;
@@ -314,8 +316,8 @@ fn smp() -> Result<String> {
     }
     out.push_str(&format!(
         "\nModelled cycles per operation (the modelled time that passed on CPU 0, waiting for CPU 1 included), \
-         and after the slash the coherence misses per operation, both CPUs' together; instructions: CPU 0's per operation \
-         under icount (the model's clock counts them). QEMU TCG, {SMP_CPUS} CPUs, two boots per profile: \
+         and after the slash the coherence misses per operation, both CPUs' together; instructions: CPU 0's per operation, \
+         as the model counted them. QEMU TCG, {SMP_CPUS} CPUs, two boots per profile: \
          `cargo xtask run --smp {SMP_CPUS} --mode smp --clock model --profile P [--virt]`."
     ));
     Ok(out)
