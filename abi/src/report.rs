@@ -39,11 +39,12 @@ pub const KEY_PID: &str = "pid";
 
 /// The kinds a user program may report through the `record` system call;
 /// the rest (boot, cpu, test, task, end, ...) only the kernel writes.
-pub const USER_KINDS: [&str; 6] = [
+pub const USER_KINDS: [&str; 7] = [
     kind::CHECK,
     kind::CLOCK,
     kind::BENCH,
     kind::SAMPLES,
+    kind::SHARE,
     kind::MACRO,
     kind::FUZZ,
 ];
@@ -203,6 +204,13 @@ pub mod kind {
     /// the run took model snapshots also `stream snap_calib calib_runs
     /// snap_batches` (see `crate::model::Snaps`).
     pub const SAMPLES: &str = "samples";
+    /// Each CPU's share of a multi-CPU benchmark's work: `name work
+    /// per_cpu` (`work` names what was counted, e.g. `records`; `per_cpu`
+    /// is a comma list, CPU 0 first, summed over every batch). Follows its
+    /// `bench` record. Under icount QEMU runs one vCPU at a time in long
+    /// turns, so work the CPUs race for is divided by its schedule: the
+    /// share says how.
+    pub const SHARE: &str = "share";
     /// A macro workload: `mech ops batches ticks_per_op ops_per_s
     /// syscalls_per_op`, and where its model snapshots are
     /// (`abi::model::Snaps`: `stream snap_calib calib_runs snap_batches`;
@@ -231,7 +239,8 @@ pub mod names {
     pub const LOCKS: &str = "locks";
     /// The `locks` program's ebizzy-like workload: `ebizzy.<layout>`; with
     /// more than one CPU also `ebizzy.smp.<layout>` (one searcher per CPU,
-    /// records/s of all) and `ebizzy.cpu<N>.<layout>` (CPU N's searcher).
+    /// records/s of all; its [`kind::SHARE`] record says how many records
+    /// each CPU's searcher found).
     pub const EBIZZY: &str = "ebizzy";
     /// `locks.contended_smp.<layout>`: the contended hand-off between
     /// threads on CPUs 0 and 1.

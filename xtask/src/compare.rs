@@ -390,6 +390,7 @@ pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Res
     let info = MetricInfo {
         unit: crate::model::unit(r).unwrap_or_else(|| r.unit.clone()),
         measure: abi::report::Measure::PerOp,
+        ..MetricInfo::default()
     };
     Ok(compare_metric(call, &sets, Reading::of(r.clock(), r.tcg()), &info, &opts).text)
 }
@@ -408,6 +409,7 @@ mod tests {
         let info = MetricInfo {
             unit: "instructions".into(),
             measure: abi::report::Measure::PerOp,
+            ..MetricInfo::default()
         };
         let exact = Reading {
             exact: true,
@@ -432,6 +434,7 @@ mod tests {
         let info = MetricInfo {
             unit: "cycles".into(),
             measure: abi::report::Measure::PerOp,
+            ..MetricInfo::default()
         };
         let c = compare_metric(
             "x",
@@ -504,6 +507,7 @@ mod tests {
         let info = MetricInfo {
             unit: Clock::Tsc.unit(true).into(),
             measure: abi::report::Measure::PerOp,
+            ..MetricInfo::default()
         };
         let tcg = Reading::of(Some(Clock::Tsc), true);
         assert!(tcg.host_time && !tcg.exact);
@@ -580,6 +584,7 @@ mod tests {
         let info = MetricInfo {
             unit: "records/s".into(),
             measure: abi::report::Measure::Throughput,
+            ..MetricInfo::default()
         };
         let sets = vec![
             ("a".to_string(), vec![100.0; 3]),

@@ -285,16 +285,6 @@ pub fn signal(ts: usize) -> Option<usize> {
     Some(w)
 }
 
-/// `broadcast`: wakes every waiter.
-#[allow(dead_code)] // The API's; no kernel lock broadcasts yet.
-pub fn broadcast(ts: usize) -> usize {
-    let mut n = 0;
-    while signal(ts).is_some() {
-        n += 1;
-    }
-    n
-}
-
 /// `unpend`: takes waiter `w` off turnstile `ts` and makes it ready.
 pub fn unpend(ts: usize, w: usize) {
     debug_assert!(

@@ -1031,16 +1031,6 @@ fn preempt(from_user: bool, timer: bool) {
     }
 }
 
-/// Every thread's state, for reports: (tid, prio, state) of live threads.
-#[allow(dead_code)] // For diagnostics.
-pub fn live() -> impl Iterator<Item = (Tid, u8, State)> {
-    sched()
-        .threads
-        .iter()
-        .filter(|t| t.state != State::Free)
-        .map(|t| (t.tid, t.prio, t.state))
-}
-
 pub fn user_threads() -> usize {
     sched()
         .threads

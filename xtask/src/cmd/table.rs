@@ -129,6 +129,15 @@ pub fn speedup_rows(
             .collect();
         for r in rs.iter().filter(|r| !std::ptr::eq(**r, b)) {
             let with = metrics(r);
+            // A multi-CPU figure one CPU did alone, in either run: its
+            // speed-up is that CPU's, and the row says so.
+            let one_cpu: std::collections::BTreeSet<String> = b
+                .metric_info()
+                .into_iter()
+                .chain(r.metric_info())
+                .filter(|(_, i)| !i.one_cpu.is_empty())
+                .map(|(k, _)| rename(&k))
+                .collect();
             for (name, without) in metrics(b) {
                 if !benches.is_empty() && !benches.contains(&name) {
                     continue;
@@ -139,7 +148,11 @@ pub fn speedup_rows(
                     rows.push([
                         system.clone(),
                         r.label.clone(),
-                        name.clone(),
+                        if one_cpu.contains(&name) {
+                            format!("{name} [one CPU did the work]")
+                        } else {
+                            name.clone()
+                        },
                         format!("{:.2}", speedup(measure, without, w)),
                     ]);
                 } else {
@@ -575,6 +588,17 @@ mod tests {
             (rows[0][2].as_str(), rows[0][3].as_str()),
             ("ebizzy", "1.50")
         );
+        // A figure one CPU did alone, in either run, says so in its row.
+        let mut alone = rate("a128", "128", 150.0);
+        alone.benches[0].share = Some(crate::results::Share::new("records", vec![8000, 0]));
+        let rows = speedup_rows(
+            &[rate("packed", "packed", 100.0), alone],
+            Some("packed"),
+            &[],
+        )
+        .unwrap()
+        .0;
+        assert_eq!(rows[0][2], "ebizzy [one CPU did the work]");
     }
 
     /// A pair with a zero or negative median has no speed-up: it is left

@@ -240,14 +240,17 @@ fn clock_words(r: &Report, unit: &str) -> String {
     }
 }
 
-/// `variant,boot,metric,value,unit,clock`, one value a line.
+/// `variant,boot,metric,value,unit,clock,flag`, one value a line; `flag`
+/// is empty, or says one CPU did a multi-CPU figure's work
+/// (`MetricInfo::one_cpu`, its commas made semicolons).
 pub fn csv(t: &Table, index: &str, clock: &str, info_of: &dyn Fn(&str) -> MetricInfo) -> String {
-    let mut csv = format!("variant,{index},metric,value,unit,clock\n");
+    let mut csv = format!("variant,{index},metric,value,unit,clock,flag\n");
     for (v, ms) in t {
         for (m, vals) in ms {
-            let unit = info_of(m).unit;
+            let info = info_of(m);
+            let (unit, flag) = (info.unit, info.one_cpu.replace(',', ";"));
             for (i, x) in vals.iter().enumerate() {
-                csv += &format!("{v},{},{m},{x},{unit},{clock}\n", i + 1);
+                csv += &format!("{v},{},{m},{x},{unit},{clock},{flag}\n", i + 1);
             }
         }
     }
@@ -352,6 +355,7 @@ mod tests {
         MetricInfo {
             unit: "TCG ticks".into(),
             measure: abi::report::Measure::PerOp,
+            ..MetricInfo::default()
         }
     }
 
@@ -442,7 +446,7 @@ mod tests {
         let csv = read("bench.csv");
         assert!(
             csv.starts_with(
-                "variant,boot,metric,value,unit,clock\na,1,sysenter.null,100,TCG ticks,tsc\n"
+                "variant,boot,metric,value,unit,clock,flag\na,1,sysenter.null,100,TCG ticks,tsc,\n"
             ),
             "{csv}"
         );

@@ -188,6 +188,7 @@ mod tests {
         let info = MetricInfo {
             unit: "instructions".into(),
             measure: abi::report::Measure::PerOp,
+            ..MetricInfo::default()
         };
         let c = compare_metric(
             "null",

@@ -45,7 +45,6 @@ impl Summary {
     /// The summary of `values`, given in input order (the order matters to
     /// the last bits of the sums, as it does in the C tool). An empty slice
     /// gives NaN everywhere.
-    #[allow(dead_code)] // API for the coming `cargo xtask bench`.
     pub fn of(values: &[f64], formula: Formula) -> Summary {
         Summary::of_sorted(values, &sorted(values, formula), formula)
     }
@@ -104,7 +103,6 @@ impl Summary {
 }
 
 /// The summary of `values` with today's formulas ([`Formula::FreeBsd`]).
-#[allow(dead_code)] // API for the coming `cargo xtask bench`.
 pub fn summarize(values: &[f64]) -> Summary {
     Summary::of(values, Formula::FreeBsd)
 }
@@ -316,7 +314,6 @@ pub struct Comparison {
 /// Compares `other` against `baseline` (both in input order) at
 /// `confidence` percent, as ministat compares each later file with the
 /// first. Needs at least two values in each for a meaningful answer.
-#[allow(dead_code)] // API for the coming `cargo xtask bench`.
 pub fn compare(baseline: &[f64], other: &[f64], confidence: f64, formula: Formula) -> Comparison {
     compare_summaries(
         &Summary::of(baseline, formula),

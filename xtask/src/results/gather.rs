@@ -12,7 +12,8 @@ use crate::machine::Clock;
 use crate::report::{self, Record};
 
 use super::{
-    dirty_of_rev, utc_timestamp, Bench, Macro, Mech, Perf, Results, IMPORT_SOURCE, JSON_SCHEMA,
+    dirty_of_rev, utc_timestamp, Bench, Macro, Mech, Perf, Results, Share, IMPORT_SOURCE,
+    JSON_SCHEMA,
 };
 
 impl Results {
@@ -37,6 +38,7 @@ impl Results {
             ..Results::default()
         };
         let mut samples: BTreeMap<String, (u64, Vec<u64>, usize)> = BTreeMap::new();
+        let mut shares: BTreeMap<String, (Share, usize)> = BTreeMap::new();
         let mut ended: Option<(String, usize)> = None;
         // The line of the boot record, and the clock its command line names:
         // the host wrote that word (xtask, or the loader's configuration of
@@ -139,10 +141,41 @@ impl Results {
                             })
                             .collect::<Result<Vec<_>>>()?,
                     },
+                    share: None,
                     batch_size: 0,
                     samples: vec![],
                     model: None,
                 }),
+                kind::SHARE => {
+                    let name = field(rec, "name")?.to_string();
+                    let work = field(rec, "work")?;
+                    let per_cpu = field(rec, "per_cpu")?
+                        .split(',')
+                        .map(|v| {
+                            v.parse::<u64>().map_err(|_| {
+                                anyhow!(
+                                    "line {}: share of {name}: {v:?} is not a count",
+                                    rec.line
+                                )
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    if per_cpu.iter().sum::<u64>() == 0 {
+                        bail!(
+                            "line {}: {} share record of {name}: no CPU did any work (a figure of nothing)",
+                            rec.line,
+                            who(rec)
+                        );
+                    }
+                    if let Some((_, first)) = shares.get(&name) {
+                        bail!(
+                            "line {}: {} second share record of {name} (the first is on line {first})",
+                            rec.line,
+                            who(rec)
+                        );
+                    }
+                    shares.insert(name, (Share::new(work, per_cpu), rec.line));
+                }
                 kind::SAMPLES => {
                     let name = field(rec, "name")?.to_string();
                     let size = num(rec, "batch_size")?;
@@ -217,9 +250,16 @@ impl Results {
             b.batch_size = size;
             b.samples = values;
             check_summary(b, line)?;
+            if let Some((share, line)) = shares.remove(&b.name) {
+                check_share(b, &share, line)?;
+                b.share = Some(share);
+            }
         }
         if let Some(name) = samples.keys().next() {
             bail!("samples for {name} without a bench record (a truncated log?)");
+        }
+        if let Some((name, (_, line))) = shares.iter().next() {
+            bail!("line {line}: share of {name} without a bench record");
         }
         match ended {
             None => bail!(
@@ -328,6 +368,28 @@ fn who(rec: &Record) -> String {
 /// per-operation figure the same numbers the guest's own summary gives
 /// for those samples (`abi::stats`, to the 4 decimals the record prints).
 /// `line`: the samples record's.
+/// A share must name a CPU for every CPU the record's threads ran on, and
+/// give work only to CPUs they ran on.
+fn check_share(b: &Bench, share: &Share, line: usize) -> Result<()> {
+    for (c, &n) in share.per_cpu.iter().enumerate() {
+        if n > 0 && !b.cpus.is_empty() && !b.cpus.contains(&(c as u32)) {
+            bail!(
+                "line {line}: share of {}: CPU {c} did {n} {} but the bench record says its threads ran on CPUs {:?}",
+                b.name,
+                share.work,
+                b.cpus
+            );
+        }
+    }
+    if let Some(&c) = b.cpus.iter().find(|&&c| c as usize >= share.per_cpu.len()) {
+        bail!(
+            "line {line}: share of {}: no count for CPU {c}, where its threads ran",
+            b.name
+        );
+    }
+    Ok(())
+}
+
 fn check_summary(b: &Bench, line: usize) -> Result<()> {
     let order = [
         ("min", b.min),

@@ -147,12 +147,81 @@ pub struct Bench {
     /// empty, and left out of the JSON, when the record does not say.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpus: Vec<u32>,
+    /// A multi-CPU figure's division of its work among the CPUs (its
+    /// `share` record); left out of the JSON where the record has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<Share>,
     pub batch_size: u64,
     pub samples: Vec<u64>,
     /// `--clock model`: modelled cycles, misses and flushes per call and
     /// per batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelFigures>,
+}
+
+/// Each CPU's share of a multi-CPU benchmark's work. Under icount QEMU
+/// runs one vCPU at a time in long turns, so work the CPUs race for (the
+/// ebizzy searchers') is divided by its schedule, not by the machine: a
+/// figure one CPU did (nearly) alone is not an N-CPU figure, and says so.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Share {
+    /// What was counted (`records`, `handoffs`, `increments`).
+    pub work: String,
+    /// The count on each CPU, CPU 0 first, summed over every batch.
+    pub per_cpu: Vec<u64>,
+    /// The CPU that did at least [`ONE_CPU_SHARE`] of the work, when one
+    /// did: the figure is then one CPU's, whatever CPUs its threads ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_cpu: Option<u32>,
+}
+
+/// The fraction of a figure's work one CPU must do for the figure to be
+/// flagged as that CPU's alone (`Share::one_cpu`).
+pub const ONE_CPU_SHARE: f64 = 0.9;
+
+impl Share {
+    /// A share of `per_cpu` counts of `work`, flagged where one CPU did at
+    /// least [`ONE_CPU_SHARE`] of the work of two or more CPUs.
+    pub fn new(work: &str, per_cpu: Vec<u64>) -> Share {
+        let total: u64 = per_cpu.iter().sum();
+        let one_cpu = (per_cpu.len() > 1 && total > 0)
+            .then(|| {
+                per_cpu
+                    .iter()
+                    .position(|&n| n as f64 >= ONE_CPU_SHARE * total as f64)
+            })
+            .flatten()
+            .map(|c| c as u32);
+        Share {
+            work: work.into(),
+            per_cpu,
+            one_cpu,
+        }
+    }
+
+    /// Each CPU's share in percent, `CPU 0 first: "100/0"`.
+    pub fn percents(&self) -> String {
+        let total: u64 = self.per_cpu.iter().sum::<u64>().max(1);
+        self.per_cpu
+            .iter()
+            .map(|&n| format!("{:.0}", 100.0 * n as f64 / total as f64))
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// The flag a table, a CSV or a chart shows beside the figure: empty,
+    /// or `one CPU (CPU n did x% of the work)`.
+    pub fn flag(&self) -> String {
+        match self.one_cpu {
+            None => String::new(),
+            Some(c) => format!(
+                "one CPU: CPU {c} did {} of {} {}",
+                self.per_cpu[c as usize],
+                self.per_cpu.iter().sum::<u64>(),
+                self.work
+            ),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -196,20 +265,50 @@ mod measure_key {
     }
 }
 
-/// How one metric reads: its unit and which way is better.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// How one metric reads: its unit and which way is better, and whether
+/// one CPU did (nearly) all of a multi-CPU figure's work.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MetricInfo {
     pub unit: String,
     pub measure: Measure,
+    /// Empty, or the flag of a multi-CPU figure one CPU did alone
+    /// (`Share::flag`, with `: not an N-CPU figure`).
+    pub one_cpu: String,
 }
 
 impl MetricInfo {
     /// What a comparison's heading says about the values.
     pub fn describe(&self) -> String {
-        match self.measure {
+        let reads = match self.measure {
             Measure::PerOp => format!("{} per operation, lower is better", self.unit),
             Measure::Throughput => format!("{}, a throughput: higher is better", self.unit),
+        };
+        if self.one_cpu.is_empty() {
+            reads
+        } else {
+            format!("{reads}; {}", self.one_cpu)
         }
+    }
+
+    /// Merges the same metric's info from another boot: a flag in any
+    /// boot stays.
+    pub fn merge(&mut self, other: MetricInfo) {
+        let flag = std::mem::take(&mut self.one_cpu);
+        *self = other;
+        if self.one_cpu.is_empty() {
+            self.one_cpu = flag;
+        }
+    }
+}
+
+/// A share's flag as metrics carry it: empty, or `one CPU: CPU 0 did 8000
+/// of 8000 records: not a 2-CPU figure`.
+pub fn one_cpu_flag(share: &Share) -> String {
+    let flag = share.flag();
+    if flag.is_empty() {
+        flag
+    } else {
+        format!("{flag}: not a {}-CPU figure", share.per_cpu.len())
     }
 }
 
@@ -270,6 +369,11 @@ impl Results {
                     let info = MetricInfo {
                         unit: unit.clone(),
                         measure: Measure::PerOp,
+                        one_cpu: self
+                            .bench(&k)
+                            .and_then(|b| b.share.as_ref())
+                            .map(one_cpu_flag)
+                            .unwrap_or_default(),
                     };
                     (k, info)
                 })
@@ -287,6 +391,7 @@ impl Results {
                 let info = MetricInfo {
                     unit: unit.clone(),
                     measure: b.measure,
+                    one_cpu: b.share.as_ref().map(one_cpu_flag).unwrap_or_default(),
                 };
                 (b.name.clone(), info)
             })
@@ -295,6 +400,7 @@ impl Results {
             let info = MetricInfo {
                 unit: self.unit.clone(),
                 measure: Measure::PerOp,
+                ..MetricInfo::default()
             };
             m.insert(x.name(), info);
         }

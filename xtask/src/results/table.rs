@@ -167,7 +167,7 @@ impl Results {
         }
         for b in others {
             s += &format!(
-                "{:<28} {:>12.2} {:>12.2}  {}{}\n",
+                "{:<28} {:>12.2} {:>12.2}  {}{}{}\n",
                 b.name,
                 b.median,
                 b.min,
@@ -175,9 +175,27 @@ impl Results {
                 match b.measure {
                     Measure::PerOp => " per op",
                     Measure::Throughput => " (throughput: higher is better)",
-                }
+                },
+                b.share.as_ref().map(share_note).unwrap_or_default()
             );
         }
         s
     }
+}
+
+/// A multi-CPU figure's share, as the table shows it after the unit:
+/// `; records per CPU 100/0%`, and where one CPU did the work, a flag that
+/// says the figure is that CPU's, not the machine's.
+pub fn share_note(share: &super::Share) -> String {
+    let flag = super::one_cpu_flag(share);
+    format!(
+        "; {} per CPU {}%{}",
+        share.work,
+        share.percents(),
+        if flag.is_empty() {
+            String::new()
+        } else {
+            format!(" [{flag}]")
+        }
+    )
 }

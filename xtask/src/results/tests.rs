@@ -76,6 +76,90 @@ fn perf_records_in_order() {
         .is_empty());
 }
 
+/// Two CPUs' ebizzy with each CPU's share: `{found}` records per CPU.
+fn shared_log(found: &str) -> String {
+    LOCKS_LOG.replace(
+        "@@tb1 end status=success",
+        &format!("@@tb1 share prog=locks pid=1 name=ebizzy.128 work=records per_cpu={found}\n@@tb1 end status=success"),
+    )
+}
+
+#[test]
+fn a_figure_one_cpu_did_alone_is_flagged_everywhere() {
+    // CPU 1 found nothing: 0 is a figure, and the figure is CPU 0's.
+    let r = Results::from_log(&shared_log("2000,0"), "x", "qemu").unwrap();
+    let s = r.bench("ebizzy.128").unwrap().share.clone().unwrap();
+    assert_eq!((s.per_cpu.as_slice(), s.one_cpu), (&[2000, 0][..], Some(0)));
+    let t = r.table();
+    assert!(
+        t.contains(
+            "records per CPU 100/0% [one CPU: CPU 0 did 2000 of 2000 records: not a 2-CPU figure]"
+        ),
+        "{t}"
+    );
+    let json = r.to_json().unwrap();
+    assert!(json.contains("\"one_cpu\": 0"), "{json}");
+    let back: Results = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, r);
+    // The exports read the flag from the metric's info.
+    let info = &r.metric_info()["ebizzy.128"];
+    assert!(info
+        .describe()
+        .ends_with("; one CPU: CPU 0 did 2000 of 2000 records: not a 2-CPU figure"));
+    let table = [(
+        "a".to_string(),
+        [("ebizzy.128".to_string(), vec![1.0])].into(),
+    )]
+    .into();
+    let csv = crate::export::csv(&table, "boot", "icount", &|_| info.clone());
+    assert!(
+        csv.ends_with(",icount,one CPU: CPU 0 did 2000 of 2000 records: not a 2-CPU figure\n"),
+        "{csv}"
+    );
+    // At 1800 of 2000 (90%) still one CPU's; at 1700 not.
+    let flagged = |found: &str| {
+        let r = Results::from_log(&shared_log(found), "x", "qemu").unwrap();
+        r.bench("ebizzy.128")
+            .unwrap()
+            .share
+            .as_ref()
+            .unwrap()
+            .one_cpu
+    };
+    assert_eq!(flagged("200,1800"), Some(1));
+    assert_eq!(flagged("1700,300"), None);
+    let t = Results::from_log(&shared_log("1000,1000"), "x", "qemu")
+        .unwrap()
+        .table();
+    assert!(t.contains("records per CPU 50/50%\n"), "{t}");
+}
+
+#[test]
+fn a_share_that_cannot_be_true_is_refused() {
+    for (found, why) in [
+        ("0,0", "no CPU did any work"),
+        (
+            "1000,0,5",
+            "CPU 2 did 5 records but the bench record says its threads ran on CPUs [0, 1]",
+        ),
+        ("1000", "no count for CPU 1, where its threads ran"),
+        ("1000,x", "\"x\" is not a count"),
+    ] {
+        let e = Results::from_log(&shared_log(found), "x", "qemu")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why), "{found}: {e}");
+    }
+    let orphan = shared_log("1,1").replace("name=ebizzy.128 work", "name=ebizzy.64 work");
+    let e = Results::from_log(&orphan, "x", "qemu")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("share of ebizzy.64 without a bench record"),
+        "{e}"
+    );
+}
+
 /// A `locks` boot: no clock in the boot line's words the host did not
 /// add, a per-operation figure and a throughput.
 const LOCKS_LOG: &str = "\

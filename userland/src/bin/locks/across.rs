@@ -11,6 +11,7 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
     };
     // Contended: one contender on CPU 0, one on CPU 1.
     RAN_ON.store(0, SeqCst);
+    clear_work();
     let mut samples = [0u64; BATCHES];
     let first = userland::model::next_seq();
     for v in samples.iter_mut() {
@@ -28,8 +29,10 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
         2 * HANDOFFS,
         (&samples, timer.snaps(first)),
     );
+    share_work(names::CONTENDED_SMP, name, "handoffs", n);
     // Sleep/wakeup: this thread on CPU 0, the ponger on CPU 1.
     RAN_ON.store(1, SeqCst);
+    clear_work();
     let mut samples = [0u64; BATCHES];
     let first = userland::model::next_seq();
     for v in samples.iter_mut() {
@@ -42,20 +45,23 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
             }
         });
         join(&DONE, 1);
+        WORK[0].fetch_add(ROUND_TRIPS, SeqCst);
     }
     let rtt = per_op(
         names::SLEEP_WAKEUP_SMP,
         ROUND_TRIPS,
         (&samples, timer.snaps(first)),
     );
-    // ebizzy: one searcher per CPU. Each CPU's share is reported as the
-    // time its rate would take for the whole batch (samples scaled by
-    // EBIZZY_RECORDS / its records), so its figure is its own records/s.
+    share_work(names::SLEEP_WAKEUP_SMP, name, "wakeups", n);
+    // ebizzy: one searcher per CPU, racing for the records. Each CPU's
+    // share is the records its searcher found, 0 included: under icount
+    // QEMU runs one vCPU at a time in long turns, and one CPU's searcher
+    // may find them all before another's first turn.
     RAN_ON.store(0, SeqCst);
     let mut samples = [0u64; BATCHES];
-    let mut mine = [[0u64; BATCHES]; 8];
+    let mut found = [0u32; 8];
     let first = userland::model::next_seq();
-    for (b, v) in samples.iter_mut().enumerate() {
+    for v in samples.iter_mut() {
         DONE.store(0, SeqCst);
         RECORDS.store(0, SeqCst);
         for f in FOUND.iter() {
@@ -67,9 +73,8 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
             }
             join(&DONE, n);
         });
-        for c in 0..n as usize {
-            let found = FOUND[c].load(SeqCst).max(1) as u64;
-            mine[c][b] = *v * EBIZZY_RECORDS as u64 / found;
+        for (sum, f) in found.iter_mut().zip(FOUND.iter()) {
+            *sum += f.load(SeqCst);
         }
     }
     let ran = RAN_ON.swap(1, SeqCst);
@@ -84,24 +89,11 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
         info.tsc_hz,
         ran,
     );
+    let found = &found[..n as usize];
+    share(names::EBIZZY, names::EBIZZY_SMP, name, "records", found);
     let mut each = Line::new();
-    for (c, m) in mine.iter().enumerate().take(n as usize) {
-        let mut fig = Line::new();
-        let _ = write!(fig, "cpu{c}");
-        let r = figure(
-            names::EBIZZY,
-            fig.as_str(),
-            name,
-            Measure::Throughput,
-            "records/s",
-            EBIZZY_RECORDS,
-            // No model figures: the batch's snapshots are the whole
-            // machine's, not this CPU's share.
-            (m, None),
-            info.tsc_hz,
-            1 << c,
-        );
-        let _ = write!(each, " {r:.0}");
+    for f in found {
+        let _ = write!(each, " {f}");
     }
     // False sharing: a thread on every CPU increments its own counter,
     // this one on CPU 0. One run: the others wait in the kernel; the timed
@@ -144,10 +136,12 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
             run(stride, 0);
         }
         RAN_ON.store(0, SeqCst);
+        clear_work();
         let mut samples = [0u64; BATCHES];
         let first = userland::model::next_seq();
         for v in samples.iter_mut() {
             *v = run(stride, INCREMENTS);
+            WORK[0].fetch_add(INCREMENTS, SeqCst);
         }
         let ran = RAN_ON.swap(1, SeqCst);
         let snaps = Snaps {
@@ -167,9 +161,10 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
             info.tsc_hz,
             ran,
         );
+        share_work(fig, name, "increments", n);
     }
     println!(
-        "{name:<8} across {n} CPUs: contended {con:.1}, sleep/wake {rtt:.1} per op; ebizzy {all:.0} rec/s (per CPU:{}); false sharing ops/s: one line {:.0}, adjacent lines {:.0}, 128 apart {:.0}",
+        "{name:<8} across {n} CPUs: contended {con:.1}, sleep/wake {rtt:.1} per op; ebizzy {all:.0} rec/s (records found per CPU:{}); false sharing ops/s: one line {:.0}, adjacent lines {:.0}, 128 apart {:.0}",
         each.as_str(), fs[0], fs[1], fs[2]
     );
 }
@@ -194,7 +189,7 @@ const FS_CALIB_RUNS: u32 = 3;
 /// A false-sharing thread: waits for GO, then increments the counter at
 /// byte `offset` (plain loads and stores: the line moves between CPUs).
 fn incrementer(offset: u32) {
-    note_cpu();
+    let slot = note_cpu();
     let c = &COUNTERS.0[(offset / 4) as usize % 256];
     // Asleep in the kernel until GO, not spinning: a CPU that idles until
     // the wake-up starts its modelled clock there (the model's rule), so
@@ -203,7 +198,9 @@ fn incrementer(offset: u32) {
     while GO.load(SeqCst) == 0 {
         let _ = threads::sleep_on(CHAN_FS_GO, 1);
     }
-    increment(c, INCS.load(SeqCst));
+    let incs = INCS.load(SeqCst);
+    increment(c, incs);
+    WORK[slot].fetch_add(incs, SeqCst);
     finished();
 }
 
@@ -217,4 +214,22 @@ fn increment(c: &AtomicU32, n: u32) {
             core::sync::atomic::Ordering::Relaxed,
         );
     }
+}
+
+/// Zeroes every CPU's count of work (`WORK`) before a figure's batches.
+fn clear_work() {
+    for w in WORK.iter() {
+        w.store(0, SeqCst);
+    }
+}
+
+/// Reports the `share` of `locks.<fig>.<layout>` from `WORK`, CPUs `0..n`:
+/// the figures whose threads each do a fixed amount of work, so the
+/// shares are equal unless a thread did not finish.
+fn share_work(fig: &str, layout: &str, work: &str, n: u32) {
+    let mut per_cpu = [0u32; 8];
+    for (p, w) in per_cpu.iter_mut().zip(WORK.iter()) {
+        *p = w.load(SeqCst);
+    }
+    share(names::LOCKS, fig, layout, work, &per_cpu[..n as usize]);
 }

@@ -9,13 +9,13 @@ const CHAN_A: u32 = 0x5000;
 const CHAN_B: u32 = 0x5001;
 static SHARED: [AtomicU32; 1024] = [const { AtomicU32::new(0) }; 1024];
 static RECORDS: AtomicU32 = AtomicU32::new(0);
-/// Records found by each CPU's searchers (ebizzy per CPU).
+/// Records found by each CPU's searchers (ebizzy per CPU; slot n: CPU n).
 static FOUND: [AtomicU32; 8] = [const { AtomicU32::new(0) }; 8];
 
 const CHAN_START: u32 = 0x5002;
 
 fn contender(n: u32) {
-    note_cpu();
+    let slot = note_cpu();
     let me = threads::gettid();
     let _ = threads::sleep_on(CHAN_START, 0);
     for _ in 0..n {
@@ -23,6 +23,7 @@ fn contender(n: u32) {
         threads::yield_now();
         let _ = M4.unlock(me);
     }
+    WORK[slot].fetch_add(n, SeqCst);
     finished();
 }
 
@@ -55,21 +56,21 @@ fn ping() {
 }
 
 fn ponger(n: u32) {
-    note_cpu();
+    let slot = note_cpu();
     for _ in 0..n {
         sleep_until_woken(CHAN_B);
         wake_sleeper(CHAN_A);
         PONGS.fetch_add(1, SeqCst);
     }
+    WORK[slot].fetch_add(n, SeqCst);
     finished();
 }
 
 /// ebizzy-like: search shared memory for a key under the lock, one record
 /// per search, until the two searchers have found `target` records.
 fn searcher(target: u32) {
-    note_cpu();
+    let slot = note_cpu();
     let me = threads::gettid();
-    let slot = (threads::cpu() as usize).min(FOUND.len() - 1);
     loop {
         let _ = M4.lock(me);
         if RECORDS.load(SeqCst) >= target {
@@ -181,12 +182,7 @@ fn figure(
     tsc_hz: u64,
     cpus: u32,
 ) -> f64 {
-    let mut name = Line::new();
-    let _ = if figure.is_empty() {
-        write!(name, "{group}.{layout}")
-    } else {
-        write!(name, "{group}.{figure}.{layout}")
-    };
+    let name = figure_name(group, figure, layout);
     bench::report(&Figure {
         name: name.as_str(),
         mech: names::LOCKS,
@@ -202,6 +198,29 @@ fn figure(
         cpus,
     })
     .median
+}
+
+/// A figure's record name: `group.figure.layout` (or `group.layout`).
+fn figure_name(group: &str, figure: &str, layout: &str) -> Line {
+    let mut name = Line::new();
+    let _ = if figure.is_empty() {
+        write!(name, "{group}.{layout}")
+    } else {
+        write!(name, "{group}.{figure}.{layout}")
+    };
+    name
+}
+
+/// Reports each CPU's share of a cross-CPU figure's work (its `share`
+/// record): `per_cpu[n]` operations of kind `work` were done on CPU n,
+/// over every batch. A CPU that did none is reported as 0.
+fn share(group: &str, figure: &str, layout: &str, work: &str, per_cpu: &[u32]) {
+    let mut list = Line::new();
+    for (c, n) in per_cpu.iter().enumerate() {
+        let _ = write!(list, "{}{n}", if c == 0 { "" } else { "," });
+    }
+    record!(kind::SHARE, "name" => figure_name(group, figure, layout).as_str(),
+        "work" => work, "per_cpu" => list.as_str());
 }
 
 fn benches() -> i32 {

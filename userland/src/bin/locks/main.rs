@@ -49,10 +49,17 @@ fn cpus() -> u32 {
 /// The CPUs threads of the running figure ran on (bit n: CPU n).
 static RAN_ON: AtomicU32 = AtomicU32::new(0);
 
-/// Notes the caller's CPU in RAN_ON.
-fn note_cpu() {
-    RAN_ON.fetch_or(1 << threads::cpu(), SeqCst);
+/// Notes the caller's CPU in RAN_ON; returns its slot in `WORK`.
+fn note_cpu() -> usize {
+    let c = threads::cpu();
+    RAN_ON.fetch_or(1 << c, SeqCst);
+    (c as usize).min(WORK.len() - 1)
 }
+
+/// The operations each CPU's threads did in the running cross-CPU figure
+/// (slot n: CPU n), added by each thread when its work is done: the
+/// figure's `share` record.
+static WORK: [AtomicU32; 8] = [const { AtomicU32::new(0) }; 8];
 
 static FAILED: AtomicU32 = AtomicU32::new(0);
 

@@ -107,7 +107,9 @@ pub(super) fn boot_interleaved(
             m.clock = r.clock.clone();
             m.accel = r.accel.clone();
             m.unit = crate::model::unit(&r).unwrap_or_else(|| r.unit.clone());
-            m.infos.extend(r.metric_info());
+            for (k, i) in r.metric_info() {
+                m.infos.entry(k).or_default().merge(i);
+            }
             m.provenance
                 .entry(v.name.clone())
                 .or_insert_with(|| Provenance {

@@ -84,6 +84,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         infos.get(k).cloned().unwrap_or(MetricInfo {
             unit: unit.into(),
             measure: abi::report::Measure::PerOp,
+            ..MetricInfo::default()
         })
     };
     let reading = Reading::of(Clock::from_key(&m.clock), m.accel == qemu::Accel::Tcg.key());

@@ -258,6 +258,7 @@ fn the_summary_lists_changed_and_unchanged_metrics() {
     let info = MetricInfo {
         unit: "instructions".into(),
         measure: abi::report::Measure::PerOp,
+        ..MetricInfo::default()
     };
     let exact = Reading::of(Some(Clock::Icount), true);
     let c = |m: &str, b: f64| {

@@ -28,6 +28,17 @@ pub enum Table {
     /// The same for AMD syscall (on an AMD model, under the profiles that
     /// give SYSCALL a cost).
     CostSyscall,
+    /// The kernel-side SMP benchmarks (`--mode smp`, 2 CPUs) under every
+    /// model profile, with and without `--virt`: modelled cycles and
+    /// coherence misses per operation.
+    Smp,
+    /// The `locks` program's cross-CPU figures (2 CPUs, 128-byte pools)
+    /// under every model profile: coherence misses per operation, and
+    /// ebizzy's division of its records between the CPUs.
+    Locks,
+    /// The path-length targets `cargo xtask test` asserts, each beside its
+    /// figure from an icount boot.
+    Targets,
 }
 
 /// One kind of instruction on a round trip that a profile charges more than
@@ -543,6 +554,315 @@ fn mechanisms() -> Result<String> {
     Ok(out)
 }
 
+/// The rows of the SMP table: (benchmark, what the row says, under
+/// `--virt`, the coherence misses shown).
+const SMP_ROWS: &[(&str, &str, bool, bool)] = &[
+    (
+        "smp.false_sharing.packed",
+        "false sharing, pool packed",
+        false,
+        true,
+    ),
+    (
+        "smp.false_sharing.64",
+        "false sharing, pool 64",
+        false,
+        true,
+    ),
+    (
+        "smp.false_sharing.128",
+        "false sharing, pool 128",
+        false,
+        true,
+    ),
+    (
+        "smp.lines.same",
+        "words 4 bytes apart (one line)",
+        false,
+        true,
+    ),
+    ("smp.lines.adjacent", "words 64 bytes apart", false, true),
+    ("smp.lines.page", "words 4096 bytes apart", false, true),
+    ("smp.pingpong", "ping-pong round trip", false, true),
+    ("smp.tlb.shootdown", "remote shootdown, acked", false, true),
+    (
+        "smp.tlb.shootdown",
+        "remote shootdown, `--virt`",
+        true,
+        true,
+    ),
+    ("smp.tlb.invlpg", "invlpg + refill (local)", false, false),
+    ("smp.tlb.invlpg", "invlpg + refill, `--virt`", true, false),
+    ("smp.tlb.cr3", "CR3 reload + refill (local)", false, false),
+    ("smp.tlb.cr3", "CR3 reload + refill, `--virt`", true, false),
+    (
+        "forktest.window",
+        "forktest, edit through a window",
+        false,
+        false,
+    ),
+    ("forktest.window", "forktest, window, `--virt`", true, false),
+    ("forktest.cr3", "forktest, switch CR3 to edit", false, false),
+    (
+        "forktest.cr3",
+        "forktest, switch CR3, `--virt`",
+        true,
+        false,
+    ),
+];
+
+/// CPUs of the SMP table's boots.
+const SMP_CPUS: &str = "2";
+
+/// One figure of the SMP table: (instructions per operation, modelled
+/// cycles, coherence misses per operation).
+fn smp_figures(results: &Value, name: &str, profile: &str) -> Result<(f64, f64, f64)> {
+    let bench = results["benches"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == name))
+        .with_context(|| format!("profile {profile}: no benchmark {name} in the results"))?;
+    // The model's own count per operation: some of these figures are
+    // throughputs under icount (operations per second), not instructions.
+    let model = &bench["model"];
+    let insns = model["insns"]
+        .as_f64()
+        .with_context(|| format!("profile {profile}: {name} has no modelled instructions"))?;
+    let cycles = model["cycles"]
+        .as_f64()
+        .with_context(|| format!("profile {profile}: {name} has no modelled cycles"))?;
+    let misses = model["coherence_misses"].as_f64().unwrap_or(0.0);
+    Ok((insns, cycles, misses))
+}
+
+/// Coherence misses per operation as the table shows them: up to three
+/// decimals, no trailing zeros (`2.004`, `1`, `0`).
+fn misses_cell(x: f64) -> String {
+    let s = format!("{x:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+/// Modelled cycles as the table shows them: one decimal below 10,000,
+/// whole above (the forktest rows).
+fn cycles_cell(x: f64) -> String {
+    if x >= 10_000.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+/// The SMP table: two model boots (without and with `--virt`) per profile.
+fn smp() -> Result<String> {
+    let profiles = crate::model::known_profiles();
+    let mut runs = Vec::new();
+    for p in &profiles {
+        let mut pair = Vec::new();
+        for virt in [false, true] {
+            let mut args = vec![
+                "run",
+                "--no-save",
+                "--json",
+                "--smp",
+                SMP_CPUS,
+                "--mode",
+                "smp",
+                "--clock",
+                "model",
+                "--profile",
+                p,
+            ];
+            if virt {
+                args.push("--virt");
+            }
+            pair.push(results_of(&args)?);
+        }
+        runs.push(pair);
+    }
+    let mut out = String::from("| figure | instructions |");
+    for p in &profiles {
+        out.push_str(&format!(" {p} |"));
+    }
+    out.push_str("\n| --- | ---: |");
+    for _ in &profiles {
+        out.push_str(" ---: |");
+    }
+    out.push('\n');
+    for (name, label, virt, coherent) in SMP_ROWS {
+        let mut insns = None;
+        let mut cells = Vec::new();
+        for (p, pair) in profiles.iter().zip(&runs) {
+            let (i, c, m) = smp_figures(&pair[*virt as usize], name, p)?;
+            insns.get_or_insert(i);
+            cells.push(if *coherent {
+                format!("{} / {}", cycles_cell(c), misses_cell(m))
+            } else {
+                cycles_cell(c)
+            });
+        }
+        let insns = insns.context("no model profiles")?;
+        out.push_str(&format!(
+            "| {label} | {} | {} |\n",
+            cell(insns),
+            cells.join(" | ")
+        ));
+    }
+    out.push_str(&format!(
+        "\nModelled cycles per operation (the modelled time that passed on CPU 0, waiting for CPU 1 included), \
+         and after the slash the coherence misses per operation, both CPUs' together; instructions: CPU 0's per operation, \
+         as the model counted them. QEMU TCG, {SMP_CPUS} CPUs, two boots per profile: \
+         `cargo xtask run --smp {SMP_CPUS} --mode smp --clock model --profile P [--virt]`."
+    ));
+    Ok(out)
+}
+
+/// The rows of the locks table: (benchmark, what the row says, what one
+/// operation is).
+const LOCKS_ROWS: &[(&str, &str)] = &[
+    (
+        "locks.false_sharing_line.128",
+        "counters 4 bytes apart (one line), per increment",
+    ),
+    (
+        "locks.false_sharing_adjacent.128",
+        "counters 64 bytes apart, per increment",
+    ),
+    (
+        "locks.false_sharing_apart.128",
+        "counters 128 bytes apart, per increment",
+    ),
+    (
+        "locks.contended_smp.128",
+        "lock hand-off across CPUs, per hand-off",
+    ),
+    (
+        "locks.sleep_wakeup_smp.128",
+        "sleep/wakeup across CPUs, per round trip",
+    ),
+];
+
+/// The command line of the locks table's boots, after the profile.
+const LOCKS_APPEND: &str = "pool_align=128";
+
+/// ebizzy's share as a cell: `100/0` (percent per CPU), and the flag.
+fn share_cell(results: &Value, name: &str, profile: &str) -> Result<String> {
+    let share = results["benches"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == name))
+        .map(|b| &b["share"])
+        .filter(|s| !s.is_null())
+        .with_context(|| format!("profile {profile}: {name} has no share"))?;
+    let per_cpu: Vec<u64> = share["per_cpu"]
+        .as_array()
+        .map(|v| v.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    let total = per_cpu.iter().sum::<u64>().max(1);
+    let pct: Vec<String> = per_cpu
+        .iter()
+        .map(|&n| format!("{:.0}", 100.0 * n as f64 / total as f64))
+        .collect();
+    Ok(format!(
+        "{}%{}",
+        pct.join("/"),
+        if share["one_cpu"].is_null() {
+            ""
+        } else {
+            " (one CPU)"
+        }
+    ))
+}
+
+/// The locks table: one model boot per profile.
+fn locks() -> Result<String> {
+    let profiles = crate::model::known_profiles();
+    let mut runs = Vec::new();
+    for p in &profiles {
+        runs.push(results_of(&[
+            "run",
+            "--no-save",
+            "--json",
+            "--prog",
+            "locks",
+            "--smp",
+            "2",
+            "--clock",
+            "model",
+            "--profile",
+            p,
+            "--append",
+            LOCKS_APPEND,
+        ])?);
+    }
+    let mut out = String::from("| coherence misses | ");
+    out.push_str(&profiles.join(" | "));
+    out.push_str(" |\n| --- |");
+    for _ in &profiles {
+        out.push_str(" ---: |");
+    }
+    out.push('\n');
+    for (name, label) in LOCKS_ROWS {
+        let mut cells = Vec::new();
+        for (p, r) in profiles.iter().zip(&runs) {
+            let (_, _, m) = smp_figures(r, name, p)?;
+            cells.push(misses_cell(m));
+        }
+        out.push_str(&format!("| {label} | {} |\n", cells.join(" | ")));
+    }
+    let mut cells = Vec::new();
+    for (p, r) in profiles.iter().zip(&runs) {
+        cells.push(share_cell(r, "ebizzy.smp.128", p)?);
+    }
+    out.push_str(&format!(
+        "| ebizzy: records each CPU found (CPU 0/CPU 1) | {} |\n",
+        cells.join(" | ")
+    ));
+    out.push_str(&format!(
+        "\nCoherence misses per operation, both CPUs' together (calibration subtracted; medians of the batches); \
+         QEMU TCG, 2 CPUs, one boot per profile: \
+         `cargo xtask run --prog locks --smp 2 --clock model --profile P --append {LOCKS_APPEND}`."
+    ));
+    Ok(out)
+}
+
+/// The batching of the targets table's boot (path lengths under icount do
+/// not depend on it), the one the path-length test boots.
+const TARGETS_APPEND: &str = "batches=4 batch_size=256";
+
+/// What each path-length target's row says.
+fn target_label(name: &str) -> String {
+    let mech = name.split('.').next().unwrap_or(name);
+    let title = abi::Mechanism::from_key(mech).map_or(mech, |m| m.title());
+    format!("full null round trip, {title}")
+}
+
+/// The targets table: one icount boot; each limit is the test's own.
+fn targets() -> Result<String> {
+    let r = results_of(&["run", "--no-save", "--json", "--append", TARGETS_APPEND])?;
+    if r["unit"] != "instructions" {
+        bail!("the targets' boot counted {}, not instructions", r["unit"]);
+    }
+    let mut out = String::from(
+        "| target (asserted by `cargo xtask test`) | limit (icount instructions, loop included) | figure now |\n| --- | ---: | ---: |\n",
+    );
+    for (name, limit) in crate::cmd::test::PATH_LENGTH_LIMITS {
+        let got = r["benches"]
+            .as_array()
+            .and_then(|b| b.iter().find(|b| b["name"] == *name))
+            .and_then(|b| b["median"].as_f64())
+            .with_context(|| format!("no benchmark {name} in the results"))?;
+        out.push_str(&format!(
+            "| {} | ≤ {} | {} |\n",
+            target_label(name),
+            cell(*limit),
+            cell(got)
+        ));
+    }
+    out.push_str(&format!(
+        "\nQEMU TCG, icount: `cargo xtask run --append \"{TARGETS_APPEND}\"` (medians; exact under icount, every batch the same)."
+    ));
+    Ok(out)
+}
+
 /// Prints `table` on stdout.
 pub fn print(table: Table) -> Result<i32> {
     let text = match table {
@@ -552,6 +872,9 @@ pub fn print(table: Table) -> Result<i32> {
         Table::CostSysenter => cost(&COST_PATHS[1])?,
         Table::CostCallgate => cost(&COST_PATHS[2])?,
         Table::CostSyscall => cost(&COST_PATHS[3])?,
+        Table::Smp => smp()?,
+        Table::Locks => locks()?,
+        Table::Targets => targets()?,
     };
     println!("{text}");
     Ok(0)
@@ -586,6 +909,18 @@ mod tests {
     }
 
     #[test]
+    fn ebizzy_share_cells_say_who_found_the_records() {
+        let r = serde_json::json!({"benches": [
+            {"name": "a", "share": {"work": "records", "per_cpu": [8000, 0], "one_cpu": 0}},
+            {"name": "b", "share": {"work": "records", "per_cpu": [3000, 5000]}},
+            {"name": "c"}
+        ]});
+        assert_eq!(share_cell(&r, "a", "p4").unwrap(), "100/0% (one CPU)");
+        assert_eq!(share_cell(&r, "b", "p4").unwrap(), "38/62%");
+        assert!(share_cell(&r, "c", "p4").is_err());
+    }
+
+    #[test]
     fn figures_come_from_the_results_and_must_agree() {
         assert_eq!(
             mechanism_figures(&results(24.0, 24.0), "int80.null", "p4").unwrap(),
@@ -597,6 +932,19 @@ mod tests {
         let tsc = serde_json::json!({"unit": "cycles", "benches": []});
         assert!(mechanism_figures(&tsc, "int80.null", "p4").is_err());
         assert_eq!(cell(24.0), "24");
+        assert_eq!(
+            (
+                misses_cell(2.0041),
+                misses_cell(1.0),
+                misses_cell(0.0),
+                misses_cell(0.0014)
+            ),
+            ("2.004".into(), "1".into(), "0".into(), "0.001".into())
+        );
+        assert_eq!(
+            (cycles_cell(14.14), cycles_cell(93013.4)),
+            ("14.1".into(), "93013".into())
+        );
         assert_eq!(cell(14.14), "14.1");
     }
 }

@@ -5,6 +5,7 @@
 
 mod agreement;
 mod cases;
+pub(crate) use cases::PATH_LENGTH_LIMITS;
 mod lab;
 mod model;
 mod teaching;
@@ -55,12 +56,17 @@ pub struct TestArgs {
 }
 
 /// Every test of the run counted in one place, as the kernel's own runner
-/// counts its tests: one PASS or FAIL line each, the totals at the end.
+/// counts its tests: one PASS, FAIL or SKIP line each, the totals at the end.
 #[derive(Default)]
 struct Tally {
     passed: u32,
     failed: u32,
+    skipped: u32,
 }
+
+/// How a test that cannot run here (a tool missing) says so: its error
+/// starts with this, and it is counted as skipped, never silently left out.
+pub(crate) const SKIP: &str = "SKIP: ";
 
 impl Tally {
     /// Counts `result` and prints `PASS name (t s)` or `FAIL name: why`;
@@ -86,10 +92,16 @@ impl Tally {
                     None => println!("PASS {what}"),
                 }
             }
-            Err(why) => {
-                self.failed += 1;
-                println!("FAIL {name}: {why}");
-            }
+            Err(why) => match why.strip_prefix(SKIP) {
+                Some(reason) => {
+                    self.skipped += 1;
+                    println!("SKIP {name}: {reason}");
+                }
+                None => {
+                    self.failed += 1;
+                    println!("FAIL {name}: {why}");
+                }
+            },
         }
     }
 
@@ -106,7 +118,10 @@ impl Tally {
 
     /// The totals line; the exit status (0 when nothing failed).
     fn finish(self) -> i32 {
-        println!("testbed: {} passed, {} failed", self.passed, self.failed);
+        println!(
+            "testbed: {} passed, {} failed, {} skipped",
+            self.passed, self.failed, self.skipped
+        );
         if self.failed == 0 {
             0
         } else {
@@ -563,4 +578,22 @@ fn model_boots(
         tally.report(&name, Some(t), r);
     }
     Ok(tally.finish())
+}
+
+#[cfg(test)]
+mod tally_tests {
+    use super::*;
+
+    #[test]
+    fn a_test_that_cannot_run_is_counted_as_skipped() {
+        let mut t = Tally::default();
+        t.report("runs", None, Ok(()));
+        t.report("gdb", None, Err(format!("{SKIP}no gdb here")));
+        assert_eq!((t.passed, t.failed, t.skipped), (1, 0, 1));
+        assert_eq!(t.finish(), 0);
+        let mut t = Tally::default();
+        t.report("breaks", None, Err("SKIPPED nothing: a failure".into()));
+        assert_eq!((t.passed, t.failed, t.skipped), (0, 1, 0));
+        assert_eq!(t.finish(), 1);
+    }
 }

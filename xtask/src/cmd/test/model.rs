@@ -312,16 +312,7 @@ fn smp_figures(art: &Artifacts, dir: &Path) -> Result<String> {
         invlpg.tlb_flushes,
         invlpg.tlb_misses
     );
-    // Packed, each CPU's turnstile shares a line with the others': nearly
-    // every lock operation misses. Aligned to 128 bytes none does; what
-    // remains is the start and done flags the CPUs hand over once a batch.
-    let (packed, aligned) = (m("smp.false_sharing.packed")?, m("smp.false_sharing.128")?);
-    ensure!(
-        packed.coherence_misses > 0.5 && aligned.coherence_misses < 0.01,
-        "false sharing: {} coherence misses per op packed, {} aligned to 128",
-        packed.coherence_misses,
-        aligned.coherence_misses
-    );
+    let fs = false_sharing(&r, model::DEFAULT_PROFILE)?;
     let shoot = m("smp.tlb.shootdown")?;
     let floor = param(&r, "apic_access")? + param(&r, "ipi_latency")? + param(&r, "int_n")?;
     ensure!(
@@ -331,10 +322,53 @@ fn smp_figures(art: &Artifacts, dir: &Path) -> Result<String> {
     );
     let lines = line_distances(&r, model::DEFAULT_PROFILE)?;
     Ok(format!(
-        "{} figures; shootdown {:.0} cycles; {lines}",
+        "{} figures; {fs}; shootdown {:.0} cycles; {lines}",
         r.benches.len(),
         shoot.cycles
     ))
+}
+
+/// Below this many coherence misses per operation a pool layout counts as
+/// not false-sharing: what remains is the start and done words the CPUs
+/// hand over once a batch, not the lock words.
+const HANDSHAKE_PER_OP: f64 = 0.002;
+
+/// The false sharing the book states for p4, core2 and modern (2 CPUs):
+/// packed, both the lock and the unlock of every pair find the line in the
+/// other CPU's cache (at least 1.9 coherence misses per pair); aligned to
+/// 64 and to 128 bytes, no lock operation misses (below
+/// [`HANDSHAKE_PER_OP`]).
+fn false_sharing(r: &Results, profile: &str) -> Result<String> {
+    let m = |name: &str| {
+        r.bench(name)
+            .and_then(|b| b.model.clone())
+            .with_context(|| format!("no model figures for {name}"))
+    };
+    let packed = m("smp.false_sharing.packed")?.coherence_misses;
+    ensure!(
+        packed >= 1.9,
+        "{profile}: false sharing, packed pool: {packed} coherence misses per lock/unlock pair, expected two (the lock and the unlock each miss)"
+    );
+    let mut seen = vec![format!("packed {packed:.3}")];
+    for layout in ["64", "128"] {
+        let x = m(&format!("smp.false_sharing.{layout}"))?.coherence_misses;
+        ensure!(
+            x < HANDSHAKE_PER_OP,
+            "{profile}: false sharing, pool aligned to {layout}: {x} coherence misses per pair, expected none beyond the hand-shake's (< {HANDSHAKE_PER_OP})"
+        );
+        seen.push(format!("{layout} {x:.3}"));
+    }
+    Ok(format!(
+        "{profile} false sharing per pair: {}",
+        seen.join(", ")
+    ))
+}
+
+/// `mode=smp` on 2 CPUs under `profile`, once: the false sharing as
+/// [`false_sharing`] says.
+fn smp_false_sharing(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
+    let (_, _, r) = boot_on(art, dir, "mode=smp", profile, 2)?;
+    false_sharing(&r, profile)
 }
 
 /// `mode=smp` on 4 CPUs under `p4` (the pair prefetch on), twice
@@ -351,8 +385,9 @@ fn smp_four_p4(art: &Artifacts, dir: &Path) -> Result<String> {
 /// hundred increments (how often depends on how the profile's costs
 /// interleave the two loops); counters 64 bytes apart (one pair: under
 /// `p4` too, since each CPU keeps its own line Modified) and 128 apart
-/// move nothing after the warm-up batch; the lock hand-off and the
-/// sleep/wakeup round trip across CPUs move lines every operation.
+/// move nothing after the warm-up batch; the sleep/wakeup round trip
+/// across CPUs moves lines on every one, the lock hand-off on some (as
+/// often as QEMU's turns pass the lock between the CPUs).
 fn locks_across(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
     let (_, _, r) = boot_on(art, dir, "mode=run prog=locks pool_align=128", profile, 2)?;
     let m = |name: &str| {
@@ -360,20 +395,8 @@ fn locks_across(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
             .and_then(|b| b.model.clone())
             .with_context(|| format!("no model figures for {name}"))
     };
-    // Every figure is modelled but each CPU's ebizzy share: its batches
-    // are the whole machine's snapshots, so it carries none.
     for b in &r.benches {
-        let share = b.name.starts_with("ebizzy.cpu");
-        ensure!(
-            b.model.is_some() != share,
-            "{}: {}",
-            b.name,
-            if share {
-                "a CPU's share carries model figures (they would be the whole machine's)"
-            } else {
-                "no model figures"
-            }
-        );
+        ensure!(b.model.is_some(), "{}: no model figures", b.name);
     }
     let line = m("locks.false_sharing_line.128")?;
     let ops = line_writes(&r, "locks.false_sharing_line.128")?;
@@ -396,11 +419,20 @@ fn locks_across(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
         "{profile}: one line {:.3} coherence misses per increment",
         line.coherence_misses
     )];
-    for name in ["locks.contended_smp.128", "locks.sleep_wakeup_smp.128"] {
+    // The round trip moves the sleeping thread's state and the channel's
+    // between the CPUs on every one; the hand-off moves the lock's line
+    // only when the lock really passes to the other CPU, which QEMU's
+    // turns decide (under icount a contender may take it many times in a
+    // row on its own CPU): some operations, never none.
+    for (name, at_least) in [
+        ("locks.sleep_wakeup_smp.128", 1.0),
+        ("locks.contended_smp.128", f64::MIN_POSITIVE),
+    ] {
         let x = m(name)?;
         ensure!(
-            x.coherence_misses > 0.0,
-            "{profile}: {name}: no coherence misses across CPUs"
+            x.coherence_misses >= at_least,
+            "{profile}: {name}: {} coherence misses per operation, expected at least {at_least}",
+            x.coherence_misses
         );
         seen.push(format!("{name} {:.2}", x.coherence_misses));
     }
@@ -574,9 +606,15 @@ pub fn self_tests(
             out.push(run(name, &|| chase_under(art, dir, &p)));
         }
     }
-    let name = "model: mode=smp on 2 CPUs, two boots byte-identical: every figure modelled; packed pools false-share, 128-byte ones do not; invlpg flushes as the code says; a shootdown pays the IPI; one shared line moves, lines apart do not".to_string();
+    let name = "model: mode=smp on 2 CPUs, two boots byte-identical: every figure modelled; packed pools miss on the lock and the unlock of every pair, 64- and 128-byte ones only on the hand-shake; invlpg flushes as the code says; a shootdown pays the IPI; one shared line moves, lines apart do not".to_string();
     if wanted(&name) {
         out.push(run(name, &|| smp_figures(art, dir)));
+    }
+    for p in ["p4", "core2"] {
+        let name = format!("model: mode=smp on 2 CPUs under {p}: packed pools miss on the lock and the unlock of every pair, 64- and 128-byte ones only on the hand-shake");
+        if wanted(&name) {
+            out.push(run(name, &|| smp_false_sharing(art, dir, p)));
+        }
     }
     let name = "model: mode=smp on 4 CPUs under p4 (pair prefetch), two boots byte-identical: one shared line moves, adjacent lines and pages apart do not after warm-up".to_string();
     if wanted(&name) {
@@ -587,7 +625,7 @@ pub fn self_tests(
         out.push(run(name, &|| import_round_trip(&root, &dir.join("import"))));
     }
     for p in [model::DEFAULT_PROFILE, "p4"] {
-        let name = format!("model: locks on 2 CPUs under {p}: user counters in one line move between the caches, 64 and 128 bytes apart not after warm-up; the hand-off and sleep/wakeup across CPUs move lines");
+        let name = format!("model: locks on 2 CPUs under {p}: user counters in one line move between the caches, 64 and 128 bytes apart not after warm-up; the sleep/wakeup round trip across CPUs moves a line on every one, the hand-off on some");
         if wanted(&name) {
             out.push(run(name, &|| locks_across(art, dir, p)));
         }

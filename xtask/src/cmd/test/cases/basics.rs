@@ -13,7 +13,7 @@ use super::checks::{all_tests_pass, contains, end, mech, one, outcome, succeeded
 use super::{Case, CASE};
 
 /// Path-length targets under icount (loop included), full null round trip.
-const PATH_LENGTH_LIMITS: &[(&str, f64)] = &[
+pub(crate) const PATH_LENGTH_LIMITS: &[(&str, f64)] = &[
     ("int80.null", 40.0),
     ("callgate.null", 40.0),
     ("sysenter.null", 52.0),

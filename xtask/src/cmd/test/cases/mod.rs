@@ -15,6 +15,7 @@ use crate::machine::{self, bochs, AccelChoice, BootLog};
 use crate::report::{self, Record};
 
 mod basics;
+pub(crate) use basics::PATH_LENGTH_LIMITS;
 mod bochs_boots;
 mod checks;
 mod faults;

@@ -123,7 +123,7 @@ pub(super) const SMP: &[Case] = &[
         ..CASE
     },
     Case {
-        name: "locks on 2 CPUs (icount): hand-off, sleep/wakeup, ebizzy per CPU and false sharing across CPUs, each record naming its CPUs",
+        name: "locks on 2 CPUs (icount): hand-off, sleep/wakeup, ebizzy and false sharing across CPUs, each record naming its CPUs and each CPU's share of the work",
         cmdline: "mode=run prog=locks",
         timeout: 120,
         cpus: 2,
@@ -294,7 +294,16 @@ pub(super) fn locks_across_on(
     clock_is(&res, clock)?;
     let every: Vec<u32> = (0..n).collect();
     for layout in layouts {
-        let on = |name: String, m: Measure, cpus: &[u32]| -> Result<(), String> {
+        // `per_batch`: how many of its share's units one batch is, in
+        // operations of its bench record (sleep/wakeup: two wake-ups per
+        // round trip); `fixed`: each thread does the same work, so every
+        // CPU it ran on has an equal share.
+        let on = |name: String,
+                  m: Measure,
+                  cpus: &[u32],
+                  per_batch: u64,
+                  fixed: bool|
+         -> Result<(), String> {
             has_bench(&res, &name, LOCK_BATCHES, m)?;
             let b = res.bench(&name).ok_or_else(|| format!("no {name}"))?;
             if b.cpus != cpus {
@@ -303,24 +312,87 @@ pub(super) fn locks_across_on(
                     b.cpus
                 ));
             }
+            if cpus.len() < 2 {
+                return Ok(());
+            }
+            let s = b
+                .share
+                .as_ref()
+                .ok_or_else(|| format!("{name}: no share record"))?;
+            let want = per_batch * b.batch_size * b.samples.len() as u64;
+            let total: u64 = s.per_cpu.iter().sum();
+            if s.per_cpu.len() != n as usize || total != want {
+                return Err(format!(
+                    "{name}: {} {} on {} CPUs, expected {want} on {n}: each CPU's count is not what its threads did",
+                    total, s.work, s.per_cpu.len()
+                ));
+            }
+            let each = want / cpus.len() as u64;
+            if fixed && cpus.iter().any(|&c| s.per_cpu[c as usize] != each) {
+                return Err(format!(
+                    "{name}: {} per CPU {:?}, expected {each} on each of {cpus:?}",
+                    s.work, s.per_cpu
+                ));
+            }
             Ok(())
         };
-        for fig in [names::CONTENDED_SMP, names::SLEEP_WAKEUP_SMP] {
-            on(format!("locks.{fig}.{layout}"), Measure::PerOp, &[0, 1])?;
-        }
+        on(
+            format!("locks.{}.{layout}", names::CONTENDED_SMP),
+            Measure::PerOp,
+            &[0, 1],
+            1,
+            true,
+        )?;
+        on(
+            format!("locks.{}.{layout}", names::SLEEP_WAKEUP_SMP),
+            Measure::PerOp,
+            &[0, 1],
+            2,
+            true,
+        )?;
         for fig in [
             names::FALSE_SHARING_LINE,
             names::FALSE_SHARING_ADJACENT,
             names::FALSE_SHARING_APART,
         ] {
-            on(format!("locks.{fig}.{layout}"), Measure::Throughput, &every)?;
+            on(
+                format!("locks.{fig}.{layout}"),
+                Measure::Throughput,
+                &every,
+                1,
+                true,
+            )?;
         }
-        on(format!("ebizzy.smp.{layout}"), Measure::Throughput, &every)?;
-        for c in 0..n {
-            on(format!("ebizzy.cpu{c}.{layout}"), Measure::Throughput, &[c])?;
+        // The searchers race for the records: any division, but the
+        // counts are what was found, each batch's records exactly once.
+        let smp = format!("ebizzy.smp.{layout}");
+        on(smp.clone(), Measure::Throughput, &every, 1, false)?;
+        if res.benches.iter().any(|b| b.name.starts_with("ebizzy.cpu")) {
+            return Err(
+                "a figure per CPU of ebizzy: its rate is made up where the CPU found nothing"
+                    .into(),
+            );
         }
+        // The line printed says the same counts.
+        let found = res
+            .bench(&smp)
+            .and_then(|b| b.share.as_ref())
+            .map(|s| {
+                s.per_cpu
+                    .iter()
+                    .map(|c| format!(" {c}"))
+                    .collect::<String>()
+            })
+            .unwrap_or_default();
+        contains(log, &format!("records found per CPU:{found})"))?;
         // The figures of one CPU say so too.
-        on(format!("locks.contended.{layout}"), Measure::PerOp, &[0])?;
+        on(
+            format!("locks.contended.{layout}"),
+            Measure::PerOp,
+            &[0],
+            1,
+            true,
+        )?;
     }
     contains(log, &format!("across {n} CPUs: contended"))
 }
