@@ -595,20 +595,6 @@ const SMP_ROWS: &[(&str, &str, bool, bool)] = &[
     ("smp.tlb.invlpg", "invlpg + refill, `--virt`", true, false),
     ("smp.tlb.cr3", "CR3 reload + refill (local)", false, false),
     ("smp.tlb.cr3", "CR3 reload + refill, `--virt`", true, false),
-    (
-        "forktest.window",
-        "forktest, edit through a window",
-        false,
-        false,
-    ),
-    ("forktest.window", "forktest, window, `--virt`", true, false),
-    ("forktest.cr3", "forktest, switch CR3 to edit", false, false),
-    (
-        "forktest.cr3",
-        "forktest, switch CR3, `--virt`",
-        true,
-        false,
-    ),
 ];
 
 /// CPUs of the SMP table's boots.
