@@ -14,6 +14,7 @@ mod sync;
 mod syscall;
 mod task;
 mod testing;
+mod trap;
 
 use abi::cmdline::{Crash, Mode, Options, Warning, KEYS};
 use abi::exit;
@@ -168,6 +169,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     paging::init(&stacks, task::sched::stack_guards());
     arch::marker::check_window(&raw const __kernel_end as u32);
     task::sched::init();
+    task::set_reset_above(syscall::reset_ring);
     sync_pools(&opts);
     frames::init(
         &bi,
@@ -308,7 +310,7 @@ fn warn(w: Warning) {
 /// Lays out the sync-object pools as `pool_align=` says, and reports it.
 fn sync_pools(opts: &Options) {
     use sync::pool::Align;
-    use sync::{sleepqueue, turnstile};
+    use task::{sleepqueue, turnstile};
     // The pools are guarded by the scheduler lock, even at boot.
     let _g = task::sched::locked();
     let a = Align::from_bytes(opts.pool_align.unwrap_or(abi::cmdline::DEFAULT_POOL_ALIGN))

@@ -52,6 +52,8 @@ enum Cmd {
     Gdb(cmd::gdb::GdbArgs),
     /// Regenerate the command outputs shown in docs/*.md (--check: fail if stale).
     Docs(cmd::docs::DocsArgs),
+    /// The kernel's largest import circle (fails above the limit).
+    Layers(cmd::layers::LayersArgs),
     /// FreeBSD ministat on files of numbers.
     Ministat(ministat::Args),
 }
@@ -70,6 +72,7 @@ fn main() {
         Cmd::Trace(a) => cmd::trace::trace(a),
         Cmd::Gdb(a) => cmd::gdb::gdb(a),
         Cmd::Docs(a) => cmd::docs::docs(a),
+        Cmd::Layers(a) => cmd::layers::layers(a),
         Cmd::Ministat(a) => Ok(ministat::main(a)),
     };
     match result {

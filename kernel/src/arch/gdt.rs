@@ -529,3 +529,15 @@ pub fn gdtr() -> (u16, u32) {
     let g = unsafe { GDT.get_mut() };
     ((g.len * 8 - 1) as u16, g.table.as_ptr() as u32)
 }
+
+/// This CPU's index: from the task register, which ring 3 cannot change
+/// (the entry stubs do not reload GS, so the per-CPU segment is no help here).
+pub fn cpu() -> usize {
+    let tr: u16;
+    // SAFETY: STR only reads the task register.
+    unsafe { core::arch::asm!("str {0:x}", out(reg) tr, options(nomem, nostack, preserves_flags)) };
+    // Any of a CPU's TSSs names it (in a handler task TR holds that CPU's
+    // double-fault or debug TSS). Before the GDT is loaded TR is 0: the
+    // bootstrap processor.
+    selector::cpu_of_tss(tr).unwrap_or(0)
+}

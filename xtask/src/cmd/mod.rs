@@ -8,6 +8,7 @@ pub mod docs;
 pub mod gdb;
 pub mod import;
 pub mod iso;
+pub mod layers;
 pub mod run;
 pub mod setup;
 pub mod table;
