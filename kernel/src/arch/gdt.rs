@@ -411,7 +411,16 @@ pub fn init(
         asm!("movw {s:x}, %gs", s = in(reg) selector::PERCPU_BASE, options(att_syntax, nostack))
     };
     // SAFETY: the TSS descriptor was just loaded and is available (not busy).
-    unsafe { asm!("ltr %ax", in("ax") selector::TSS, options(att_syntax, nostack)) };
+    unsafe { load_tr(selector::TSS) };
+}
+
+/// `ltr` (SDM Vol. 3A §7.2.4), the `x86` crate's.
+///
+/// # Safety
+/// `sel` must name an available (not busy) TSS descriptor of the loaded GDT.
+unsafe fn load_tr(sel: u16) {
+    // SAFETY: the caller's contract.
+    unsafe { x86::task::load_tr(x86::segmentation::SegmentSelector::from_raw(sel)) }
 }
 
 /// The raw descriptor `selector` names (for traces).
@@ -507,7 +516,7 @@ pub fn init_ap(cpu: usize) {
     let gs = selector::PERCPU_BASE + 8 * cpu as u16;
     // SAFETY: both descriptors exist (add_percpu) and belong to this CPU.
     unsafe {
-        asm!("ltr %ax", in("ax") tss, options(att_syntax, nostack));
+        load_tr(tss);
         asm!("movw {s:x}, %gs", s = in(reg) gs, options(att_syntax, nostack));
     }
 }

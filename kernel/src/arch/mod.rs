@@ -10,6 +10,19 @@
 //! console, which asks `gdt::cpu` which CPU prints and through which the
 //! register dumps and the counters' report print.
 //!
+//! Single instructions come from the `x86` crate where it fits: port I/O
+//! (`port`), the MSR numbers (`msr`), LIDT (`idt`), LTR (`gdt`), CR2
+//! (`cpu`). Assembly stays written here where the instruction sequence is
+//! the subject: the exception,
+//! interrupt and handler-task stubs, the model's marker NOPs (`marker`),
+//! the counter probes that must fault at a listed instruction (`pmu`), and
+//! RDMSR/WRMSR, which the thread switch runs in timed paths (`msr` says
+//! why), and the TSC calibration's RDTSC (`pit`: `x86::time::rdtsc` is
+//! the `_rdtsc` intrinsic, which compiles to a different loop, and the
+//! boot's TSC frequency, which every per-second figure divides by, moved
+//! with it). The entry stubs and their floors (`entry`) and the timed regions
+//! (`bench`) keep theirs for the same reason.
+//!
 //! What arch needs from the boot it is handed (`paging::init` gets the
 //! stack guards, `smp::init` the AP's main loop, `gdt::init` the handler
 //! tasks). It calls up only where the CPU hands it an event the policy must

@@ -21,6 +21,8 @@ const PORT_B: u16 = 0x61;
 const CH2_ONESHOT: u8 = 0b1011_0000;
 const CALIBRATION_HZ: u64 = 100; // a 10 ms window
 
+/// RDTSC, written here: the calibration loop's instructions decide the
+/// measured frequency under icount (see arch/mod.rs).
 fn rdtsc() -> u64 {
     let (lo, hi): (u32, u32);
     // SAFETY: RDTSC reads a counter; the caller checked the TSC exists.
