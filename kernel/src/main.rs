@@ -163,6 +163,10 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
         arch::pit::VECTOR_TIMER,
         idt::Gate::new(arch::pit::irq0_address(), idt::GateKind::Interrupt, 0),
     );
+    idt::set(
+        pic::VECTOR_SPURIOUS,
+        idt::Gate::new(pic::spurious_address(), idt::GateKind::Interrupt, 0),
+    );
     let usable = entry::init(f, stacks.kernel_top);
     idt::load(0);
     arch::marker::announce_tables(idt::address(0), gdt::gdtr().1, gdt::tss_address(0));
