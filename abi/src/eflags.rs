@@ -1,26 +1,47 @@
 //! EFLAGS bits (Intel SDM Vol. 1 §3.4.3, Figure 3-8), named once for the
 //! kernel's entry stubs, the user test programs and the reports.
 
-/// Carry, parity, zero and sign: arithmetic status.
-pub const CF: u32 = 1 << 0;
-/// Bit 1 is reserved and always reads 1: EFLAGS with nothing else set is 0x2.
+bitflags::bitflags! {
+    /// The EFLAGS bits the testbed names, lowest first: the one list the
+    /// constants below, [`name`] and the reports that spell out a value
+    /// (`trace`, the hostile-flag tests) come from.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Eflags: u32 {
+        /// Carry, parity, zero and sign: arithmetic status.
+        const CF = 1 << 0;
+        const PF = 1 << 2;
+        const ZF = 1 << 6;
+        const SF = 1 << 7;
+        /// Trap flag: single-step (SDM Vol. 3A §17.3.1.4).
+        const TF = 1 << 8;
+        /// Interrupt enable (read-only for the user; must be on after every return).
+        const IF = 1 << 9;
+        /// Direction flag: string instructions run backwards.
+        const DF = 1 << 10;
+        /// Nested task: an IRET with NT set is a task return (SDM Vol. 3A §7.4).
+        const NT = 1 << 14;
+        /// Alignment check (faults only where CR0.AM is set, which this kernel
+        /// leaves clear).
+        const AC = 1 << 18;
+        /// Software can flip ID only when CPUID exists (SDM Vol. 1 §20.1).
+        const ID = 1 << 21;
+    }
+}
+
+// The bits as plain words, for `asm!` operands and masks.
+pub const CF: u32 = Eflags::CF.bits();
+pub const PF: u32 = Eflags::PF.bits();
+pub const ZF: u32 = Eflags::ZF.bits();
+pub const SF: u32 = Eflags::SF.bits();
+pub const TF: u32 = Eflags::TF.bits();
+pub const IF: u32 = Eflags::IF.bits();
+pub const DF: u32 = Eflags::DF.bits();
+pub const NT: u32 = Eflags::NT.bits();
+pub const AC: u32 = Eflags::AC.bits();
+pub const ID: u32 = Eflags::ID.bits();
+/// Bit 1 is reserved and always reads 1: EFLAGS with nothing else set is
+/// 0x2. Not a flag, so not in [`Eflags`].
 pub const RESERVED_1: u32 = 1 << 1;
-pub const PF: u32 = 1 << 2;
-pub const ZF: u32 = 1 << 6;
-pub const SF: u32 = 1 << 7;
-/// Trap flag: single-step (SDM Vol. 3A §17.3.1.4).
-pub const TF: u32 = 1 << 8;
-/// Interrupt enable (read-only for the user; must be on after every return).
-pub const IF: u32 = 1 << 9;
-/// Direction flag: string instructions run backwards.
-pub const DF: u32 = 1 << 10;
-/// Nested task: an IRET with NT set is a task return (SDM Vol. 3A §7.4).
-pub const NT: u32 = 1 << 14;
-/// Alignment check (faults only where CR0.AM is set, which this kernel
-/// leaves clear).
-pub const AC: u32 = 1 << 18;
-/// Software can flip ID only when CPUID exists (SDM Vol. 1 §20.1).
-pub const ID: u32 = 1 << 21;
 
 /// What every full entry loads with `pushl; popfl` before Rust runs: DF
 /// (Rust assumes it clear), AC, NT (a stale NT would make a later IRET a
@@ -36,25 +57,13 @@ pub const NOT_RESTORED_BY_FAST_RETURN: u32 = TF | DF | NT | AC | ID;
 pub const HOSTILE: u32 = DF | NT | AC;
 
 /// The named bits, lowest first, for reports that spell out a value.
-pub const NAMED: [(u32, &str); 10] = [
-    (CF, "CF"),
-    (PF, "PF"),
-    (ZF, "ZF"),
-    (SF, "SF"),
-    (TF, "TF"),
-    (IF, "IF"),
-    (DF, "DF"),
-    (NT, "NT"),
-    (AC, "AC"),
-    (ID, "ID"),
-];
+pub fn named() -> impl Iterator<Item = (u32, &'static str)> {
+    Eflags::all().iter_names().map(|(n, f)| (f.bits(), n))
+}
 
-/// The name of one bit ("?" for a bit not in [`NAMED`]).
+/// The name of one bit ("?" for a bit not in [`Eflags`]).
 pub fn name(bit: u32) -> &'static str {
-    NAMED
-        .iter()
-        .find(|&&(b, _)| b == bit)
-        .map_or("?", |&(_, n)| n)
+    named().find(|&(b, _)| b == bit).map_or("?", |(_, n)| n)
 }
 
 #[cfg(test)]
@@ -69,5 +78,8 @@ mod tests {
         assert_eq!(USER_START, 0x202);
         assert_eq!(KERNEL_ENTRY, 0x2);
         assert_eq!(NOT_RESTORED_BY_FAST_RETURN, 0x0024_4500);
+        assert!(named()
+            .map(|(_, n)| n)
+            .eq(["CF", "PF", "ZF", "SF", "TF", "IF", "DF", "NT", "AC", "ID"]));
     }
 }

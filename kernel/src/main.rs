@@ -15,6 +15,7 @@ mod sync;
 mod syscall;
 mod task;
 mod testing;
+mod trap;
 mod vm;
 
 use abi::cmdline::{Crash, Mode, Options, Warning, KEYS};
@@ -164,12 +165,17 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
         arch::pit::VECTOR_TIMER,
         idt::Gate::new(arch::pit::irq0_address(), idt::GateKind::Interrupt, 0),
     );
+    idt::set(
+        pic::VECTOR_SPURIOUS,
+        idt::Gate::new(pic::spurious_address(), idt::GateKind::Interrupt, 0),
+    );
     let usable = entry::init(f, stacks.kernel_top);
     idt::load(0);
     arch::marker::announce_tables(idt::address(0), gdt::gdtr().1, gdt::tss_address(0));
     paging::init(&stacks, task::sched::stack_guards());
     arch::marker::check_window(&raw const __kernel_end as u32);
     task::sched::init();
+    task::set_reset_above(syscall::reset_ring);
     sync_pools(&opts);
     frames::init(
         &bi,
@@ -317,7 +323,7 @@ fn warn(w: Warning) {
 /// Lays out the sync-object pools as `pool_align=` says, and reports it.
 fn sync_pools(opts: &Options) {
     use sync::pool::Align;
-    use sync::{sleepqueue, turnstile};
+    use task::{sleepqueue, turnstile};
     // The pools are guarded by the scheduler lock, even at boot.
     let _g = task::sched::locked();
     let a = Align::from_bytes(opts.pool_align.unwrap_or(abi::cmdline::DEFAULT_POOL_ALIGN))

@@ -55,6 +55,8 @@ enum Cmd {
     Gdb(cmd::gdb::GdbArgs),
     /// Regenerate the command outputs shown in README.md and docs/ (--check: fail if stale or a link is broken).
     Docs(cmd::docs::DocsArgs),
+    /// The kernel's largest import circle (fails above the limit).
+    Layers(cmd::layers::LayersArgs),
     /// FreeBSD ministat on files of numbers.
     Ministat(ministat::Args),
 }
@@ -74,6 +76,7 @@ fn main() {
         Cmd::Trace(a) => cmd::trace::trace(a),
         Cmd::Gdb(a) => cmd::gdb::gdb(a),
         Cmd::Docs(a) => cmd::docs::docs(a),
+        Cmd::Layers(a) => cmd::layers::layers(a),
         Cmd::Ministat(a) => Ok(ministat::main(a)),
     };
     match result {

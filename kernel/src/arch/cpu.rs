@@ -205,10 +205,8 @@ impl Features {
 
 /// CR2: the linear address of the last page fault.
 pub fn cr2() -> u32 {
-    let v: u32;
     // SAFETY: reading CR2 has no side effect.
-    unsafe { asm!("movl %cr2, {}", out(reg) v, options(att_syntax, nomem, nostack)) };
-    v
+    unsafe { x86::controlregs::cr2() as u32 }
 }
 
 /// CR0.EM: x87 instructions raise #NM (no FPU to use).

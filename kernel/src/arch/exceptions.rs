@@ -1,40 +1,39 @@
-//! The 32 CPU exceptions: one stub per vector, one common path, one Rust
-//! handler that decides what the fault means.
+//! The 32 CPU exceptions, the mechanism: one stub per vector, one common
+//! path that saves the interrupted context as a [`TrapFrame`], the
+//! exception table of instructions allowed to fault, the register dump, and
+//! the two handler tasks. What a fault *means* (end the user task, resume
+//! at a fixup, stop the kernel) is the trap module's (`crate::trap`), which
+//! the stubs call by link name (the upcalls `arch` lists):
 //!
-//! - From ring 3: the user task is ended with a report (vector, EIP, error
-//!   code, CR2) and the kernel goes on (`task::end_current`). One exception:
-//!   an RDPMC that faults after the boot offered the counters turns them off
-//!   and the program goes on (`pmu::user_fault`).
-//! - From ring 0 at a listed instruction (the exception table): resume at
-//!   its fixup; this is how an entry stub's read of user memory fails softly,
-//!   and how the counter check tries RDPMC and WRMSR (#GP, #PF and #UD are
-//!   fixed up; [`last_fixup_vector`] says which it was).
-//! - #DB comes through a task gate too (`debug_task`): SYSCALL does not
-//!   switch stacks, so a user who sets TF traps at the first kernel
-//!   instruction while ESP is still the user's, and an interrupt gate would
-//!   push the exception frame wherever that ESP points, in ring 0. A task
-//!   switch pushes nothing. A trap at an entry's first instruction (the user
-//!   had TF set; SYSENTER, a call gate and SYSCALL do not clear it) resumes
-//!   at the entry's "traced" variant, which keeps the user's TF; a trap in
-//!   ring 3 ends the task.
-//! - Anything else from ring 0 is a kernel bug: report and exit with
-//!   `EXCEPTION_BASE + vector`.
-//! - #DF comes through a task gate (see `double_fault_task`), so a kernel
-//!   stack overflow is reported on a fresh stack instead of triple-faulting.
+//! - `exc_common` calls `trap_exception` with the frame.
+//! - #DB comes through a task gate (`debug_task`), which calls
+//!   `trap_debug`: SYSCALL does not switch stacks, so a user who sets TF
+//!   traps at the first kernel instruction while ESP is still the user's,
+//!   and an interrupt gate would push the exception frame wherever that ESP
+//!   points, in ring 0. A task switch pushes nothing. A user thread that
+//!   single-stepped leaves the debug task through `debug_kill`, in ring 0 on
+//!   its kernel stack ([`send_to_kill`]), which calls `trap_debug_kill`.
+//! - #DF comes through a task gate (`double_fault_task`, which calls
+//!   `trap_double_fault`), so a kernel stack overflow is reported on a
+//!   fresh stack instead of triple-faulting.
+//! - From ring 0 at a listed instruction (the exception table): [`fix_up`]
+//!   resumes at its fixup; this is how an entry stub's read of user memory
+//!   fails softly, and how the counter check tries RDPMC and WRMSR (#GP,
+//!   #PF and #UD are fixed up; [`last_fixup_vector`] says which it was).
 
 use core::arch::global_asm;
 use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use abi::eflags;
-use abi::exit::{vector_name, vector_title, EXCEPTION_BASE};
+use abi::exit::{vector_name, vector_title};
 use abi::layout::selector;
 use abi::report::kind;
 
 use super::idt::{self, vector, Gate, GateKind};
 use super::regs::{IretFrame, Regs};
-use super::{cpu, gdt, pmu, power};
+use super::{cpu, gdt};
 use crate::console::Hex;
-use crate::{entry, kprintln, record, task};
+use crate::{kprintln, record};
 
 /// The stack after the common stub: PUSHAL's registers (the same block the
 /// system-call entries save), the data segments, the vector and error code
@@ -136,7 +135,7 @@ exc_common:
     movl %eax, %es
     cld
     movl %esp, %ecx
-    call {handler}
+    call trap_exception
     /* Handled: resume whatever was interrupted, perhaps at a new EIP. */
     popal
     popl %gs
@@ -152,14 +151,14 @@ exc_common:
        next #DB starts at the jmp and comes round to the call again. */
     .global debug_task, debug_kill
 debug_task:
-    call {db}
+    call trap_debug
     iret
     jmp debug_task
 
     /* Where the debug task sends a user thread that single-stepped in ring 3:
        ring 0, the thread's kernel stack, kernel segments. */
 debug_kill:
-    call {db_end}
+    call trap_debug_kill
 
     /* The double-fault task starts here on its own stack with the error
        code (always 0) pushed; the faulting context is in the main TSS. */
@@ -172,17 +171,13 @@ exc_stub_table:
 
     .global double_fault_task
 double_fault_task:
-    call {df}
+    call trap_double_fault
 1:  cli
     hlt
     jmp 1b
     .popsection
     "#,
     kdata = const selector::KERNEL_DATA,
-    handler = sym exception_handler,
-    df = sym double_fault,
-    db = sym debug_trap,
-    db_end = sym debug_end_task,
     options(att_syntax)
 );
 
@@ -194,7 +189,7 @@ unsafe extern "C" {
 }
 
 /// Addresses of the 32 stubs, by vector.
-fn stubs() -> [u32; 32] {
+pub fn stubs() -> [u32; 32] {
     // SAFETY: a read-only table the assembler filled with the stubs' addresses.
     unsafe { exc_stub_table }
 }
@@ -265,50 +260,30 @@ fn fixup_for(eip: u32) -> Option<u32> {
     table.iter().find(|e| e.insn == eip).map(|e| e.fixup)
 }
 
-extern "fastcall" fn exception_handler(f: &mut TrapFrame) {
-    let v = f.vector as u8;
-    if f.from_user() {
-        if (v == vector::GENERAL_PROTECTION || v == vector::INVALID_OPCODE) && pmu::user_fault(f) {
-            return;
-        }
-        // Copy-on-write and demand-zero pages are resolved by the process's
-        // memory (error code bit 1: the access was a write, SDM Vol. 3A §4.7).
-        if v == vector::PAGE_FAULT
-            && crate::proc::fault(cpu::cr2(), f.error & 2 != 0) == crate::vm::Fault::Resolved
-        {
-            return;
-        }
-        crate::kprintln!(
-            "task {} (pid {}):",
-            task::current().name,
-            task::current().pid
-        );
-        report(f, "user");
-        task::end_current(task::End::Fault {
-            vector: v,
-            eip: f.iret.eip,
-        });
-    }
-    if FIXED_UP.contains(&v) {
-        if let Some(fixup) = fixup_for(f.iret.eip) {
-            // A listed read of user memory (an entry stub's) that met a
-            // demand-zero or copy-on-write page: resolve it and retry.
-            if v == vector::PAGE_FAULT
-                && crate::proc::fault(cpu::cr2(), f.error & 2 != 0) == crate::vm::Fault::Resolved
-            {
-                return;
-            }
-            FIXUP_VECTOR.store(v, Ordering::Relaxed);
-            f.iret.eip = fixup;
-            return;
-        }
-    }
-    report(f, "kernel");
-    kprintln!("kernel: unexpected {} in ring 0, stopping", vector_name(v));
-    power::exit(EXCEPTION_BASE + v as u32);
+/// Whether the exception table lists the instruction at `eip` (a ring-0
+/// read or write of user memory that may fault).
+pub fn listed(eip: u32) -> bool {
+    fixup_for(eip).is_some()
 }
 
-fn report(f: &TrapFrame, mode: &str) {
+/// For a fault in ring 0: if the exception table lists the faulting
+/// instruction (and the fault is one it fixes up), points the frame at its
+/// fixup, notes the vector for [`last_fixup_vector`], and says so.
+pub fn fix_up(f: &mut TrapFrame) -> bool {
+    let v = f.vector as u8;
+    if FIXED_UP.contains(&v) {
+        if let Some(fixup) = fixup_for(f.iret.eip) {
+            FIXUP_VECTOR.store(v, Ordering::Relaxed);
+            f.iret.eip = fixup;
+            return true;
+        }
+    }
+    false
+}
+
+/// The report of an exception: its name, the mode it came from, the
+/// register dump and the exception record.
+pub fn report(f: &TrapFrame, mode: &str) {
     let v = f.vector as u8;
     kprintln!(
         "{} {} (vector {}) in {} mode, error code {:#x}",
@@ -319,6 +294,12 @@ fn report(f: &TrapFrame, mode: &str) {
         f.error
     );
     dump(&Context::from(f), v, mode);
+}
+
+/// The register dump and the exception record of a context a task switch
+/// saved (the #DF and #DB handler tasks' view of what they interrupted).
+pub fn report_tss(t: &gdt::Tss, vector: u8, mode: &str) {
+    dump(&Context::from(t), vector, mode);
 }
 
 /// An interrupted context, wherever the CPU left it: a trap frame on the
@@ -435,132 +416,30 @@ fn dump(c: &Context, vector: u8, mode: &str) {
         "cr2" => Hex(cr2));
 }
 
-/// Runs as a CPU's double-fault task. The faulting context was saved in
-/// that CPU's main TSS by the task switch; report it and stop.
-extern "C" fn double_fault() -> ! {
-    let me = crate::task::sched::cpu();
-    // SAFETY: this is CPU `me`'s double-fault task.
-    let t = unsafe { gdt::interrupted_by_double_fault(me) };
-    let cr2 = cpu::cr2();
-    kprintln!(
-        "#DF double fault (vector 8) on CPU {me}, taken through the task gate on its own stack"
-    );
-    dump(&Context::from(t), vector::DOUBLE_FAULT, "kernel");
-    let stacks = crate::boot::entry::stacks();
-    if stacks
-        .guards()
-        .chain(crate::task::sched::stack_guards())
-        .any(|g| g != 0 && (g..g + abi::layout::PAGE_SIZE).contains(&cr2))
-    {
-        kprintln!("  CR2 is in a stack guard page: kernel stack overflow");
-    }
-    power::exit(EXCEPTION_BASE + vector::DOUBLE_FAULT as u32);
-}
-
-/// Where a #DB taken in ring 0 at `eip` resumes, if it is a trap ring 3
-/// caused (the caller clears TF); `None` for anything else, a kernel bug.
-///
-/// - At a system-call entry's first instruction: SYSENTER, a call gate and
-///   SYSCALL keep TF, and an `int` that a MOV SS or POP SS held the trap
-///   over delivers it there (`entry::traced_entry`: the full entries go on
-///   through their "traced" variant, which gives the user back its TF).
-/// - At an exception stub's first instruction: the same held-off trap
-///   (MOV SS / POP SS, SDM Vol. 3A §6.8.3) when the next instruction raised
-///   an exception instead: `int3` (#BP, a DPL-3 gate), `into` or `int n`
-///   through a DPL-0 gate (#GP), any fault. The CPU then delivers the #DB
-///   after the transition, on the stub's first instruction in ring 0.
-///   The stub simply goes on: the exception it is entering ends the task.
-///   #DB and #DF are task gates, not stubs, so they are not in the list.
-fn held_trap_resume(eip: u32) -> Option<u32> {
-    if let Some(traced) = entry::traced_entry(eip) {
-        return Some(traced);
-    }
-    stubs()
-        .iter()
-        .enumerate()
-        .any(|(v, &stub)| {
-            stub == eip && v as u8 != vector::DEBUG && v as u8 != vector::DOUBLE_FAULT
-        })
-        .then_some(eip)
-}
-
-/// For the kernel tests: every exception stub's first instruction and each
-/// system-call entry's resume, with whether a #DB there resumes.
-pub fn held_trap_check() -> Result<(), &'static str> {
-    for (v, &stub) in stubs().iter().enumerate() {
-        let task_gate = v as u8 == vector::DEBUG || v as u8 == vector::DOUBLE_FAULT;
-        if held_trap_resume(stub).is_some() == task_gate {
-            return Err(if task_gate {
-                "a trap at a task gate's unused stub would be resumed"
-            } else {
-                "a trap held off onto an exception stub (int3, into, a #GP) would power off"
-            });
-        }
-    }
-    if held_trap_resume(stubs()[vector::BREAKPOINT as usize] + 1).is_some() {
-        return Err("a trap inside a stub (not at its first instruction) would be resumed");
-    }
-    Ok(())
-}
-
 /// Where a user thread that single-stepped was, by CPU, for
-/// `debug_end_task`.
+/// [`killed_eip`].
 static DEBUG_EIP: [AtomicU32; abi::layout::MAX_CPUS] =
     [const { AtomicU32::new(0) }; abi::layout::MAX_CPUS];
 
-/// Runs as a CPU's debug task. Decides what the #DB meant from the
-/// interrupted context in that CPU's main TSS, and edits that context
-/// before switching back.
-extern "C" fn debug_trap() {
-    let me = crate::task::sched::cpu();
-    // SAFETY: this is CPU `me`'s debug task; the interrupted task (this
-    // CPU's main task) is suspended while it runs.
-    let t = unsafe { gdt::interrupted_by_debug_mut(me) };
-    if t.cs & 3 == 3 {
-        // A single step in ring 3: the task ends, like any user fault. Leave
-        // through `debug_kill`, in ring 0 on the thread's kernel stack.
-        kprintln!(
-            "task {} (pid {}):",
-            task::current().name,
-            task::current().pid
-        );
-        kprintln!(
-            "#DB debug (vector 1) in user mode: a single-step trap; the next instruction would be"
-        );
-        dump(&Context::from(&*t), vector::DEBUG, "user");
-        // Read by debug_end_task once this CPU's main task runs again.
-        DEBUG_EIP[me].store(t.eip, Ordering::Relaxed);
-        t.eip = &raw const debug_kill as u32;
-        t.cs = selector::KERNEL_CODE as u32;
-        t.esp = t.esp0;
-        t.eflags = eflags::RESERVED_1;
-        for seg in [&mut t.ss, &mut t.ds, &mut t.es, &mut t.fs, &mut t.gs] {
-            *seg = selector::KERNEL_DATA as u32;
-        }
-        return;
+/// From CPU `me`'s debug task: makes the interrupted context `t` (a user
+/// thread that trapped in ring 3) resume at `debug_kill`, in ring 0 on the
+/// thread's kernel stack (TSS.ESP0) with kernel segments and interrupts
+/// off, where `trap_debug_kill` runs once the task switch has gone back.
+/// Its user EIP is kept for [`killed_eip`].
+pub fn send_to_kill(me: usize, t: &mut gdt::Tss) {
+    // Read by killed_eip once this CPU's main task runs again.
+    DEBUG_EIP[me].store(t.eip, Ordering::Relaxed);
+    t.eip = &raw const debug_kill as u32;
+    t.cs = selector::KERNEL_CODE as u32;
+    t.esp = t.esp0;
+    t.eflags = eflags::RESERVED_1;
+    for seg in [&mut t.ss, &mut t.ds, &mut t.es, &mut t.fs, &mut t.gs] {
+        *seg = selector::KERNEL_DATA as u32;
     }
-    if let Some(resume) = held_trap_resume(t.eip) {
-        // The trap came at an entry's or an exception stub's first
-        // instruction: the user had TF set. Stop stepping the kernel and go
-        // on (see `held_trap_resume`).
-        t.eflags &= !eflags::TF;
-        t.eip = resume;
-        return;
-    }
-    kprintln!(
-        "#DB debug (vector 1) in kernel mode at EIP {:#010x}, EFLAGS {:#010x}: not an entry stub",
-        t.eip,
-        t.eflags
-    );
-    power::exit(EXCEPTION_BASE + vector::DEBUG as u32);
 }
 
-/// A user thread that single-stepped: end its task (in the main task, ring 0).
-extern "C" fn debug_end_task() -> ! {
-    // Written by this CPU's debug task before it switched here.
-    let eip = DEBUG_EIP[crate::task::sched::cpu()].load(Ordering::Relaxed);
-    task::end_current(task::End::Fault {
-        vector: vector::DEBUG,
-        eip,
-    })
+/// At `debug_kill`: the user EIP of the thread [`send_to_kill`] sent there
+/// on this CPU.
+pub fn killed_eip() -> u32 {
+    DEBUG_EIP[super::gdt::cpu()].load(Ordering::Relaxed)
 }

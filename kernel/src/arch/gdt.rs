@@ -411,7 +411,16 @@ pub fn init(
         asm!("movw {s:x}, %gs", s = in(reg) selector::PERCPU_BASE, options(att_syntax, nostack))
     };
     // SAFETY: the TSS descriptor was just loaded and is available (not busy).
-    unsafe { asm!("ltr %ax", in("ax") selector::TSS, options(att_syntax, nostack)) };
+    unsafe { load_tr(selector::TSS) };
+}
+
+/// `ltr` (SDM Vol. 3A §7.2.4), the `x86` crate's.
+///
+/// # Safety
+/// `sel` must name an available (not busy) TSS descriptor of the loaded GDT.
+unsafe fn load_tr(sel: u16) {
+    // SAFETY: the caller's contract.
+    unsafe { x86::task::load_tr(x86::segmentation::SegmentSelector::from_raw(sel)) }
 }
 
 /// The raw descriptor `selector` names (for traces).
@@ -522,7 +531,7 @@ pub fn init_ap(cpu: usize) {
     let gs = selector::PERCPU_BASE + 8 * cpu as u16;
     // SAFETY: both descriptors exist (add_percpu) and belong to this CPU.
     unsafe {
-        asm!("ltr %ax", in("ax") tss, options(att_syntax, nostack));
+        load_tr(tss);
         asm!("movw {s:x}, %gs", s = in(reg) gs, options(att_syntax, nostack));
     }
 }
@@ -543,4 +552,16 @@ pub fn gdtr() -> (u16, u32) {
     // SAFETY: a read of the table's length and address.
     let g = unsafe { GDT.get_mut() };
     ((g.len * 8 - 1) as u16, g.table.as_ptr() as u32)
+}
+
+/// This CPU's index: from the task register, which ring 3 cannot change
+/// (the entry stubs do not reload GS, so the per-CPU segment is no help here).
+pub fn cpu() -> usize {
+    let tr: u16;
+    // SAFETY: STR only reads the task register.
+    unsafe { core::arch::asm!("str {0:x}", out(reg) tr, options(nomem, nostack, preserves_flags)) };
+    // Any of a CPU's TSSs names it (in a handler task TR holds that CPU's
+    // double-fault or debug TSS). Before the GDT is loaded TR is 0: the
+    // bootstrap processor.
+    selector::cpu_of_tss(tr).unwrap_or(0)
 }

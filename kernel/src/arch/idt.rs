@@ -4,8 +4,6 @@
 //! while it runs: two CPUs could not take the exception at once through
 //! one).
 
-use core::arch::asm;
-
 use abi::layout::selector;
 
 use abi::layout::MAX_CPUS;
@@ -99,15 +97,10 @@ pub fn address(cpu: usize) -> u32 {
 
 /// `lidt` of CPU `cpu`'s table (on that CPU).
 pub fn load(cpu: usize) {
-    #[repr(C, packed)]
-    struct Pointer {
-        limit: u16,
-        base: u32,
-    }
-    let p = Pointer {
+    let p = x86::dtables::DescriptorTablePointer::<Gate> {
         limit: (256 * 8 - 1) as u16,
-        base: address(cpu),
+        base: address(cpu) as *const Gate,
     };
     // SAFETY: the IDT is a static and every present gate points at a handler.
-    unsafe { asm!("lidt ({})", in(reg) &p, options(att_syntax, nostack)) };
+    unsafe { x86::dtables::lidt(&p) };
 }

@@ -87,7 +87,7 @@ static SNAPS: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 
 /// The sequence number this CPU's next kernel-stream [`snap`] will have.
 pub fn snap_seq() -> u32 {
-    SNAPS[crate::task::sched::cpu()].load(Ordering::Relaxed)
+    SNAPS[super::gdt::cpu()].load(Ordering::Relaxed)
 }
 
 /// One snapshot of this CPU's kernel stream. The marker and the count are
@@ -95,7 +95,7 @@ pub fn snap_seq() -> u32 {
 /// timer's.
 #[inline(always)]
 pub fn snap() {
-    let count = &SNAPS[crate::task::sched::cpu()];
+    let count = &SNAPS[super::gdt::cpu()];
     // SAFETY: a NOP, then an increment of this CPU's own counter.
     unsafe {
         asm!(

@@ -1,18 +1,22 @@
 //! Model-specific registers (Intel SDM Vol. 4; AMD APM Vol. 2 §6.1.1).
+//!
+//! The numbers are the `x86` crate's (`x86::msr`, named as in the manuals).
+//! The two instructions stay written here: `x86::msr::{rdmsr, wrmsr}` are
+//! not `#[inline]` and their `asm!` does not say `nomem, nostack`, so on
+//! the thread switch (`wrmsr` of IA32_SYSENTER_ESP, in the timed lock and
+//! yield paths) they would add a call and make the compiler reload
+//! whatever it held from memory: longer icount path lengths.
 
 use core::arch::asm;
 
-/// SYSENTER target CS; SS, and SYSEXIT's CS/SS, follow from it (SDM Vol. 3A §5.8.7).
-pub const IA32_SYSENTER_CS: u32 = 0x174;
-/// ESP loaded by SYSENTER.
-pub const IA32_SYSENTER_ESP: u32 = 0x175;
-/// EIP loaded by SYSENTER.
-pub const IA32_SYSENTER_EIP: u32 = 0x176;
-/// AMD EFER; bit 0 (SCE) enables SYSCALL/SYSRET.
-pub const EFER: u32 = 0xC000_0080;
+/// AMD EFER, whose bit 0 (SCE) enables SYSCALL/SYSRET; AMD STAR: bits 31..0
+/// target EIP, 47..32 SYSCALL CS, 63..48 SYSRET CS (APM Vol. 2 §6.1.1).
+pub use x86::msr::{IA32_EFER as EFER, IA32_STAR as STAR};
+/// EFER.SCE.
 pub const EFER_SCE: u64 = 1;
-/// AMD STAR: bits 31..0 target EIP, 47..32 SYSCALL CS, 63..48 SYSRET CS (APM Vol. 2 §6.1.1).
-pub const STAR: u32 = 0xC000_0081;
+/// SYSENTER target CS; SS, and SYSEXIT's CS/SS, follow from it (SDM Vol. 3A
+/// §5.8.7). ESP and EIP: what SYSENTER loads.
+pub use x86::msr::{IA32_SYSENTER_CS, IA32_SYSENTER_EIP, IA32_SYSENTER_ESP};
 
 /// `rdmsr` (SDM Vol. 2B).
 ///

@@ -4,6 +4,8 @@
 //! but a loader may leave the PICs on their BIOS vectors 8..15, which collide
 //! with the CPU's exceptions, so they are moved to 0x20..0x2f and masked.
 
+use core::arch::global_asm;
+
 use super::port::outb;
 
 const PIC1_CMD: u16 = 0x20;
@@ -32,4 +34,32 @@ pub fn init_masked() {
         outb(PIC1_DATA, 0xff);
         outb(PIC2_DATA, 0xff);
     }
+}
+
+/// The master's IRQ 7 vector, where the 8259A puts a spurious interrupt: a
+/// request that went away between the PIC raising INTR and the CPU's
+/// acknowledge (IRQ 0 masked while a tick was pending, as `stop_ticks`
+/// does). Nothing is in service at the PIC then, so it takes no EOI.
+pub const VECTOR_SPURIOUS: u8 = PIC1_VECTOR + 7;
+
+global_asm!(
+    r#"
+    .pushsection .text.irq, "ax"
+    .global pic_spurious
+    /* A spurious IRQ 7 through an interrupt gate: no EOI (nothing is in
+       service), nothing to do; resume whatever was interrupted. */
+pic_spurious:
+    iret
+    .popsection
+    "#,
+    options(att_syntax)
+);
+
+unsafe extern "C" {
+    static pic_spurious: u8;
+}
+
+/// The spurious IRQ 7 stub, for its IDT gate.
+pub fn spurious_address() -> u32 {
+    &raw const pic_spurious as u32
 }

@@ -21,6 +21,8 @@ const PORT_B: u16 = 0x61;
 const CH2_ONESHOT: u8 = 0b1011_0000;
 const CALIBRATION_HZ: u64 = 100; // a 10 ms window
 
+/// RDTSC, written here: the calibration loop's instructions decide the
+/// measured frequency under icount (see arch/mod.rs).
 fn rdtsc() -> u64 {
     let (lo, hi): (u32, u32);
     // SAFETY: RDTSC reads a counter; the caller checked the TSC exists.
@@ -126,9 +128,10 @@ irq0_entry:
     movl %ecx, %ds
     movl %ecx, %es
     cld
-    /* The interrupted CS: the same frame as a system-call entry. */
+    /* The interrupted CS: the same frame as a system-call entry. Up to
+       the trap module's timer (arch/mod.rs lists the upcalls). */
     movl {cs}(%esp), %ecx
-    call {handler}
+    call trap_timer
     popal
     popl %es
     popl %ds
@@ -137,7 +140,6 @@ irq0_entry:
     "#,
     kdata = const selector::KERNEL_DATA,
     cs = const super::regs::frame::CS,
-    handler = sym timer_irq,
     marker = const abi::model::marker_disp(abi::model::device_interrupt_marker(VECTOR_TIMER)),
     options(att_syntax)
 );
@@ -150,9 +152,10 @@ pub fn irq0_address() -> u32 {
     &raw const irq0_entry as u32
 }
 
-/// ECX = the interrupted CS.
-extern "fastcall" fn timer_irq(cs: u32) {
-    // SAFETY: acknowledge IRQ 0 at the master PIC before anything can switch.
+/// Acknowledges IRQ 0 at the master PIC (the timer upcall does, before
+/// anything can switch).
+#[inline(always)]
+pub fn ack() {
+    // SAFETY: an end-of-interrupt to the master PIC, whose IRQ 0 is in service.
     unsafe { outb(PIC1_CMD, EOI) };
-    crate::task::sched::tick(cs & 3 == 3);
 }

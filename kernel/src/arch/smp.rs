@@ -61,7 +61,6 @@ const PERCPU_INIT: PerCpu = PerCpu {
 };
 
 static PERCPU: BootCell<[PerCpu; MAX_CPUS]> = BootCell::new([PERCPU_INIT; MAX_CPUS]);
-const _: () = assert!(core::mem::size_of::<PerCpu>() == crate::sync::pool::SLOT);
 
 /// (base, length) of each CPU's per-CPU segment, for the GDT.
 pub fn percpu_segments() -> [(u32, u32); MAX_CPUS] {
@@ -445,7 +444,8 @@ global_asm!(
        to this CPU's TSS.ESP0; from an idle HLT we are on a kernel stack.
        The same frame as a system-call entry, so the handler may switch
        threads; it gets the interrupted CS in ECX. Each begins with the
-       model's marker of its delivery (an IPI's, a device's). */
+       model's marker of its delivery (an IPI's, a device's), and calls up
+       to the trap module (arch/mod.rs lists the upcalls). */
     .macro smp_irq_enter marker, handler
     nopl \marker(%eax)
     pushl %ds
@@ -459,10 +459,10 @@ global_asm!(
     call \handler
     .endm
 ipi_reschedule_entry:
-    smp_irq_enter {resched_marker}, {reschedule}
+    smp_irq_enter {resched_marker}, trap_reschedule
     jmp 1f
 apic_timer_entry:
-    smp_irq_enter {timer_marker}, {timer}
+    smp_irq_enter {timer_marker}, trap_apic_timer
 1:  popal
     popl %es
     popl %ds
@@ -471,26 +471,10 @@ apic_timer_entry:
     "#,
     kdata = const abi::layout::selector::KERNEL_DATA,
     cs = const super::regs::frame::CS,
-    reschedule = sym reschedule_irq,
-    timer = sym timer_irq,
     resched_marker = const abi::model::marker_disp(abi::model::interrupt_marker(VECTOR_RESCHEDULE)),
     timer_marker = const abi::model::marker_disp(abi::model::device_interrupt_marker(apic::VECTOR_TIMER)),
     options(att_syntax)
 );
-
-/// Another CPU made a thread of ours ready, or ends the task (ECX = the
-/// interrupted CS): the interrupt alone ends an idle HLT; from ring 3 the
-/// scheduler looks again.
-extern "fastcall" fn reschedule_irq(cs: u32) {
-    apic::eoi();
-    crate::task::sched::interrupt(cs & 3 == 3, false);
-}
-
-/// An AP's local timer tick (ECX = the interrupted CS).
-extern "fastcall" fn timer_irq(cs: u32) {
-    apic::eoi();
-    crate::task::sched::interrupt(cs & 3 == 3, true);
-}
 
 unsafe extern "C" {
     static ipi_reschedule_entry: u8;

@@ -27,7 +27,7 @@ use crate::arch::idt::{self, Gate, GateKind};
 use crate::arch::smp::{self, command};
 use crate::arch::{apic, marker, paging};
 use crate::sync::pool::Align;
-use crate::sync::turnstile;
+use crate::task::turnstile;
 use crate::{kprintln, record};
 
 /// Batches per figure: each keeps every batch's total (its samples).
@@ -545,9 +545,9 @@ fn lines(rep: &Reporter, n: usize) {
 fn cross_cpu_tests() -> bool {
     use core::sync::atomic::AtomicU32;
 
-    use crate::sync::mutex::Mutex;
-    use crate::sync::sleepqueue;
+    use crate::task::mutex::Mutex;
     use crate::task::sched::{self, State};
+    use crate::task::sleepqueue;
 
     const CHAN: u32 = 0xc0c0;
     const GO: u32 = 0xc0c1;

@@ -43,7 +43,7 @@ impl Drop for Held {
 
 /// Takes the console lock for a scope (a record's several writes).
 pub fn lock() -> Held {
-    let me = crate::task::sched::cpu() as u32 + 1;
+    let me = crate::arch::gdt::cpu() as u32 + 1;
     if LOCK.load(Ordering::Relaxed) == me {
         return Held(false);
     }

@@ -11,7 +11,6 @@ use abi::eflags;
 use abi::layout::selector;
 
 use super::addr;
-use crate::syscall::dispatch;
 
 global_asm!(
     r#"
@@ -35,7 +34,7 @@ callgate_common:
     movl %ecx, %ds
     movl %ecx, %es
     movl %esp, %ecx
-    call {dispatch}
+    call syscall_dispatch
     popal
     popl %es
     popl %ds
@@ -54,7 +53,6 @@ callgate_traced:
     kdata = const selector::KERNEL_DATA,
     kernel_eflags = const eflags::KERNEL_ENTRY,
     tf = const eflags::TF,
-    dispatch = sym dispatch,
     options(att_syntax)
 );
 

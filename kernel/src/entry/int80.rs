@@ -11,7 +11,6 @@ use abi::eflags;
 use abi::layout::{selector, VECTOR_SYSCALL, VECTOR_SYSCALL_FLOOR};
 
 use crate::arch::idt::{self, Gate, GateKind};
-use crate::syscall::dispatch;
 
 global_asm!(
     r#"
@@ -37,7 +36,7 @@ int80_full:
     popfl
     /* dispatch(&mut Regs), fastcall: the pointer travels in ECX. */
     movl %esp, %ecx
-    call {dispatch}
+    call syscall_dispatch
     /* Back out: EAX now holds the result; IRET restores the user's EFLAGS
        (IF included) and SS:ESP, CS:EIP. */
     popal
@@ -48,7 +47,6 @@ int80_full:
     "#,
     kdata = const selector::KERNEL_DATA,
     kernel_eflags = const eflags::KERNEL_ENTRY,
-    dispatch = sym dispatch,
     options(att_syntax)
 );
 

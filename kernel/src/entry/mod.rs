@@ -2,6 +2,15 @@
 //! cheapest legal round trip, no work) and a *full* entry into the one
 //! dispatcher (`syscall::dispatch`).
 //!
+//! entry sits on `arch` and below `task`: the scheduler points the fast
+//! entries at the next thread's kernel stack on every switch
+//! ([`set_kernel_stack`]), and a task's end puts them back
+//! ([`restore_full_entries`]). The stubs call up by link name (a direct
+//! `call`, as before), the two upcalls typed in [`upcall`]:
+//! `syscall_dispatch` (the dispatcher, in `syscall`) and, when a fast
+//! entry finds no user stack, `trap_sysenter_bad_stack` or
+//! `trap_syscall_bad_stack` (the task ends, in `trap`).
+//!
 //! Every full entry builds the same [`Regs`] block with PUSHAL, so the
 //! dispatcher reads the number and arguments in one place whichever way the
 //! user came in, and writes the result into the saved EAX.
@@ -154,6 +163,17 @@ pub fn traced_entry(eip: u32) -> Option<u32> {
     ]
     .contains(&eip)
     .then_some(eip)
+}
+
+/// The types of the calls the stubs make up into the kernel (see the
+/// module text); `syscall` and `trap` check their definitions against them.
+pub mod upcall {
+    use crate::arch::regs::Regs;
+
+    /// `syscall_dispatch`: ECX = the saved registers (fastcall).
+    pub type Dispatch = extern "fastcall" fn(&mut Regs);
+    /// `trap_sysenter_bad_stack`, `trap_syscall_bad_stack`: the task ends.
+    pub type BadStack = extern "C" fn() -> !;
 }
 
 /// `sym` addresses of entry stubs, as u32.

@@ -27,8 +27,6 @@ use abi::layout::{selector, MAX_CPUS, USER_BASE, USER_TOP};
 
 use super::{addr, frame};
 use crate::arch::msr::{rdmsr, wrmsr, EFER, EFER_SCE, STAR};
-use crate::syscall::dispatch;
-use crate::task;
 
 // Every CPU has its own copy of the full entry (and its traced variant),
 // each naming that CPU's two slots; each CPU's STAR points at its copy.
@@ -98,7 +96,7 @@ syscall_arg2_\cpu:
     movl %ecx, %ds
     movl %ecx, %es
     movl %esp, %ecx
-    call {dispatch}
+    call syscall_dispatch
     testl ${dirty}, {eflags}(%esp)
     jnz syscall_iret
     popal
@@ -138,7 +136,7 @@ syscall_bad_stack:
     movl %ecx, %ds
     movl %ecx, %es
     cld
-    call {bad_stack}
+    call trap_syscall_bad_stack
     .popsection
     "#,
     ap_words = const (MAX_CPUS - 1) * 2,
@@ -156,8 +154,6 @@ syscall_bad_stack:
     eflags = const frame::EFLAGS,
     iret_eip = const frame::IRET_EIP,
     iret_esp = const frame::IRET_ESP,
-    dispatch = sym dispatch,
-    bad_stack = sym bad_stack,
     options(att_syntax)
 );
 
@@ -166,12 +162,6 @@ unsafe extern "C" {
     static mut syscall_slots: [[u32; 2]; MAX_CPUS];
     /// Per CPU: (full entry, traced variant).
     static syscall_entries: [[u32; 2]; MAX_CPUS];
-}
-
-extern "C" fn bad_stack() -> ! {
-    task::end_current(task::End::BadStack {
-        mechanism: "syscall",
-    })
 }
 
 /// SYSRET's CS base: user code is STAR[63:48] | 3, user data that + 8.
@@ -188,7 +178,7 @@ pub fn init() {
 /// This CPU's entries (full, traced).
 fn entries() -> [u32; 2] {
     // SAFETY: a read-only table of addresses.
-    unsafe { syscall_entries[crate::task::sched::cpu()] }
+    unsafe { syscall_entries[crate::arch::gdt::cpu()] }
 }
 
 pub fn select(floor: bool) {
@@ -204,7 +194,7 @@ pub fn select(floor: bool) {
 
 /// The stack this CPU's next SYSCALL switches to (per thread).
 pub fn set_kernel_stack(top: u32) {
-    let cpu = crate::task::sched::cpu();
+    let cpu = crate::arch::gdt::cpu();
     // SAFETY: this CPU's slots, and it is not inside a SYSCALL entry (the
     // kernel is switching threads), so the slot holds a kernel stack top,
     // which is replaced. Other CPUs touch only their own slots.

@@ -31,8 +31,6 @@ use abi::layout::{selector, USER_BASE, USER_TOP};
 
 use super::{addr, frame};
 use crate::arch::msr::{rdmsr, wrmsr, IA32_SYSENTER_CS, IA32_SYSENTER_EIP, IA32_SYSENTER_ESP};
-use crate::syscall::dispatch;
-use crate::task;
 
 // The exercises (docs/exercises.md) each remove one piece of hygiene; the
 // stub stays one string, and its `.if` blocks read these two (1: keep).
@@ -86,7 +84,7 @@ sysenter_common:
     movl %ecx, %ds
     movl %ecx, %es
     movl %esp, %ecx
-    call {dispatch}
+    call syscall_dispatch
     /* SYSEXIT keeps the kernel's EFLAGS: only a user whose flags need no
        more than IF may take it. Otherwise return through IRET. */
     .if {iret_if_dirty}
@@ -124,7 +122,7 @@ sysenter_bad_stack:
     movl %ecx, %ds
     movl %ecx, %es
     cld
-    call {bad_stack}
+    call trap_sysenter_bad_stack
 
     .pushsection .extable, "a"
     .long 1b, sysenter_bad_stack
@@ -148,19 +146,11 @@ sysenter_bad_stack:
     ss = const frame::SS,
     iret_eip = const frame::IRET_EIP,
     iret_esp = const frame::IRET_ESP,
-    dispatch = sym dispatch,
-    bad_stack = sym bad_stack,
     options(att_syntax)
 );
 
 /// Room left above IA32_SYSENTER_ESP for the IRET frame's ESP and SS slots.
 const IRET_SLOTS_ABOVE: u32 = 8;
-
-extern "C" fn bad_stack() -> ! {
-    task::end_current(task::End::BadStack {
-        mechanism: "sysenter",
-    })
-}
 
 /// Programs the three MSRs (only where CPUID says SEP works).
 pub fn init(kernel_stack_top: u32) {

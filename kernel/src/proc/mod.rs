@@ -19,8 +19,8 @@ use abi::syscall::{errno, wait, MAX_PROCS};
 
 use crate::arch::regs::EntryFrame;
 use crate::sync::cell::BootCell;
-use crate::sync::sleepqueue;
 use crate::task::sched;
+use crate::task::sleepqueue;
 use crate::vm::{self, Space};
 
 pub type Pid = u32;

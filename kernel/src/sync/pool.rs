@@ -13,6 +13,9 @@ use abi::syscall::MAX_THREADS;
 
 use crate::sync::cell::SetOnce;
 
+// A CPU's block (`arch::smp::PerCpu`) fills one slot, as a pool object does.
+const _: () = assert!(core::mem::size_of::<crate::arch::smp::PerCpu>() == SLOT);
+
 /// The layout `pool_align=` chose at boot: what every task's end restores
 /// (a task may change it with the `pool_align` system call).
 static BOOT_ALIGN: SetOnce<Align> = SetOnce::new();

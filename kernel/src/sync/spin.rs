@@ -3,6 +3,15 @@
 //! serialises every change to what they guard, so none is ever found held;
 //! they mark where finer locking would split the big lock, and their words
 //! are what false sharing between CPUs would hit.
+//!
+//! Written here rather than taken from the `spin` crate: the lock word is a
+//! field of every turnstile and sleepqueue, whose size and layout the
+//! pool-alignment and false-sharing benchmarks measure, and `spin`'s
+//! `SpinMutex<()>` is a one-byte flag with its own instruction sequence;
+//! the `xchg` loop on a 32-bit word is the subject here. (`sync::cell`'s
+//! `SetOnce` stays too: put on `spin::Once`, the application processors'
+//! command loop, which reads the benchmarks' worker through it, changed the
+//! `mode=smp` TLB-shootdown samples under icount.)
 
 use core::sync::atomic::{AtomicU32, Ordering};
 

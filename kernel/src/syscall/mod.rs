@@ -28,6 +28,8 @@ pub fn sysinfo() -> CpuInfo {
     *SYSINFO.get().expect("cpuinfo is set during boot")
 }
 
+const _: entry::upcall::Dispatch = dispatch;
+
 fn err(e: i32) -> u32 {
     (-e) as u32
 }
@@ -76,7 +78,9 @@ const fn table() -> [Handler; nr::COUNT as usize] {
 /// Called by every full entry stub with ECX = &mut Regs (fastcall). The
 /// number is checked against the table's length on every path: anything
 /// out of range, negative numbers included (they are huge unsigned), is
-/// `-ENOSYS`. The handler is reached by a tail jump.
+/// `-ENOSYS`. The handler is reached by a tail jump. The stubs call it by
+/// its link name, `syscall_dispatch` (entry's upcall).
+#[unsafe(export_name = "syscall_dispatch")]
 pub extern "fastcall" fn dispatch(r: &mut Regs) {
     match TABLE.get(r.eax as usize) {
         Some(handler) => handler(r),

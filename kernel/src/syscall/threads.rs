@@ -8,8 +8,8 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use super::usercopy::{check, Access};
 use super::{err, Regs};
 use crate::sync::pool::Align;
-use crate::sync::{sleepqueue, turnstile};
 use crate::task::sched;
+use crate::task::{sleepqueue, turnstile};
 use crate::{kprintln, record};
 
 pub extern "fastcall" fn sys_yield(r: &mut Regs) {

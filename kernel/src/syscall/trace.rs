@@ -46,7 +46,7 @@ mod heapless {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             write!(f, "{:#010x} [", self.0)?;
             let mut first = true;
-            for (bit, name) in abi::eflags::NAMED {
+            for (bit, name) in abi::eflags::named() {
                 if self.0 & bit != 0 {
                     write!(f, "{}{name}", if first { "" } else { " " })?;
                     first = false;

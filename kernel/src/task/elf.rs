@@ -7,8 +7,14 @@ use abi::layout::{PAGE_SIZE, USER_BASE, USER_TOP};
 use xmas_elf::program::Type;
 use xmas_elf::ElfFile;
 
-use super::LoadError;
 use crate::vm::Space;
+
+/// Why a program could not be loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadError {
+    Elf(&'static str),
+    OutOfMemory,
+}
 
 /// Maps the program's segments into `space`; returns its entry point.
 /// The pages that hold file bytes are mapped now; the rest of each segment

@@ -6,16 +6,26 @@
 //! a bad stack on a fast entry, the last thread's `thread_exit`, a deadlock
 //! — calls [`end_current`], which records why, drops every thread and
 //! switches back to the boot thread, so `run` returns.
+//!
+//! Beside them the objects a thread blocks on, FreeBSD's model: turnstiles
+//! (a contested lock), sleepqueues (a wait channel) and the kernel mutex
+//! built on turnstiles. They lend priorities and make threads ready, so
+//! they live with the scheduler, above `sync`'s spin locks and pools.
 
 pub mod elf;
+pub mod mutex;
 pub mod sched;
+pub mod sleepqueue;
+pub mod turnstile;
+
+pub use elf::LoadError;
 
 use abi::layout::USER_STACK_TOP;
 use abi::report::kind;
 use abi::syscall::{wait, DEFAULT_EUID};
 
 use crate::boot::info::Module;
-use crate::sync::cell::BootCell;
+use crate::sync::cell::{BootCell, SetOnce};
 use crate::{kprintln, record};
 
 /// The running task's identity.
@@ -46,6 +56,22 @@ static CURRENT: BootCell<Task> = BootCell::new(Task {
 });
 static NEXT_PID: BootCell<u32> = BootCell::new(1);
 static ENDED: BootCell<Option<End>> = BootCell::new(None);
+
+/// What the layers above keep for a task and empty between tasks (the
+/// syscall layer's ring behind `fd::RING`): set once at boot, so that
+/// `task` need not import them.
+static RESET_ABOVE: SetOnce<fn()> = SetOnce::new();
+
+/// Names what [`run`] empties before each task and after it (once, in `kmain`).
+pub fn set_reset_above(reset: fn()) {
+    RESET_ABOVE.set(reset);
+}
+
+fn reset_above() {
+    if let Some(reset) = RESET_ABOVE.get() {
+        reset();
+    }
+}
 
 pub fn current() -> &'static Task {
     // SAFETY: written only by `run`, between tasks.
@@ -88,12 +114,6 @@ pub fn note_end(why: End) {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LoadError {
-    Elf(&'static str),
-    OutOfMemory,
-}
-
 /// Loads `module` as a user program, runs it with EAX = `arg`, and reports
 /// how it ended.
 pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
@@ -105,7 +125,7 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
 pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, LoadError> {
     let image = module_bytes(module);
     let (space, entry) = crate::proc::load_program(image)?;
-    crate::syscall::reset_ring();
+    reset_above();
     // SAFETY: between tasks, nothing else touches these cells.
     let pid = unsafe {
         let next = NEXT_PID.get_mut();
@@ -210,9 +230,9 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
 pub fn reset_machine_state() {
     debug_assert!(sched::held_here());
     let a = crate::sync::pool::boot_align();
-    let laid_out = crate::sync::turnstile::set_align(a) && crate::sync::sleepqueue::set_align(a);
+    let laid_out = crate::task::turnstile::set_align(a) && crate::task::sleepqueue::set_align(a);
     debug_assert!(laid_out, "the pools are empty once every thread is gone");
-    crate::syscall::reset_ring();
+    reset_above();
     reset_cpu_state();
 }
 

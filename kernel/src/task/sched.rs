@@ -32,7 +32,7 @@
 //! first thread, so no TLB keeps the old task's mappings.
 //!
 //! Each thread owns one turnstile and one sleepqueue from the pools
-//! (`sync::turnstile`, `sync::sleepqueue`), FreeBSD's model: a thread that
+//! (`task::turnstile`, `task::sleepqueue`), FreeBSD's model: a thread that
 //! blocks lends its object to the lock or channel.
 //!
 //! Locking key (FreeBSD's style: each field says what guards it):
@@ -53,7 +53,7 @@ use crate::arch::regs::{EntryFrame, IretFrame};
 use crate::arch::{gdt, pit};
 use crate::entry;
 use crate::sync::cell::BootCell;
-use crate::sync::{sleepqueue, turnstile};
+use crate::task::{sleepqueue, turnstile};
 use core::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
 pub type Tid = u32;
@@ -217,17 +217,8 @@ pub fn stack_guards() -> impl Iterator<Item = u32> {
     (1..MAX_THREADS).map(move |i| base + (i * core::mem::size_of::<KernelStack>()) as u32)
 }
 
-/// This CPU's index: from the task register, which ring 3 cannot change
-/// (the entry stubs do not reload GS, so the per-CPU segment is no help here).
-pub fn cpu() -> usize {
-    let tr: u16;
-    // SAFETY: STR only reads the task register.
-    unsafe { core::arch::asm!("str {0:x}", out(reg) tr, options(nomem, nostack, preserves_flags)) };
-    // Any of a CPU's TSSs names it (in a handler task TR holds that CPU's
-    // double-fault or debug TSS). Before the GDT is loaded TR is 0: the
-    // bootstrap processor.
-    selector::cpu_of_tss(tr).unwrap_or(0)
-}
+/// This CPU's index (the CPU knows it: `arch::gdt::cpu`).
+pub use crate::arch::gdt::cpu;
 
 /// The scheduler lock: the thread table, the run states, the turnstiles and
 /// the sleepqueues. Holds this CPU's index + 1 while taken.

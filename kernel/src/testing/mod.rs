@@ -53,7 +53,7 @@ const KERNEL_TESTS: &[Test] = &[
     ("kernel: pools keep 128-byte objects apart", pool_layout),
     (
         "kernel: a trap held off by MOV SS onto any exception stub is resumed",
-        crate::arch::exceptions::held_trap_check,
+        crate::trap::held_trap_check,
     ),
 ];
 
@@ -253,8 +253,8 @@ fn ending_elsewhere(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, t: &m
 /// layout and the x87 must be the boot's again.
 fn spoiled_state_restored(bi: &BootInfo<'static>) -> Result<(), &'static str> {
     use crate::arch::smp;
-    use crate::sync::{sleepqueue, turnstile};
     use crate::task::sched;
+    use crate::task::{sleepqueue, turnstile};
     use abi::cases::rogue;
     let m = bi.module("rogue").ok_or("no 'rogue' module")?;
     let layouts = || {
@@ -578,7 +578,7 @@ fn mechanisms_match_cpuid() -> Result<(), &'static str> {
 }
 
 fn kernel_mutex() -> Result<(), &'static str> {
-    use crate::sync::mutex::{Deadlock, Mutex};
+    use crate::task::mutex::{Deadlock, Mutex};
     static M: Mutex = Mutex::new();
     M.lock().map_err(|_| "the first lock failed")?;
     if M.owner() != Some(crate::task::sched::current_index()) {
@@ -596,7 +596,7 @@ fn kernel_mutex() -> Result<(), &'static str> {
 
 fn pool_layout() -> Result<(), &'static str> {
     use crate::sync::pool::Align;
-    use crate::sync::{sleepqueue, turnstile};
+    use crate::task::{sleepqueue, turnstile};
     let _g = crate::task::sched::locked();
     let mut r = Ok(());
     for (a, per128) in [(Align::A128, 1), (Align::A64, 2)] {
@@ -621,7 +621,7 @@ fn pool_layout() -> Result<(), &'static str> {
 fn kernel_threads() -> Result<(), &'static str> {
     use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
 
-    use crate::sync::mutex::Mutex;
+    use crate::task::mutex::Mutex;
     use crate::task::sched::{self, State};
 
     static M: Mutex = Mutex::new();

@@ -9,6 +9,7 @@ pub mod gdb;
 pub mod import;
 pub mod iso;
 pub mod lava;
+pub mod layers;
 pub mod run;
 pub mod setup;
 pub mod table;

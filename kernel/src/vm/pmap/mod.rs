@@ -124,7 +124,7 @@ static SCRATCH: BootCell<[[(u32, u32); 1024]; MAX_CPUS]> =
 
 /// This CPU's index.
 fn cpu() -> usize {
-    crate::task::sched::cpu()
+    crate::arch::gdt::cpu()
 }
 
 impl Pmap {

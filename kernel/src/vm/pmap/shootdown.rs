@@ -80,7 +80,7 @@ extern "C" fn shootdown_irq() {
 /// Answers this CPU's pending flush, if any (the IPI handler, and the
 /// spin loops of the locks an initiator may hold).
 pub fn poll() {
-    let me = &PENDING[crate::task::sched::cpu()];
+    let me = &PENDING[crate::arch::gdt::cpu()];
     match me.load(Ordering::Acquire) {
         FLUSH => paging::flush_all(),
         LEAVE => super::activate_kernel(),

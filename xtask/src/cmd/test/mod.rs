@@ -449,6 +449,13 @@ pub fn run(a: TestArgs) -> Result<i32> {
     let mut tally = Tally::default();
     if !a.boots_only {
         tally.count("host unit tests", host_unit_tests(&root)?);
+        println!("== the kernel's layers (cargo xtask layers)");
+        let (ok, text) = crate::cmd::layers::check(&root.join("kernel/src"), false)?;
+        print!("{text}");
+        tally.count(
+            "layers: no import circle above the limit, arch imports nothing above it",
+            ok,
+        );
     }
     if a.host_only {
         return Ok(tally.finish());

@@ -191,24 +191,24 @@ pub fn self_tests(filter: Option<&str>) -> Vec<(String, Result<(), String>)> {
             .map_err(|e| format!("{}no gdb here: {e:#}", super::SKIP))
             .and_then(|()| gdb_batch_output(&["--stop-at", mech]))
             .and_then(|text| {
-            let stopped = text.contains("Breakpoint 1, ")
-                && text.contains(&format!("in {stub} ()"))
-                && text.contains(&format!("<{stub}>"));
-            // The traced call: EAX = the trace number, EBX the trace's value.
-            let traced = text.contains(&format!(
-                "EAX={:#x} EBX=0x11111111",
-                abi::syscall::nr::TRACE
-            ));
-            if !stopped || !traced {
-                return Err(format!(
-                    "gdb did not stop in {stub} on the traced call:\n{text}"
+                let stopped = text.contains("Breakpoint 1, ")
+                    && text.contains(&format!("in {stub} ()"))
+                    && text.contains(&format!("<{stub}>"));
+                // The traced call: EAX = the trace number, EBX the trace's value.
+                let traced = text.contains(&format!(
+                    "EAX={:#x} EBX=0x11111111",
+                    abi::syscall::nr::TRACE
                 ));
-            }
-            if !text.contains(says) || text.contains("Cannot access memory") {
-                return Err(format!("frame-words did not say {says:?}:\n{text}"));
-            }
-            Ok(())
-        });
+                if !stopped || !traced {
+                    return Err(format!(
+                        "gdb did not stop in {stub} on the traced call:\n{text}"
+                    ));
+                }
+                if !text.contains(says) || text.contains("Cannot access memory") {
+                    return Err(format!("frame-words did not say {says:?}:\n{text}"));
+                }
+                Ok(())
+            });
         out.push((name, r));
     }
     out.extend(run_exercises(filter));

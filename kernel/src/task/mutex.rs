@@ -3,8 +3,8 @@
 
 use core::cell::Cell;
 
+use super::sched;
 use super::turnstile;
-use crate::task::sched;
 
 pub struct Mutex {
     /// Owner's thread index + 1; 0 when free. Guarded by the scheduler

@@ -39,10 +39,10 @@
 
 use abi::syscall::MAX_THREADS;
 
-use super::cell::BootCell;
-use super::pool::{Align, Arena, Pool};
-use super::spin::SpinLock;
-use crate::task::sched::{self, State};
+use super::sched::{self, State};
+use crate::sync::cell::BootCell;
+use crate::sync::pool::{self, Align, Arena, Pool};
+use crate::sync::spin::SpinLock;
 
 const NONE: u32 = u32::MAX;
 pub const CHAINS: usize = 128;
@@ -74,7 +74,7 @@ struct Chains {
     lock: [SpinLock; CHAINS],
 }
 
-static mut ARENA: Arena = Arena([0; super::pool::SLOT * MAX_THREADS]);
+static mut ARENA: Arena = Arena([0; pool::SLOT * MAX_THREADS]);
 static POOL: BootCell<Pool<Turnstile>> = BootCell::new(Pool::new(&raw mut ARENA));
 static CHAINS_: BootCell<Chains> = BootCell::new(Chains {
     head: [NONE; CHAINS],

@@ -17,10 +17,10 @@
 
 use abi::syscall::MAX_THREADS;
 
-use super::cell::BootCell;
-use super::pool::{Align, Arena, Pool};
-use super::spin::SpinLock;
-use crate::task::sched::{self, State};
+use super::sched::{self, State};
+use crate::sync::cell::BootCell;
+use crate::sync::pool::{self, Align, Arena, Pool};
+use crate::sync::spin::SpinLock;
 
 const NONE: u32 = u32::MAX;
 pub const CHAINS: usize = 256;
@@ -41,7 +41,7 @@ pub struct SleepQueue {
 
 const _: () = assert!(core::mem::size_of::<SleepQueue>() <= 128);
 
-static mut ARENA: Arena = Arena([0; super::pool::SLOT * MAX_THREADS]);
+static mut ARENA: Arena = Arena([0; pool::SLOT * MAX_THREADS]);
 static POOL: BootCell<Pool<SleepQueue>> = BootCell::new(Pool::new(&raw mut ARENA));
 static HEADS: BootCell<[u32; CHAINS]> = BootCell::new([NONE; CHAINS]);
 static LOCKS: [SpinLock; CHAINS] = [const { SpinLock::new() }; CHAINS];
