@@ -1,5 +1,5 @@
 //! Processes: the `procs` program's cases under every `pmap=` strategy and
-//! both `fork=` modes on 1, 2 and 4 CPUs, the kernel's leak test (10,000
+//! both `fork=` modes on 1, 2 and 4 CPUs (24 boots), the kernel's leak test (10,000
 //! fork/exit/wait rounds, every frame and page back), and the forktest
 //! figure on 1 and 2 CPUs.
 
@@ -91,10 +91,14 @@ pub(super) const PROCS: &[Case] = &[
     procs_case!(2, "window", "cow"),
     procs_case!(2, "direct", "copy"),
     procs_case!(2, "direct", "cow"),
+    procs_case!(4, "apte", "copy"),
     procs_case!(4, "apte", "cow"),
     procs_case!(4, "cr3", "copy"),
+    procs_case!(4, "cr3", "cow"),
+    procs_case!(4, "window", "copy"),
     procs_case!(4, "window", "cow"),
     procs_case!(4, "direct", "copy"),
+    procs_case!(4, "direct", "cow"),
     Case {
         name: "processes: 10,000 fork/exit/wait rounds leave every frame and page where they were (1 CPU, pmap=apte fork=cow)",
         cmdline: "mode=test test=processes pmap=apte fork=cow",
