@@ -57,11 +57,7 @@ pub enum Fork {
 impl Fork {
     pub const ALL: [(Fork, &'static str); 2] = [(Fork::Copy, "copy"), (Fork::Cow, "cow")];
     pub fn key(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(f, _)| *f == self)
-            .map(|(_, k)| *k)
-            .unwrap_or("?")
+        key_in(&Self::ALL, self)
     }
 }
 
@@ -88,11 +84,7 @@ impl Pmap {
         (Pmap::Direct, "direct"),
     ];
     pub fn key(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(p, _)| *p == self)
-            .map(|(_, k)| *k)
-            .unwrap_or("?")
+        key_in(&Self::ALL, self)
     }
 }
 
@@ -143,11 +135,7 @@ impl Crash {
         (Crash::TripleFault, "triple"),
     ];
     pub fn key(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(c, _)| *c == self)
-            .map(|(_, k)| *k)
-            .unwrap_or("?")
+        key_in(&Self::ALL, self)
     }
 }
 
@@ -173,12 +161,16 @@ impl Pmc {
     ];
 
     pub fn key(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(p, _)| *p == self)
-            .map(|(_, k)| *k)
-            .unwrap_or("?")
+        key_in(&Self::ALL, self)
     }
+}
+
+/// The word `v` has in `all` (a key enum's table of values and words).
+fn key_in<T: Copy + PartialEq>(all: &[(T, &'static str)], v: T) -> &'static str {
+    all.iter()
+        .find(|(x, _)| *x == v)
+        .map(|(_, k)| *k)
+        .unwrap_or("?")
 }
 
 /// Which clock the timed regions read; the kernel cannot tell icount from
