@@ -2,7 +2,9 @@
 //!
 //! A thread is a kernel stack, a saved ESP, a priority and a state. Thread 0
 //! is the boot thread (kmain on the boot stack); user threads belong to the
-//! one task that runs at a time; kernel threads run a Rust function.
+//! processes of the one task that runs at a time (`proc`: each thread knows
+//! its process, and a switch to another process's thread loads its CR3);
+//! kernel threads run a Rust function.
 //!
 //! The kernel is not preemptible: it runs with IF clear, so a thread in ring
 //! 0 keeps the CPU until it blocks, yields or returns to ring 3. The timer
