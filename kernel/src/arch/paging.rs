@@ -14,11 +14,83 @@ use super::frames;
 use crate::boot::entry::Stacks;
 use crate::sync::cell::BootCell;
 
-/// Page-table entry bits (SDM Vol. 3A Table 4-5, 4-6).
-pub const PRESENT: u32 = 1 << 0;
-pub const WRITABLE: u32 = 1 << 1;
-pub const USER: u32 = 1 << 2;
+bitflags::bitflags! {
+    /// The flag bits of a page-directory or page-table entry that maps a
+    /// 4 KiB page or a page table (SDM Vol. 3A Tables 4-5, 4-6): bits 0-11;
+    /// bits 12-31 are the frame.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Flags: u32 {
+        const PRESENT = 1 << 0;
+        const WRITABLE = 1 << 1;
+        /// Ring 3 may use it (at both levels, SDM Vol. 3A §4.6).
+        const USER = 1 << 2;
+        /// Page-level write-through (PWT) and cache disable (PCD).
+        const WRITE_THROUGH = 1 << 3;
+        const CACHE_DISABLE = 1 << 4;
+        /// Bit 9 is ignored by the CPU, the software's own (bits 9-11,
+        /// "Ignored" in Table 4-6); `vm::pmap` gives it its meaning.
+        const SOFTWARE_9 = 1 << 9;
+    }
+}
+
+pub const PRESENT: Flags = Flags::PRESENT;
+pub const WRITABLE: Flags = Flags::WRITABLE;
+pub const USER: Flags = Flags::USER;
 const FRAME_MASK: u32 = !(PAGE_SIZE - 1);
+
+/// One entry of a page directory or a page table: a frame and its
+/// [`Flags`] in one word, as the CPU reads it. x86's `bits32::paging`
+/// entry types are not used: their flags drop the software bits (the
+/// pmap's copy-on-write mark), their constructor asserts (a branch and a
+/// panic path on every mapping), and they are not inlined across crates.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pte(u32);
+
+impl Pte {
+    /// Not present: nothing mapped.
+    pub const NONE: Pte = Pte(0);
+
+    /// `frame` (page-aligned) with `flags`.
+    #[inline(always)]
+    pub const fn new(frame: u32, flags: Flags) -> Pte {
+        Pte(frame | flags.bits())
+    }
+
+    #[inline(always)]
+    pub const fn frame(self) -> u32 {
+        self.0 & FRAME_MASK
+    }
+
+    /// The flag bits (software bits included).
+    #[inline(always)]
+    pub const fn flags(self) -> Flags {
+        Flags::from_bits_retain(self.0 & !FRAME_MASK)
+    }
+
+    #[inline(always)]
+    pub const fn is_present(self) -> bool {
+        self.0 & Flags::PRESENT.bits() != 0
+    }
+
+    /// Whether any of `f` is set.
+    #[inline(always)]
+    pub const fn any(self, f: Flags) -> bool {
+        self.0 & f.bits() != 0
+    }
+
+    /// With `f` set too.
+    #[inline(always)]
+    pub const fn or(self, f: Flags) -> Pte {
+        Pte(self.0 | f.bits())
+    }
+
+    /// The same frame with `flags` instead.
+    #[inline(always)]
+    pub const fn with_flags(self, flags: Flags) -> Pte {
+        Pte::new(self.frame(), flags)
+    }
+}
 /// CR0.PG: paging on; CR0.WP: ring 0 honours read-only pages too.
 const CR0_PG: u32 = 1 << 31;
 const CR0_WP: u32 = 1 << 16;
@@ -26,13 +98,13 @@ const CR0_WP: u32 = 1 << 16;
 const KERNEL_TABLES: usize = (KERNEL_MAP_END / (4 << 20)) as usize;
 
 #[repr(C, align(4096))]
-struct Table([u32; 1024]);
+struct Table([Pte; 1024]);
 
-static DIRECTORY: BootCell<Table> = BootCell::new(Table([0; 1024]));
+static DIRECTORY: BootCell<Table> = BootCell::new(Table([Pte::NONE; 1024]));
 static KERNEL_TABLES_: BootCell<[Table; KERNEL_TABLES]> =
-    BootCell::new([const { Table([0; 1024]) }; KERNEL_TABLES]);
+    BootCell::new([const { Table([Pte::NONE; 1024]) }; KERNEL_TABLES]);
 
-fn directory() -> &'static mut [u32; 1024] {
+fn directory() -> &'static mut [Pte; 1024] {
     // SAFETY: one context at a time (single CPU, interrupts off in ring 0).
     unsafe { &mut DIRECTORY.get_mut().0 }
 }
@@ -52,19 +124,19 @@ pub fn init(stacks: &Stacks, thread_guards: impl Iterator<Item = u32>) {
     for (t, table) in tables.iter_mut().enumerate() {
         for (i, pte) in table.0.iter_mut().enumerate() {
             let addr = ((t * 1024 + i) as u32) * PAGE_SIZE;
-            *pte = addr | PRESENT | WRITABLE;
+            *pte = Pte::new(addr, PRESENT | WRITABLE);
         }
-        dir[t] = table as *const Table as u32 | PRESENT | WRITABLE;
+        dir[t] = Pte::new(table as *const Table as u32, PRESENT | WRITABLE);
     }
     // The recursive slot: the current directory's page tables at
     // RECURSIVE_BASE, itself at RECURSIVE_DIR (see vm::pmap).
-    dir[1023] = directory_address() | PRESENT | WRITABLE;
+    dir[1023] = Pte::new(directory_address(), PRESENT | WRITABLE);
     for unmapped in stacks.guards().chain(thread_guards) {
         let (t, i) = (
             (unmapped >> 22) as usize,
             ((unmapped >> 12) & 1023) as usize,
         );
-        tables[t].0[i] = 0;
+        tables[t].0[i] = Pte::NONE;
     }
     // SAFETY: the directory identity-maps the running code, its stack and
     // data, so execution continues at the same addresses once PG is set.
@@ -89,26 +161,27 @@ pub struct OutOfMemory;
 
 /// The PTE flags for `vaddr` in the current address space, if it is mapped
 /// (kernel or user), read through the recursive slot every directory has.
-pub fn flags(vaddr: u32) -> Option<u32> {
+pub fn flags(vaddr: u32) -> Option<Flags> {
     // SAFETY: RECURSIVE_DIR is the current directory (its last entry points
     // at itself: `init` sets it in the kernel's, the pmap in every other).
     let pde = unsafe {
-        (RECURSIVE_DIR as *const u32)
+        (RECURSIVE_DIR as *const Pte)
             .add((vaddr >> 22) as usize)
             .read()
     };
-    if pde & PRESENT == 0 {
+    if !pde.is_present() {
         return None;
     }
     // SAFETY: the directory entry is present, so the PTE is mapped at
     // RECURSIVE_BASE + page number * 4.
     let pte = unsafe {
-        (RECURSIVE_BASE as *const u32)
+        (RECURSIVE_BASE as *const Pte)
             .add((vaddr >> 12) as usize)
             .read()
     };
     // Writable and user-accessible only when both levels say so (SDM Vol. 3A §4.6).
-    (pte & PRESENT != 0).then_some(pte & pde & (PRESENT | WRITABLE | USER))
+    pte.is_present()
+        .then_some(pte.flags() & pde.flags() & (PRESENT | WRITABLE | USER))
 }
 
 /// Reloading CR3 drops every TLB entry (no global pages here).
@@ -120,25 +193,25 @@ pub fn flush_all() {
 }
 
 /// Page-level cache disable and write-through, for device memory.
-pub const UNCACHED: u32 = (1 << 4) | (1 << 3);
+pub const UNCACHED: Flags = Flags::CACHE_DISABLE.union(Flags::WRITE_THROUGH);
 
 /// Identity-maps `[phys, phys + len)` for the kernel (supervisor,
 /// writable), e.g. ACPI tables above the kernel map or the local APIC.
 /// Pages already mapped are left as they are.
-pub fn map_identity(phys: u32, len: u32, flags: u32) -> Result<(), OutOfMemory> {
+pub fn map_identity(phys: u32, len: u32, flags: Flags) -> Result<(), OutOfMemory> {
     let dir = directory();
     let mut page = phys & FRAME_MASK;
     let end = phys.saturating_add(len.max(1));
     while page < end {
         let pde = &mut dir[(page >> 22) as usize];
-        if *pde & PRESENT == 0 {
-            *pde = frames::alloc().ok_or(OutOfMemory)? | PRESENT | WRITABLE;
+        if !pde.is_present() {
+            *pde = Pte::new(frames::alloc().ok_or(OutOfMemory)?, PRESENT | WRITABLE);
         }
         // SAFETY: the table's frame is identity-mapped and the kernel's.
-        let table = unsafe { &mut *((*pde & FRAME_MASK) as *mut [u32; 1024]) };
+        let table = unsafe { &mut *(pde.frame() as *mut [Pte; 1024]) };
         let pte = &mut table[((page >> 12) & 1023) as usize];
-        if *pte & PRESENT == 0 {
-            *pte = page | PRESENT | WRITABLE | flags;
+        if !pte.is_present() {
+            *pte = Pte::new(page, PRESENT | WRITABLE | flags);
         }
         match page.checked_add(PAGE_SIZE) {
             Some(p) => page = p,
@@ -153,12 +226,12 @@ pub fn map_identity(phys: u32, len: u32, flags: u32) -> Result<(), OutOfMemory> 
 /// At boot, before other CPUs run: only this CPU's TLB entry is dropped.
 pub fn unmap_kernel_page(va: u32) {
     let pde = directory()[(va >> 22) as usize];
-    if pde & PRESENT == 0 {
+    if !pde.is_present() {
         return;
     }
     // SAFETY: the table's frame is identity-mapped and the kernel's.
-    let table = unsafe { &mut *((pde & FRAME_MASK) as *mut [u32; 1024]) };
-    table[((va >> 12) & 1023) as usize] = 0;
+    let table = unsafe { &mut *(pde.frame() as *mut [Pte; 1024]) };
+    table[((va >> 12) & 1023) as usize] = Pte::NONE;
     invlpg(va);
 }
 
@@ -173,7 +246,7 @@ pub fn invlpg(va: u32) {
 /// The kernel's page directory entries (everything outside user space but
 /// each space's own slots, the alternate and the recursive one), for a new
 /// address space to share.
-pub fn kernel_pdes() -> impl Iterator<Item = (usize, u32)> {
+pub fn kernel_pdes() -> impl Iterator<Item = (usize, Pte)> {
     let dir = directory();
     let user = (USER_BASE >> 22) as usize..(USER_TOP >> 22) as usize;
     let own = (abi::layout::APTE_BASE >> 22) as usize..1024;
@@ -196,10 +269,10 @@ pub unsafe fn load_cr3(dir: u32) {
 /// before any address space copies the kernel's entries.
 pub fn kernel_table(va: u32) -> Result<u32, OutOfMemory> {
     let pde = &mut directory()[(va >> 22) as usize];
-    if *pde & PRESENT == 0 {
-        *pde = frames::alloc().ok_or(OutOfMemory)? | PRESENT | WRITABLE;
+    if !pde.is_present() {
+        *pde = Pte::new(frames::alloc().ok_or(OutOfMemory)?, PRESENT | WRITABLE);
     }
-    Ok(*pde & FRAME_MASK)
+    Ok(pde.frame())
 }
 
 /// Maps kernel page `va` to frame `phys` (supervisor, writable). At boot,
@@ -208,9 +281,9 @@ pub fn map_kernel(va: u32, phys: u32) -> Result<(), OutOfMemory> {
     let table = kernel_table(va)?;
     // SAFETY: the table is a kernel frame inside the identity map.
     unsafe {
-        (table as *mut u32)
+        (table as *mut Pte)
             .add(((va >> 12) & 1023) as usize)
-            .write(phys | PRESENT | WRITABLE)
+            .write(Pte::new(phys, PRESENT | WRITABLE))
     };
     Ok(())
 }

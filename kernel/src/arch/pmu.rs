@@ -361,7 +361,7 @@ fn user_bytes(eip: u32) -> Option<[u8; 2]> {
         return None;
     }
     for byte in [eip, end - 1] {
-        paging::flags(byte).filter(|f| f & (PRESENT | USER) == PRESENT | USER)?;
+        paging::flags(byte).filter(|f| f.contains(PRESENT | USER))?;
     }
     // SAFETY: both bytes are in present user pages of the current address
     // space (checked just above), which nothing unmaps while this CPU

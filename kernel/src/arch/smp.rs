@@ -137,7 +137,7 @@ impl acpi::AcpiHandler for Identity {
         phys: usize,
         size: usize,
     ) -> acpi::PhysicalMapping<Self, T> {
-        let _ = paging::map_identity(phys as u32, size as u32, 0);
+        let _ = paging::map_identity(phys as u32, size as u32, paging::Flags::empty());
         // SAFETY: identity-mapped just above; the crate reads `size` bytes.
         unsafe {
             acpi::PhysicalMapping::new(

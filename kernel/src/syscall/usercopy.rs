@@ -12,7 +12,7 @@
 use abi::layout::{PAGE_SIZE, USER_BASE, USER_TOP};
 use abi::syscall::errno::EFAULT;
 
-use crate::arch::paging::{self, PRESENT, USER, WRITABLE};
+use crate::arch::paging::{self, Flags, PRESENT, USER, WRITABLE};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -33,11 +33,17 @@ pub fn check(ptr: u32, len: u32, access: Access) -> Result<(), i32> {
     if ptr < USER_BASE || end > USER_TOP {
         return Err(EFAULT);
     }
-    let need = PRESENT | USER | if access == Access::Write { WRITABLE } else { 0 };
+    let need = PRESENT
+        | USER
+        | if access == Access::Write {
+            WRITABLE
+        } else {
+            Flags::empty()
+        };
     let mut page = ptr & !(PAGE_SIZE - 1);
     while page < end {
         match paging::flags(page) {
-            Some(f) if f & need == need => {}
+            Some(f) if f.contains(need) => {}
             // A copy-on-write page about to be written, or a heap page not
             // touched yet: resolved as the user's own access would be.
             _ if crate::proc::fault(page, access == Access::Write)

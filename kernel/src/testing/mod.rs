@@ -426,7 +426,7 @@ fn kernel_map_supervisor_only() -> Result<(), &'static str> {
     let mut a = PAGE_SIZE;
     while a < KERNEL_MAP_END {
         if let Some(f) = paging::flags(a) {
-            if f & paging::USER != 0 {
+            if f.contains(paging::USER) {
                 return Err("a kernel page is user-accessible");
             }
         }

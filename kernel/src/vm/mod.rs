@@ -34,7 +34,7 @@ use abi::layout::{
 };
 
 use crate::arch::paging::OutOfMemory;
-use pmap::{Pmap, COW, FRAME, PRESENT, USER, WRITABLE};
+use pmap::{Flags, Pmap, Pte, COW, PRESENT, USER, WRITABLE};
 
 /// The stack's pages (the page below stays unmapped: the guard).
 const STACK: Range<u32> = USER_STACK_TOP - USER_STACK_SIZE..USER_STACK_TOP;
@@ -100,12 +100,12 @@ impl Space {
     /// it to writable if asked). Returns the page.
     pub fn map_zeroed(&self, va: u32, writable: bool) -> Result<u32, OutOfMemory> {
         let old = self.pmap.extract(va);
-        let w = if writable { WRITABLE } else { 0 };
-        if old & PRESENT != 0 {
-            if writable && old & WRITABLE == 0 {
-                self.pmap.enter(va, old & FRAME, (old & !FRAME) | w)?;
+        let w = if writable { WRITABLE } else { Flags::empty() };
+        if old.is_present() {
+            if writable && !old.any(WRITABLE) {
+                self.pmap.enter(va, old.frame(), old.flags() | w)?;
             }
-            return Ok(old & FRAME);
+            return Ok(old.frame());
         }
         let page = page::alloc().ok_or(OutOfMemory)?;
         pmap::zero_page(page);
@@ -124,7 +124,7 @@ impl Space {
             let addr = va + at as u32;
             let offset = addr & (PAGE_SIZE - 1);
             let n = ((PAGE_SIZE - offset) as usize).min(bytes.len() - at);
-            let page = self.pmap.extract(addr & !(PAGE_SIZE - 1)) & FRAME;
+            let page = self.pmap.extract(addr & !(PAGE_SIZE - 1)).frame();
             pmap::write_page(page, offset, &bytes[at..at + n]);
             at += n;
         }
@@ -154,21 +154,23 @@ impl Space {
         let mut r = Ok(());
         for range in self.regions() {
             r = self.pmap.copy_range(child.pmap, &range, |va, pte| {
-                let page = *pte & FRAME;
-                let w = *pte & (WRITABLE | COW) != 0;
+                let page = pte.frame();
+                let w = pte.any(WRITABLE | COW);
                 if cow {
-                    if *pte & WRITABLE != 0 {
-                        *pte = (*pte & !WRITABLE) | COW;
+                    if pte.any(WRITABLE) {
+                        *pte = pte.with_flags((pte.flags() - WRITABLE) | COW);
                         protected = true;
                     }
                     page::share(page);
-                    Ok(page | PRESENT | USER | if w { COW } else { 0 })
+                    let c = if w { COW } else { Flags::empty() };
+                    Ok(Pte::new(page, PRESENT | USER).or(c))
                 } else {
                     let copy = page::alloc().ok_or(OutOfMemory)?;
                     pmap::copy_from_user_page(copy, va);
                     // A page the parent holds copy-on-write is its own to
                     // write: the child's copy is plainly writable.
-                    Ok(copy | PRESENT | USER | if w { WRITABLE } else { 0 })
+                    let c = if w { WRITABLE } else { Flags::empty() };
+                    Ok(Pte::new(copy, PRESENT | USER).or(c))
                 }
             });
             if r.is_err() {
@@ -205,8 +207,8 @@ impl Space {
         let mut removed = false;
         while va < old {
             let pte = self.pmap.remove(va);
-            if pte & PRESENT != 0 {
-                page::release(pte & FRAME);
+            if pte.is_present() {
+                page::release(pte.frame());
                 removed = true;
             }
             va += PAGE_SIZE;
@@ -241,27 +243,27 @@ pub fn fault(s: &Space, va: u32, write: bool) -> Fault {
     }
     let va = va & !(PAGE_SIZE - 1);
     let pte = pmap::current_flags(va);
-    if pte & PRESENT != 0 {
+    if pte.is_present() {
         // Another thread of this space, on another CPU, may have resolved
         // the same page between this CPU's fault and its taking the lock:
         // the access is allowed now, so the instruction just runs again.
-        if !write || pte & WRITABLE != 0 {
+        if !write || pte.any(WRITABLE) {
             return Fault::Resolved;
         }
-        if pte & COW == 0 {
+        if !pte.any(COW) {
             return Fault::Invalid;
         }
-        let old = pte & FRAME;
-        let keep = (pte & !FRAME & !COW) | WRITABLE | PRESENT | USER;
+        let old = pte.frame();
+        let keep = (pte.flags() - COW) | WRITABLE | PRESENT | USER;
         if page::refs(old) == 1 {
             // The last sharer: the page is ours again.
-            pmap::set_current_pte(va, old | keep);
+            pmap::set_current_pte(va, Pte::new(old, keep));
         } else {
             let Some(copy) = page::alloc() else {
                 return Fault::OutOfMemory;
             };
             pmap::copy_from_user_page(copy, va);
-            pmap::set_current_pte(va, copy | keep);
+            pmap::set_current_pte(va, Pte::new(copy, keep));
             page::release(old);
             // Another thread's CPU may still read the old page through its
             // TLB: it must see the copy this thread writes to.

@@ -14,17 +14,17 @@
 
 use abi::layout::{APTE_BASE, PAGE_SIZE};
 
-use crate::arch::paging::{self, PRESENT, WRITABLE};
+use crate::arch::paging::{self, Pte, PRESENT, WRITABLE};
 
 const APTE_SLOT: usize = (APTE_BASE >> 22) as usize;
 
-fn slot() -> &'static mut u32 {
+fn slot() -> &'static mut Pte {
     // SAFETY: the current directory is a kernel frame in the identity map;
     // (s) and interrupts off keep anyone else from editing its slot now.
-    unsafe { &mut *((super::loaded() as *mut u32).add(APTE_SLOT)) }
+    unsafe { &mut *((super::loaded() as *mut Pte).add(APTE_SLOT)) }
 }
 
-fn set(pde: u32) {
+fn set(pde: Pte) {
     *slot() = pde;
     paging::flush_all();
     super::shootdown::flush_others(super::cpus_running(super::loaded()));
@@ -32,7 +32,7 @@ fn set(pde: u32) {
 
 /// Points the current directory's slot at `dir`, unless it does already.
 pub(super) fn point_at(dir: u32) {
-    let want = dir | PRESENT | WRITABLE;
+    let want = Pte::new(dir, PRESENT | WRITABLE);
     if *slot() != want {
         set(want);
     }
@@ -46,7 +46,7 @@ pub(super) fn table(i: usize) -> *mut u32 {
 /// Clears the current directory's slot if it points at `dir` (about to be
 /// freed).
 pub(super) fn forget(dir: u32) {
-    if super::strategy() == abi::cmdline::Pmap::Apte && *slot() & super::FRAME == dir {
-        set(0);
+    if super::strategy() == abi::cmdline::Pmap::Apte && slot().frame() == dir {
+        set(Pte::NONE);
     }
 }

@@ -46,11 +46,10 @@ use crate::arch::{frames, paging};
 use crate::sync::cell::{BootCell, SetOnce};
 use core::ops::Range;
 
-pub use paging::{PRESENT, USER, WRITABLE};
+pub use paging::{Flags, Pte, PRESENT, USER, WRITABLE};
 /// A PTE bit the CPU ignores (SDM Vol. 3A Table 4-6, bits 9-11 "Ignored"):
 /// this page is shared copy-on-write.
-pub const COW: u32 = 1 << 9;
-pub const FRAME: u32 = !(PAGE_SIZE - 1);
+pub const COW: Flags = Flags::SOFTWARE_9;
 const RECURSIVE_SLOT: usize = 1023;
 
 static STRATEGY: SetOnce<Strategy> = SetOnce::new();
@@ -84,10 +83,10 @@ pub struct Pmap {
     pub dir: u32,
 }
 
-fn dir_entries(dir: u32) -> &'static mut [u32; 1024] {
+fn dir_entries(dir: u32) -> &'static mut [Pte; 1024] {
     // SAFETY: directories are kernel frames inside the identity map, owned
     // by their space; (s) keeps two contexts from editing one at once.
-    unsafe { &mut *(dir as *mut [u32; 1024]) }
+    unsafe { &mut *(dir as *mut [Pte; 1024]) }
 }
 
 fn pdi(va: u32) -> usize {
@@ -119,8 +118,8 @@ fn for_tables(range: &Range<u32>, mut f: impl FnMut(usize, Range<usize>)) {
 }
 
 /// Each CPU's list of (entry, PTE) for one child table (`copy_range`).
-static SCRATCH: BootCell<[[(u32, u32); 1024]; MAX_CPUS]> =
-    BootCell::new([[(0, 0); 1024]; MAX_CPUS]);
+static SCRATCH: BootCell<[[(u32, Pte); 1024]; MAX_CPUS]> =
+    BootCell::new([[(0, Pte::NONE); 1024]; MAX_CPUS]);
 
 /// This CPU's index.
 fn cpu() -> usize {
@@ -136,7 +135,7 @@ impl Pmap {
         for (i, e) in paging::kernel_pdes() {
             d[i] = e;
         }
-        d[RECURSIVE_SLOT] = dir | PRESENT | WRITABLE;
+        d[RECURSIVE_SLOT] = Pte::new(dir, PRESENT | WRITABLE);
         Some(Pmap { dir })
     }
 
@@ -165,14 +164,14 @@ impl Pmap {
         let d = dir_entries(self.dir);
         for r in ranges {
             for_tables(r, |i, js| {
-                if d[i] & PRESENT == 0 {
+                if !d[i].is_present() {
                     return;
                 }
                 let mut o = Other::open(self);
-                let ptes = o.table(i, d[i] & FRAME);
+                let ptes = o.table(i, d[i].frame());
                 for pte in ptes[js].iter() {
-                    if *pte & PRESENT != 0 {
-                        super::page::release(*pte & FRAME);
+                    if pte.is_present() {
+                        super::page::release(pte.frame());
                     }
                 }
                 o.close();
@@ -181,14 +180,14 @@ impl Pmap {
         // The tables last: two ranges may share one.
         for r in ranges {
             for_tables(r, |i, _| {
-                if d[i] & PRESENT != 0 {
-                    super::page::release(d[i] & FRAME);
-                    d[i] = 0;
+                if d[i].is_present() {
+                    super::page::release(d[i].frame());
+                    d[i] = Pte::NONE;
                 }
             });
         }
         debug_assert!(
-            USER_PDES.clone().all(|i| d[i] == 0),
+            USER_PDES.clone().all(|i| d[i] == Pte::NONE),
             "a page table outside the ranges"
         );
         apte::forget(self.dir);
@@ -197,7 +196,7 @@ impl Pmap {
 
     /// A child's copy of the current space's mappings in `range`: for each
     /// present PTE, `f(va, &mut pte)` may change the parent's PTE and returns
-    /// the child's (0 for none). The child's tables are made and filled one
+    /// the child's ([`Pte::NONE`] for none). The child's tables are made and filled one
     /// at a time, with one access to the child per table (the parent's
     /// entries are gathered first, while the parent is current: under
     /// `pmap=cr3` the child's directory is loaded only to write them).
@@ -205,14 +204,14 @@ impl Pmap {
         self,
         child: Pmap,
         range: &Range<u32>,
-        mut f: impl FnMut(u32, &mut u32) -> Result<u32, paging::OutOfMemory>,
+        mut f: impl FnMut(u32, &mut Pte) -> Result<Pte, paging::OutOfMemory>,
     ) -> Result<(), paging::OutOfMemory> {
         debug_assert!(self.is_current() && !child.is_current());
         let d = dir_entries(self.dir);
         let cd = dir_entries(child.dir);
         let mut r = Ok(());
         for_tables(range, |i, js| {
-            if r.is_err() || d[i] & PRESENT == 0 {
+            if r.is_err() || !d[i].is_present() {
                 return;
             }
             // SAFETY: this CPU's own scratch; interrupts off and (s) held,
@@ -221,15 +220,15 @@ impl Pmap {
             let mut n = 0;
             // SAFETY: the parent's table `i` through the recursive slot (its
             // directory entry is present).
-            let ptes = unsafe { &mut *((RECURSIVE_BASE as *mut [u32; 1024]).add(i)) };
+            let ptes = unsafe { &mut *((RECURSIVE_BASE as *mut [Pte; 1024]).add(i)) };
             for j in js {
                 let pte = &mut ptes[j];
-                if *pte & PRESENT == 0 {
+                if !pte.is_present() {
                     continue;
                 }
                 let va = ((i as u32) << 22) | ((j as u32) << 12);
                 match f(va, pte) {
-                    Ok(0) => {}
+                    Ok(Pte::NONE) => {}
                     Ok(v) => {
                         gathered[n] = (j as u32, v);
                         n += 1;
@@ -243,20 +242,20 @@ impl Pmap {
             if n == 0 {
                 return;
             }
-            if cd[i] & PRESENT == 0 {
+            if !cd[i].is_present() {
                 let Some(table) = super::page::alloc() else {
                     // The gathered pages are the child's: give them back.
                     for &(_, v) in &gathered[..n] {
-                        super::page::release(v & FRAME);
+                        super::page::release(v.frame());
                     }
                     r = Err(paging::OutOfMemory);
                     return;
                 };
                 zero_page(table);
-                cd[i] = table | PRESENT | WRITABLE | USER;
+                cd[i] = Pte::new(table, PRESENT | WRITABLE | USER);
             }
             let mut o = Other::open(child);
-            let t = o.table(i, cd[i] & FRAME);
+            let t = o.table(i, cd[i].frame());
             for &(j, v) in &gathered[..n] {
                 t[j as usize] = v;
             }
@@ -265,17 +264,17 @@ impl Pmap {
         r
     }
 
-    /// The PTE of user page `va` (0 when unmapped).
-    pub fn extract(self, va: u32) -> u32 {
+    /// The PTE of user page `va` ([`Pte::NONE`] when unmapped).
+    pub fn extract(self, va: u32) -> Pte {
         if self.is_current() {
-            return current_pte(va).map(|p| *p).unwrap_or(0);
+            return current_pte(va).map(|p| *p).unwrap_or(Pte::NONE);
         }
         let d = dir_entries(self.dir);
-        if d[pdi(va)] & PRESENT == 0 {
-            return 0;
+        if !d[pdi(va)].is_present() {
+            return Pte::NONE;
         }
         let mut o = Other::open(self);
-        let v = o.table(pdi(va), d[pdi(va)] & FRAME)[pti(va)];
+        let v = o.table(pdi(va), d[pdi(va)].frame())[pti(va)];
         o.close();
         v
     }
@@ -284,49 +283,49 @@ impl Pmap {
     /// creating its page table if needed. An old mapping is replaced (its
     /// page is the caller's to release), and dropped from this CPU's TLB;
     /// the caller shoots it down elsewhere when the space runs there.
-    pub fn enter(self, va: u32, page: u32, flags: u32) -> Result<(), paging::OutOfMemory> {
+    pub fn enter(self, va: u32, page: u32, flags: Flags) -> Result<(), paging::OutOfMemory> {
         debug_assert!((USER_BASE..USER_TOP).contains(&va));
-        let pte = page | flags | PRESENT | USER;
+        let pte = Pte::new(page, flags | PRESENT | USER);
         let d = dir_entries(self.dir);
         let i = pdi(va);
-        if d[i] & PRESENT == 0 {
+        if !d[i].is_present() {
             let table = super::page::alloc().ok_or(paging::OutOfMemory)?;
             zero_page(table);
-            d[i] = table | PRESENT | WRITABLE | USER;
+            d[i] = Pte::new(table, PRESENT | WRITABLE | USER);
         }
         if self.is_current() {
             let p = current_pte(va).expect("the table was just made present");
             let old = *p;
             *p = pte;
-            if old & PRESENT != 0 {
+            if old.is_present() {
                 paging::invlpg(va);
             }
             return Ok(());
         }
         let mut o = Other::open(self);
-        o.table(i, d[i] & FRAME)[pti(va)] = pte;
+        o.table(i, d[i].frame())[pti(va)] = pte;
         o.close();
         Ok(())
     }
 
     /// Unmaps user page `va`; returns its old PTE (its page is the caller's
     /// to release). Same TLB rule as [`Pmap::enter`].
-    pub fn remove(self, va: u32) -> u32 {
+    pub fn remove(self, va: u32) -> Pte {
         let d = dir_entries(self.dir);
-        if d[pdi(va)] & PRESENT == 0 {
-            return 0;
+        if !d[pdi(va)].is_present() {
+            return Pte::NONE;
         }
         if self.is_current() {
             let p = current_pte(va).expect("present table");
-            let old = core::mem::replace(p, 0);
-            if old & PRESENT != 0 {
+            let old = core::mem::replace(p, Pte::NONE);
+            if old.is_present() {
                 paging::invlpg(va);
             }
             return old;
         }
         let mut o = Other::open(self);
-        let p = &mut o.table(pdi(va), d[pdi(va)] & FRAME)[pti(va)];
-        let old = core::mem::replace(p, 0);
+        let p = &mut o.table(pdi(va), d[pdi(va)].frame())[pti(va)];
+        let old = core::mem::replace(p, Pte::NONE);
         o.close();
         old
     }
@@ -334,27 +333,27 @@ impl Pmap {
 
 /// The current space's PTE for `va`, through the recursive slot; `None`
 /// when its page table is absent.
-fn current_pte(va: u32) -> Option<&'static mut u32> {
+fn current_pte(va: u32) -> Option<&'static mut Pte> {
     // SAFETY: RECURSIVE_DIR is the current directory (its last entry
     // points at itself), mapped supervisor-writable in every space.
-    let pde = unsafe { ((RECURSIVE_DIR as *const u32).add(pdi(va))).read() };
-    if pde & PRESENT == 0 {
+    let pde = unsafe { ((RECURSIVE_DIR as *const Pte).add(pdi(va))).read() };
+    if !pde.is_present() {
         return None;
     }
     // SAFETY: with the directory entry present, RECURSIVE_BASE + the page
     // number * 4 is that PTE, in the current space's own page table.
-    Some(unsafe { &mut *((RECURSIVE_BASE as *mut u32).add((va >> 12) as usize)) })
+    Some(unsafe { &mut *((RECURSIVE_BASE as *mut Pte).add((va >> 12) as usize)) })
 }
 
-/// The current space's PTE for user page `va` (0 when unmapped): what a
-/// user-pointer check and the fault handler read.
-pub fn current_flags(va: u32) -> u32 {
-    current_pte(va).map(|p| *p).unwrap_or(0)
+/// The current space's PTE for user page `va` ([`Pte::NONE`] when
+/// unmapped): what a user-pointer check and the fault handler read.
+pub fn current_flags(va: u32) -> Pte {
+    current_pte(va).map(|p| *p).unwrap_or(Pte::NONE)
 }
 
 /// Sets the current space's PTE for `va` (its table present) and drops the
 /// old translation from this CPU's TLB.
-pub fn set_current_pte(va: u32, pte: u32) {
+pub fn set_current_pte(va: u32, pte: Pte) {
     let p = current_pte(va).expect("the page's table is present");
     *p = pte;
     paging::invlpg(va);
@@ -477,7 +476,7 @@ impl Other {
     }
 
     /// Page table `i` (whose frame is `table`) of the opened space.
-    fn table(&mut self, i: usize, table: u32) -> &'static mut [u32; 1024] {
+    fn table(&mut self, i: usize, table: u32) -> &'static mut [Pte; 1024] {
         let p = match self.s {
             Strategy::Apte => apte::table(i),
             Strategy::Cr3 => cr3::table(i),
@@ -486,7 +485,7 @@ impl Other {
         };
         // SAFETY: each strategy's address maps that page table, writable,
         // until the next `table` call or `close`.
-        unsafe { &mut *(p as *mut [u32; 1024]) }
+        unsafe { &mut *(p as *mut [Pte; 1024]) }
     }
 
     fn close(self) {

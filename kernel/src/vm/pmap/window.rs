@@ -17,7 +17,7 @@
 use abi::layout::{MAX_CPUS, PAGE_SIZE, WINDOW_BASE};
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use crate::arch::paging::{self, OutOfMemory, PRESENT, WRITABLE};
+use crate::arch::paging::{self, OutOfMemory, Pte, PRESENT, WRITABLE};
 use crate::sync::cell::SetOnce;
 
 const TABLE: u32 = 0;
@@ -41,10 +41,13 @@ fn show(which: u32, frame: u32) -> *mut u32 {
     let va = WINDOW_BASE + slot * PAGE_SIZE;
     let shown = &SHOWN[slot as usize];
     if shown.load(Ordering::Relaxed) != frame {
-        let ptes = *PTES.get().expect("windows set up at boot") as *mut u32;
+        let ptes = *PTES.get().expect("windows set up at boot") as *mut Pte;
         // SAFETY: the windows' page table is a kernel frame in the identity
         // map; entry `slot` is this CPU's window (see the contract above).
-        unsafe { ptes.add(slot as usize).write(frame | PRESENT | WRITABLE) };
+        unsafe {
+            ptes.add(slot as usize)
+                .write(Pte::new(frame, PRESENT | WRITABLE))
+        };
         paging::invlpg(va);
         shown.store(frame, Ordering::Relaxed);
     }
