@@ -346,7 +346,7 @@ pub struct CpuInfo {
     pub mechanisms: u32,
     /// CPUID signature (EAX of leaf 1), 0 without CPUID.
     pub signature: u32,
-    /// `FEATURE_*` bits.
+    /// [`Feature`] bits.
     pub features: u32,
     /// TSC ticks per second as the kernel measured them against the PIT
     /// (under icount: virtual time, one instruction per nanosecond); 0 if unknown.
@@ -380,19 +380,32 @@ pub struct CpuInfo {
 /// benchmarks then measure every layout in one boot.
 pub const POOL_ALIGN_EVERY: u32 = u32::MAX;
 
-/// RDTSC is usable from ring 3.
-pub const FEATURE_TSC: u32 = 1 << 0;
-/// SSE2: LFENCE exists, so it can order RDTSC (else CPUID serialises).
-pub const FEATURE_SSE2: u32 = 1 << 1;
-/// RDTSCP exists.
-pub const FEATURE_RDTSCP: u32 = 1 << 2;
-/// The kernel enabled architectural fixed counters 0 (instructions retired)
-/// and 1 (core cycles) and RDPMC from ring 3 (CPUID leaf 0xA, version 2+,
-/// and a check in ring 0 that they count). The bit clears for the rest of
-/// the boot once a ring-3 RDPMC faults: the kernel then resumes the program
-/// after the RDPMC with EDX:EAX = 0, so a program re-reads `cpuinfo` after
-/// reading the counters to know whether the values were real.
-pub const FEATURE_FIXED_PMC: u32 = 1 << 3;
+bitflags::bitflags! {
+    /// [`CpuInfo::features`]: what a user program may time with.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Feature: u32 {
+        /// RDTSC is usable from ring 3.
+        const TSC = 1 << 0;
+        /// SSE2: LFENCE exists, so it can order RDTSC (else CPUID serialises).
+        const SSE2 = 1 << 1;
+        /// RDTSCP exists.
+        const RDTSCP = 1 << 2;
+        /// The kernel enabled architectural fixed counters 0 (instructions
+        /// retired) and 1 (core cycles) and RDPMC from ring 3 (CPUID leaf
+        /// 0xA, version 2+, and a check in ring 0 that they count). The bit
+        /// clears for the rest of the boot once a ring-3 RDPMC faults: the
+        /// kernel then resumes the program after the RDPMC with EDX:EAX = 0,
+        /// so a program re-reads `cpuinfo` after reading the counters to know
+        /// whether the values were real.
+        const FIXED_PMC = 1 << 3;
+    }
+}
+
+// The bits as plain words, for the programs that test `CpuInfo::features`.
+pub const FEATURE_TSC: u32 = Feature::TSC.bits();
+pub const FEATURE_SSE2: u32 = Feature::SSE2.bits();
+pub const FEATURE_RDTSCP: u32 = Feature::RDTSCP.bits();
+pub const FEATURE_FIXED_PMC: u32 = Feature::FIXED_PMC.bits();
 /// RDPMC's ECX bit 30: read fixed-function counter ECX[29:0] (SDM Vol. 2B,
 /// RDPMC); fixed counter 0 counts instructions retired, 1 core cycles.
 pub const RDPMC_FIXED: u32 = 1 << 30;

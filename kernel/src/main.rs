@@ -190,23 +190,25 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
         power::exit(exit::FAILURE);
     }
     proc::init(opts.fork == abi::cmdline::Fork::Cow);
-    let tsc_hz = arch::pit::measure_tsc_hz(f.tsc);
+    let tsc_hz = arch::pit::measure_tsc_hz(f.has.contains(cpu::Has::TSC));
     let pmc = report_pmc(arch::pmu::init(f, opts.pmc));
     // Every CPU the firmware lists starts, in every mode: user threads run
     // on all of them.
-    let cpus = arch::smp::init(tsc_hz, f.apic, ap_main);
+    let cpus = arch::smp::init(tsc_hz, f.has.contains(cpu::Has::APIC), ap_main);
     if cpus > 1 || opts.mode == Mode::Smp {
         kprintln!("smp: {cpus} CPU(s) started");
     }
     {
-        use abi::syscall::{FEATURE_FIXED_PMC, FEATURE_RDTSCP, FEATURE_SSE2, FEATURE_TSC};
+        use abi::syscall::Feature;
+        let mut features = Feature::empty();
+        features.set(Feature::TSC, f.has.contains(cpu::Has::TSC));
+        features.set(Feature::SSE2, f.has.contains(cpu::Has::SSE2));
+        features.set(Feature::RDTSCP, f.has.contains(cpu::Has::RDTSCP));
+        features.set(Feature::FIXED_PMC, pmc);
         syscall::set_sysinfo(abi::syscall::CpuInfo {
             mechanisms: usable,
             signature: f.signature,
-            features: (f.tsc as u32 * FEATURE_TSC)
-                | (f.sse2 as u32 * FEATURE_SSE2)
-                | (f.rdtscp as u32 * FEATURE_RDTSCP)
-                | (pmc as u32 * FEATURE_FIXED_PMC),
+            features: features.bits(),
             tsc_hz,
             batches: opts.batches,
             batch_size: opts.batch_size,
@@ -339,6 +341,8 @@ fn sync_pools(opts: &Options) {
 }
 
 fn report_cpu(f: &cpu::Features) {
+    use cpu::Has;
+    let has = |h: Has| f.has.contains(h);
     kprintln!(
         "cpu: {} \"{}\" family {} model {} stepping {}, hypervisor {}",
         f.vendor_str(),
@@ -351,9 +355,10 @@ fn report_cpu(f: &cpu::Features) {
     record!(kind::CPU, "vendor" => f.vendor_str(), "brand" => f.brand_str(),
         "family" => f.family, "model" => f.model, "stepping" => f.stepping,
         "signature" => Hex(f.signature), "hypervisor" => f.hypervisor_str(),
-        "tsc" => f.tsc, "sep" => f.sep, "sse2" => f.sse2, "rdtscp" => f.rdtscp,
-        "invariant_tsc" => f.invariant_tsc, "syscall" => f.syscall, "pae" => f.pae,
-        "apic" => f.apic, "perfmon" => f.perfmon_version, "counters" => f.perfmon_counters);
+        "tsc" => has(Has::TSC), "sep" => has(Has::SEP), "sse2" => has(Has::SSE2),
+        "rdtscp" => has(Has::RDTSCP), "invariant_tsc" => has(Has::INVARIANT_TSC),
+        "syscall" => has(Has::SYSCALL), "pae" => has(Has::PAE), "apic" => has(Has::APIC),
+        "perfmon" => f.perfmon_version, "counters" => f.perfmon_counters);
 }
 
 /// Says what the counter check found; true when ring 3 is offered the counters.

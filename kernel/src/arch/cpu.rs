@@ -13,6 +13,34 @@ const SEP_MIN_SIGNATURE: u32 = 0x633;
 /// CPUID leaf 0x4000_0000: hypervisor vendor signature.
 const LEAF_HYPERVISOR: u32 = 0x4000_0000;
 
+bitflags::bitflags! {
+    /// The CPUID feature bits the kernel looks at, each read from its leaf
+    /// by `raw-cpuid` in [`detect`]. The `cpu` boot record names them in
+    /// lower case (`tsc=true sep=true ...`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Has: u32 {
+        /// Leaf 1 EDX bit 4: RDTSC.
+        const TSC = 1 << 0;
+        /// SYSENTER/SYSEXIT usable: the SEP bit (leaf 1 EDX bit 11) and the
+        /// Pentium Pro rule.
+        const SEP = 1 << 1;
+        /// Leaf 1 EDX bit 26.
+        const SSE2 = 1 << 2;
+        /// A local APIC (leaf 1 EDX bit 9).
+        const APIC = 1 << 3;
+        /// Physical address extension (leaf 1 EDX bit 6); reported, not used.
+        const PAE = 1 << 4;
+        /// Leaf 0x8000_0001 EDX bit 27.
+        const RDTSCP = 1 << 5;
+        /// Leaf 0x8000_0007 EDX bit 8.
+        const INVARIANT_TSC = 1 << 6;
+        /// SYSCALL/SYSRET bit in leaf 0x8000_0001 (usable in 32-bit mode on AMD only).
+        const SYSCALL = 1 << 7;
+        /// Leaf 1 ECX bit 31: running under a hypervisor.
+        const HYPERVISOR = 1 << 8;
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct Features {
     pub has_cpuid: bool,
@@ -25,20 +53,8 @@ pub struct Features {
     pub family: u32,
     pub model: u32,
     pub stepping: u32,
-    pub tsc: bool,
-    /// SYSENTER/SYSEXIT usable: the SEP bit and the Pentium Pro rule.
-    pub sep: bool,
-    pub sse2: bool,
-    /// A local APIC (leaf 1 EDX bit 9).
-    pub apic: bool,
-    /// Physical address extension (leaf 1 EDX bit 6); reported, not used.
-    pub pae: bool,
-    pub rdtscp: bool,
-    pub invariant_tsc: bool,
-    /// SYSCALL/SYSRET bit in leaf 0x8000_0001 (usable in 32-bit mode on AMD only).
-    pub syscall: bool,
-    /// Leaf 1 ECX bit 31: running under a hypervisor.
-    pub hypervisor: bool,
+    /// The feature bits found (none without CPUID).
+    pub has: Has,
     /// Leaf 0x4000_0000's signature, e.g. "TCGTCGTCGTCG" or "KVMKVMKVM".
     pub hypervisor_sig: [u8; 12],
     /// Architectural performance monitoring version (leaf 0xA), 0 = none.
@@ -115,15 +131,7 @@ pub fn detect() -> Features {
         family: 4,
         model: 0,
         stepping: 0,
-        tsc: false,
-        sep: false,
-        sse2: false,
-        apic: false,
-        pae: false,
-        rdtscp: false,
-        invariant_tsc: false,
-        syscall: false,
-        hypervisor: false,
+        has: Has::empty(),
         hypervisor_sig: [0; 12],
         perfmon_version: 0,
         perfmon_counters: 0,
@@ -142,27 +150,28 @@ pub fn detect() -> Features {
             f.family = fi.family_id() as u32;
             f.model = fi.model_id() as u32;
             f.stepping = fi.stepping_id() as u32;
-            f.tsc = fi.has_tsc();
             let pentium_pro_sep = f.family == 6 && (f.signature & 0xfff) < SEP_MIN_SIGNATURE;
-            f.sep = fi.has_sysenter_sysexit() && !pentium_pro_sep;
-            f.sse2 = fi.has_sse2();
-            f.apic = fi.has_apic();
-            f.pae = fi.has_pae();
-            f.hypervisor = fi.has_hypervisor();
+            f.has.set(Has::TSC, fi.has_tsc());
+            f.has
+                .set(Has::SEP, fi.has_sysenter_sysexit() && !pentium_pro_sep);
+            f.has.set(Has::SSE2, fi.has_sse2());
+            f.has.set(Has::APIC, fi.has_apic());
+            f.has.set(Has::PAE, fi.has_pae());
+            f.has.set(Has::HYPERVISOR, fi.has_hypervisor());
         }
         if let Some(e) = id.get_extended_processor_and_feature_identifiers() {
-            f.syscall = e.has_syscall_sysret();
-            f.rdtscp = e.has_rdtscp();
+            f.has.set(Has::SYSCALL, e.has_syscall_sysret());
+            f.has.set(Has::RDTSCP, e.has_rdtscp());
         }
         if let Some(apm) = id.get_advanced_power_mgmt_info() {
-            f.invariant_tsc = apm.has_invariant_tsc();
+            f.has.set(Has::INVARIANT_TSC, apm.has_invariant_tsc());
         }
         if let Some(pm) = id.get_performance_monitoring_info() {
             f.perfmon_version = pm.version_id();
             f.perfmon_counters = pm.number_of_counters();
             f.perfmon_fixed = pm.fixed_function_counters();
         }
-        if f.hypervisor {
+        if f.has.contains(Has::HYPERVISOR) {
             let h = cpuid(LEAF_HYPERVISOR, 0);
             copy_into(&mut f.hypervisor_sig[0..4], &h.ebx.to_le_bytes());
             copy_into(&mut f.hypervisor_sig[4..8], &h.ecx.to_le_bytes());
@@ -192,7 +201,7 @@ impl Features {
         text(&self.brand)
     }
     pub fn hypervisor_str(&self) -> &str {
-        if self.hypervisor {
+        if self.has.contains(Has::HYPERVISOR) {
             text(&self.hypervisor_sig)
         } else {
             "none"

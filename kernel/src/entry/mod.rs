@@ -32,7 +32,7 @@ pub mod sysenter;
 
 use abi::Mechanism;
 
-use crate::arch::cpu::Features;
+use crate::arch::cpu::{Features, Has};
 use crate::sync::cell::SetOnce;
 
 use crate::arch::regs::{frame, EntryFrame, IretFrame, Regs};
@@ -42,14 +42,16 @@ pub fn unavailable_reason(m: Mechanism, f: &Features) -> Option<&'static str> {
     match m {
         Mechanism::Int80 | Mechanism::CallGate => None,
         Mechanism::Sysenter if !f.has_cpuid => Some("no CPUID, so no SEP bit"),
-        Mechanism::Sysenter if !f.sep => {
+        Mechanism::Sysenter if !f.has.contains(Has::SEP) => {
             Some("CPUID has no usable SEP (absent, or a Pentium Pro below signature 0x633)")
         }
         Mechanism::Sysenter => None,
         Mechanism::Syscall if !f.is_amd() => {
             Some("not an AMD CPU: Intel CPUs raise #UD for SYSCALL outside 64-bit mode")
         }
-        Mechanism::Syscall if !f.syscall => Some("CPUID 0x80000001 has no SYSCALL bit"),
+        Mechanism::Syscall if !f.has.contains(Has::SYSCALL) => {
+            Some("CPUID 0x80000001 has no SYSCALL bit")
+        }
         Mechanism::Syscall => None,
     }
 }
