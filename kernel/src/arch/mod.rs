@@ -20,7 +20,11 @@
 //! why), and the TSC calibration's RDTSC (`pit`: `x86::time::rdtsc` is
 //! the `_rdtsc` intrinsic, which compiles to a different loop, and the
 //! boot's TSC frequency, which every per-second figure divides by, moved
-//! with it). The entry stubs and their floors (`entry`) and the timed regions
+//! with it). The unfenced reads of `apic` (the local timer's calibration)
+//! and `smp` (the application processors' start-up waits) stay too: there
+//! `x86::time::rdtsc` is an out-of-line call, and with it the local timers'
+//! period and the moment each AP starts moved, which changed every
+//! `mode=smp` and two-CPU `locks` figure under icount. The entry stubs and their floors (`entry`) and the timed regions
 //! (`bench`) keep theirs for the same reason.
 //!
 //! What arch needs from the boot it is handed (`paging::init` gets the
