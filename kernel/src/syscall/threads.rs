@@ -8,6 +8,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use super::usercopy::{check, Access};
 use super::{err, Regs};
 use crate::sync::pool::Align;
+use crate::task::key::Key;
 use crate::task::sched;
 use crate::task::{sleepqueue, turnstile};
 use crate::{kprintln, record};
@@ -90,6 +91,12 @@ pub extern "fastcall" fn sys_getprio(r: &mut Regs) {
     };
 }
 
+/// User address `addr` as a key: in the calling thread's process.
+fn user_key(addr: u32) -> Key {
+    let proc = sched::current_proc().expect("a user thread belongs to a process");
+    Key::user(proc, addr)
+}
+
 /// The user word of a umtx, checked: 4-aligned, mapped, writable.
 fn umtx_word(addr: u32) -> Result<&'static mut u32, i32> {
     if addr % 4 != 0 {
@@ -112,6 +119,7 @@ fn umtx_word(addr: u32) -> Result<&'static mut u32, i32> {
 pub extern "fastcall" fn sys_umtx_lock(r: &mut Regs) {
     let _g = sched::locked();
     let addr = r.ebx;
+    let key = user_key(addr);
     let me = sched::current_tid();
     r.eax = loop {
         let w = match umtx_word(addr) {
@@ -145,7 +153,7 @@ pub extern "fastcall" fn sys_umtx_lock(r: &mut Regs) {
             // The owner let go (or changed) meanwhile: look again.
             continue;
         }
-        turnstile::wait(addr, sched::index_of(owner));
+        turnstile::wait(key, sched::index_of(owner));
         // An unlock handed it over: the word names us now.
         match umtx_word(addr) {
             Ok(w) if *w & !UMTX_CONTESTED == me => break 0,
@@ -159,6 +167,7 @@ pub extern "fastcall" fn sys_umtx_lock(r: &mut Regs) {
 pub extern "fastcall" fn sys_umtx_unlock(r: &mut Regs) {
     let _g = sched::locked();
     let addr = r.ebx;
+    let key = user_key(addr);
     let me = sched::current_index();
     let w = match umtx_word(addr) {
         // SAFETY: a checked, aligned, writable user word (umtx_word).
@@ -174,9 +183,9 @@ pub extern "fastcall" fn sys_umtx_unlock(r: &mut Regs) {
     }
     // The caller owns the word: no fast path elsewhere can change it (they
     // expect 0, or their own tid), so a plain store hands it on.
-    let next = match turnstile::lookup(addr).and_then(turnstile::signal) {
+    let next = match turnstile::lookup(key).and_then(turnstile::signal) {
         Some(next) => {
-            let more = turnstile::trywait(addr);
+            let more = turnstile::trywait(key);
             sched::thread(next).tid | if more { UMTX_CONTESTED } else { 0 }
         }
         None => 0,
@@ -186,9 +195,11 @@ pub extern "fastcall" fn sys_umtx_unlock(r: &mut Regs) {
     r.eax = 0;
 }
 
+/// `sleep_on(chan, timeout)`: `chan` is an address of the caller's
+/// process; only a `wakeup` from that process reaches it.
 pub extern "fastcall" fn sys_sleep_on(r: &mut Regs) {
     let _g = sched::locked();
-    let (chan, timeout) = (r.ebx, r.ecx);
+    let (chan, timeout) = (user_key(r.ebx), r.ecx);
     r.eax = if sleepqueue::sleep(chan, timeout as u64) {
         0
     } else {
@@ -198,7 +209,7 @@ pub extern "fastcall" fn sys_sleep_on(r: &mut Regs) {
 
 pub extern "fastcall" fn sys_wakeup(r: &mut Regs) {
     let _g = sched::locked();
-    r.eax = sleepqueue::wakeup(r.ebx, r.ecx != 0);
+    r.eax = sleepqueue::wakeup(user_key(r.ebx), r.ecx != 0);
 }
 
 pub extern "fastcall" fn sys_pool_align(r: &mut Regs) {
@@ -240,7 +251,8 @@ pub extern "fastcall" fn sys_pool_align(r: &mut Regs) {
     r.eax = 0;
 }
 
-/// `n` lookups of a lock that is not contested (the common miss), for timing.
+/// `n` lookups of a user lock (in the caller's space) that is not contested
+/// (the common miss), for timing.
 /// The loop holds the scheduler lock with interrupts masked, so `n` is
 /// bounded (`LOOKUP_BENCH_MAX`).
 pub extern "fastcall" fn sys_lookup_bench(r: &mut Regs) {
@@ -250,8 +262,10 @@ pub extern "fastcall" fn sys_lookup_bench(r: &mut Regs) {
     }
     let _g = sched::locked();
     let mut found = 0;
+    let proc = sched::current_proc().expect("a user thread belongs to a process");
     for i in 0..r.ebx {
-        found += turnstile::lookup(0x4000_0000 + 64 * (i & 1023)).is_some() as u32;
+        let key = Key::user(proc, 0x4000_0000 + 64 * (i & 1023));
+        found += turnstile::lookup(key).is_some() as u32;
     }
     r.eax = found;
 }

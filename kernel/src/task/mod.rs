@@ -13,6 +13,7 @@
 //! they live with the scheduler, above `sync`'s spin locks and pools.
 
 pub mod elf;
+pub mod key;
 pub mod mutex;
 pub mod sched;
 pub mod sleepqueue;

@@ -3,6 +3,7 @@
 
 use core::cell::Cell;
 
+use super::key::Key;
 use super::sched;
 use super::turnstile;
 
@@ -26,8 +27,8 @@ impl Mutex {
         }
     }
 
-    fn key(&self) -> u32 {
-        self as *const Mutex as u32
+    fn key(&self) -> Key {
+        Key::kernel(self as *const Mutex as u32)
     }
 
     pub fn lock(&self) -> Result<(), Deadlock> {

@@ -1,5 +1,6 @@
-//! Sleepqueues: where threads wait on a channel (any address) until
-//! someone wakes it, FreeBSD's model, the turnstile pattern again: each
+//! Sleepqueues: where threads wait on a channel (any address, in the
+//! kernel's space or a process's: a [`Key`]) until someone wakes it,
+//! FreeBSD's model, the turnstile pattern again: each
 //! thread owns one from a pool, the first sleeper on a channel lends its
 //! own, later sleepers park theirs on its free list, a woken thread leaves
 //! with one. 256 hash chains keyed by channel, each with a spin lock.
@@ -17,6 +18,7 @@
 
 use abi::syscall::MAX_THREADS;
 
+use super::key::Key;
 use super::sched::{self, State};
 use crate::sync::cell::BootCell;
 use crate::sync::pool::{self, Align, Arena, Pool};
@@ -36,7 +38,9 @@ pub struct SleepQueue {
     pub free_next: u32,
     pub spin: SpinLock,
     /// (s) Threads asleep here.
-    pub sleepers: u32,
+    pub sleepers: u16,
+    /// (s, c) The space of `chan` ([`Key::space`]).
+    pub space: u16,
 }
 
 const _: () = assert!(core::mem::size_of::<SleepQueue>() <= 128);
@@ -66,8 +70,8 @@ fn heads() -> &'static mut [u32; CHAINS] {
     unsafe { HEADS.get_mut() }
 }
 
-pub fn chain_of(chan: u32) -> usize {
-    (((chan >> 8) ^ chan) as usize) & (CHAINS - 1)
+pub fn chain_of(chan: Key) -> usize {
+    chan.chain(CHAINS)
 }
 
 const FRESH: SleepQueue = SleepQueue {
@@ -76,6 +80,7 @@ const FRESH: SleepQueue = SleepQueue {
     free_next: NONE,
     spin: SpinLock::new(),
     sleepers: 0,
+    space: 0,
 };
 
 pub fn alloc() -> Option<usize> {
@@ -109,20 +114,26 @@ pub fn layout() -> (usize, usize, usize, usize) {
     )
 }
 
-fn lookup(chan: u32) -> Option<usize> {
+fn lookup(chan: Key) -> Option<usize> {
     let h = chain_of(chan);
     LOCKS[h].lock();
     let mut i = heads()[h];
-    while i != NONE && get(i as usize).chan != chan {
+    while i != NONE && !is(get(i as usize), chan) {
         i = get(i as usize).chain_next;
     }
     LOCKS[h].unlock();
     (i != NONE).then_some(i as usize)
 }
 
+/// Whether `q` is lent to `chan` (the space is compared only when the
+/// address matches).
+fn is(q: &SleepQueue, chan: Key) -> bool {
+    q.chan == chan.addr && q.space == chan.space
+}
+
 /// Sleeps on `chan` until woken or, with `timeout` ticks > 0, timed out.
 /// Returns false on a timeout.
-pub fn sleep(chan: u32, timeout: u64) -> bool {
+pub fn sleep(chan: Key, timeout: u64) -> bool {
     let _g = sched::locked();
     let me = sched::current_index();
     let mine = sched::thread(me)
@@ -139,7 +150,8 @@ pub fn sleep(chan: u32, timeout: u64) -> bool {
             let h = chain_of(chan);
             LOCKS[h].lock();
             let q = get(mine);
-            q.chan = chan;
+            q.chan = chan.addr;
+            q.space = chan.space;
             q.sleepers = 0;
             q.free_next = NONE;
             q.chain_next = heads()[h];
@@ -185,7 +197,10 @@ fn take_off(sq: usize, w: usize) {
         q.free_next = get(f).free_next;
         f
     } else {
-        let h = chain_of(q.chan);
+        let h = chain_of(Key {
+            addr: q.chan,
+            space: q.space,
+        });
         LOCKS[h].lock();
         let mut link = &mut heads()[h];
         while *link != NONE && *link != sq as u32 {
@@ -214,7 +229,7 @@ pub fn remove_waiter(w: usize) {
 }
 
 /// Wakes the longest sleeper on `chan` (`all`: every sleeper); returns how many.
-pub fn wakeup(chan: u32, all: bool) -> u32 {
+pub fn wakeup(chan: Key, all: bool) -> u32 {
     let _g = sched::locked();
     let Some(sq) = lookup(chan) else { return 0 };
     let mut n = 0;
@@ -222,7 +237,7 @@ pub fn wakeup(chan: u32, all: bool) -> u32 {
         take_off(sq, w);
         sched::make_ready(w);
         n += 1;
-        if !all || get(sq).chan != chan {
+        if !all || !is(get(sq), chan) {
             break;
         }
     }

@@ -7,8 +7,9 @@
 //! So a lock costs nothing until it is contested, and there are always
 //! exactly as many turnstiles as threads.
 //!
-//! Lent turnstiles hang on 128 hash chains keyed by the lock address, each
-//! with its own spin lock. The waiters are not queued: the most urgent one
+//! Lent turnstiles hang on 128 hash chains keyed by the lock's [`Key`] (its
+//! address and the space it is in: a user mutex is a word of one process),
+//! each with its own spin lock. The waiters are not queued: the most urgent one
 //! (0 first, then the longest waiting) is found by a scan of the thread
 //! table, at most `MAX_THREADS` entries. A blocker lends its priority to
 //! the lock's owner, and on along the chain of owners if that owner is
@@ -39,6 +40,7 @@
 
 use abi::syscall::MAX_THREADS;
 
+use super::key::Key;
 use super::sched::{self, State};
 use crate::sync::cell::BootCell;
 use crate::sync::pool::{self, Align, Arena, Pool};
@@ -62,7 +64,9 @@ pub struct Turnstile {
     /// Its own lock word (FreeBSD's ts_lock): what false sharing hits.
     pub spin: SpinLock,
     /// (s) Threads blocked here.
-    pub waiters: u32,
+    pub waiters: u16,
+    /// (s, c) The space of `lock` ([`Key::space`]).
+    pub space: u16,
 }
 
 const _: () = assert!(core::mem::size_of::<Turnstile>() <= 128);
@@ -102,9 +106,15 @@ fn chains() -> &'static mut Chains {
 }
 
 /// The chain of `lock`: fold the address so nearby locks spread out (the
-/// fold of FreeBSD's SC_HASH, see the module text).
-pub fn chain_of(lock: u32) -> usize {
-    (((lock >> 8) ^ lock) as usize) & (CHAINS - 1)
+/// fold of FreeBSD's SC_HASH, see the module text), the space xored in.
+pub fn chain_of(lock: Key) -> usize {
+    lock.chain(CHAINS)
+}
+
+/// Whether `t` is lent to `lock` (the space is compared only when the
+/// address matches).
+fn is(t: &Turnstile, lock: Key) -> bool {
+    t.lock == lock.addr && t.space == lock.space
 }
 
 const FRESH: Turnstile = Turnstile {
@@ -114,6 +124,7 @@ const FRESH: Turnstile = Turnstile {
     free_next: NONE,
     spin: SpinLock::new(),
     waiters: 0,
+    space: 0,
 };
 
 pub fn alloc() -> Option<usize> {
@@ -161,14 +172,14 @@ pub fn layout() -> (usize, usize, usize, usize) {
 }
 
 /// The turnstile lent to `lock`, if any (walks one hash chain under its lock).
-pub fn lookup(lock: u32) -> Option<usize> {
+pub fn lookup(lock: Key) -> Option<usize> {
     let c = chains();
     let h = chain_of(lock);
     c.lock[h].lock();
     let mut i = c.head[h];
     while i != NONE {
         let ts = get(i as usize);
-        if ts.lock == lock {
+        if is(ts, lock) {
             break;
         }
         i = ts.chain_next;
@@ -178,7 +189,7 @@ pub fn lookup(lock: u32) -> Option<usize> {
 }
 
 /// `trywait`: is anyone waiting on `lock`?
-pub fn trywait(lock: u32) -> bool {
+pub fn trywait(lock: Key) -> bool {
     lookup(lock).is_some_and(|t| get(t).waiters > 0)
 }
 
@@ -194,7 +205,7 @@ pub fn top_waiter(ts: usize) -> Option<usize> {
 
 /// `wait`: blocks the current thread on `lock`, owned by thread `owner`.
 /// Returns when a `signal` picks it.
-pub fn wait(lock: u32, owner: Option<usize>) {
+pub fn wait(lock: Key, owner: Option<usize>) {
     debug_assert!(
         sched::held_here(),
         "turnstile::wait without the scheduler lock"
@@ -217,7 +228,8 @@ pub fn wait(lock: u32, owner: Option<usize>) {
             let h = chain_of(lock);
             c.lock[h].lock();
             let t = get(mine);
-            t.lock = lock;
+            t.lock = lock.addr;
+            t.space = lock.space;
             t.waiters = 0;
             t.free_next = NONE;
             t.chain_next = c.head[h];
@@ -291,6 +303,34 @@ pub fn unpend(ts: usize, w: usize) {
         sched::held_here(),
         "turnstile::unpend without the scheduler lock"
     );
+    take_off(ts, w);
+    sched::make_ready(w);
+}
+
+/// A waiter of a process that ends (`sched::stop_process`): off its
+/// turnstile with one turnstile of its own again, not made ready (it never
+/// runs again) and not handed the lock; the owner's lent priority is
+/// recomputed without it. FreeBSD has no twin: its threads leave a
+/// turnstile only when woken.
+pub fn remove_waiter(w: usize) {
+    debug_assert!(
+        sched::held_here(),
+        "turnstile::remove_waiter without the scheduler lock"
+    );
+    let Some(ts) = sched::thread(w).blocked_on else {
+        return;
+    };
+    let owner = get(ts).owner;
+    take_off(ts, w);
+    sched::thread(w).blocked_on = None;
+    if owner != NONE {
+        recompute(owner as usize);
+    }
+}
+
+/// Takes waiter `w` off turnstile `ts` and gives it one: a parked one, or
+/// (the last waiter) `ts` itself, which leaves its chain.
+fn take_off(ts: usize, w: usize) {
     let t = get(ts);
     t.waiters -= 1;
     let given = if t.free_next != NONE {
@@ -300,7 +340,10 @@ pub fn unpend(ts: usize, w: usize) {
     } else {
         // The last waiter: the lock's turnstile goes with it.
         let c = chains();
-        let h = chain_of(t.lock);
+        let h = chain_of(Key {
+            addr: t.lock,
+            space: t.space,
+        });
         c.lock[h].lock();
         let mut link = &mut c.head[h];
         while *link != NONE && *link != ts as u32 {
@@ -314,5 +357,4 @@ pub fn unpend(ts: usize, w: usize) {
     };
     get(given).free_next = NONE;
     sched::thread(w).turnstile = Some(given);
-    sched::make_ready(w);
 }

@@ -10,7 +10,7 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use userland::abi::syscall::{errno, procs_arg, wait, Mechanism, CPU_ANY, PRIO_USER};
+use userland::abi::syscall::{errno, procs_arg, wait, Mechanism, CPU_ANY, MAX_THREADS, PRIO_USER};
 use userland::{println, sys, threads};
 
 struct Tally {
@@ -315,6 +315,167 @@ fn fork_bomb() -> Result<(), &'static str> {
     expect_exit(spawn_child(|| 3), 3)
 }
 
+// Wait channels and user mutexes across processes: a fork gives parent
+// and child the same addresses, and neither may reach the other's
+// sleepers or lock waiters through them.
+
+/// A word whose address both sides sleep on.
+static CHAN: AtomicU32 = AtomicU32::new(0);
+/// A user mutex both sides lock at the same address.
+static M: threads::Umtx = threads::Umtx::new();
+/// What this process's helper thread saw: 0 nothing yet, 1 woken or got
+/// the lock, 2 timed out or refused.
+static SEEN: AtomicU32 = AtomicU32::new(0);
+
+fn chan() -> u32 {
+    CHAN.as_ptr() as u32
+}
+
+fn sleeper(_: u32) {
+    let r = threads::sleep_on(chan(), 100);
+    SEEN.store(if r.is_ok() { 1 } else { 2 }, Ordering::Release);
+}
+
+fn contender(_: u32) {
+    let me = threads::gettid();
+    let r = M.lock(me).and_then(|()| M.unlock(me));
+    SEEN.store(if r.is_ok() { 1 } else { 2 }, Ordering::Release);
+}
+
+/// Until the helper thread says what it saw, at most `ticks` timer ticks.
+fn seen_within(ticks: u32) -> u32 {
+    for _ in 0..ticks {
+        match SEEN.load(Ordering::Acquire) {
+            0 => threads::sleep(1),
+            s => return s,
+        }
+    }
+    0
+}
+
+/// `pid`'s status once it is a zombie, polling for at most `ticks` timer
+/// ticks (a child that never ends must fail the case, not hang the boot).
+fn reap_within(pid: u32, ticks: u32) -> Result<u32, &'static str> {
+    for _ in 0..ticks {
+        match sys::waitpid(pid as i32, wait::WNOHANG) {
+            Ok((0, _)) => threads::sleep(1),
+            Ok((p, status)) if p == pid => return Ok(status),
+            _ => return Err("waitpid failed"),
+        }
+    }
+    Err("the child never became a zombie")
+}
+
+fn wakeup_stays_in_its_process() -> Result<(), &'static str> {
+    SEEN.store(0, Ordering::Relaxed);
+    // The child sleeps first on the address; nobody of its own wakes it,
+    // so it must time out.
+    let pid = spawn_child(|| match threads::sleep_on(chan(), 60) {
+        Err(()) => 0,
+        Ok(()) => 1,
+    })?;
+    threads::sleep(5);
+    if threads::spawn(sleeper, 0, PRIO_USER).is_err() {
+        return Err("no second thread");
+    }
+    threads::sleep(5);
+    let woken = threads::wakeup(chan(), false);
+    let seen = seen_within(200);
+    let code = wait::exit_code(reap_within(pid, 200)?).ok_or("the child did not exit")?;
+    match (code, seen, woken) {
+        (0, 1, 1) => Ok(()),
+        (1, _, _) => Err("the parent's wakeup woke the child's sleeper"),
+        (_, 1, _) => Err("wakeup did not count the one thread it woke"),
+        _ => Err("the parent's own sleeper was not woken"),
+    }
+}
+
+/// Locks `M`, lets a second thread block on it for `hold` ticks, unlocks:
+/// the second thread must get it.
+fn hand_over(hold: u32) -> Result<(), &'static str> {
+    SEEN.store(0, Ordering::Relaxed);
+    let me = threads::gettid();
+    M.lock(me).map_err(|_| "the mutex was not free")?;
+    if threads::spawn(contender, 0, PRIO_USER).is_err() {
+        return Err("no second thread");
+    }
+    threads::sleep(hold);
+    M.unlock(me).map_err(|_| "unlock failed")?;
+    match seen_within(200) {
+        1 => Ok(()),
+        0 => Err("the unlock handed the mutex to the other process's waiter"),
+        _ => Err("the waiter's lock failed"),
+    }
+}
+
+fn umtx_stays_in_its_process() -> Result<(), &'static str> {
+    // The child's waiter blocks first and longest: were the keys the
+    // address alone, the parent's unlock would pick it.
+    let pid = spawn_child(|| if hand_over(20).is_ok() { 0 } else { 1 })?;
+    threads::sleep(3);
+    let mine = hand_over(10);
+    let code = wait::exit_code(reap_within(pid, 300)?).ok_or("the child did not exit")?;
+    mine?;
+    if code != 0 {
+        return Err("the child's own unlock did not reach its waiter");
+    }
+    Ok(())
+}
+
+/// Children that end (exit, or #UD) while a second thread waits on a user
+/// mutex their first holds: each becomes a zombie and is reaped, and more
+/// rounds than there are threads (each thread owns a turnstile) show the
+/// stopped waiters' threads and turnstiles were freed.
+fn exit_with_a_lock_waiter() -> Result<(), &'static str> {
+    for round in 0..MAX_THREADS as u32 + 2 {
+        let fault = round % 2 == 1;
+        let pid = spawn_child(move || {
+            let me = threads::gettid();
+            if M.lock(me).is_err() {
+                return 90;
+            }
+            if threads::spawn(contender, 0, PRIO_USER).is_err() {
+                return 91;
+            }
+            threads::sleep(2);
+            if fault {
+                // SAFETY: not safe: #UD on purpose, the process ends.
+                unsafe { core::arch::asm!("ud2") };
+            }
+            33
+        })
+        .map_err(|_| "fork failed (threads or turnstiles not freed?)")?;
+        let status = reap_within(pid, 300)?;
+        match (wait::exit_code(status), wait::fault_vector(status)) {
+            (Some(33), _) if !fault => {}
+            (_, Some(6)) if fault => {}
+            (Some(90 | 91), _) => {
+                return Err(
+                    "the child could not lock or start a thread (threads or turnstiles not freed?)",
+                )
+            }
+            _ => return Err("the status does not say how the child ended"),
+        }
+    }
+    Ok(())
+}
+
+/// Keys of wait channels and user mutexes: (address space, address).
+fn space_keys(t: &mut Tally) {
+    t.check(
+        "sleep_on at one address in two processes: a wakeup stays in its process",
+        wakeup_stays_in_its_process(),
+    );
+    t.check(
+        "user mutexes at one address in two processes: an unlock stays in its process",
+        umtx_stays_in_its_process(),
+    );
+    t.check(
+        "a child ending while a thread waits on a user mutex is reaped, its turnstile freed",
+        exit_with_a_lock_waiter(),
+    );
+}
+
 #[unsafe(no_mangle)]
 extern "C" fn main(arg: u32) -> i32 {
     if arg & procs_arg::ROUNDS != 0 {
@@ -370,6 +531,7 @@ extern "C" fn main(arg: u32) -> i32 {
         "a fork bomb ends in EAGAIN, and the system recovers",
         fork_bomb(),
     );
+    space_keys(&mut t);
     println!("procs: {} passed, {} failed", t.passed, t.failed);
     t.failed as i32
 }

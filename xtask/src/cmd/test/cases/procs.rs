@@ -18,8 +18,15 @@ fn procs_pass(log: &BootLog, _: &[Record]) -> Result<(), String> {
     if let Some(l) = log.serial.lines().find(|l| l.starts_with("procs: FAIL")) {
         return Err(l.to_string());
     }
-    contains(log, "procs: 11 passed, 0 failed")
+    contains(
+        log,
+        &format!("procs: {} passed, 0 failed", 11 + SPACE_KEY_CASES),
+    )
 }
+
+/// The `procs` cases of wait channels and user mutexes keyed by (space,
+/// address), and of a child ending with a thread on a turnstile.
+const SPACE_KEY_CASES: u32 = 3;
 
 /// The kernel's process tests: the cases and the leak test ran and passed.
 fn leaks_pass(log: &BootLog, r: &[Record]) -> Result<(), String> {
@@ -63,7 +70,7 @@ macro_rules! procs_case {
                 $pmap,
                 " fork=",
                 $fork,
-                ": fork through every mechanism, private writes, exit status, WNOHANG, ECHILD and EFAULT, a faulting child, orphans to pid 1, fork with threads, sbrk, a fork bomb"
+                ": fork through every mechanism, private writes, exit status, WNOHANG, ECHILD and EFAULT, a faulting child, orphans to pid 1, fork with threads, sbrk, a fork bomb, wait channels and user mutexes per process, a child ending with a lock waiter"
             ),
             cmdline: concat!("mode=run prog=procs pmap=", $pmap, " fork=", $fork),
             cpus: $cpus,
