@@ -651,9 +651,11 @@ pub fn current_proc() -> Option<usize> {
 }
 
 /// Process `p` ends: none of its threads runs again. Those that wait
-/// (ready, asleep) stop now; those running on other CPUs are sent a
-/// reschedule IPI and stop at their next way back to ring 3. The caller's
-/// own thread stops with [`stop_current_of_process`]. Under the lock.
+/// (ready, asleep, blocked on a user mutex) stop now, taken off their
+/// sleepqueue or turnstile; those running on other CPUs are sent a
+/// reschedule IPI and stop at their next way back to ring 3, or at their
+/// next wait in the kernel ([`block`]). The caller's own thread stops with
+/// [`stop_current_of_process`]. Under the lock.
 pub fn stop_process(p: usize) {
     let s = sched();
     let me = current_index();
@@ -668,12 +670,16 @@ pub fn stop_process(p: usize) {
                 sleepqueue::remove_waiter(i);
                 stop_thread(i);
             }
+            // Its lock is a word of this process, so nobody outside it
+            // would ever hand it over: it leaves the turnstile unserved.
+            State::OnTurnstile => {
+                turnstile::remove_waiter(i);
+                stop_thread(i);
+            }
             State::Running => crate::arch::apic::send_ipi(
                 crate::arch::smp::percpu(t.cpu as usize).apic_id as u8,
                 VECTOR_RESCHEDULE,
             ),
-            // A thread waiting on a turnstile holds a lock's hand-off: it
-            // stops when the owner hands it the lock (see `preempt`).
             _ => {}
         }
     }
@@ -828,6 +834,7 @@ pub fn yield_now() {
     let me = current_index();
     s.threads[me].state = State::Ready;
     s.threads[me].seq = next_seq();
+    stop_if_ending(me);
     schedule();
 }
 
@@ -838,7 +845,25 @@ pub fn block(state: State) {
     let me = current_index();
     s.threads[me].state = state;
     s.threads[me].seq = next_seq();
+    stop_if_ending(me);
     schedule();
+}
+
+/// A user thread whose process ended while it ran in the kernel on another
+/// CPU (`stop_process` could only send it an IPI) and that is about to
+/// wait or yield: it would never be picked again, and its process never
+/// become a zombie. It stops here instead, off the queue it just joined.
+fn stop_if_ending(me: usize) {
+    let t = &sched().threads[me];
+    if !t.user || !crate::proc::exiting(t.proc as usize) {
+        return;
+    }
+    match t.state {
+        State::Sleeping => sleepqueue::remove_waiter(me),
+        State::OnTurnstile => turnstile::remove_waiter(me),
+        _ => {}
+    }
+    stop_current_of_process();
 }
 
 /// Blocks the current thread for `ticks` timer ticks (no sleepqueue: the
