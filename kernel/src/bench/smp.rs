@@ -545,13 +545,12 @@ fn lines(rep: &Reporter, n: usize) {
 fn cross_cpu_tests() -> bool {
     use core::sync::atomic::AtomicU32;
 
-    use crate::task::key::Key;
     use crate::task::mutex::Mutex;
     use crate::task::sched::{self, State};
     use crate::task::sleepqueue;
 
-    const CHAN: Key = Key::kernel(0xc0c0);
-    const GO: Key = Key::kernel(0xc0c1);
+    const CHAN: u32 = 0xc0c0;
+    const GO: u32 = 0xc0c1;
     static STAGE: AtomicU32 = AtomicU32::new(0);
     static WOKE_ON: AtomicU32 = AtomicU32::new(99);
     static WAKER_ON: AtomicU32 = AtomicU32::new(99);

@@ -19,7 +19,6 @@ use abi::syscall::{errno, wait, MAX_PROCS};
 
 use crate::arch::regs::EntryFrame;
 use crate::sync::cell::BootCell;
-use crate::task::key::Key;
 use crate::task::sched;
 use crate::task::sleepqueue;
 use crate::vm::{self, Space};
@@ -188,10 +187,10 @@ pub fn fork(frame: &EntryFrame) -> Result<Pid, i32> {
     Ok(c.pid)
 }
 
-/// The wait channel of process slot `i`: a kernel address, in the kernel's
-/// space (any process's thread may sleep or wake on it).
-fn channel(i: usize) -> Key {
-    Key::kernel(&raw const TABLE as u32 + (i * core::mem::size_of::<Proc>()) as u32)
+/// The wait channel of process slot `i`: a kernel address, so no user
+/// channel (a user address) can equal it.
+fn channel(i: usize) -> u32 {
+    &raw const TABLE as u32 + (i * core::mem::size_of::<Proc>()) as u32
 }
 
 /// Ends the running thread's process (not pid 1) with `status`, from any

@@ -91,10 +91,19 @@ pub extern "fastcall" fn sys_getprio(r: &mut Regs) {
     };
 }
 
-/// User address `addr` as a key: in the calling thread's process.
-fn user_key(addr: u32) -> Key {
-    let proc = sched::current_proc().expect("a user thread belongs to a process");
-    Key::user(proc, addr)
+/// The calling thread's process: a user channel or mutex is an address of it.
+fn caller_proc() -> usize {
+    sched::current_proc().expect("a user thread belongs to a process")
+}
+
+/// Before a user thread waits: if its process ended while the thread ran
+/// here on another CPU (`sched::stop_process` could only send it an IPI,
+/// which waits for ring 3), it stops now instead, or nobody would ever
+/// wake it and its process would never become a zombie.
+fn stop_if_process_ended(proc: usize) {
+    if crate::proc::exiting(proc) {
+        sched::stop_current_of_process();
+    }
 }
 
 /// The user word of a umtx, checked: 4-aligned, mapped, writable.
@@ -119,7 +128,8 @@ fn umtx_word(addr: u32) -> Result<&'static mut u32, i32> {
 pub extern "fastcall" fn sys_umtx_lock(r: &mut Regs) {
     let _g = sched::locked();
     let addr = r.ebx;
-    let key = user_key(addr);
+    let proc = caller_proc();
+    let key = Key::user(proc, addr);
     let me = sched::current_tid();
     r.eax = loop {
         let w = match umtx_word(addr) {
@@ -153,6 +163,7 @@ pub extern "fastcall" fn sys_umtx_lock(r: &mut Regs) {
             // The owner let go (or changed) meanwhile: look again.
             continue;
         }
+        stop_if_process_ended(proc);
         turnstile::wait(key, sched::index_of(owner));
         // An unlock handed it over: the word names us now.
         match umtx_word(addr) {
@@ -167,7 +178,7 @@ pub extern "fastcall" fn sys_umtx_lock(r: &mut Regs) {
 pub extern "fastcall" fn sys_umtx_unlock(r: &mut Regs) {
     let _g = sched::locked();
     let addr = r.ebx;
-    let key = user_key(addr);
+    let key = Key::user(caller_proc(), addr);
     let me = sched::current_index();
     let w = match umtx_word(addr) {
         // SAFETY: a checked, aligned, writable user word (umtx_word).
@@ -199,8 +210,10 @@ pub extern "fastcall" fn sys_umtx_unlock(r: &mut Regs) {
 /// process; only a `wakeup` from that process reaches it.
 pub extern "fastcall" fn sys_sleep_on(r: &mut Regs) {
     let _g = sched::locked();
-    let (chan, timeout) = (user_key(r.ebx), r.ecx);
-    r.eax = if sleepqueue::sleep(chan, timeout as u64) {
+    let proc = caller_proc();
+    let (chan, timeout) = (Key::user(proc, r.ebx), r.ecx);
+    stop_if_process_ended(proc);
+    r.eax = if sleepqueue::sleep_user(chan, timeout as u64) {
         0
     } else {
         err(ETIMEDOUT)
@@ -209,7 +222,7 @@ pub extern "fastcall" fn sys_sleep_on(r: &mut Regs) {
 
 pub extern "fastcall" fn sys_wakeup(r: &mut Regs) {
     let _g = sched::locked();
-    r.eax = sleepqueue::wakeup(user_key(r.ebx), r.ecx != 0);
+    r.eax = sleepqueue::wakeup_user(Key::user(caller_proc(), r.ebx), r.ecx != 0);
 }
 
 pub extern "fastcall" fn sys_pool_align(r: &mut Regs) {
@@ -262,7 +275,7 @@ pub extern "fastcall" fn sys_lookup_bench(r: &mut Regs) {
     }
     let _g = sched::locked();
     let mut found = 0;
-    let proc = sched::current_proc().expect("a user thread belongs to a process");
+    let proc = caller_proc();
     for i in 0..r.ebx {
         let key = Key::user(proc, 0x4000_0000 + 64 * (i & 1023));
         found += turnstile::lookup(key).is_some() as u32;

@@ -6,9 +6,10 @@
 //! sleeping on (or locking) "the same" user address must not meet. A key
 //! is therefore (space, address): space 0 is the kernel's (its channels and
 //! mutexes are kernel addresses, one for all), a user key's space is its
-//! process's slot + 1. Both halves are compared on a lookup, and the space
-//! is folded into the hash chain's index, so a parent's and a child's lock
-//! at one address usually sit on different chains.
+//! process's slot + 1. The space is xored into the hash chain's index; as
+//! every space is below the number of chains, one address in two spaces
+//! always lands on two chains, so a lookup still compares the address
+//! alone, and a kernel channel's chain is the one it always was.
 //!
 //! The space tag lives in two spare bytes of each sleepqueue and turnstile
 //! (their waiter counts are 16-bit), so neither object grew: their sizes,

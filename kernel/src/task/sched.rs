@@ -653,8 +653,8 @@ pub fn current_proc() -> Option<usize> {
 /// Process `p` ends: none of its threads runs again. Those that wait
 /// (ready, asleep, blocked on a user mutex) stop now, taken off their
 /// sleepqueue or turnstile; those running on other CPUs are sent a
-/// reschedule IPI and stop at their next way back to ring 3, or at their
-/// next wait in the kernel ([`block`]). The caller's own thread stops with
+/// reschedule IPI and stop at their next way back to ring 3, or before
+/// they wait on a user channel or mutex (`syscall::threads`). The caller's own thread stops with
 /// [`stop_current_of_process`]. Under the lock.
 pub fn stop_process(p: usize) {
     let s = sched();
@@ -834,7 +834,6 @@ pub fn yield_now() {
     let me = current_index();
     s.threads[me].state = State::Ready;
     s.threads[me].seq = next_seq();
-    stop_if_ending(me);
     schedule();
 }
 
@@ -845,25 +844,7 @@ pub fn block(state: State) {
     let me = current_index();
     s.threads[me].state = state;
     s.threads[me].seq = next_seq();
-    stop_if_ending(me);
     schedule();
-}
-
-/// A user thread whose process ended while it ran in the kernel on another
-/// CPU (`stop_process` could only send it an IPI) and that is about to
-/// wait or yield: it would never be picked again, and its process never
-/// become a zombie. It stops here instead, off the queue it just joined.
-fn stop_if_ending(me: usize) {
-    let t = &sched().threads[me];
-    if !t.user || !crate::proc::exiting(t.proc as usize) {
-        return;
-    }
-    match t.state {
-        State::Sleeping => sleepqueue::remove_waiter(me),
-        State::OnTurnstile => turnstile::remove_waiter(me),
-        _ => {}
-    }
-    stop_current_of_process();
 }
 
 /// Blocks the current thread for `ticks` timer ticks (no sleepqueue: the

@@ -18,7 +18,7 @@
 
 use abi::syscall::MAX_THREADS;
 
-use super::key::Key;
+use super::key::{Key, KERNEL_SPACE};
 use super::sched::{self, State};
 use crate::sync::cell::BootCell;
 use crate::sync::pool::{self, Align, Arena, Pool};
@@ -39,7 +39,7 @@ pub struct SleepQueue {
     pub spin: SpinLock,
     /// (s) Threads asleep here.
     pub sleepers: u16,
-    /// (s, c) The space of `chan` ([`Key::space`]).
+    /// (s, c) The space of `chan` ([`Key::space`]): what chain it is on.
     pub space: u16,
 }
 
@@ -70,9 +70,21 @@ fn heads() -> &'static mut [u32; CHAINS] {
     unsafe { HEADS.get_mut() }
 }
 
-pub fn chain_of(chan: Key) -> usize {
-    chan.chain(CHAINS)
+/// The chain of kernel channel `chan` (FreeBSD's SC_HASH fold).
+pub fn chain_of(chan: u32) -> usize {
+    (((chan >> 8) ^ chan) as usize) & (CHAINS - 1)
 }
+
+/// The chain of `chan`: the fold with the space xored in ([`Key::chain`]).
+/// As every space is below `CHAINS`, one address in two spaces always
+/// hashes to two chains: a chain's queues lent to one address are all of
+/// one space, and a lookup compares the address alone.
+#[inline(always)]
+fn chain_of_key(chan: u32, space: u16) -> usize {
+    Key { addr: chan, space }.chain(CHAINS)
+}
+
+const _: () = assert!(abi::syscall::MAX_PROCS < CHAINS);
 
 const FRESH: SleepQueue = SleepQueue {
     chan: 0,
@@ -114,44 +126,55 @@ pub fn layout() -> (usize, usize, usize, usize) {
     )
 }
 
-fn lookup(chan: Key) -> Option<usize> {
-    let h = chain_of(chan);
+/// The queue lent to `chan` in `space` (see [`chain_of_key`]).
+#[inline(always)]
+fn lookup(chan: u32, space: u16) -> Option<usize> {
+    let h = chain_of_key(chan, space);
     LOCKS[h].lock();
     let mut i = heads()[h];
-    while i != NONE && !is(get(i as usize), chan) {
+    while i != NONE && get(i as usize).chan != chan {
         i = get(i as usize).chain_next;
     }
     LOCKS[h].unlock();
     (i != NONE).then_some(i as usize)
 }
 
-/// Whether `q` is lent to `chan` (the space is compared only when the
-/// address matches).
-fn is(q: &SleepQueue, chan: Key) -> bool {
-    q.chan == chan.addr && q.space == chan.space
+/// Sleeps on kernel channel `chan` until woken or, with `timeout` ticks >
+/// 0, timed out. Returns false on a timeout.
+pub fn sleep(chan: u32, timeout: u64) -> bool {
+    sleep_keyed(chan, KERNEL_SPACE, timeout)
 }
 
-/// Sleeps on `chan` until woken or, with `timeout` ticks > 0, timed out.
-/// Returns false on a timeout.
-pub fn sleep(chan: Key, timeout: u64) -> bool {
+/// [`sleep`] on a user channel: an address of one process.
+pub fn sleep_user(chan: Key, timeout: u64) -> bool {
+    sleep_keyed(chan.addr, chan.space, timeout)
+}
+
+/// A queue not lent to a user channel has space [`KERNEL_SPACE`]: the
+/// kernel's channels (waitpid's, every CPU test's) set nothing more than
+/// they did before spaces existed, and take their queue back the same way.
+#[inline(always)]
+fn sleep_keyed(chan: u32, space: u16, timeout: u64) -> bool {
     let _g = sched::locked();
     let me = sched::current_index();
     let mine = sched::thread(me)
         .sleepqueue
         .take()
         .expect("a running thread owns a sleepqueue");
-    let sq = match lookup(chan) {
+    let sq = match lookup(chan, space) {
         Some(sq) => {
             get(mine).free_next = get(sq).free_next;
             get(sq).free_next = mine as u32;
             sq
         }
         None => {
-            let h = chain_of(chan);
+            let h = chain_of_key(chan, space);
             LOCKS[h].lock();
             let q = get(mine);
-            q.chan = chan.addr;
-            q.space = chan.space;
+            q.chan = chan;
+            if space != KERNEL_SPACE {
+                q.space = space;
+            }
             q.sleepers = 0;
             q.free_next = NONE;
             q.chain_next = heads()[h];
@@ -183,9 +206,21 @@ fn first_sleeper(sq: usize) -> Option<usize> {
         .min_by_key(|&i| sched::thread(i).seq)
 }
 
-/// Takes sleeper `w` off its sleepqueue and gives it one back (not made
-/// ready here).
+/// Takes sleeper `w` off kernel channel queue `sq` and gives it one back
+/// (not made ready here).
 fn take_off(sq: usize, w: usize) {
+    take_off_keyed(sq, w, false);
+}
+
+/// [`take_off`] from a queue lent to a user channel.
+fn take_off_user(sq: usize, w: usize) {
+    take_off_keyed(sq, w, true);
+}
+
+/// When the queue leaves its chain, a user channel's gives its space back
+/// (see [`sleep_keyed`]).
+#[inline(always)]
+fn take_off_keyed(sq: usize, w: usize, user: bool) {
     debug_assert!(
         sched::held_here(),
         "sleepqueue::take_off without the scheduler lock"
@@ -197,10 +232,11 @@ fn take_off(sq: usize, w: usize) {
         q.free_next = get(f).free_next;
         f
     } else {
-        let h = chain_of(Key {
-            addr: q.chan,
-            space: q.space,
-        });
+        let h = if user {
+            chain_of_key(q.chan, q.space)
+        } else {
+            chain_of(q.chan)
+        };
         LOCKS[h].lock();
         let mut link = &mut heads()[h];
         while *link != NONE && *link != sq as u32 {
@@ -209,6 +245,9 @@ fn take_off(sq: usize, w: usize) {
         *link = q.chain_next;
         LOCKS[h].unlock();
         q.chan = 0;
+        if user {
+            q.space = KERNEL_SPACE;
+        }
         sq
     };
     get(given).free_next = NONE;
@@ -217,27 +256,49 @@ fn take_off(sq: usize, w: usize) {
     t.deadline = 0;
 }
 
-/// A sleeper whose timeout fired (from the timer tick): off its queue.
+/// A sleeper whose timeout fired (from the timer tick), or of a process
+/// that ends: off its queue.
 pub fn remove_waiter(w: usize) {
     debug_assert!(
         sched::held_here(),
         "sleepqueue::remove_waiter without the scheduler lock"
     );
     if let Some(sq) = sched::thread(w).blocked_on {
-        take_off(sq, w);
+        if get(sq).space == KERNEL_SPACE {
+            take_off(sq, w);
+        } else {
+            take_off_user(sq, w);
+        }
     }
 }
 
-/// Wakes the longest sleeper on `chan` (`all`: every sleeper); returns how many.
-pub fn wakeup(chan: Key, all: bool) -> u32 {
+/// Wakes the longest sleeper on kernel channel `chan` (`all`: every
+/// sleeper); returns how many.
+pub fn wakeup(chan: u32, all: bool) -> u32 {
+    wakeup_keyed(chan, KERNEL_SPACE, all)
+}
+
+/// [`wakeup`] of a user channel: only its own process's sleepers.
+pub fn wakeup_user(chan: Key, all: bool) -> u32 {
+    wakeup_keyed(chan.addr, chan.space, all)
+}
+
+#[inline(always)]
+fn wakeup_keyed(chan: u32, space: u16, all: bool) -> u32 {
     let _g = sched::locked();
-    let Some(sq) = lookup(chan) else { return 0 };
+    let Some(sq) = lookup(chan, space) else {
+        return 0;
+    };
     let mut n = 0;
     while let Some(w) = first_sleeper(sq) {
-        take_off(sq, w);
+        if space == KERNEL_SPACE {
+            take_off(sq, w);
+        } else {
+            take_off_user(sq, w);
+        }
         sched::make_ready(w);
         n += 1;
-        if !all || !is(get(sq), chan) {
+        if !all || get(sq).chan != chan {
             break;
         }
     }

@@ -65,7 +65,7 @@ pub struct Turnstile {
     pub spin: SpinLock,
     /// (s) Threads blocked here.
     pub waiters: u16,
-    /// (s, c) The space of `lock` ([`Key::space`]).
+    /// (s, c) The space of `lock` ([`Key::space`]): what chain it is on.
     pub space: u16,
 }
 
@@ -107,14 +107,18 @@ fn chains() -> &'static mut Chains {
 
 /// The chain of `lock`: fold the address so nearby locks spread out (the
 /// fold of FreeBSD's SC_HASH, see the module text), the space xored in.
+/// As every space is below `CHAINS`, one address in two spaces always
+/// hashes to two chains: a chain's turnstiles lent to one address are all
+/// of one space, and a lookup compares the address alone.
 pub fn chain_of(lock: Key) -> usize {
     lock.chain(CHAINS)
 }
 
-/// Whether `t` is lent to `lock` (the space is compared only when the
-/// address matches).
+const _: () = assert!(abi::syscall::MAX_PROCS < CHAINS);
+
+/// Whether `t` is lent to `lock` (see [`chain_of`]).
 fn is(t: &Turnstile, lock: Key) -> bool {
-    t.lock == lock.addr && t.space == lock.space
+    t.lock == lock.addr
 }
 
 const FRESH: Turnstile = Turnstile {
