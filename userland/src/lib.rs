@@ -99,30 +99,25 @@ macro_rules! capture_state {
     };
 }
 
-/// The registers at `_start`'s first instruction, as the kernel handed
-/// them over (zero-initialised, so each selector's upper half reads 0).
-#[unsafe(no_mangle)]
-pub static mut TB_START_STATE: State = State {
-    eax: 0,
-    ebx: 0,
-    ecx: 0,
-    edx: 0,
-    esi: 0,
-    edi: 0,
-    ebp: 0,
-    esp: 0,
-    eflags: 0,
-    ds: 0,
-    es: 0,
-    fs: 0,
-    gs: 0,
-    ss: 0,
-    cs: 0,
-};
+unsafe extern "C" {
+    /// The registers at `_start`'s first instruction, as the kernel handed
+    /// them over (zero until then, so each selector's upper half reads 0).
+    /// Its own section, which `user.ld` places after every other `.bss`:
+    /// the programs' other statics stay where they were without it (the
+    /// benchmarks' buffers, whose page boundaries their figures depend on).
+    pub static mut TB_START_STATE: State;
+}
 
 core::arch::global_asm!(
     concat!(
         r#"
+    .pushsection .tb_start_state, "aw", @nobits
+    .global TB_START_STATE
+    .balign 4
+TB_START_STATE:
+    .skip {state_size}
+    .popsection
+
     .pushsection .text.start, "ax"
     .global _start
     /* The kernel enters with EAX = the program's argument and ESP at the
@@ -141,6 +136,7 @@ _start:
     "#
     ),
     exit = sym exit_from_start,
+    state_size = const core::mem::size_of::<State>(),
     options(att_syntax)
 );
 

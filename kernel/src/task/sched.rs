@@ -105,9 +105,6 @@ pub struct Thread {
     pub cpu: u8,
     /// The process of a user thread (its slot in `proc`), else [`NO_PROC`].
     pub proc: u8,
-    /// A user thread's x87 context while it does not run (saved and
-    /// loaded by [`switch_to`]); a new thread's is clean.
-    x87: X87State,
 }
 
 /// [`Thread::proc`] of the boot, idle and kernel threads.
@@ -129,7 +126,6 @@ const EMPTY: Thread = Thread {
     timed_out: false,
     cpu: 0,
     proc: NO_PROC,
-    x87: X87State::CLEAN,
 };
 
 /// The scheduler's state: all of it (s).
@@ -158,6 +154,19 @@ static SCHED: BootCell<Sched> = BootCell::new(Sched {
     switches: 0,
     ending: false,
 });
+
+/// Each thread slot's x87 context while its user thread does not run,
+/// saved and loaded by [`switch_to`]; a new user thread's is clean, a
+/// forked one's a copy of its parent's (s). Apart from [`Thread`], which is
+/// copied whole in places, so that those copies stay short.
+static X87: BootCell<[X87State; MAX_THREADS]> = BootCell::new([X87State::CLEAN; MAX_THREADS]);
+
+/// The x87 contexts, under the scheduler lock (asserted).
+fn x87_slots() -> &'static mut [X87State; MAX_THREADS] {
+    debug_assert!(held_here(), "x87 contexts without the scheduler lock");
+    // SAFETY: as in `sched`: the scheduler lock guards them.
+    unsafe { X87.get_mut() }
+}
 
 /// The pid of each thread slot's process (0 for none): written when the
 /// slot gets a user thread, before it runs; read by [`pid_by_stack`].
@@ -474,6 +483,9 @@ fn new_thread(prio: u32, user: bool) -> Result<usize, CreateError> {
         seq: next_seq(),
         ..EMPTY
     };
+    if user {
+        x87_slots()[i] = X87State::CLEAN;
+    }
     Ok(i)
 }
 
@@ -652,7 +664,7 @@ pub fn spawn_fork(frame: &EntryFrame, proc: usize) -> Result<Tid, CreateError> {
     f.iret.eflags = (f.iret.eflags & !eflags::NT) | eflags::IF | eflags::RESERVED_1;
     // The rest of the parent's context: its x87 registers and its FS and
     // GS, which no entry saved and the kernel has left as they were.
-    t.x87 = crate::arch::cpu::copy_x87();
+    x87_slots()[i] = crate::arch::cpu::copy_x87();
     let (fs, gs) = user_fs_gs();
     push_frame(
         i,
@@ -866,16 +878,17 @@ fn switch_to(next: usize) {
     // Each user thread has its own x87 context (kernel threads use none):
     // the one leaving is saved, the one coming loaded, so no thread (of
     // this process or another) sees another's registers.
+    let slots = x87_slots();
     let (leaving, coming) = if prev < next {
-        let (a, b) = s.threads.split_at_mut(next);
+        let (a, b) = slots.split_at_mut(next);
         (&mut a[prev], &b[0])
     } else {
-        let (a, b) = s.threads.split_at_mut(prev);
+        let (a, b) = slots.split_at_mut(prev);
         (&mut b[0], &a[next])
     };
     crate::arch::cpu::switch_x87(
-        leaving.user.then_some(&mut leaving.x87),
-        coming.user.then_some(&coming.x87),
+        s.threads[prev].user.then_some(leaving),
+        s.threads[next].user.then_some(coming),
     );
     let save = &raw mut s.threads[prev].esp;
     let to = s.threads[next].esp;
