@@ -16,6 +16,9 @@
 //!   EIP, error code, CR2) and the kernel goes on ([`user_fault`]). One
 //!   exception: an RDPMC that faults after the boot offered the counters
 //!   turns them off and the program goes on (`pmu::user_fault`).
+//! - A #NM from ring 3 with CR0.TS set (a hardware task switch, the debug
+//!   task's, set it; the user's x87 context is live all the same) clears
+//!   TS and runs the instruction again (`cpu::device_not_available_from_user`).
 //! - A page fault goes through [`page_fault`], the one place that decides
 //!   what a fault on a page means.
 //! - An exception in ring 0 at a listed instruction resumes at its fixup
@@ -60,6 +63,9 @@ extern "fastcall" fn trap_exception(f: &mut TrapFrame) {
         return page_fault(f, addr, err);
     }
     if f.from_user() {
+        if v == vector::DEVICE_NOT_AVAILABLE && cpu::device_not_available_from_user() {
+            return;
+        }
         if (v == vector::GENERAL_PROTECTION || v == vector::INVALID_OPCODE) && pmu::user_fault(f) {
             return;
         }
@@ -197,6 +203,7 @@ extern "C" fn trap_debug() {
     // SAFETY: this is CPU `me`'s debug task; the interrupted task (this
     // CPU's main task) is suspended while it runs.
     let t = unsafe { gdt::interrupted_by_debug_mut(me) };
+    let single_step = cpu::take_dr6() & cpu::DR6_SINGLE_STEP != 0;
     if t.cs & 3 == 3 {
         // A single step in ring 3: the task ends, like any user fault. Leave
         // through `debug_kill`, in ring 0 on the thread's kernel stack.
@@ -205,9 +212,17 @@ extern "C" fn trap_debug() {
             task::current().name,
             task::current().pid
         );
-        kprintln!(
-            "#DB debug (vector 1) in user mode: a single-step trap; the next instruction would be"
-        );
+        if single_step {
+            kprintln!(
+                "#DB debug (vector 1) in user mode: a single-step trap; the next instruction would be"
+            );
+        } else {
+            // ICEBP (INT1) is the one #DB ring 3 can raise without TF (no
+            // debug register is ever armed).
+            kprintln!(
+                "#DB debug (vector 1) in user mode: not a single step (ICEBP); the next instruction would be"
+            );
+        }
         exceptions::report_tss(t, vector::DEBUG, "user");
         exceptions::send_to_kill(me, t);
         return;

@@ -1,4 +1,4 @@
-//! A system call entered with chosen EFLAGS bits set (DF, AC, NT), that
+//! A system call entered with chosen EFLAGS bits set (DF, AC, NT, ID), that
 //! reports every register and EFLAGS as the user got them back. The hostile
 //! cases in `faults` and the fuzzer check both: the result, the six argument
 //! registers unchanged, and the flags given back as they were at entry.
@@ -92,7 +92,7 @@ unsafe extern "C" {
 }
 
 /// System call `nr` through `m` with `args`, entered with `set` (only its
-/// DF, AC and NT bits; never TF, which would end the task by design) added
+/// DF, AC, NT and ID bits; never TF, which would end the task by design) added
 /// to EFLAGS. Returns what the user had right after the entry sequence.
 /// The mechanism must be usable (see `sys::cpuinfo`).
 pub fn call(m: Mechanism, nr: u32, args: [u32; 6], set: u32) -> After {
@@ -106,6 +106,6 @@ pub fn call(m: Mechanism, nr: u32, args: [u32; 6], set: u32) -> After {
     // SAFETY: the stub preserves the C ABI's callee-saved registers and the
     // stack, writes exactly one `After` to `out`, and restores the caller's
     // EFLAGS before it returns.
-    unsafe { f(nr, &args, set & eflags::HOSTILE, &mut out) };
+    unsafe { f(nr, &args, set & (eflags::HOSTILE | eflags::ID), &mut out) };
     out
 }

@@ -20,21 +20,123 @@ use core::fmt::{self, Write};
 
 pub use abi;
 
+/// Every register, EFLAGS and the segment selectors at one instant: what
+/// [`capture_state!`] stores (Linux's `check_initial_reg_state` checks the
+/// same at a program's first instruction).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct State {
+    pub eax: u32,
+    pub ebx: u32,
+    pub ecx: u32,
+    pub edx: u32,
+    pub esi: u32,
+    pub edi: u32,
+    pub ebp: u32,
+    pub esp: u32,
+    pub eflags: u32,
+    pub ds: u32,
+    pub es: u32,
+    pub fs: u32,
+    pub gs: u32,
+    pub ss: u32,
+    pub cs: u32,
+}
+
+/// Assembly that stores the registers into the [`State`] static named
+/// `$sym` with plain MOVs (DS must be usable), changing no register and no
+/// flag; PUSHFL/POPL take one word of stack.
+#[macro_export]
+macro_rules! capture_state {
+    ($sym:literal) => {
+        concat!(
+            "movl %eax, ",
+            $sym,
+            "\n",
+            "movl %ebx, ",
+            $sym,
+            "+4\n",
+            "movl %ecx, ",
+            $sym,
+            "+8\n",
+            "movl %edx, ",
+            $sym,
+            "+12\n",
+            "movl %esi, ",
+            $sym,
+            "+16\n",
+            "movl %edi, ",
+            $sym,
+            "+20\n",
+            "movl %ebp, ",
+            $sym,
+            "+24\n",
+            "movl %esp, ",
+            $sym,
+            "+28\n",
+            "pushfl\n popl ",
+            $sym,
+            "+32\n",
+            "movw %ds, ",
+            $sym,
+            "+36\n",
+            "movw %es, ",
+            $sym,
+            "+40\n",
+            "movw %fs, ",
+            $sym,
+            "+44\n",
+            "movw %gs, ",
+            $sym,
+            "+48\n",
+            "movw %ss, ",
+            $sym,
+            "+52\n",
+            "movw %cs, ",
+            $sym,
+            "+56\n",
+        )
+    };
+}
+
+unsafe extern "C" {
+    /// The registers at `_start`'s first instruction, as the kernel handed
+    /// them over (zero until then, so each selector's upper half reads 0).
+    /// Its own section, which `user.ld` places after every other `.bss`:
+    /// the programs' other statics stay where they were without it (the
+    /// benchmarks' buffers, whose page boundaries their figures depend on).
+    pub static mut TB_START_STATE: State;
+}
+
 core::arch::global_asm!(
-    r#"
+    concat!(
+        r#"
+    .pushsection .tb_start_state, "aw", @nobits
+    .global TB_START_STATE
+    .balign 4
+TB_START_STATE:
+    .skip {state_size}
+    .popsection
+
     .pushsection .text.start, "ax"
     .global _start
     /* The kernel enters with EAX = the program's argument and ESP at the
-       top of a fresh stack. main(arg) -> exit status. */
+       top of a fresh stack; what it handed over is kept first
+       (TB_START_STATE). main(arg) -> exit status. */
 _start:
+"#,
+        capture_state!("TB_START_STATE"),
+        r#"
     pushl %eax
     call main
     pushl %eax
     call {exit}
     ud2
     .popsection
-    "#,
+    "#
+    ),
     exit = sym exit_from_start,
+    state_size = const core::mem::size_of::<State>(),
     options(att_syntax)
 );
 

@@ -218,6 +218,29 @@ pub fn cr2() -> u32 {
     unsafe { x86::controlregs::cr2() as u32 }
 }
 
+/// DR6.BS: the #DB was a single step (SDM Vol. 3A §17.2.3).
+pub const DR6_SINGLE_STEP: u32 = 1 << 14;
+/// DR6 with no condition recorded (its reserved bits read 1).
+const DR6_CLEAR: u32 = 0xffff_0ff0;
+
+/// DR6 as the last #DB left it, then cleared: the CPU sets its status bits
+/// and never clears them, so a stale BS would make the next #DB (an
+/// ICEBP, say) look like a single step.
+pub fn take_dr6() -> u32 {
+    let dr6: u32;
+    // SAFETY: ring 0; DR6 only records why #DB happened.
+    unsafe {
+        asm!(
+            "movl %dr6, {d}",
+            "movl {c}, %dr6",
+            d = out(reg) dr6,
+            c = in(reg) DR6_CLEAR,
+            options(att_syntax, nomem, nostack)
+        )
+    };
+    dr6
+}
+
 /// CR0.EM: x87 instructions raise #NM (no FPU to use).
 const CR0_EM: u32 = 1 << 2;
 /// CPUID leaf 1 EDX bit 0: an x87 FPU on the chip.
@@ -227,26 +250,118 @@ const CPUID_1_EDX_FPU: u32 = 1 << 0;
 pub const X87_CONTROL_INIT: u16 = 0x037f;
 
 /// Whether ring 3 can use the x87 here: CPUID says there is an FPU and
-/// CR0.EM does not send its instructions to #NM.
+/// CR0.EM does not send its instructions to #NM. Learnt once (neither
+/// changes after boot): the context switch asks on every switch.
 fn x87_usable() -> bool {
+    use core::sync::atomic::{AtomicU8, Ordering};
+    // 0: not asked yet, 1: no, 2: yes (every CPU finds the same).
+    static USABLE: AtomicU8 = AtomicU8::new(0);
+    match USABLE.load(Ordering::Relaxed) {
+        0 => {}
+        known => return known == 2,
+    }
     let cr0: u32;
     // SAFETY: reading CR0 has no side effect.
     unsafe { asm!("movl %cr0, {}", out(reg) cr0, options(att_syntax, nomem, nostack)) };
-    cpuid_present() && cpuid(1, 0).edx & CPUID_1_EDX_FPU != 0 && cr0 & CR0_EM == 0
+    let u = cpuid_present() && cpuid(1, 0).edx & CPUID_1_EDX_FPU != 0 && cr0 & CR0_EM == 0;
+    USABLE.store(1 + u as u8, Ordering::Relaxed);
+    u
 }
 
-/// Puts the x87 back in its initial state (FNINIT): the kernel saves no FPU
-/// state, so a task's control word, tags and pending exceptions would
-/// otherwise meet the next task. CLTS first: every hardware task switch
-/// (the #DB and #DF task gates) sets CR0.TS, which would make FNINIT raise
-/// #NM (SDM Vol. 3A §2.5). No-op without a usable x87.
-pub fn reset_x87() {
-    if x87_usable() {
-        // SAFETY: ring 0; an FPU exists and CR0.EM is clear, so with TS
-        // cleared FNINIT runs (and raises nothing: it discards pending
-        // exceptions). The kernel keeps no FPU state that TS would protect.
-        unsafe { asm!("clts", "fninit", options(nomem, nostack)) };
+/// An x87 context as FNSAVE writes it in 32-bit protected mode (SDM Vol. 1
+/// §8.1.10, Figure 8-9): control, status and tag words, the last
+/// instruction and operand pointers, then the eight 80-bit registers
+/// ST(0)..ST(7). One per user thread (`sched`).
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct X87State([u32; 27]);
+
+impl X87State {
+    /// The state a thread starts with: FNINIT's control word (every
+    /// exception masked), an empty status, every register tagged empty,
+    /// and every register's bits zero. FNINIT alone marks the registers
+    /// empty but leaves their values, which FNSAVE or an MMX read would
+    /// show the next task; FRSTOR of this image clears them too.
+    pub const CLEAN: X87State = {
+        let mut w = [0u32; 27];
+        w[0] = X87_CONTROL_INIT as u32;
+        w[2] = X87_TAGS_EMPTY;
+        X87State(w)
+    };
+}
+
+/// The tag word with all eight registers empty (0b11 each).
+const X87_TAGS_EMPTY: u32 = 0xffff;
+
+/// At a context switch: saves the running thread's x87 context into `save`
+/// and loads `load`'s (each only when given, i.e. for user threads; kernel
+/// code never uses the x87: the target is soft-float). CLTS first: every
+/// hardware task switch (the #DB and #DF task gates, and the way back)
+/// sets CR0.TS, which would make FNSAVE and FRSTOR raise #NM (SDM Vol. 3A
+/// §2.5). No-op without a usable x87.
+pub fn switch_x87(save: Option<&mut X87State>, load: Option<&X87State>) {
+    if !x87_usable() {
+        return;
     }
+    // SAFETY: ring 0; an FPU exists and CR0.EM is clear, so with TS clear
+    // FNSAVE (108 bytes out, then FNINIT's state) and FRSTOR (108 bytes
+    // in) run; neither raises a pending x87 exception (FRSTOR's would be
+    // taken by the thread's own next x87 instruction, in ring 3).
+    unsafe {
+        asm!("clts", options(nomem, nostack));
+        if let Some(s) = save {
+            asm!("fnsave ({})", in(reg) s as *mut X87State, options(att_syntax, nostack));
+        }
+        if let Some(l) = load {
+            asm!("frstor ({})", in(reg) l as *const X87State, options(att_syntax, nostack, readonly));
+        }
+    }
+}
+
+/// A copy of the running thread's x87 context (for `fork`'s child): FNSAVE
+/// reinitialises the x87, so the same image is loaded straight back.
+pub fn copy_x87() -> X87State {
+    let mut s = X87State::CLEAN;
+    if x87_usable() {
+        // SAFETY: as in switch_x87; the image FNSAVE wrote is loaded back,
+        // so the running thread keeps its context.
+        unsafe {
+            asm!(
+                "clts",
+                "fnsave ({p})",
+                "frstor ({p})",
+                p = in(reg) &mut s as *mut X87State,
+                options(att_syntax, nostack)
+            )
+        };
+    }
+    s
+}
+
+/// Puts the x87 back in its initial state with every register zero (FRSTOR
+/// of [`X87State::CLEAN`]): between tasks, so a task's control word, tags,
+/// pending exceptions and register values never meet the next task. No-op
+/// without a usable x87.
+pub fn reset_x87() {
+    switch_x87(None, Some(&X87State::CLEAN));
+}
+
+/// A #NM from ring 3 because CR0.TS is set: a hardware task switch (a #DB
+/// the debug task handled, say after a user's TF at an entry) set it, and
+/// the user's x87 context is live here all the same (the kernel saves it
+/// at every context switch, never lazily). Clears TS and says the
+/// instruction may run again; false for any other #NM (no x87, CR0.EM).
+pub fn device_not_available_from_user() -> bool {
+    const CR0_TS: u32 = 1 << 3;
+    let cr0: u32;
+    // SAFETY: reading CR0 has no side effect.
+    unsafe { asm!("movl %cr0, {}", out(reg) cr0, options(att_syntax, nomem, nostack)) };
+    if !x87_usable() || cr0 & CR0_TS == 0 {
+        return false;
+    }
+    // SAFETY: ring 0; clearing TS only lets x87 instructions run.
+    unsafe { asm!("clts", options(nomem, nostack)) };
+    true
 }
 
 /// The x87 control word, `None` without a usable x87 (for the tests).

@@ -15,6 +15,7 @@ pub mod vector {
     pub const DEBUG: u8 = 1;
     pub const BREAKPOINT: u8 = 3;
     pub const INVALID_OPCODE: u8 = 6;
+    pub const DEVICE_NOT_AVAILABLE: u8 = 7;
     pub const DOUBLE_FAULT: u8 = 8;
     pub const GENERAL_PROTECTION: u8 = 13;
     pub const PAGE_FAULT: u8 = 14;

@@ -22,8 +22,10 @@
 //! (`abi::eflags::KERNEL_ENTRY`, by `pushl; popfl`), which clears DF (Rust
 //! assumes it clear), AC and NT (a stale NT would make a later IRET attempt
 //! a task return), and TF; the
-//! user's segment registers DS and ES are saved and restored (FS and GS the
-//! kernel never touches); the syscall number is checked by the dispatcher.
+//! user's segment registers DS and ES are saved and restored (FS and GS no
+//! entry touches: `task::sched::switch_stacks` keeps them per thread, since
+//! SYSEXIT, SYSRET, LRET and IRET reload neither); the syscall number is
+//! checked by the dispatcher.
 
 pub mod callgate;
 pub mod int80;

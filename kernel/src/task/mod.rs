@@ -214,15 +214,18 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
 ///   back at the full entries;
 /// - the sync-object pools' layout (`pool_align`): the boot's `pool_align=`;
 /// - the ring buffer behind `fd::RING`: empty (also done before each task);
-/// - the x87 (FNINIT): the kernel keeps no FPU state per task, so a task's
-///   control word or pending exception would meet the next one.
+/// - the x87: the clean image (FNINIT's control word, every register empty
+///   and zero; `cpu::reset_x87`), so no task's control word, pending
+///   exception or register values meet the next one (each user thread's
+///   own context is saved and loaded at every switch, `sched::switch_to`).
 ///
 /// The entries and the x87 are each CPU's own ([`reset_cpu_state`]): this
 /// does the running CPU's; `run` then has every other CPU do its own
 /// (`smp::command::RESET`), since the task's threads ran on them too.
 ///
 /// Segment registers, EFLAGS and the general registers are set afresh for
-/// every thread (`sched::spawn_user`); CR0, CR4, the debug registers, the
+/// every thread (`sched::spawn_user`; FS and GS then follow each thread
+/// through `sched::switch_stacks`); CR0, CR4, the debug registers, the
 /// GDT, IDT and TSS are out of ring 3's reach.
 ///
 /// Threads, their turnstiles and sleepqueues, and the timer are the

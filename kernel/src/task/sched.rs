@@ -51,6 +51,7 @@ use abi::eflags;
 use abi::layout::{selector, MAX_CPUS, VECTOR_RESCHEDULE};
 use abi::syscall::{MAX_THREADS, PRIO_MAX};
 
+use crate::arch::cpu::X87State;
 use crate::arch::regs::{EntryFrame, IretFrame};
 use crate::arch::{gdt, pit};
 use crate::entry;
@@ -153,6 +154,19 @@ static SCHED: BootCell<Sched> = BootCell::new(Sched {
     switches: 0,
     ending: false,
 });
+
+/// Each thread slot's x87 context while its user thread does not run,
+/// saved and loaded by [`switch_to`]; a new user thread's is clean, a
+/// forked one's a copy of its parent's (s). Apart from [`Thread`], which is
+/// copied whole in places, so that those copies stay short.
+static X87: BootCell<[X87State; MAX_THREADS]> = BootCell::new([X87State::CLEAN; MAX_THREADS]);
+
+/// The x87 contexts, under the scheduler lock (asserted).
+fn x87_slots() -> &'static mut [X87State; MAX_THREADS] {
+    debug_assert!(held_here(), "x87 contexts without the scheduler lock");
+    // SAFETY: as in `sched`: the scheduler lock guards them.
+    unsafe { X87.get_mut() }
+}
 
 /// The pid of each thread slot's process (0 for none): written when the
 /// slot gets a user thread, before it runs; read by [`pid_by_stack`].
@@ -301,10 +315,18 @@ switch_stacks:
     pushl %ebx
     pushl %esi
     pushl %edi
+    /* FS and GS too: no entry stub saves them (the kernel uses neither
+       for itself on the way in), and SYSEXIT, SYSRET and an IRET that
+       finds them valid reload nothing, so a thread that blocked in a
+       system call would otherwise return with the last thread's. */
+    pushl %fs
+    pushl %gs
     /* Above the SwitchFrame just pushed: the two arguments. */
     movl {arg_save}(%esp), %eax
     movl %esp, (%eax)
     movl {arg_next}(%esp), %esp
+    popl %gs
+    popl %fs
     popl %edi
     popl %esi
     popl %ebx
@@ -461,13 +483,18 @@ fn new_thread(prio: u32, user: bool) -> Result<usize, CreateError> {
         seq: next_seq(),
         ..EMPTY
     };
+    if user {
+        x87_slots()[i] = X87State::CLEAN;
+    }
     Ok(i)
 }
 
-/// What `switch_stacks` pops when it resumes a thread: the callee-saved
-/// registers, then the address `ret` goes to.
+/// What `switch_stacks` pops when it resumes a thread: FS and GS, the
+/// callee-saved registers, then the address `ret` goes to.
 #[repr(C)]
 struct SwitchFrame {
+    gs: u32,
+    fs: u32,
     edi: u32,
     esi: u32,
     ebx: u32,
@@ -476,9 +503,13 @@ struct SwitchFrame {
 }
 
 impl SwitchFrame {
-    /// A first switch to a new thread: zero registers, then `start`.
-    fn to(start: *const u8) -> SwitchFrame {
+    /// A first switch to a new thread on `cpu`: zero registers, then
+    /// `start`; FS the kernel's data and GS `cpu`'s per-CPU segment, as
+    /// the boot left them (a new user thread's start routine loads its own).
+    fn to(start: *const u8, cpu: usize) -> SwitchFrame {
         SwitchFrame {
+            gs: (selector::PERCPU_BASE + 8 * cpu as u16) as u32,
+            fs: selector::KERNEL_DATA as u32,
             edi: 0,
             esi: 0,
             ebx: 0,
@@ -540,7 +571,7 @@ pub fn spawn_kernel_on(
     push_frame(
         i,
         KernelStart {
-            switch: SwitchFrame::to(&raw const kthread_start),
+            switch: SwitchFrame::to(&raw const kthread_start, cpu),
             entry: entry as *const () as u32,
             arg,
         },
@@ -581,7 +612,7 @@ pub fn spawn_user(
     push_frame(
         i,
         UserStart {
-            switch: SwitchFrame::to(&raw const uthread_start),
+            switch: SwitchFrame::to(&raw const uthread_start, cpu),
             arg,
             iret: IretFrame {
                 eip,
@@ -631,15 +662,44 @@ pub fn spawn_fork(frame: &EntryFrame, proc: usize) -> Result<Tid, CreateError> {
     f.iret.cs = selector::USER_CODE as u32;
     f.iret.ss = selector::USER_DATA as u32;
     f.iret.eflags = (f.iret.eflags & !eflags::NT) | eflags::IF | eflags::RESERVED_1;
+    // The rest of the parent's context: its x87 registers and its FS and
+    // GS, which no entry saved and the kernel has left as they were.
+    x87_slots()[i] = crate::arch::cpu::copy_x87();
+    let (fs, gs) = user_fs_gs();
     push_frame(
         i,
         ForkStart {
-            switch: SwitchFrame::to(&raw const fork_start),
+            switch: SwitchFrame {
+                fs,
+                gs,
+                ..SwitchFrame::to(&raw const fork_start, me)
+            },
             frame: f,
         },
     );
     start_ticks_if_shared();
     Ok(sched().threads[i].tid)
+}
+
+/// FS and GS as they are now: in a system call, the user's (the entries
+/// leave them alone, and [`switch_stacks`] gives each thread its own back).
+fn user_fs_gs() -> (u32, u32) {
+    let (fs, gs): (u32, u32);
+    // SAFETY: reading segment registers has no side effect; the upper
+    // halves are zeroed first (MOV from a segment register to a 32-bit
+    // register leaves them undefined before the Pentium Pro).
+    unsafe {
+        core::arch::asm!(
+            "xorl {f}, {f}",
+            "xorl {g}, {g}",
+            "movw %fs, {f:x}",
+            "movw %gs, {g:x}",
+            f = out(reg) fs,
+            g = out(reg) gs,
+            options(att_syntax, nomem, nostack, preserves_flags)
+        )
+    };
+    (fs, gs)
 }
 
 /// The process of this CPU's running thread (`None` in a kernel thread).
@@ -821,6 +881,21 @@ fn switch_to(next: usize) {
     } else {
         CURRENT_PROC[me].store(NO_PROC, Ordering::Relaxed);
     }
+    // Each user thread has its own x87 context (kernel threads use none):
+    // the one leaving is saved, the one coming loaded, so no thread (of
+    // this process or another) sees another's registers.
+    let slots = x87_slots();
+    let (leaving, coming) = if prev < next {
+        let (a, b) = slots.split_at_mut(next);
+        (&mut a[prev], &b[0])
+    } else {
+        let (a, b) = slots.split_at_mut(prev);
+        (&mut b[0], &a[next])
+    };
+    crate::arch::cpu::switch_x87(
+        s.threads[prev].user.then_some(leaving),
+        s.threads[next].user.then_some(coming),
+    );
     let save = &raw mut s.threads[prev].esp;
     let to = s.threads[next].esp;
     // SAFETY: `to` is the saved ESP of a thread that is not running (or a

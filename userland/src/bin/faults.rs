@@ -11,15 +11,15 @@
 
 use core::arch::{asm, global_asm};
 
-use userland::abi::cases::eflags::{self, HOSTILE, IF, TF};
+use userland::abi::cases::eflags::{self, AC, DF, HOSTILE, ID, IF, NT, RESERVED_1, TF};
 use userland::abi::cases::{
-    Act, Call, HeldOnto, Privileged, SysenterStack, TfStack, EXIT_SKIPPED, FAULT_CASES,
-    KERNEL_ADDRESS, PTR, UNMAPPED_USER_ADDRESS,
+    Act, Before, Call, DataSelector, HeldOnto, Privileged, Sharer, Start, SysenterStack, TfStack,
+    EXIT_SKIPPED, FAULT_CASES, KERNEL_ADDRESS, PTR, UNMAPPED_USER_ADDRESS, X87,
 };
 use userland::abi::layout::{selector, USER_BASE, USER_STACK_SIZE, USER_STACK_TOP, USER_TOP};
 use userland::abi::syscall::{argsum, decode, fd, nr, CpuInfo};
 use userland::abi::Mechanism;
-use userland::{flagged, println, sys};
+use userland::{capture_state, flagged, println, sys, threads, State};
 
 /// The act should have ended the task but it came back.
 const EXIT_NOT_ENDED: i32 = 1;
@@ -147,6 +147,31 @@ extern "C" fn main(case: u32) -> i32 {
         Act::BadEsp(m, _) if !info.has(m) => return EXIT_SKIPPED,
         Act::BadEsp(m, esp) => return bad_esp(m, esp),
         Act::Call(c) => return errno_case(&info, c),
+        Act::DataSegments(m, _) if !info.has(m) => return EXIT_SKIPPED,
+        Act::DataSegments(m, sel) => return data_segments(m, sel),
+        Act::TfSysenter(_) if !info.has(Mechanism::Sysenter) => return EXIT_SKIPPED,
+        Act::TfSysenter(s) => return sysenter_stack_traced(s, true),
+        Act::TfSyscallStackTop if !info.has(Mechanism::Syscall) => return EXIT_SKIPPED,
+        Act::TfSyscallStackTop => {
+            let top = (USER_STACK_TOP - 4) as *mut u32;
+            // SAFETY: the stack's last word (main's argument, read no more).
+            unsafe { top.write_volatile(TF_FLAGS[0]) };
+            tf_syscall_from(top as u32)
+        }
+        Act::Icebp(b) => icebp(b),
+        Act::IntOne(b) => int_one(b),
+        Act::TfWith(m, _) if !info.has(m) => return EXIT_SKIPPED,
+        Act::TfWith(m, flag) => tf_with(m, flag),
+        Act::InitialState(at) => return initial_state(at, case),
+        Act::FsGs(Sharer::Thread) => return fs_gs_threads(&info),
+        Act::FsGs(Sharer::Fork) => return fs_gs_fork(),
+        Act::X87(_) if !has_x87(&info) => {
+            println!("faults: no x87 on this CPU: nothing to carry over");
+            return 0;
+        }
+        Act::X87(x) => return x87(x),
+        Act::Floor(m, _) if !info.has(m) => return EXIT_SKIPPED,
+        Act::Floor(m, flags) => return floor(&info, m, flags),
     }
     // Reaching here means the act did not end the task.
     EXIT_NOT_ENDED
@@ -262,6 +287,11 @@ fn tf_before(m: Mechanism) {
 /// it: its copies use `rep movsb`, which DF would turn backwards, so a ring
 /// round trip and a cpuinfo copy must land exactly where they belong.
 fn flag_before(m: Mechanism, flag: u32) -> i32 {
+    if flag == ID && sys::cpuinfo().signature == 0 {
+        // Without CPUID, POPF cannot set ID (the bit is how CPUID is found).
+        println!("faults: no CPUID, so ID cannot be set: nothing to give back");
+        return 0;
+    }
     let a = flagged::call(m, nr::ARGSUM, ARGS, flag);
     if a.eax != argsum(ARGS) {
         return wrong("argsum with the flag set", a.eax, argsum(ARGS));
@@ -270,7 +300,7 @@ fn flag_before(m: Mechanism, flag: u32) -> i32 {
         println!("faults: argument registers changed: {:#x?}", a.args());
         return EXIT_WRONG;
     }
-    if a.eflags & HOSTILE != flag || a.eflags & IF == 0 {
+    if a.eflags & (HOSTILE | ID) != flag || a.eflags & IF == 0 {
         return wrong("EFLAGS after the return", a.eflags, flag | IF);
     }
 
@@ -446,6 +476,59 @@ fn ss_before(m: Mechanism, pop: bool, tf: bool) -> i32 {
                 inout("eax") nr::GETPID => got,
                 options(att_syntax)
             ),
+            (Mechanism::CallGate, false, false) => asm!(
+                "movw %ss, {t:x}",
+                "movw {t:x}, %ss",
+                "lcall ${gate}, $0",
+                t = out(reg) _,
+                gate = const selector::CALL_GATE,
+                inout("eax") nr::GETPID => got,
+                options(att_syntax)
+            ),
+            (Mechanism::CallGate, true, false) => asm!(
+                "pushl %ss",
+                "popl %ss",
+                "lcall ${gate}, $0",
+                gate = const selector::CALL_GATE,
+                inout("eax") nr::GETPID => got,
+                options(att_syntax)
+            ),
+            (Mechanism::CallGate, false, true) => asm!(
+                "movw %ss, {t:x}",
+                set_tf!(),
+                "movw {t:x}, %ss",
+                "lcall ${gate}, $0",
+                "nop",
+                t = out(reg) _,
+                tf = const TF,
+                gate = const selector::CALL_GATE,
+                inout("eax") nr::GETPID => got,
+                options(att_syntax)
+            ),
+            // SYSCALL: argument 2 pushed for the kernel to read at [ESP].
+            (Mechanism::Syscall, false, false) => asm!(
+                "pushl %ecx",
+                "movw %ss, {t:x}",
+                "movw {t:x}, %ss",
+                "syscall",
+                "popl %ecx",
+                t = out(reg) _,
+                inout("eax") nr::GETPID => got,
+                out("ecx") _,
+                options(att_syntax)
+            ),
+            (Mechanism::Syscall, true, true) => asm!(
+                "pushl %ecx",
+                "pushl %ss",
+                set_tf!(),
+                "popl %ss",
+                "syscall",
+                "popl %ecx",
+                tf = const TF,
+                inout("eax") nr::GETPID => got,
+                out("ecx") _,
+                options(att_syntax)
+            ),
             _ => return EXIT_NO_SUCH_CASE,
         }
     }
@@ -495,8 +578,16 @@ tb_hostile_sysenter:
     movl 16(%eax), %edi
     movl 20(%esp), %eax
     cmpl $0, 32(%esp)
-    je 5f
+    je 6f
     movl 32(%esp), %esp
+    jmp 5f
+    /* With `write` bit 2 (and ESP left alone): TF set by the POPF right
+       before SYSENTER, so the trap comes at the kernel's first instruction. */
+6:  testl $4, 40(%esp)
+    jz 5f
+    pushfl
+    orl ${tf}, (%esp)
+    popfl
 5:  sysenter
 1:  movl %esp, TB_HOSTILE_RET_ESP
     movl TB_HOSTILE_SAVED_ESP, %esp
@@ -507,6 +598,7 @@ tb_hostile_sysenter:
     ret
     .popsection
     "#,
+    tf = const TF,
     options(att_syntax)
 );
 
@@ -523,9 +615,16 @@ unsafe extern "C" {
 
 const WRITE_RET: u32 = 1;
 const WRITE_ARG6: u32 = 2;
+/// Not a write: TF set right before the SYSENTER.
+const SET_TF: u32 = 4;
 
 /// sysenter with the stack pointers `s` names (see `SysenterStack`).
 fn sysenter_stack(s: SysenterStack) -> i32 {
+    sysenter_stack_traced(s, false)
+}
+
+/// The same, with TF set right before the SYSENTER when `tf`.
+fn sysenter_stack_traced(s: SysenterStack, tf: bool) -> i32 {
     use SysenterStack::*;
     let good = writable() + 64;
     let (ebp, esp, ret, write) = match s {
@@ -542,7 +641,9 @@ fn sysenter_stack(s: SysenterStack) -> i32 {
         EspKernel => (good, KERNEL_ADDRESS, 0, WRITE_RET | WRITE_ARG6),
         EspUnmapped => (good, UNMAPPED_USER_ADDRESS, 0, WRITE_RET | WRITE_ARG6),
         ReturnToKernel => (good, 0, KERNEL_ADDRESS, WRITE_RET | WRITE_ARG6),
+        EbpNull => (0, 0, 0, 0),
     };
+    let write = if tf { write | SET_TF } else { write };
     // The stack's last two words are _start's (main's return address and
     // its argument): keep them across a frame built on top of them.
     let top = (USER_STACK_TOP - 8) as *mut [u32; 2];
@@ -601,7 +702,7 @@ static TF_FLAGS: [u32; 2] = [TF | IF | 2, 0];
 /// The kernel must take the trap elsewhere, run the call, and give TF back:
 /// the task ends with #DB in ring 3 after the return.
 fn tf_syscall_esp(at: TfStack) {
-    let flags = match at {
+    tf_syscall_from(match at {
         TfStack::AboveGuard => {
             let lowest = (USER_STACK_TOP - USER_STACK_SIZE) as *mut u32;
             // SAFETY: the stack's lowest word is mapped and, this shallow in
@@ -610,7 +711,12 @@ fn tf_syscall_esp(at: TfStack) {
             lowest as u32
         }
         TfStack::ReadOnly => TF_FLAGS.as_ptr() as u32,
-    };
+    })
+}
+
+/// POPF of the flags word at `flags` (TF set), then SYSCALL with ESP just
+/// above that word.
+fn tf_syscall_from(flags: u32) {
     // SAFETY: POPF reads the flags word; SYSCALL then enters with TF set.
     // The #DB after the return ends the task; should it not, ESP comes
     // back from the saved copy.
@@ -710,4 +816,823 @@ fn errno_case(info: &CpuInfo, c: Call) -> i32 {
             EXIT_POSITIVE
         }
     }
+}
+
+// ---- Issue 33: the hazards Linux's x86 selftests probe. ----
+
+// `tb_data_segments(mech, sel, out: *mut [u32; 3])` (cdecl): DS and ES
+// loaded with `sel`, getpid through `mech` (`Mechanism as u32`) with only
+// register and SS-relative operands (a push, a call, EBP's frame), then
+// `out` = [EAX, DS, ES] as the user got them back; the caller's DS and ES
+// restored before `out` is written.
+global_asm!(
+    r#"
+    .pushsection .text.tb_data_segments, "ax"
+    .global tb_data_segments
+tb_data_segments:
+    pushl %ebp
+    pushl %ebx
+    pushl %esi
+    pushl %edi
+    /* mech 20, sel 24, out 28 */
+    movl 20(%esp), %edi
+    movl 24(%esp), %ebx
+    pushl %ds
+    pushl %es
+    movl ${getpid}, %eax
+    movw %bx, %ds
+    movw %bx, %es
+    cmpl ${sysenter}, %edi
+    je 11f
+    cmpl ${callgate}, %edi
+    je 12f
+    cmpl ${syscall}, %edi
+    je 13f
+    int $0x80
+    jmp 19f
+    /* The sysenter stub's frame: return EIP at [EBP-4], ESP = EBP after. */
+11: pushl %ebp
+    movl %esp, %ebp
+    pushl $14f
+    sysenter
+14: popl %ebp
+    jmp 19f
+12: lcall ${gate}, $0
+    jmp 19f
+    /* Argument 2 on the stack for the kernel to read at [ESP]. */
+13: pushl %ecx
+    syscall
+    popl %ecx
+19: xorl %ecx, %ecx
+    xorl %edx, %edx
+    movw %ds, %cx
+    movw %es, %dx
+    popl %es
+    popl %ds
+    movl 28(%esp), %edi
+    movl %eax, 0(%edi)
+    movl %ecx, 4(%edi)
+    movl %edx, 8(%edi)
+    popl %edi
+    popl %esi
+    popl %ebx
+    popl %ebp
+    ret
+    .popsection
+    "#,
+    getpid = const nr::GETPID,
+    sysenter = const Mechanism::Sysenter as u32,
+    callgate = const Mechanism::CallGate as u32,
+    syscall = const Mechanism::Syscall as u32,
+    gate = const selector::CALL_GATE,
+    options(att_syntax)
+);
+
+unsafe extern "C" {
+    fn tb_data_segments(mech: u32, sel: u32, out: *mut [u32; 3]);
+}
+
+/// DS and ES null or read-only through `m`: getpid works and both come
+/// back as loaded (no entry reads or writes through them before loading
+/// the kernel's, and every return path restores the user's).
+fn data_segments(m: Mechanism, which: DataSelector) -> i32 {
+    let sel = match which {
+        DataSelector::Null => 0,
+        DataSelector::ReadOnly => selector::USER_CODE as u32,
+    };
+    let pid = sys::getpid();
+    let mut out = [0u32; 3];
+    // SAFETY: the routine touches memory only through SS until it has put
+    // the caller's DS and ES back; it returns on the caller's stack.
+    unsafe { tb_data_segments(m as u32, sel, &mut out) };
+    if out[0] != pid {
+        return wrong("getpid with DS and ES loaded", out[0], pid);
+    }
+    if out[1] != sel || out[2] != sel {
+        return wrong(
+            "DS << 16 | ES after the return",
+            out[1] << 16 | out[2],
+            sel << 16 | sel,
+        );
+    }
+    0
+}
+
+/// `icebp` (the one-byte INT1, 0xf1) after `b`: a #DB through the task
+/// gate whatever its DPL (SDM Vol. 3A §6.12.1.1: the privilege check is for
+/// INT n, INT3 and INTO only).
+fn icebp(b: Before) {
+    // SAFETY (each block): the #DB ends the task; SS is reloaded with its
+    // own value.
+    unsafe {
+        match b {
+            Before::Nothing => asm!(".byte 0xf1"),
+            Before::Tf => asm!(set_tf!(), ".byte 0xf1", tf = const TF, options(att_syntax)),
+            Before::MovSs => asm!(
+                "movw %ss, {t:x}",
+                "movw {t:x}, %ss",
+                ".byte 0xf1",
+                t = out(reg) _,
+                options(att_syntax)
+            ),
+            Before::TfMovSs => asm!(
+                "movw %ss, {t:x}",
+                set_tf!(),
+                "movw {t:x}, %ss",
+                ".byte 0xf1",
+                t = out(reg) _,
+                tf = const TF,
+                options(att_syntax)
+            ),
+            Before::TfPopSs => asm!(
+                "pushl %ss",
+                set_tf!(),
+                "popl %ss",
+                ".byte 0xf1",
+                tf = const TF,
+                options(att_syntax)
+            ),
+        }
+    }
+}
+
+/// `int $1` after `b`: the #DB gate's DPL is 0, so #GP (with a held-off
+/// trap, the #DB lands on the #GP stub's first instruction, as in
+/// [`held_onto`]).
+fn int_one(b: Before) {
+    // SAFETY (each block): the #GP ends the task; SS is reloaded with its
+    // own value.
+    unsafe {
+        match b {
+            Before::Nothing => asm!("int $1"),
+            Before::Tf => asm!(set_tf!(), "int $1", tf = const TF, options(att_syntax)),
+            Before::MovSs => asm!(
+                "movw %ss, {t:x}",
+                "movw {t:x}, %ss",
+                "int $1",
+                t = out(reg) _,
+                options(att_syntax)
+            ),
+            Before::TfMovSs => asm!(
+                "movw %ss, {t:x}",
+                set_tf!(),
+                "movw {t:x}, %ss",
+                "int $1",
+                t = out(reg) _,
+                tf = const TF,
+                options(att_syntax)
+            ),
+            Before::TfPopSs => asm!(
+                "pushl %ss",
+                set_tf!(),
+                "popl %ss",
+                "int $1",
+                tf = const TF,
+                options(att_syntax)
+            ),
+        }
+    }
+}
+
+/// TF and `flag` set by the POPF right before the entry: the kernel
+/// survives the trap at its first instruction with `flag` in EFLAGS too,
+/// and the user single-steps on after the return (#DB in ring 3).
+fn tf_with(m: Mechanism, flag: u32) {
+    let set = TF | flag;
+    // SAFETY (every block): as in tf_before; the flags are set only for
+    // the entry instruction and the trap after it ends the task. EBX (the
+    // first argument, which `null` ignores) carries the flags to set.
+    unsafe {
+        match m {
+            Mechanism::Sysenter => sysenter_after!(
+                ["pushfl", "orl %ebx, (%esp)", "popfl"],
+                in("ebx") set,
+                in("eax") nr::NULL,
+                options(att_syntax)
+            ),
+            Mechanism::Int80 => asm!(
+                "pushfl",
+                "orl %ebx, (%esp)",
+                "popfl",
+                "int $0x80",
+                "nop",
+                in("ebx") set,
+                in("eax") nr::NULL,
+                options(att_syntax)
+            ),
+            Mechanism::CallGate => asm!(
+                "pushfl",
+                "orl %ebx, (%esp)",
+                "popfl",
+                "lcall ${gate}, $0",
+                "nop",
+                gate = const selector::CALL_GATE,
+                in("ebx") set,
+                in("eax") nr::NULL,
+                options(att_syntax)
+            ),
+            Mechanism::Syscall => asm!(
+                "pushl %ecx",
+                "pushfl",
+                "orl %ebx, (%esp)",
+                "popfl",
+                "syscall",
+                "popl %ecx",
+                in("ebx") set,
+                in("eax") nr::NULL,
+                out("ecx") _,
+                options(att_syntax)
+            ),
+        }
+    }
+}
+
+/// A new thread's stack for [`initial_state`] (it only stores and exits).
+#[repr(C, align(16))]
+struct SmallStack([u8; 1024]);
+static mut FIRST_THREAD_STACK: SmallStack = SmallStack([0; 1024]);
+/// What the new thread found at its first instruction.
+#[unsafe(no_mangle)]
+static mut TB_THREAD_STATE: State = ZERO_STATE;
+/// What the forked child (and, in its own memory, the parent) found right
+/// after the fork.
+#[unsafe(no_mangle)]
+static mut TB_FORK_STATE: State = ZERO_STATE;
+const ZERO_STATE: State = State {
+    eax: 0,
+    ebx: 0,
+    ecx: 0,
+    edx: 0,
+    esi: 0,
+    edi: 0,
+    ebp: 0,
+    esp: 0,
+    eflags: 0,
+    ds: 0,
+    es: 0,
+    fs: 0,
+    gs: 0,
+    ss: 0,
+    cs: 0,
+};
+/// The thread's argument, and the register values the fork case sets.
+const THREAD_ARG: u32 = 0x5eed;
+const FORK_REGS: [u32; 6] = [
+    0x1111_1111,
+    0x2222_2222,
+    0x3333_3333,
+    0x4444_4444,
+    0x5555_5555,
+    0x6666_6666,
+];
+
+global_asm!(
+    concat!(
+        r#"
+    .pushsection .text.tb_first_thread, "ax"
+    .global tb_first_thread, tb_fork_state
+    /* A thread's first instruction: keep the registers, then thread_exit(0). */
+tb_first_thread:
+"#,
+        capture_state!("TB_THREAD_STATE"),
+        r#"
+    movl ${thread_exit}, %eax
+    xorl %ebx, %ebx
+    int $0x80
+    ud2
+
+    /* tb_fork_state() -> fork's result: EBX, ECX, EDX, ESI, EDI, EBP and
+       EFLAGS set to known values, fork through int 0x80, and at once (in
+       parent and child) every register kept in TB_FORK_STATE. */
+tb_fork_state:
+    pushl %ebp
+    pushl %ebx
+    pushl %esi
+    pushl %edi
+    movl ${r0}, %ebx
+    movl ${r1}, %ecx
+    movl ${r2}, %edx
+    movl ${r3}, %esi
+    movl ${r4}, %edi
+    movl ${r5}, %ebp
+    movl ${fork}, %eax
+    pushl ${flags}
+    popfl
+    int $0x80
+"#,
+        capture_state!("TB_FORK_STATE"),
+        r#"
+    popl %edi
+    popl %esi
+    popl %ebx
+    popl %ebp
+    ret
+    .popsection
+    "#
+    ),
+    thread_exit = const nr::THREAD_EXIT,
+    fork = const nr::FORK,
+    r0 = const FORK_REGS[0],
+    r1 = const FORK_REGS[1],
+    r2 = const FORK_REGS[2],
+    r3 = const FORK_REGS[3],
+    r4 = const FORK_REGS[4],
+    r5 = const FORK_REGS[5],
+    flags = const RESERVED_1 | IF,
+    options(att_syntax)
+);
+
+unsafe extern "C" {
+    fn tb_first_thread();
+    fn tb_fork_state() -> u32;
+}
+
+/// What a first instruction must find besides the general registers: the
+/// user selectors everywhere, EFLAGS = IF and the always-one bit (0x202).
+fn fresh_state(eax: u32, esp: u32) -> State {
+    let d = selector::USER_DATA as u32;
+    State {
+        eax,
+        esp,
+        eflags: RESERVED_1 | IF,
+        ds: d,
+        es: d,
+        fs: d,
+        gs: d,
+        ss: d,
+        cs: selector::USER_CODE as u32,
+        ..ZERO_STATE
+    }
+}
+
+fn compare_state(what: &str, got: &State, want: &State) -> i32 {
+    if got == want {
+        return 0;
+    }
+    println!("faults: {what}: got {got:#x?}");
+    println!("faults: expected {want:#x?}");
+    EXIT_WRONG
+}
+
+/// Linux's `check_initial_reg_state` for a task, a thread and a forked
+/// child: a task and a thread start with every register zero except EAX
+/// (the argument) and ESP, EFLAGS 0x202 and the user selectors; a child
+/// resumes with its parent's registers and EFLAGS, EAX = 0.
+fn initial_state(at: Start, case: u32) -> i32 {
+    match at {
+        Start::Task => {
+            // SAFETY: written once by _start, before main.
+            let got = unsafe { *(&raw const userland::TB_START_STATE) };
+            compare_state("at _start", &got, &fresh_state(case, USER_STACK_TOP))
+        }
+        Start::Thread => {
+            let top = (&raw mut FIRST_THREAD_STACK) as u32 + 1024;
+            let r = sys::call(
+                Mechanism::Int80,
+                nr::THREAD_CREATE,
+                [
+                    tb_first_thread as *const () as u32,
+                    top,
+                    THREAD_ARG,
+                    abi_prio(),
+                    threads::cpu(),
+                    0,
+                ],
+            );
+            if decode(r).is_err() {
+                return wrong("thread_create", r, 0);
+            }
+            // SAFETY: only the address is taken.
+            let cs = unsafe { &raw const TB_THREAD_STATE.cs };
+            // SAFETY: the thread writes the state once; CS last.
+            while unsafe { cs.read_volatile() } == 0 {
+                threads::yield_now();
+            }
+            threads::yield_now();
+            // SAFETY: the thread has stored everything and exited.
+            let got = unsafe { *(&raw const TB_THREAD_STATE) };
+            compare_state("at a thread's start", &got, &fresh_state(THREAD_ARG, top))
+        }
+        Start::Fork => {
+            // SAFETY: the routine keeps the callee-saved registers and the
+            // stack; the child returns from it just as the parent does.
+            let r = unsafe { tb_fork_state() };
+            // SAFETY: written by the routine, in this process's own copy.
+            let got = unsafe { *(&raw const TB_FORK_STATE) };
+            if r != 0 {
+                return wait_child(r);
+            }
+            let want = State {
+                ebx: FORK_REGS[0],
+                ecx: FORK_REGS[1],
+                edx: FORK_REGS[2],
+                esi: FORK_REGS[3],
+                edi: FORK_REGS[4],
+                ebp: FORK_REGS[5],
+                ..fresh_state(0, got.esp)
+            };
+            sys::exit(compare_state("in the forked child", &got, &want))
+        }
+    }
+}
+
+fn abi_prio() -> u32 {
+    userland::abi::syscall::PRIO_USER
+}
+
+/// The parent's side: the child's exit status, or EXIT_WRONG when it
+/// failed to fork or ended otherwise.
+fn wait_child(r: u32) -> i32 {
+    if decode(r).is_err() {
+        return wrong("fork", r, 0);
+    }
+    match sys::waitpid(r as i32, 0) {
+        Ok((_, status)) => match userland::abi::syscall::wait::exit_code(status) {
+            Some(code) => code,
+            None => wrong("the child's status", status, 0),
+        },
+        Err(e) => wrong("waitpid", e as u32, 0),
+    }
+}
+
+/// FS and GS as they are now.
+fn fs_gs() -> (u32, u32) {
+    let (fs, gs): (u32, u32);
+    // SAFETY: reads two segment registers (upper halves zeroed first).
+    unsafe {
+        asm!(
+            "xorl {f}, {f}",
+            "xorl {g}, {g}",
+            "movw %fs, {f:x}",
+            "movw %gs, {g:x}",
+            f = out(reg) fs,
+            g = out(reg) gs,
+            options(att_syntax, nomem, nostack, preserves_flags)
+        )
+    };
+    (fs, gs)
+}
+
+fn set_fs_gs(fs: u32, gs: u32) {
+    // SAFETY: both are the null selector or a DPL-3 one; nothing in this
+    // program addresses memory through FS or GS.
+    unsafe {
+        asm!(
+            "movw {f:x}, %fs",
+            "movw {g:x}, %gs",
+            f = in(reg) fs,
+            g = in(reg) gs,
+            options(att_syntax, nomem, nostack, preserves_flags)
+        )
+    };
+}
+
+/// Rounds of yields each side makes in the thread cases.
+const ROUNDS: u32 = 8;
+/// The second thread's verdict: 0 while it runs, then 1 or a failure status.
+static SECOND: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+const SECOND_OK: u32 = 1;
+
+/// Yield through every usable mechanism in turn, `ROUNDS` times, calling
+/// `check` after each; the first failure's status.
+fn yield_rounds(check: &dyn Fn() -> i32) -> i32 {
+    let info = sys::cpuinfo();
+    for _ in 0..ROUNDS {
+        for m in Mechanism::ALL {
+            if info.has(m) {
+                sys::call(m, nr::YIELD, [0; 6]);
+                let r = check();
+                if r != 0 {
+                    return r;
+                }
+            }
+        }
+    }
+    0
+}
+
+/// Waits (yielding) until the second thread has said how it went.
+fn second_verdict() -> i32 {
+    use core::sync::atomic::Ordering;
+    loop {
+        match SECOND.load(Ordering::Acquire) {
+            0 => threads::yield_now(),
+            SECOND_OK => return 0,
+            bad => return bad as i32,
+        }
+    }
+}
+
+/// Two threads on this CPU take turns through `yield` (a blocking system
+/// call: the thread that comes back returns through SYSEXIT, SYSRET, LRET
+/// or IRET, none of which reloads FS or GS): each must find its own.
+fn fs_gs_threads(_: &CpuInfo) -> i32 {
+    use core::sync::atomic::Ordering;
+    fn second(_: u32) {
+        let ours = (0, selector::USER_CODE as u32);
+        set_fs_gs(ours.0, ours.1);
+        let r = yield_rounds(&|| {
+            let now = fs_gs();
+            if now != ours {
+                return wrong(
+                    "the second thread's FS << 16 | GS",
+                    now.0 << 16 | now.1,
+                    0x1b,
+                );
+            }
+            0
+        });
+        SECOND.store(if r == 0 { SECOND_OK } else { r as u32 }, Ordering::Release);
+    }
+    let ours = fs_gs();
+    if let Err(e) = threads::spawn(second, 0, abi_prio()) {
+        return wrong("spawn", e as u32, 0);
+    }
+    let r = yield_rounds(&|| {
+        let now = fs_gs();
+        if now != ours {
+            return wrong(
+                "the first thread's FS << 16 | GS",
+                now.0 << 16 | now.1,
+                ours.0 << 16 | ours.1,
+            );
+        }
+        0
+    });
+    let second = second_verdict();
+    if r != 0 {
+        return r;
+    }
+    second
+}
+
+/// The parent loads null FS and GS and forks: the child must find them so,
+/// load its own and exit; the parent, back from waiting, its own again.
+fn fs_gs_fork() -> i32 {
+    let user_code = selector::USER_CODE as u32;
+    set_fs_gs(0, 0);
+    match sys::fork() {
+        Ok(0) => {
+            let now = fs_gs();
+            set_fs_gs(user_code, user_code);
+            if now != (0, 0) {
+                sys::exit(wrong("the child's FS << 16 | GS", now.0 << 16 | now.1, 0));
+            }
+            sys::exit(0)
+        }
+        Ok(pid) => {
+            let child = wait_child(pid);
+            let now = fs_gs();
+            let d = selector::USER_DATA as u32;
+            set_fs_gs(d, d);
+            if now != (0, 0) {
+                return wrong("the parent's FS << 16 | GS", now.0 << 16 | now.1, 0);
+            }
+            child
+        }
+        Err(e) => wrong("fork", e as u32, 0),
+    }
+}
+
+/// CPUID leaf 1 EDX bit 0: an x87 on the chip (the kernel lets ring 3 use
+/// it wherever there is one).
+fn has_x87(info: &CpuInfo) -> bool {
+    if info.signature == 0 {
+        return false;
+    }
+    // CPUID exists: the kernel read a signature with it.
+    let r = core::arch::x86::__cpuid(1);
+    r.edx & 1 != 0
+}
+
+/// An FNSAVE image (32-bit protected mode): control, status, tag words,
+/// pointers, then ST(0)..ST(7), 10 bytes each from byte 28.
+type X87Image = [u32; 27];
+
+/// The x87 context as FNSAVE writes it, loaded straight back (FNSAVE
+/// reinitialises the x87).
+fn x87_image() -> X87Image {
+    let mut img = [0u32; 27];
+    // SAFETY: 108 bytes out, then the same 108 bytes in.
+    unsafe {
+        asm!(
+            "fnsave ({p})",
+            "frstor ({p})",
+            p = in(reg) &mut img,
+            options(att_syntax, nostack)
+        )
+    };
+    img
+}
+
+/// The bytes of register `i` in an image.
+fn x87_reg(img: &X87Image, i: usize) -> [u8; 10] {
+    // SAFETY: 27 words are 108 bytes; registers lie at 28 + 10 i.
+    let bytes = unsafe { &*(img as *const X87Image as *const [u8; 108]) };
+    let mut r = [0u8; 10];
+    r.copy_from_slice(&bytes[28 + 10 * i..38 + 10 * i]);
+    r
+}
+
+/// FNINIT, then `value` pushed into all eight registers (1.0 or pi).
+fn x87_fill(pi: bool) {
+    // SAFETY: x87 instructions on the x87's own registers only.
+    unsafe {
+        if pi {
+            asm!("fninit", "fldpi", "fldpi", "fldpi", "fldpi", "fldpi", "fldpi", "fldpi", "fldpi")
+        } else {
+            asm!("fninit", "fld1", "fld1", "fld1", "fld1", "fld1", "fld1", "fld1", "fld1")
+        }
+    }
+}
+
+/// The 80-bit images of 1.0 and pi (SDM Vol. 1 §8.3.8: FLD1, FLDPI).
+const X87_ONE: [u8; 10] = [0, 0, 0, 0, 0, 0, 0, 0x80, 0xff, 0x3f];
+const X87_PI: [u8; 10] = [0x35, 0xc2, 0x68, 0x21, 0xa2, 0xda, 0x0f, 0xc9, 0x00, 0x40];
+
+/// Every register holds `value` (all eight valid: tag word 0).
+fn x87_holds(what: &str, value: [u8; 10]) -> i32 {
+    let img = x87_image();
+    for i in 0..8 {
+        let r = x87_reg(&img, i);
+        if r != value {
+            println!("faults: {what}: ST({i}) is {r:02x?}, expected {value:02x?}");
+            return EXIT_WRONG;
+        }
+    }
+    if img[2] & 0xffff != 0 {
+        return wrong(what, img[2] & 0xffff, 0);
+    }
+    0
+}
+
+/// FNINIT's control word, every register tagged empty and every bit zero.
+fn x87_fresh(what: &str) -> i32 {
+    let img = x87_image();
+    if img[0] & 0xffff != 0x037f || img[2] & 0xffff != 0xffff {
+        return wrong(what, (img[0] & 0xffff) << 16 | img[2] & 0xffff, 0x037f_ffff);
+    }
+    for i in 0..8 {
+        let r = x87_reg(&img, i);
+        if r != [0; 10] {
+            println!("faults: {what}: ST({i}) holds {r:02x?}, expected zeros");
+            return EXIT_WRONG;
+        }
+    }
+    0
+}
+
+fn x87(x: X87) -> i32 {
+    use core::sync::atomic::Ordering;
+    match x {
+        X87::Leave => {
+            x87_fill(true);
+            0
+        }
+        X87::Fresh => x87_fresh("a task's x87 at its start"),
+        X87::Kept(Sharer::Thread) => {
+            fn second(_: u32) {
+                let mut r = x87_fresh("a new thread's x87");
+                if r == 0 {
+                    x87_fill(true);
+                    r = yield_rounds(&|| x87_holds("the second thread's x87", X87_PI));
+                }
+                SECOND.store(if r == 0 { SECOND_OK } else { r as u32 }, Ordering::Release);
+            }
+            x87_fill(false);
+            if let Err(e) = threads::spawn(second, 0, abi_prio()) {
+                return wrong("spawn", e as u32, 0);
+            }
+            let r = yield_rounds(&|| x87_holds("the first thread's x87", X87_ONE));
+            let second = second_verdict();
+            if r != 0 {
+                return r;
+            }
+            second
+        }
+        X87::Kept(Sharer::Fork) => {
+            x87_fill(false);
+            match sys::fork() {
+                Ok(0) => {
+                    let r = x87_holds("the child's inherited x87", X87_ONE);
+                    x87_fill(true);
+                    threads::yield_now();
+                    sys::exit(r)
+                }
+                Ok(pid) => {
+                    let child = wait_child(pid);
+                    let r = x87_holds("the parent's x87 after the child ran", X87_ONE);
+                    if r != 0 {
+                        return r;
+                    }
+                    child
+                }
+                Err(e) => wrong("fork", e as u32, 0),
+            }
+        }
+    }
+}
+
+/// `flags` set right before a floor entry (`sys::floor`'s sequences, one
+/// round trip): int 0x80's floor IRETs the user's EFLAGS back; sysenter's
+/// (STI; SYSEXIT), the call gate's (LRET) and syscall's (SYSRET) leave
+/// EFLAGS as the kernel has them, which after a trap at the stub is the
+/// user's minus TF (the debug task cleared it). So DF, AC and NT come
+/// back, and TF comes back only through int 0x80's (ending the task with
+/// #DB). After a dropped TF the x87 must still work: the debug task's
+/// task switch set CR0.TS.
+fn floor(info: &CpuInfo, m: Mechanism, flags: u32) -> i32 {
+    let select = matches!(m, Mechanism::Sysenter | Mechanism::Syscall);
+    if select {
+        let r = sys::call(Mechanism::Int80, nr::ENTRY_FLOOR, [m as u32, 1, 0, 0, 0, 0]);
+        if r != 0 {
+            return wrong("entry_floor", r, 0);
+        }
+    }
+    let after: u32;
+    // SAFETY (every block): the caller's EFLAGS are pushed first and popped
+    // last, so no Rust code runs with the flags; the floors return to the
+    // next instruction with the stack as it was.
+    unsafe {
+        match m {
+            Mechanism::Int80 => asm!(
+                "pushfl",
+                "pushfl",
+                "orl %eax, (%esp)",
+                "popfl",
+                "int ${floor}",
+                "pushfl",
+                "popl %eax",
+                "popfl",
+                floor = const userland::abi::layout::VECTOR_SYSCALL_FLOOR,
+                inout("eax") flags => after,
+                options(att_syntax)
+            ),
+            Mechanism::Sysenter => asm!(
+                "pushfl",
+                "movl %esp, %ecx",
+                "movl $2f, %edx",
+                "pushfl",
+                "orl %eax, (%esp)",
+                "popfl",
+                "sysenter",
+                "2:",
+                "pushfl",
+                "popl %eax",
+                "popfl",
+                inout("eax") flags => after,
+                out("ecx") _,
+                out("edx") _,
+                options(att_syntax)
+            ),
+            Mechanism::CallGate => asm!(
+                "pushfl",
+                "pushfl",
+                "orl %eax, (%esp)",
+                "popfl",
+                "lcall ${gate}, $0",
+                "pushfl",
+                "popl %eax",
+                "popfl",
+                gate = const selector::CALL_GATE_FLOOR,
+                inout("eax") flags => after,
+                options(att_syntax)
+            ),
+            Mechanism::Syscall => asm!(
+                "pushfl",
+                "pushfl",
+                "orl %eax, (%esp)",
+                "popfl",
+                "syscall",
+                "pushfl",
+                "popl %eax",
+                "popfl",
+                inout("eax") flags => after,
+                out("ecx") _,
+                options(att_syntax)
+            ),
+        }
+    }
+    if select {
+        sys::call(Mechanism::Int80, nr::ENTRY_FLOOR, [m as u32, 0, 0, 0, 0, 0]);
+    }
+    if flags & TF != 0 {
+        if after & TF != 0 {
+            return wrong("TF after the floor", after, after & !TF);
+        }
+        if has_x87(info) {
+            let mut cw: u16 = 0;
+            // SAFETY: FNSTCW stores two bytes; a #NM here is the kernel's
+            // to mend (CR0.TS left set by the debug task's switch).
+            unsafe { asm!("fnstcw ({})", in(reg) &mut cw, options(att_syntax, nostack)) };
+            if cw != 0x037f {
+                return wrong("the x87 control word", cw as u32, 0x037f);
+            }
+        }
+        return 0;
+    }
+    if after & (DF | AC | NT) != flags {
+        return wrong("EFLAGS after the floor", after, flags | IF);
+    }
+    0
 }

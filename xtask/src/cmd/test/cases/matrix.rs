@@ -197,10 +197,17 @@ fn needs(act: abi::cases::Act) -> Option<abi::Mechanism> {
     use abi::cases::Act;
     use abi::Mechanism;
     match act {
-        Act::TfBefore(m) | Act::FlagBefore(m, _) | Act::BadEsp(m, _) => Some(m),
+        Act::TfBefore(m)
+        | Act::FlagBefore(m, _)
+        | Act::BadEsp(m, _)
+        | Act::DataSegments(m, _)
+        | Act::TfWith(m, _)
+        | Act::Floor(m, _) => Some(m),
         Act::SsBefore { mech, .. } => Some(mech),
-        Act::Sysenter(_) => Some(Mechanism::Sysenter),
-        Act::SyscallEsp(_) | Act::TfSyscallEsp(_) => Some(Mechanism::Syscall),
+        Act::Sysenter(_) | Act::TfSysenter(_) => Some(Mechanism::Sysenter),
+        Act::SyscallEsp(_) | Act::TfSyscallEsp(_) | Act::TfSyscallStackTop => {
+            Some(Mechanism::Syscall)
+        }
         _ => None,
     }
 }
