@@ -49,7 +49,7 @@ fn system_of(r: &Results) -> String {
 fn machine_of(r: &Results) -> String {
     // A model run's system is its profile.
     if let Some(p) = &r.model_profile {
-        return crate::model::label(p, r.model_virt);
+        return crate::model::label(p, r.virt());
     }
     let model = r.cpu.get("brand").cloned().unwrap_or_default();
     let model = if model.is_empty() {
