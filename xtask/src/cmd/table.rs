@@ -336,29 +336,32 @@ fn expand(files: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// Runs' results files and bench exports (`exports`: read them, else skip
 /// them with a note).
 fn load(files: &[PathBuf], exports: bool) -> Result<(Vec<Results>, Vec<Export>)> {
+    let mut texts = Vec::new();
+    for p in expand(files)? {
+        let text =
+            std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+        texts.push((p.display().to_string(), text));
+    }
+    from_texts(&texts, exports)
+}
+
+/// [`load`] on files already read: each a name (for messages) and a text.
+pub(crate) fn from_texts(
+    texts: &[(String, String)],
+    exports: bool,
+) -> Result<(Vec<Results>, Vec<Export>)> {
     let mut out = Vec::new();
     let mut found = Vec::new();
-    for p in &expand(files)? {
-        let text =
-            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
-        if exports && other_kind(&text) == Some("a bench export") {
-            found.push(
-                read_export(&text)
-                    .with_context(|| format!("{} is not a bench export", p.display()))?,
-            );
+    for (name, text) in texts {
+        if exports && other_kind(text) == Some("a bench export") {
+            found.push(read_export(text).with_context(|| format!("{name} is not a bench export"))?);
             continue;
         }
-        if let Some(kind) = other_kind(&text) {
-            eprintln!(
-                "table: skipping {}: {kind}, not a run's results",
-                p.display()
-            );
+        if let Some(kind) = other_kind(text) {
+            eprintln!("table: skipping {name}: {kind}, not a run's results");
             continue;
         }
-        out.push(
-            Results::parse(&text)
-                .with_context(|| format!("{} is not a results file", p.display()))?,
-        );
+        out.push(Results::parse(text).with_context(|| format!("{name} is not a results file"))?);
     }
     if out.is_empty() && found.is_empty() {
         bail!(
