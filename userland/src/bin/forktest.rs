@@ -10,12 +10,17 @@
 //! per CPU: what a fork changes in this process's page tables (the
 //! alternate slot of `pmap=apte`, the write protection of `fork=cow`) must
 //! then be shot down on the others. The figure is the boot CPU's rounds,
-//! timed while the others fork; `cpus` names every CPU that forked.
+//! timed while the others fork; `cpus` names every CPU that forked, and
+//! its `share` record how many rounds each CPU finished while the boot CPU
+//! was timed. Under icount QEMU runs one CPU at a time in long turns, so
+//! the others may finish few or none: the share says so, and xtask flags
+//! a figure one CPU did nearly alone.
 #![no_std]
 #![no_main]
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use userland::abi::layout::MAX_CPUS;
 use userland::abi::model::{Snaps, SNAP_USER};
 use userland::abi::report::{kind, names, Figure, Measure};
 use userland::abi::syscall::{CpuInfo, FEATURE_TSC, PRIO_USER};
@@ -33,6 +38,10 @@ const CALIB_RUNS: usize = 16;
 static RAN: AtomicU32 = AtomicU32::new(0);
 static STOP: AtomicU32 = AtomicU32::new(0);
 static DONE: AtomicU32 = AtomicU32::new(0);
+/// Set while the boot CPU's batches are timed.
+static TIMING: AtomicU32 = AtomicU32::new(0);
+/// The rounds each other CPU's forker finished while `TIMING` was set.
+static TIMED_ROUNDS: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 
 /// One round: fork, the child exits at once, the parent reaps it.
 #[inline(always)]
@@ -46,10 +55,14 @@ fn round() -> bool {
 
 /// Another CPU's forker: rounds until told to stop.
 fn forker(_: u32) {
-    RAN.fetch_or(1 << threads::cpu(), Ordering::Relaxed);
+    let me = threads::cpu();
+    RAN.fetch_or(1 << me, Ordering::Relaxed);
     while STOP.load(Ordering::Relaxed) == 0 {
         if !round() {
             break;
+        }
+        if TIMING.load(Ordering::Relaxed) == 1 {
+            TIMED_ROUNDS[me as usize % MAX_CPUS].fetch_add(1, Ordering::Relaxed);
         }
     }
     DONE.fetch_add(1, Ordering::Release);
@@ -108,6 +121,7 @@ extern "C" fn main(_arg: u32) -> i32 {
     let first = userland::model::next_seq();
     let mut samples = [0u64; MAX_BATCHES];
     let mut ok = true;
+    TIMING.store(1, Ordering::Relaxed);
     for v in samples[..batches].iter_mut() {
         *v = bench::timed_region(fence, || {
             for _ in 0..ROUNDS {
@@ -116,6 +130,7 @@ extern "C" fn main(_arg: u32) -> i32 {
         })
         .saturating_sub(overhead);
     }
+    TIMING.store(0, Ordering::Relaxed);
     STOP.store(1, Ordering::Relaxed);
     // Wait by sleeping, not yielding: under icount QEMU runs one CPU at a
     // time, and a CPU spinning on `yield` may keep the others from running.
@@ -147,6 +162,21 @@ extern "C" fn main(_arg: u32) -> i32 {
         }),
         cpus: 1 | RAN.load(Ordering::Relaxed),
     });
+    if cpus > 1 {
+        // Each CPU's rounds while CPU 0 was timed: CPU 0's own, then the
+        // others' forkers'.
+        let mut list = userland::Line::new();
+        let timed = (batches as u32) * ROUNDS;
+        let _ = core::fmt::Write::write_fmt(&mut list, format_args!("{timed}"));
+        for r in TIMED_ROUNDS.iter().take(cpus as usize).skip(1) {
+            let _ = core::fmt::Write::write_fmt(
+                &mut list,
+                format_args!(",{}", r.load(Ordering::Relaxed)),
+            );
+        }
+        record!(kind::SHARE, "name" => names::FORKTEST_FORK_EXIT, "work" => "rounds",
+            "per_cpu" => list.as_str());
+    }
     println!(
         "forktest: fork_exit {pages} pages: median {:.1}, min {:.1} {unit} per round",
         s.median, s.min
