@@ -263,7 +263,8 @@ impl Reporter {
     }
 
     /// A per-operation figure of CPUs `cpus` (a mask), then its `share`
-    /// record: `per_cpu[c]` operations of kind `work` on CPU c.
+    /// record: `per_cpu[c]` operations of kind `work` on CPU c, one count
+    /// for every CPU of the machine (0 for those the figure did not use).
     #[allow(clippy::too_many_arguments)]
     fn per_op_shared(
         &self,
@@ -492,6 +493,8 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         // Each round trip is one hand-off by each CPU; CPU 1 said done
         // after all of its own in every batch.
         let handoffs = (BATCHES as u64) * u64::from(PINGS);
+        let mut per_cpu = [0u64; abi::layout::MAX_CPUS];
+        per_cpu[..2].copy_from_slice(&[handoffs, handoffs]);
         rep.per_op_shared(
             "smp.pingpong",
             "-",
@@ -500,7 +503,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
             (&samples, snaps_from(first)),
             0b11,
             "handoffs",
-            &[handoffs, handoffs],
+            &per_cpu[..n],
         );
     } else {
         kprintln!("(b) ping-pong needs 2 CPUs: boot with --smp 2");
@@ -561,6 +564,8 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
                 .load(Ordering::Acquire)
                 .wrapping_sub(acked_before),
         );
+        let mut per_cpu = [0u64; abi::layout::MAX_CPUS];
+        per_cpu[..2].copy_from_slice(&[sent, taken]);
         rep.per_op_shared(
             "smp.tlb.shootdown",
             "shootdown",
@@ -569,7 +574,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
             (&samples, snaps),
             0b11,
             "shootdowns",
-            &[sent, taken],
+            &per_cpu[..n],
         );
     } else {
         kprintln!("  a remote shootdown needs 2 CPUs: boot with --smp 2");
