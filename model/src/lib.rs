@@ -27,6 +27,8 @@ pub mod tlb;
 
 use std::path::{Path, PathBuf};
 
+pub use profile::Virt;
+
 /// The file name of the plugin library cargo builds.
 pub const PLUGIN_FILE: &str = "libmodel.so";
 
@@ -39,7 +41,7 @@ pub fn plugin_path(target_dir: &Path) -> PathBuf {
 /// The `-plugin` argument that loads the plugin at `lib` with a profile,
 /// the virt option and an output file. QEMU splits the argument at commas,
 /// so none of the parts may hold one.
-pub fn plugin_arg(lib: &Path, profile: &str, virt: bool, out: &Path) -> Result<String, String> {
+pub fn plugin_arg(lib: &Path, profile: &str, virt: Virt, out: &Path) -> Result<String, String> {
     let lib = lib.to_str().ok_or("plugin path is not UTF-8")?;
     let out = out.to_str().ok_or("output path is not UTF-8")?;
     for part in [lib, profile, out] {
@@ -49,7 +51,7 @@ pub fn plugin_arg(lib: &Path, profile: &str, virt: bool, out: &Path) -> Result<S
             ));
         }
     }
-    let virt = if virt { "on" } else { "off" };
+    let virt = virt.arg();
     Ok(format!("{lib},profile={profile},virt={virt},out={out}"))
 }
 
@@ -62,10 +64,14 @@ mod tests {
         let lib = plugin_path(Path::new("/w/target"));
         assert_eq!(lib, PathBuf::from("/w/target/release/libmodel.so"));
         assert_eq!(
-            plugin_arg(&lib, "p4", true, Path::new("/tmp/m.txt")).unwrap(),
+            plugin_arg(&lib, "p4", Virt::Shadow, Path::new("/tmp/m.txt")).unwrap(),
             "/w/target/release/libmodel.so,profile=p4,virt=on,out=/tmp/m.txt"
         );
-        assert!(plugin_arg(&lib, "p4", false, Path::new("/tmp/a,b"))
+        assert_eq!(
+            plugin_arg(&lib, "p4", Virt::Ept, Path::new("/tmp/m.txt")).unwrap(),
+            "/w/target/release/libmodel.so,profile=p4,virt=ept,out=/tmp/m.txt"
+        );
+        assert!(plugin_arg(&lib, "p4", Virt::Off, Path::new("/tmp/a,b"))
             .unwrap_err()
             .contains("comma"));
     }

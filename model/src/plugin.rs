@@ -1,7 +1,7 @@
 //! The QEMU TCG plugin (API version 1, QEMU 7.2) around [`Machine`].
 //!
 //! QEMU loads `libmodel.so` with `-plugin libmodel.so,profile=NAME,
-//! virt=on|off,out=PATH[,pge=on|off]` and calls [`qemu_plugin_install`].
+//! virt=on|ept|off,out=PATH[,pge=on|off]` and calls [`qemu_plugin_install`].
 //! The plugin asks for a callback on every data access of each block QEMU
 //! translates, and on every instruction the machine's plan
 //! ([`Machine::plan`]) says needs one; the others (with one CPU, most
@@ -25,6 +25,7 @@ use std::sync::OnceLock;
 
 use crate::machine::{Insn, Machine, Options, Step};
 use crate::profile;
+use crate::profile::Virt;
 
 /// The plugin API version this plugin is written against.
 const API_VERSION: c_int = 1;
@@ -249,7 +250,10 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Args, S
         match k {
             "profile" => profile = Some(v.to_string()),
             "out" => out = Some(PathBuf::from(v)),
-            "virt" => opts.virt = on_off(k, v)?,
+            "virt" => {
+                opts.virt = Virt::parse(v)
+                    .ok_or_else(|| format!("{k}={v}: expected on (shadow), ept or off"))?
+            }
             "pge" => opts.pge = on_off(k, v)?,
             _ => {
                 return Err(format!(
@@ -463,7 +467,9 @@ mod tests {
     fn arguments() {
         let a = parse_args(["profile=p4", "virt=on", "out=/tmp/m.txt"]).unwrap();
         assert_eq!(a.profile, "p4");
-        assert!(a.opts.virt && !a.opts.pge);
+        assert!(a.opts.virt == Virt::Shadow && !a.opts.pge);
+        let ept = parse_args(["profile=p4", "virt=ept", "out=x"]).unwrap();
+        assert_eq!(ept.opts.virt, Virt::Ept);
         assert_eq!(a.out, PathBuf::from("/tmp/m.txt"));
         assert!(parse_args(["profile=p4"])
             .unwrap_err()
@@ -473,7 +479,7 @@ mod tests {
             .contains("missing profile"));
         assert!(parse_args(["virt=maybe", "profile=p4", "out=x"])
             .unwrap_err()
-            .contains("expected on or off"));
+            .contains("expected on (shadow), ept or off"));
         assert!(parse_args(["speed=3"])
             .unwrap_err()
             .contains("unknown argument speed"));

@@ -74,8 +74,13 @@ profile_fields! {
     int_n, iret, sysenter, sysexit, syscall, sysret, lcall_gate, lret_far,
     mov_cr3, invlpg, wrmsr, rdmsr, cpuid, rdtsc, lfence, popf, sreg_load, locked,
     /// `virt=on`: a VM exit and re-entry, added to CR3 writes, invlpg and
-    /// IPI sends (the ICR write; no posted interrupts).
+    /// IPI sends (the ICR write; no posted interrupts); `virt=ept`: to IPI
+    /// sends only.
     vmexit,
+    /// `virt=ept`: a page walk after a miss in every TLB level, replacing
+    /// `walk`: the guest's two-level walk with each of its references, and
+    /// the final guest-physical address, translated through the EPT's.
+    ept_walk,
     /// Load-to-use latency of a line another CPU's cache supplies (it held
     /// it E or M): replaces the latency of the level below.
     c2c_latency,
@@ -87,6 +92,65 @@ profile_fields! {
     apic_access,
     /// From an IPI's send (the ICR write) to its delivery at the target.
     ipi_latency,
+}
+
+/// How the guest's pages are virtualised (`--virt`), or not at all.
+///
+/// - `Shadow`: the hypervisor keeps shadow page tables, so every CR3 write
+///   and `invlpg` exits to it (SDM Vol. 3C §25.1.3, "CR3-load exiting",
+///   "INVLPG exiting"); a TLB miss walks the shadow tables as a bare
+///   machine walks its own.
+/// - `Ept`: extended page tables (SDM Vol. 3C §28.2): neither exits, but a
+///   TLB miss walks two dimensions, [`Profile::ept_walk`].
+///
+/// Under both an IPI send exits: no posted interrupts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Virt {
+    /// A bare machine.
+    #[default]
+    Off,
+    /// Shadow paging (the default of `--virt`).
+    Shadow,
+    /// Extended page tables.
+    Ept,
+}
+
+impl Virt {
+    /// The plugin argument's value (`virt=...`): `on` is shadow paging.
+    pub fn arg(self) -> &'static str {
+        match self {
+            Virt::Off => "off",
+            Virt::Shadow => "on",
+            Virt::Ept => "ept",
+        }
+    }
+
+    /// Reads a plugin argument's value (`on`, `shadow`, `ept`, `off`).
+    pub fn parse(v: &str) -> Option<Virt> {
+        match v {
+            "off" | "false" | "no" => Some(Virt::Off),
+            "on" | "true" | "yes" | "shadow" => Some(Virt::Shadow),
+            "ept" => Some(Virt::Ept),
+            _ => None,
+        }
+    }
+
+    /// The model file's `virt=` number: 0 bare, 1 shadow, 2 EPT.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The inverse of [`Virt::code`].
+    pub fn from_code(c: u8) -> Option<Virt> {
+        [Virt::Off, Virt::Shadow, Virt::Ept]
+            .get(usize::from(c))
+            .copied()
+    }
+
+    /// Under a hypervisor at all.
+    pub fn on(self) -> bool {
+        self != Virt::Off
+    }
 }
 
 /// Size in bytes of the pair the adjacent-line prefetch completes.
@@ -164,17 +228,25 @@ impl Profile {
     }
 
     /// The whole cost of one instruction of `class` (markers cost nothing).
-    /// With `virt`, CR3 writes and invlpg also pay a VM exit, as under a
-    /// hypervisor that keeps shadow page tables.
-    pub fn insn_cost(&self, class: Class, virt: bool) -> u32 {
+    /// Under shadow paging CR3 writes and invlpg also pay a VM exit; under
+    /// EPT they do not.
+    pub fn insn_cost(&self, class: Class, virt: Virt) -> u32 {
         if class == Class::Marker {
             return 0;
         }
         let exit = match class {
-            Class::MovCr3 | Class::Invlpg if virt => self.vmexit,
+            Class::MovCr3 | Class::Invlpg if virt == Virt::Shadow => self.vmexit,
             _ => 0,
         };
         self.base + self.extra(class) + exit
+    }
+
+    /// The cost of a page walk after a miss in every TLB level.
+    pub fn walk_cost(&self, virt: Virt) -> u32 {
+        match virt {
+            Virt::Ept => self.ept_walk,
+            Virt::Off | Virt::Shadow => self.walk,
+        }
     }
 
     /// The geometry is one the model can index, and the latencies grow
@@ -399,17 +471,45 @@ mod tests {
     #[test]
     fn costs_add_extras_and_the_vm_exit() {
         let p = find("p4").unwrap();
-        assert_eq!(p.insn_cost(Class::Plain, false), p.base);
-        assert_eq!(p.insn_cost(Class::IntN, false), p.base + p.int_n);
+        assert_eq!(p.insn_cost(Class::Plain, Virt::Off), p.base);
+        assert_eq!(p.insn_cost(Class::IntN, Virt::Off), p.base + p.int_n);
         assert_eq!(
-            p.insn_cost(Class::MovCr3, true),
+            p.insn_cost(Class::MovCr3, Virt::Shadow),
             p.base + p.mov_cr3 + p.vmexit
         );
         assert_eq!(
-            p.insn_cost(Class::Invlpg, true),
+            p.insn_cost(Class::Invlpg, Virt::Shadow),
             p.base + p.invlpg + p.vmexit
         );
-        assert_eq!(p.insn_cost(Class::Sysenter, true), p.base + p.sysenter);
-        assert_eq!(p.insn_cost(Class::Marker, true), 0);
+        assert_eq!(
+            p.insn_cost(Class::Sysenter, Virt::Shadow),
+            p.base + p.sysenter
+        );
+        assert_eq!(p.insn_cost(Class::Marker, Virt::Shadow), 0);
+        // EPT: CR3 writes and invlpg do not exit.
+        assert_eq!(p.insn_cost(Class::MovCr3, Virt::Ept), p.base + p.mov_cr3);
+        assert_eq!(p.insn_cost(Class::Invlpg, Virt::Ept), p.base + p.invlpg);
+    }
+
+    #[test]
+    fn an_ept_walk_is_fourteen_l2_references_and_shadow_walks_as_bare() {
+        for p in builtin() {
+            assert_eq!(p.walk_cost(Virt::Off), p.walk, "{}", p.name);
+            assert_eq!(p.walk_cost(Virt::Shadow), p.walk, "{}", p.name);
+            // profiles.toml's rule: 2 x 4 + 2 + 4 references, each an L2 hit.
+            assert_eq!(p.walk_cost(Virt::Ept), 14 * p.l2_latency, "{}", p.name);
+            assert!(p.ept_walk > p.walk, "{}", p.name);
+        }
+    }
+
+    #[test]
+    fn virt_codes_and_arguments_round_trip() {
+        for v in [Virt::Off, Virt::Shadow, Virt::Ept] {
+            assert_eq!(Virt::from_code(v.code()), Some(v));
+            assert_eq!(Virt::parse(v.arg()), Some(v));
+        }
+        assert_eq!(Virt::from_code(3), None);
+        assert_eq!(Virt::parse("shadow"), Some(Virt::Shadow));
+        assert_eq!(Virt::parse("npt"), None);
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::machine::Counters;
+use crate::profile::Virt;
 
 /// One `snap` line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,7 +61,7 @@ impl SnapLine {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotFile {
     pub profile: String,
-    pub virt: bool,
+    pub virt: Virt,
     pub ncpus: usize,
     /// The `param` line: the profile's numbers, then the plugin's `pge`.
     pub params: BTreeMap<String, u64>,
@@ -141,7 +142,8 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
     let h = fields(head, n)?;
     let mut file = SnapshotFile {
         profile: h.get("profile").ok_or("line 1: no profile")?.to_string(),
-        virt: num::<u8>(&h, "virt", n)? == 1,
+        virt: Virt::from_code(num::<u8>(&h, "virt", n)?)
+            .ok_or_else(|| format!("line {n}: virt is 0, 1 or 2"))?,
         ncpus: num(&h, "ncpus", n)?,
         params: BTreeMap::new(),
         snaps: Vec::new(),
@@ -249,7 +251,7 @@ mod tests {
         let mut m = Machine::new(
             find("core2").unwrap(),
             Options {
-                virt: true,
+                virt: Virt::Shadow,
                 pge: false,
             },
             1,
@@ -272,7 +274,10 @@ mod tests {
             .collect();
         assert_eq!(keys, FIELDS);
         assert_eq!(f.snaps[0].values()[1], f.snaps[0].counters.cycles);
-        assert_eq!((f.profile.as_str(), f.virt, f.ncpus), ("core2", true, 1));
+        assert_eq!(
+            (f.profile.as_str(), f.virt, f.ncpus),
+            ("core2", Virt::Shadow, 1)
+        );
         assert_eq!(f.params["l2_shared"], 1);
         assert_eq!(f.params["pge"], 0);
         assert_eq!(f.snaps.len(), 2);

@@ -22,6 +22,7 @@ use abi::model::{stream_from_key, SNAP_KERNEL, SNAP_USER};
 use abi::report::kind;
 use anyhow::{anyhow, bail, Context, Result};
 use model::report::{SnapshotFile, FIELDS};
+pub use model::Virt;
 use serde::{Deserialize, Serialize};
 
 use crate::kbuild;
@@ -38,15 +39,17 @@ pub const DEFAULT_PROFILE: &str = "modern";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelOpts {
     pub profile: String,
-    /// Add a VM exit's cost to CR3 writes and invlpg (shadow page tables) and to IPI sends (no posted interrupts).
-    pub virt: bool,
+    /// Under a hypervisor: a VM exit's cost on CR3 writes and invlpg
+    /// (shadow page tables) or two-dimensional TLB walks (EPT), and on IPI
+    /// sends (no posted interrupts) under both.
+    pub virt: Virt,
 }
 
 impl Default for ModelOpts {
     fn default() -> ModelOpts {
         ModelOpts {
             profile: DEFAULT_PROFILE.into(),
-            virt: false,
+            virt: Virt::Off,
         }
     }
 }
@@ -111,11 +114,16 @@ impl Plugin {
     }
 }
 
-/// "modelled, profile X" (with ", virt" when the VM-exit costs are on).
-pub fn label(profile: &str, virt: bool) -> String {
+/// "modelled, profile X" (with ", virt" under shadow paging, ", virt
+/// ept" under EPT).
+pub fn label(profile: &str, virt: Virt) -> String {
     format!(
         "modelled, profile {profile}{}",
-        if virt { ", virt" } else { "" }
+        match virt {
+            Virt::Off => "",
+            Virt::Shadow => ", virt",
+            Virt::Ept => ", virt ept",
+        }
     )
 }
 
@@ -452,7 +460,8 @@ pub fn apply(results: &mut Results, log: &str, file: &SnapshotFile) -> Result<()
         m.model = figs.remove(&m.name());
     }
     results.model_profile = Some(file.profile.clone());
-    results.model_virt = file.virt;
+    results.model_virt = file.virt.on();
+    results.model_ept = file.virt == Virt::Ept;
     results.model_params = file
         .params
         .iter()
@@ -490,7 +499,7 @@ pub fn table(r: &Results) -> String {
         .max("benchmark".len());
     let mut s = format!(
         "model: {} (per operation; insns: the instructions the model counted on the benchmark's CPU)\n",
-        label(profile, r.model_virt)
+        label(profile, r.virt())
     );
     // With several CPUs: the coherence figures, every CPU's, and the
     // cycles the benchmark's CPU executed beside the time that passed.
@@ -560,7 +569,7 @@ pub fn unit(r: &Results) -> Option<String> {
     r.model_profile.as_ref().map(|p| {
         format!(
             "modelled cycles ({})",
-            label(p, r.model_virt).trim_start_matches("modelled, ")
+            label(p, r.virt()).trim_start_matches("modelled, ")
         )
     })
 }
@@ -606,7 +615,7 @@ mod tests {
     fn plugin_arguments() {
         let o = ModelOpts {
             profile: "p4".into(),
-            virt: true,
+            virt: Virt::Shadow,
         };
         let a = qemu_args(Path::new("/t/libmodel.so"), &o, Path::new("/t/out.txt")).unwrap();
         assert_eq!(
@@ -618,6 +627,15 @@ mod tests {
         );
         assert!(qemu_args(Path::new("/a,b/lib.so"), &o, Path::new("/o")).is_err());
         assert_eq!(o.label(), "modelled, profile p4, virt");
+        let ept = ModelOpts {
+            profile: "p4".into(),
+            virt: Virt::Ept,
+        };
+        assert_eq!(ept.label(), "modelled, profile p4, virt ept");
+        assert_eq!(
+            qemu_args(Path::new("/t/libmodel.so"), &ept, Path::new("/t/out.txt")).unwrap()[1],
+            "/t/libmodel.so,profile=p4,virt=ept,out=/t/out.txt"
+        );
     }
 
     fn snap(seq: u32, cycles: u64, l1: u64) -> String {
@@ -780,7 +798,7 @@ mod tests {
             batch_size: 4,
             samples: vec![insns as u64 * 4; cycles.len()],
             model: Some(ModelFigures {
-                label: label("p4", false),
+                label: label("p4", Virt::Off),
                 cycles: cycles[0] as f64 / 4.0,
                 insns,
                 samples: [("cycles".to_string(), cycles.to_vec())].into(),

@@ -210,6 +210,7 @@ impl Reporter {
         samples: &[u64],
         snaps: Snaps,
         note: &str,
+        cpus: u32,
     ) -> f64 {
         let (group, path) = split_name(name);
         let unit = match measure {
@@ -227,7 +228,7 @@ impl Reporter {
             samples,
             tsc_hz: self.tsc_hz,
             counters: None,
-            cpus: 0,
+            cpus,
             snaps: Some(snaps),
         });
         show(
@@ -248,7 +249,79 @@ impl Reporter {
         ops: u32,
         (samples, snaps): (&[u64], Snaps),
     ) -> f64 {
-        self.figure(name, call, Measure::PerOp, title, ops, samples, snaps, "")
+        self.figure(
+            name,
+            call,
+            Measure::PerOp,
+            title,
+            ops,
+            samples,
+            snaps,
+            "",
+            0,
+        )
+    }
+
+    /// A per-operation figure of CPUs `cpus` (a mask), then its `share`
+    /// record: `per_cpu[c]` operations of kind `work` on CPU c, one count
+    /// for every CPU of the machine (0 for those the figure did not use).
+    #[allow(clippy::too_many_arguments)]
+    fn per_op_shared(
+        &self,
+        name: &str,
+        call: &str,
+        title: &str,
+        ops: u32,
+        (samples, snaps): (&[u64], Snaps),
+        cpus: u32,
+        work: &str,
+        per_cpu: &[u64],
+    ) -> f64 {
+        let m = self.figure(
+            name,
+            call,
+            Measure::PerOp,
+            title,
+            ops,
+            samples,
+            snaps,
+            "",
+            cpus,
+        );
+        share(name, work, per_cpu);
+        m
+    }
+}
+
+/// Reports the `share` record of figure `name`: `per_cpu[c]` operations of
+/// kind `work` done on CPU c over every batch, CPU 0 first, 0 included.
+/// Each count is what that CPU finished: its own loop's for CPU 0, for an
+/// AP the commands it answered done (or, for shootdowns, the IPIs it
+/// acknowledged), counted outside the timed regions.
+fn share(name: &str, work: &str, per_cpu: &[u64]) {
+    struct List<'a>(&'a [u64]);
+    impl core::fmt::Display for List<'_> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            // No empty piece: the record escapes an empty value as `%00`.
+            for (c, n) in self.0.iter().enumerate() {
+                if c > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "{n}")?;
+            }
+            Ok(())
+        }
+    }
+    record!(kind::SHARE, "name" => name, "work" => work,
+        "per_cpu" => crate::console::Text(List(per_cpu)));
+}
+
+/// The mask of CPUs `0..n`.
+fn mask(n: usize) -> u32 {
+    if n >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << n) - 1
     }
 }
 
@@ -347,6 +420,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
     for &a in layouts {
         with_sched_lock(|| turnstile::set_align(a));
         let mut samples = [0u64; BATCHES];
+        let mut done = [0u64; abi::layout::MAX_CPUS];
         let first = marker::snap_seq();
         for v in samples.iter_mut() {
             post_all(n, command::HAMMER, HAMMER_OPS);
@@ -362,6 +436,10 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
                 }
             })
             .max(1);
+            // Every CPU finished its lock/unlock pairs (the APs said done).
+            for d in done[..n].iter_mut() {
+                *d += u64::from(HAMMER_OPS);
+            }
         }
         let (_, _, _, per128) = with_sched_lock(turnstile::layout);
         let mut name = Name::new();
@@ -383,7 +461,11 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
             } else {
                 ""
             },
+            if n >= 2 { mask(n) } else { 0 },
         );
+        if n >= 2 {
+            share(name.as_str(), "lock_pairs", &done[..n]);
+        }
     }
     with_sched_lock(|| turnstile::set_align(layout.unwrap_or(Align::A128)));
     if n >= 2 {
@@ -408,12 +490,20 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
             smp::wait_done(1);
         }
         kprintln!("(b) lock hand-off between CPU 0 and CPU 1");
-        rep.per_op(
+        // Each round trip is one hand-off by each CPU; CPU 1 said done
+        // after all of its own in every batch.
+        let handoffs = (BATCHES as u64) * u64::from(PINGS);
+        let mut per_cpu = [0u64; abi::layout::MAX_CPUS];
+        per_cpu[..2].copy_from_slice(&[handoffs, handoffs]);
+        rep.per_op_shared(
             "smp.pingpong",
             "-",
             "ping-pong round trip",
             PINGS,
             (&samples, snaps_from(first)),
+            0b11,
+            "handoffs",
+            &per_cpu[..n],
         );
     } else {
         kprintln!("(b) ping-pong needs 2 CPUs: boot with --smp 2");
@@ -455,6 +545,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         SHOOT_ADDR.store(probe, Ordering::Relaxed);
         let target = smp::percpu(1);
         let id = target.apic_id as u8;
+        let acked_before = target.ipis.load(Ordering::Acquire);
         let (samples, snaps) = batches(|| {
             let acked = target.ipis.load(Ordering::Acquire);
             for i in 0..SHOOTDOWNS {
@@ -465,12 +556,25 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
                 }
             }
         });
-        rep.per_op(
+        // CPU 0 sent the shootdowns; CPU 1's handler counted the ones it took.
+        let sent = (BATCHES as u64) * u64::from(SHOOTDOWNS);
+        let taken = u64::from(
+            target
+                .ipis
+                .load(Ordering::Acquire)
+                .wrapping_sub(acked_before),
+        );
+        let mut per_cpu = [0u64; abi::layout::MAX_CPUS];
+        per_cpu[..2].copy_from_slice(&[sent, taken]);
+        rep.per_op_shared(
             "smp.tlb.shootdown",
             "shootdown",
             "shootdown by IPI (remote, acked)",
             SHOOTDOWNS,
             (&samples, snaps),
+            0b11,
+            "shootdowns",
+            &per_cpu[..n],
         );
     } else {
         kprintln!("  a remote shootdown needs 2 CPUs: boot with --smp 2");
@@ -508,8 +612,13 @@ fn lines(rep: &Reporter, n: usize) {
         }
         let first = marker::snap_seq();
         let mut samples = [0u64; BATCHES];
+        let mut done = [0u64; abi::layout::MAX_CPUS];
         for v in samples.iter_mut() {
             *v = run(LINE_WRITES);
+            // Every CPU finished its writes (the APs said done).
+            for d in done[..n].iter_mut() {
+                *d += u64::from(LINE_WRITES);
+            }
         }
         let mut name = Name::new();
         name.push("smp.lines.");
@@ -535,7 +644,9 @@ fn lines(rep: &Reporter, n: usize) {
                 batches: first,
             },
             "",
+            mask(n),
         );
+        share(name.as_str(), "writes", &done[..n]);
     }
 }
 

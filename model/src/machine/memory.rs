@@ -19,7 +19,10 @@ impl Machine {
     #[inline]
     pub(super) fn tlb(&mut self, cpu: usize, page: u32, instruction: bool) -> u64 {
         let global = self.is_global(page);
-        let (stlb_latency, walk) = (self.profile.stlb_latency, self.profile.walk);
+        let (stlb_latency, walk) = (
+            self.profile.stlb_latency,
+            self.profile.walk_cost(self.opts.virt),
+        );
         let c = &mut self.cpus[cpu];
         let first = if instruction {
             &mut c.itlb

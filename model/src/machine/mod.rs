@@ -49,7 +49,7 @@ use abi::model::{
 use crate::cache::Cache;
 use crate::coherence::{Directory, MAX_CPUS};
 use crate::decode::{classify, Class, Decoded};
-use crate::profile::Profile;
+use crate::profile::{Profile, Virt};
 use crate::tlb::Tlb;
 
 const PAGE_SHIFT: u32 = PAGE_SIZE.trailing_zeros();
@@ -116,8 +116,10 @@ impl Counters {
 /// Plugin options beside the profile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
-    /// `virt=on`: CR3 writes, invlpg and IPI sends pay a VM exit.
-    pub virt: bool,
+    /// `virt=on` (shadow paging): CR3 writes, invlpg and IPI sends pay a
+    /// VM exit; `virt=ept`: IPI sends do, and TLB misses walk two
+    /// dimensions (`profile::Virt`).
+    pub virt: Virt,
     /// `pge=on`: kernel identity-map pages are global (see the module doc).
     pub pge: bool,
 }
@@ -557,7 +559,7 @@ impl Machine {
         let mut out = format!(
             "model1 profile={} virt={} ncpus={}\nparam",
             p.name,
-            u8::from(self.opts.virt),
+            self.opts.virt.code(),
             ncpus.max(self.cpus.len())
         );
         for (k, v) in p.params() {

@@ -410,7 +410,7 @@ impl Machine {
                 self.cpus[cpu].c.cycles += u64::from(self.profile.apic_access);
                 // Under a hypervisor without posted interrupts the guest's
                 // ICR write exits: the hypervisor sends the IPI for it.
-                if send && self.opts.virt {
+                if send && self.opts.virt.on() {
                     self.cpus[cpu].c.cycles += u64::from(self.profile.vmexit);
                 }
                 if send && self.ordered {

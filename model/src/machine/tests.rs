@@ -51,6 +51,7 @@ popf = 14
 sreg_load = 15
 locked = 16
 vmexit = 1000
+ept_walk = 210
 c2c_latency = 42
 upgrade_latency = 20
 apic_access = 70
@@ -166,7 +167,13 @@ fn pair_prefetch_brings_the_buddy_into_l2() {
 fn cr3_write_flushes_the_tlb_and_pge_keeps_kernel_pages() {
     let mov_cr3 = [0x0f, 0x22, 0xd8];
     for pge in [false, true] {
-        let mut m = machine(&[], Options { virt: false, pge });
+        let mut m = machine(
+            &[],
+            Options {
+                virt: Virt::Off,
+                pge,
+            },
+        );
         load(&mut m, KERNEL_PAGE, 4);
         exec(&mut m, &mov_cr3, KERNEL_PAGE);
         load(&mut m, KERNEL_PAGE, 4);
@@ -249,7 +256,7 @@ fn virt_adds_the_vm_exit_to_cr3_writes() {
     let mut m = machine(
         &[],
         Options {
-            virt: true,
+            virt: Virt::Shadow,
             pge: false,
         },
     );
@@ -257,6 +264,24 @@ fn virt_adds_the_vm_exit_to_cr3_writes() {
     assert_eq!(m.counters(0).cycles, 1 + 50 + 1000 + 30);
     exec(&mut m, &[0x0f, 0x34], KERNEL_PAGE); // sysenter: no VM exit
     assert_eq!(m.counters(0).cycles, 1 + 50 + 1000 + 30 + 1 + 3 + 30);
+}
+
+#[test]
+fn ept_exits_on_no_cr3_write_or_invlpg_but_walks_two_dimensions() {
+    let mut m = machine(
+        &[],
+        Options {
+            virt: Virt::Ept,
+            pge: false,
+        },
+    );
+    // mov %eax,%cr3: its extra, no VM exit; the ITLB miss walks 210, not 30.
+    exec(&mut m, &[0x0f, 0x22, 0xd8], KERNEL_PAGE);
+    assert_eq!(m.counters(0).cycles, 1 + 50 + 210);
+    // invlpg (%eax): no VM exit either; the flushed page walks again.
+    exec(&mut m, &[0x0f, 0x01, 0x38], KERNEL_PAGE);
+    assert_eq!(m.counters(0).cycles, 1 + 50 + 210 + 1 + 40 + 210);
+    assert_eq!(m.counters(0).tlb_misses, 2);
 }
 
 #[test]
@@ -285,7 +310,7 @@ fn snapshots_count_per_stream_and_markers_cost_nothing() {
     assert_eq!(lines[0], "model1 profile=t virt=0 ncpus=1");
     assert!(lines[1].starts_with("param line=64 l1d_size=256 "));
     assert!(lines[1].ends_with(
-        " vmexit=1000 c2c_latency=42 upgrade_latency=20 apic_access=70 ipi_latency=300 pge=0"
+        " vmexit=1000 ept_walk=210 c2c_latency=42 upgrade_latency=20 apic_access=70 ipi_latency=300 pge=0"
     ));
     assert_eq!(
         lines[4],
@@ -572,20 +597,20 @@ fn an_ipi_costs_the_apic_write_the_flight_and_the_delivery() {
 
 #[test]
 fn virt_adds_the_vm_exit_to_an_ipi_send_only() {
-    for virt in [false, true] {
+    for virt in [Virt::Off, Virt::Shadow, Virt::Ept] {
         let mut m = Machine::new(profile(&[]), Options { virt, pge: false }, 2).unwrap();
         let (nop, hlt) = (m.decode(&NOP, KERNEL_PAGE), m.decode(&[0xf4], KERNEL_PAGE));
         m.exec(1, &hlt);
         m.exec(0, &nop);
         let before = m.cpus[0].c.cycles;
         m.mem(0, LAPIC_ICR_LOW, 4, true, || None);
-        let exit = if virt { 1000 } else { 0 };
-        assert_eq!(m.cpus[0].c.cycles - before, 70 + exit, "virt={virt}");
+        let exit = if virt.on() { 1000 } else { 0 };
+        assert_eq!(m.cpus[0].c.cycles - before, 70 + exit, "virt={virt:?}");
         // An EOI (any other APIC register) does not exit.
         let before = m.cpus[0].c.cycles;
         m.mem(0, LAPIC_BASE + 0xb0, 4, true, || None);
         m.finish();
-        assert_eq!(m.cpus[0].c.cycles - before, 70, "virt={virt}");
+        assert_eq!(m.cpus[0].c.cycles - before, 70, "virt={virt:?}");
     }
 }
 

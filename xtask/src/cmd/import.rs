@@ -78,20 +78,33 @@ pub fn import(a: ImportArgs) -> Result<i32> {
             a.log.display()
         );
     }
-    let mut results = results::Results::from_log(&text, &a.label, results::IMPORT_SOURCE)
-        .with_context(|| format!("{} is not a usable testbed log", a.log.display()))?;
-    if results.benches.is_empty() {
-        bail!(
-            "{} holds no benchmark records (was the kernel run with prog=bench, prog=locks or mode=smp?)",
-            a.log.display()
-        );
-    }
-    match &a.model {
-        Some(file) => with_model(&mut results, &text, &a.log, file)?,
-        None if results.clock() == Some(Clock::Icount) => {
+    let model = match &a.model {
+        Some(file) => Some((
+            file.as_path(),
+            std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the model file {}", file.display()))?,
+        )),
+        None => None,
+    };
+    let (results, modelled) = from_serial(
+        &text,
+        &a.log,
+        model.as_ref().map(|(p, t)| (*p, t.as_str())),
+        &a.label,
+    )?;
+    match (&a.model, modelled) {
+        (Some(file), Some(n)) => eprintln!(
+            "import: {n} figures {} from {}",
+            model::label(
+                results.model_profile.as_deref().unwrap_or_default(),
+                results.virt()
+            ),
+            file.display()
+        ),
+        _ if results.clock() == Some(Clock::Icount) => {
             eprintln!("import: {}: {NO_MODEL_NOTE}", a.log.display())
         }
-        None => {}
+        _ => {}
     }
     if a.json {
         print!("{}", results.to_json()?);
@@ -109,14 +122,45 @@ pub fn import(a: ImportArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Merges the plugin's file `file` into the results of the log `log_path`
-/// (text `log`): the file must be a finished model file, the log an icount
-/// boot's with model snapshots, and every snapshot the log names must be
-/// in the file.
-fn with_model(r: &mut results::Results, log: &str, log_path: &Path, file: &Path) -> Result<()> {
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("cannot read the model file {}", file.display()))?;
-    let parsed = model::parse_file(&text)
+/// The results of a serial log `text` (read from `log_path`, which errors
+/// name) that is not a LAVA job's, with the model plugin's file `model`
+/// (its path and text) merged in when given; and then how many figures
+/// are modelled. What `import` does between reading its files and printing.
+pub(crate) fn from_serial(
+    text: &str,
+    log_path: &Path,
+    model: Option<(&Path, &str)>,
+    label: &str,
+) -> Result<(results::Results, Option<usize>)> {
+    let mut results = results::Results::from_log(text, label, results::IMPORT_SOURCE)
+        .with_context(|| format!("{} is not a usable testbed log", log_path.display()))?;
+    if results.benches.is_empty() {
+        bail!(
+            "{} holds no benchmark records (was the kernel run with prog=bench, prog=locks or mode=smp?)",
+            log_path.display()
+        );
+    }
+    let modelled = match model {
+        Some((file, model_text)) => {
+            Some(with_model(&mut results, text, log_path, file, model_text)?)
+        }
+        None => None,
+    };
+    Ok((results, modelled))
+}
+
+/// Merges the plugin's file `file` (text `text`) into the results of the
+/// log `log_path` (text `log`): the file must be a finished model file,
+/// the log an icount boot's with model snapshots, and every snapshot the
+/// log names must be in the file. Returns how many figures are modelled.
+fn with_model(
+    r: &mut results::Results,
+    log: &str,
+    log_path: &Path,
+    file: &Path,
+    text: &str,
+) -> Result<usize> {
+    let parsed = model::parse_file(text)
         .with_context(|| format!("{} is not a finished model plugin file", file.display()))?;
     if r.clock() != Some(Clock::Icount) {
         bail!(
@@ -160,12 +204,7 @@ fn with_model(r: &mut results::Results, log: &str, log_path: &Path, file: &Path)
             file.display()
         );
     }
-    eprintln!(
-        "import: {modelled} figures {} from {}",
-        model::label(&parsed.profile, parsed.virt),
-        file.display()
-    );
-    Ok(())
+    Ok(modelled)
 }
 
 /// Where imported LAVA figures come from, as the results JSON's `source` says.

@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod build;
 pub mod docs;
+pub mod fuzz;
 pub mod gdb;
 pub mod import;
 pub mod iso;
@@ -67,9 +68,32 @@ pub struct BootArgs {
     /// With --clock model: the CPU profile (model/profiles.toml; default modern).
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
-    /// With --clock model: add a VM exit's cost to CR3 writes and invlpg.
-    #[arg(long)]
-    pub virt: bool,
+    /// With --clock model: model a guest under a hypervisor. `shadow` (the
+    /// default of a bare `--virt`): shadow page tables, a VM exit on every
+    /// CR3 write, invlpg and IPI send. `ept`: extended page tables, a VM exit
+    /// on IPI sends only, and every TLB miss a two-dimensional walk.
+    #[arg(long, value_enum, value_name = "PAGING", num_args = 0..=1, default_missing_value = "shadow")]
+    pub virt: Option<VirtArg>,
+}
+
+/// `--virt`'s value: how the hypervisor virtualises the guest's paging.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum VirtArg {
+    /// Shadow page tables: CR3 writes and invlpg exit.
+    Shadow,
+    /// Extended page tables: no exit on either; two-dimensional TLB walks.
+    Ept,
+}
+
+impl VirtArg {
+    /// The model's name for it.
+    pub fn model(v: Option<VirtArg>) -> model::Virt {
+        match v {
+            None => model::Virt::Off,
+            Some(VirtArg::Shadow) => model::Virt::Shadow,
+            Some(VirtArg::Ept) => model::Virt::Ept,
+        }
+    }
 }
 
 impl BootArgs {
@@ -88,12 +112,12 @@ impl BootArgs {
             clock: self.clock,
             grub: self.grub,
             append: self.append.clone(),
-            model: (self.profile.is_some() || self.virt).then(|| ModelOpts {
+            model: (self.profile.is_some() || self.virt.is_some()).then(|| ModelOpts {
                 profile: self
                     .profile
                     .clone()
                     .unwrap_or_else(|| model::DEFAULT_PROFILE.into()),
-                virt: self.virt,
+                virt: VirtArg::model(self.virt),
             }),
             ..machine::Spec::new(backend, Duration::from_secs(self.timeout))
         })
@@ -134,7 +158,7 @@ pub fn test_boot_args(cpu: Option<&str>) -> BootArgs {
         timeout: 60,
         clock: Some(Clock::Icount),
         profile: None,
-        virt: false,
+        virt: None,
     }
 }
 
@@ -159,5 +183,32 @@ mod tests {
             machine::BackendSpec::Bochs(_)
         ));
         assert_eq!(a.need(), preflight::Need::Bochs);
+    }
+
+    #[test]
+    fn virt_is_shadow_paging_unless_ept_is_named() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            b: BootArgs,
+        }
+        let virt = |args: &[&str]| {
+            let cli = Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied()));
+            cli.map(|c| c.b.spec().unwrap().model.map(|m| m.virt))
+        };
+        assert_eq!(virt(&[]).unwrap(), None);
+        assert_eq!(virt(&["--virt"]).unwrap(), Some(model::Virt::Shadow));
+        assert_eq!(
+            virt(&["--virt", "--smp", "2"]).unwrap(),
+            Some(model::Virt::Shadow)
+        );
+        assert_eq!(
+            virt(&["--virt", "shadow"]).unwrap(),
+            Some(model::Virt::Shadow)
+        );
+        assert_eq!(virt(&["--virt=ept"]).unwrap(), Some(model::Virt::Ept));
+        assert_eq!(virt(&["--virt", "ept"]).unwrap(), Some(model::Virt::Ept));
+        assert!(virt(&["--virt", "npt"]).is_err());
     }
 }

@@ -49,7 +49,7 @@ fn system_of(r: &Results) -> String {
 fn machine_of(r: &Results) -> String {
     // A model run's system is its profile.
     if let Some(p) = &r.model_profile {
-        return crate::model::label(p, r.model_virt);
+        return crate::model::label(p, r.virt());
     }
     let model = r.cpu.get("brand").cloned().unwrap_or_default();
     let model = if model.is_empty() {
@@ -193,6 +193,9 @@ pub struct Export {
     medians: Vec<(String, String, f64)>,
     /// Metrics whose higher value is better (throughputs).
     higher_better: Vec<String>,
+    /// Multi-CPU metrics one CPU did (nearly) alone in some boot: the
+    /// export's `reads` carries the share's flag.
+    one_cpu: Vec<String>,
 }
 
 /// Reads a bench export (`results/bench/<timestamp>/bench.json`).
@@ -247,23 +250,22 @@ fn read_export(text: &str) -> Result<Export> {
             medians.push((name.to_string(), metric.clone(), median));
         }
     }
-    let higher_better = v["metrics"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter(|(_, i)| {
-                    i["reads"]
-                        .as_str()
-                        .is_some_and(|r| r.contains("higher is better"))
-                })
-                .map(|(k, _)| k.clone())
-                .collect()
-        })
-        .unwrap_or_default();
+    let reading = |says: &str| -> Vec<String> {
+        v["metrics"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, i)| i["reads"].as_str().is_some_and(|r| r.contains(says)))
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     Ok(Export {
         system,
         medians,
-        higher_better,
+        higher_better: reading("higher is better"),
+        one_cpu: reading("; one CPU: "),
     })
 }
 
@@ -294,7 +296,11 @@ pub fn export_rows(exports: &[Export], base: Option<&str>, benches: &[String]) -
             rows.push([
                 e.system.clone(),
                 variant.clone(),
-                metric.clone(),
+                if e.one_cpu.contains(metric) {
+                    format!("{metric} [one CPU did the work]")
+                } else {
+                    metric.clone()
+                },
                 format!("{s:.2}"),
             ]);
         }
@@ -336,29 +342,32 @@ fn expand(files: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// Runs' results files and bench exports (`exports`: read them, else skip
 /// them with a note).
 fn load(files: &[PathBuf], exports: bool) -> Result<(Vec<Results>, Vec<Export>)> {
+    let mut texts = Vec::new();
+    for p in expand(files)? {
+        let text =
+            std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+        texts.push((p.display().to_string(), text));
+    }
+    from_texts(&texts, exports)
+}
+
+/// [`load`] on files already read: each a name (for messages) and a text.
+pub(crate) fn from_texts(
+    texts: &[(String, String)],
+    exports: bool,
+) -> Result<(Vec<Results>, Vec<Export>)> {
     let mut out = Vec::new();
     let mut found = Vec::new();
-    for p in &expand(files)? {
-        let text =
-            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
-        if exports && other_kind(&text) == Some("a bench export") {
-            found.push(
-                read_export(&text)
-                    .with_context(|| format!("{} is not a bench export", p.display()))?,
-            );
+    for (name, text) in texts {
+        if exports && other_kind(text) == Some("a bench export") {
+            found.push(read_export(text).with_context(|| format!("{name} is not a bench export"))?);
             continue;
         }
-        if let Some(kind) = other_kind(&text) {
-            eprintln!(
-                "table: skipping {}: {kind}, not a run's results",
-                p.display()
-            );
+        if let Some(kind) = other_kind(text) {
+            eprintln!("table: skipping {name}: {kind}, not a run's results");
             continue;
         }
-        out.push(
-            Results::parse(&text)
-                .with_context(|| format!("{} is not a results file", p.display()))?,
-        );
+        out.push(Results::parse(text).with_context(|| format!("{name} is not a results file"))?);
     }
     if out.is_empty() && found.is_empty() {
         bail!(
@@ -495,6 +504,26 @@ mod tests {
         assert_eq!(rows[0][0], "h tcg QEMU SP");
         assert_eq!(rows[0][3], "2.00");
         assert!(read_export("{\"kind\": \"bench\"}").is_err());
+        // A figure one CPU did alone says so in its row.
+        let flagged = export("modelled, profile modern, virt ept", 2, 900.0, 300.0).replace(
+            "modelled cycles per operation, lower is better",
+            "modelled cycles per operation, lower is better; one CPU: CPU 0 did 64 of 64 rounds: not a 2-CPU figure",
+        );
+        let rows = export_rows(
+            &[read_export(&flagged).unwrap()],
+            None,
+            &["forktest.fork_exit".to_string()],
+        );
+        assert_eq!(
+            rows[0],
+            [
+                "modelled, profile modern, virt ept MP (2 CPUs)",
+                "new",
+                "forktest.fork_exit [one CPU did the work]",
+                "3.00"
+            ]
+            .map(String::from)
+        );
     }
 
     #[test]

@@ -529,7 +529,7 @@ mod tests {
         m.model = Some(crate::model::Plugin {
             opts: crate::model::ModelOpts {
                 profile: "p4".into(),
-                virt: false,
+                virt: crate::model::Virt::Off,
             },
             lib: "/t/libmodel.so".into(),
             out: "/t/m.txt".into(),

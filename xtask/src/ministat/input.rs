@@ -223,7 +223,9 @@ pub fn parse_c_double(field: &[u8]) -> Option<f64> {
         b'+' => (false, &text[1..]),
         _ => (false, text),
     };
-    let magnitude = if body.len() > 2 && body[..2].eq_ignore_ascii_case("0x") {
+    // Compared as bytes: a field may hold any UTF-8 after its first byte
+    // (`0é`), and a `str` cannot be cut inside a character.
+    let magnitude = if body.len() > 2 && body.as_bytes()[..2].eq_ignore_ascii_case(b"0x") {
         parse_hex(&body[2..])?
     } else if is_nan_with_payload(body) {
         f64::NAN
@@ -242,7 +244,7 @@ pub fn parse_c_double(field: &[u8]) -> Option<f64> {
 /// `nan(chars)`, which strtod takes as a NaN.
 fn is_nan_with_payload(s: &str) -> bool {
     s.len() >= 5
-        && s[..4].eq_ignore_ascii_case("nan(")
+        && s.as_bytes()[..4].eq_ignore_ascii_case(b"nan(")
         && s.ends_with(')')
         && s[4..s.len() - 1]
             .bytes()
@@ -323,6 +325,30 @@ mod tests {
 
     fn read(text: &str) -> Result<Vec<f64>, Error> {
         read_set(text.as_bytes(), "f", 1, b" \t")
+    }
+
+    /// Found by the `ministat` fuzz target: a field whose second byte
+    /// starts a multi-byte character (`-c\u{FFFD}\u{FFFD}`, `0é`, `nan\u{FFFD}...`)
+    /// cut a `str` inside a character and panicked; it is not a number.
+    #[test]
+    fn a_field_with_a_multibyte_character_is_not_a_number() {
+        for field in [
+            "\u{FFFD}\u{FFFD}",
+            "0\u{e9}",
+            "-0\u{FFFD}",
+            "nan\u{FFFD}(x)",
+            "nan(\u{e9})",
+            "\u{e9}",
+        ] {
+            assert_eq!(parse_c_double(field.as_bytes()), None, "{field:?}");
+        }
+        assert!(matches!(
+            read("1\n0\u{e9}\n3\n"),
+            Err(Error::Invalid { line: 2, .. })
+        ));
+        // What is a number still is.
+        assert_eq!(parse_c_double(b"0x10"), Some(16.0));
+        assert!(parse_c_double(b"NaN(abc)").unwrap().is_nan());
     }
 
     #[test]

@@ -84,7 +84,7 @@ use args::{Invocation, Mode};
 use input::Error;
 
 /// Opens a set's input: `None` is standard input, `Some(name)` a file.
-type Opener<'a> = dyn FnMut(Option<&OsStr>) -> io::Result<Box<dyn BufRead>> + 'a;
+pub(crate) type Opener<'a> = dyn FnMut(Option<&OsStr>) -> io::Result<Box<dyn BufRead>> + 'a;
 
 /// Text `--help` adds after the options.
 const FORMULAS_HELP: &str = "\
@@ -205,6 +205,24 @@ pub fn main(a: Args) -> i32 {
             f.status
         }
     }
+}
+
+/// What `main` does with `words` (the words after `ministat`, `--classic`
+/// or `--exact` among them), inputs from `open` and a plot `term_width`
+/// wide when `-w` gives none: the report, or the failure. For the fuzz
+/// target, which has no files or terminal.
+pub(crate) fn execute_words(
+    words: Vec<OsString>,
+    term_width: usize,
+    open: &mut Opener,
+) -> Result<String, Failure> {
+    let a = Args {
+        help: None,
+        classic: false,
+        exact: false,
+        args: words,
+    };
+    execute(&a, term_width, open)
 }
 
 /// Reads every set named in `a` (all before printing anything, so an error

@@ -315,3 +315,24 @@ fn exit_status_is_2() {
     assert_eq!(bad_status, 2);
     assert_eq!(missing_status, 2);
 }
+
+/// Found by the `ministat` fuzz target (`fuzz/artifacts/ministat/crash-2b60a370...`):
+/// a confidence level holding a multi-byte character panicked in the number
+/// parser; it is a usage error, status 2, as any other level that is not a
+/// number.
+#[test]
+fn a_confidence_level_with_a_multibyte_character_is_a_usage_error() {
+    for level in ["-c\u{FFFD}\u{FFFD}", "-c\u{e9}", "-c0\u{e9}"] {
+        let err = fails(&[level, "s1.dat"]);
+        assert!(
+            err.contains("Not a floating point number"),
+            "{level}: {err}"
+        );
+        let err = fails(&["--exact", level, "s1.dat"]);
+        assert!(err.contains("ministat"), "{level}: {err}");
+    }
+    // The fuzz input itself, through the fuzz target's entry point.
+    let mut input = b"--exact -c\xfe\xff\xff\xff\xff\xff\xff\xff 1 2\n\x001.356e-06\n1.242e-06\n1.370e-06\n\x000\n-0\n1\n".to_vec();
+    input.extend_from_slice(b"-1\n");
+    assert!(!crate::fuzzing::ministat(&input));
+}

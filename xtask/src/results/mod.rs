@@ -73,6 +73,10 @@ pub struct Results {
     pub model_profile: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub model_virt: bool,
+    /// With `model_virt`: the guest's paging under extended page tables
+    /// (`--virt ept`), not shadow page tables (`--virt`, `--virt shadow`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub model_ept: bool,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub model_params: BTreeMap<String, String>,
     /// `--clock model`: the CPUs the model saw (its file's `ncpus`).
@@ -324,6 +328,16 @@ pub fn speedup(m: Measure, without: f64, with: f64) -> f64 {
 impl Results {
     /// The clock the kernel reported, if this tool knows it (a CPU without
     /// a TSC reports `none`).
+    /// How the model virtualised the guest (`model_virt`, `model_ept`).
+    pub fn virt(&self) -> crate::model::Virt {
+        use crate::model::Virt;
+        match (self.model_virt, self.model_ept) {
+            (false, _) => Virt::Off,
+            (true, false) => Virt::Shadow,
+            (true, true) => Virt::Ept,
+        }
+    }
+
     pub fn clock(&self) -> Option<Clock> {
         Clock::from_key(&self.clock)
     }
@@ -455,7 +469,7 @@ impl Results {
             self.accel,
             self.source,
             match &self.model_profile {
-                Some(p) => format!(" ({})", crate::model::label(p, self.model_virt)),
+                Some(p) => format!(" ({})", crate::model::label(p, self.virt())),
                 None => String::new(),
             }
         )

@@ -34,7 +34,7 @@ impl Results {
         if let Some(p) = &self.model_profile {
             s += &format!(
                 "modelled: cycles per call from the model plugin ({}); the other columns are {}\n",
-                crate::model::label(p, self.model_virt),
+                crate::model::label(p, self.virt()),
                 self.unit
             );
         }

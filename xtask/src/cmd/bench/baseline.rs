@@ -116,8 +116,22 @@ pub(super) fn load_baseline(out: &Path, name: &str) -> Result<Baseline> {
         .join(format!("{}.json", baseline_name(name)?));
     let text = std::fs::read_to_string(&p)
         .with_context(|| format!("no saved baseline {name:?} ({})", p.display()))?;
-    serde_json::from_str::<Baseline>(&text)
-        .with_context(|| format!("{} is not a baseline file", p.display()))
+    parse_baseline(&text).with_context(|| format!("{} is not a baseline file", p.display()))
+}
+
+/// A baseline file's text.
+fn parse_baseline(text: &str) -> Result<Baseline> {
+    Ok(serde_json::from_str::<Baseline>(text)?)
+}
+
+/// What `bench --baseline` does with a saved baseline's text before it
+/// compares: reads it and checks it against this run's provenance (`now`,
+/// or the baseline's own where `None`), giving what differs. For the fuzz
+/// target, which has no saved baselines and no run.
+pub(crate) fn read_and_check(text: &str, now: Option<&Provenance>) -> Result<Vec<String>> {
+    let b = parse_baseline(text)?;
+    let own = b.provenance.clone().unwrap_or_default();
+    check_baseline(&b, now.unwrap_or(&own))
 }
 
 /// A baseline compares with this run only on the same clock, accelerator,

@@ -130,7 +130,7 @@ pub(super) fn boot_interleaved(
                     profile: r
                         .model_profile
                         .as_ref()
-                        .map(|p| crate::model::label(p, r.model_virt))
+                        .map(|p| crate::model::label(p, r.virt()))
                         .unwrap_or_default(),
                 });
             for (k, val) in compare::metrics_of(&r) {

@@ -20,7 +20,7 @@ use std::time::Instant;
 use abi::model::chase::{SETS, STRIDE};
 use anyhow::{bail, ensure, Context, Result};
 
-use crate::cmd::test_boot_args;
+use crate::cmd::{test_boot_args, VirtArg};
 use crate::kbuild::{self, Artifacts};
 use crate::machine::{BootLog, Clock, Machine};
 use crate::model;
@@ -49,8 +49,21 @@ fn boot_on(
     profile: &str,
     cpus: u32,
 ) -> Result<(BootLog, String, Results)> {
+    boot_virt(art, dir, words, profile, cpus, None)
+}
+
+/// [`boot_on`] under a hypervisor (`--virt shadow|ept`) or bare (`None`).
+fn boot_virt(
+    art: &Artifacts,
+    dir: &Path,
+    words: &str,
+    profile: &str,
+    cpus: u32,
+    virt: Option<VirtArg>,
+) -> Result<(BootLog, String, Results)> {
     let mut a = test_boot_args(None);
     a.smp = cpus;
+    a.virt = virt;
     a.clock = Some(Clock::Model);
     a.profile = Some(profile.to_string());
     a.timeout = 300;
@@ -441,6 +454,66 @@ fn locks_across(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
 
 /// `cargo xtask run --clock model --profile <unknown>` fails before booting
 /// and names the known profiles.
+/// forktest (`pmap=apte`, 1 CPU) bare, under shadow paging and under
+/// EPT: the same instructions, TLB flushes and misses in all three. Shadow
+/// paging pays a VM exit on every flush (a CR3 write or an invlpg) and
+/// walks as the bare machine does; EPT exits on neither, but every TLB miss
+/// walks `ept_walk` instead of `walk`. So over the bare figure shadow adds
+/// vmexit x flushes and EPT (ept_walk - walk) x misses, each within 2%
+/// (the figures are medians over batches, each its own).
+fn forktest_virt(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
+    let words = "mode=run prog=forktest fork=cow fork_pages=64 batches=4 pmap=apte";
+    let name = abi::report::names::FORKTEST_FORK_EXIT;
+    let under = |virt: Option<VirtArg>| -> Result<(model::ModelFigures, Results)> {
+        let (_, _, r) = boot_virt(art, dir, words, profile, 1, virt)?;
+        let f = r
+            .bench(name)
+            .and_then(|b| b.model.clone())
+            .with_context(|| format!("{virt:?}: no modelled {name}"))?;
+        Ok((f, r))
+    };
+    let (bare, r) = under(None)?;
+    let (shadow, _) = under(Some(VirtArg::Shadow))?;
+    let (ept, re) = under(Some(VirtArg::Ept))?;
+    ensure!(
+        re.virt() == model::Virt::Ept && re.model_virt,
+        "the EPT boot's results do not say EPT"
+    );
+    let close = |a: f64, b: f64, tol: f64| (a - b).abs() <= tol * b.abs().max(1.0);
+    for (what, f) in [("shadow", &shadow), ("ept", &ept)] {
+        ensure!(
+            close(f.insns, bare.insns, 0.01)
+                && close(f.tlb_flushes, bare.tlb_flushes, 0.01)
+                && close(f.tlb_misses, bare.tlb_misses, 0.01),
+            "{what}: {} instructions, {} flushes, {} misses per round against bare's {}, {}, {}: the guest did not do the same",
+            f.insns, f.tlb_flushes, f.tlb_misses, bare.insns, bare.tlb_flushes, bare.tlb_misses
+        );
+    }
+    let (vmexit, walk, ept_walk) = (
+        param(&r, "vmexit")? as f64,
+        param(&r, "walk")? as f64,
+        param(&r, "ept_walk")? as f64,
+    );
+    let shadow_extra = shadow.cycles - bare.cycles;
+    let exits = vmexit * shadow.tlb_flushes;
+    ensure!(
+        close(shadow_extra, exits, 0.02),
+        "shadow paging adds {shadow_extra:.0} cycles per round over bare; {} flushes x {vmexit} (its VM exits) is {exits:.0}",
+        shadow.tlb_flushes
+    );
+    let ept_extra = ept.cycles - bare.cycles;
+    let walks = (ept_walk - walk) * ept.tlb_misses;
+    ensure!(
+        ept.tlb_misses > 0.0 && close(ept_extra, walks, 0.02),
+        "EPT adds {ept_extra:.0} cycles per round over bare; {} misses x ({ept_walk} - {walk}) (its two-dimensional walks, no VM exit) is {walks:.0}",
+        ept.tlb_misses
+    );
+    Ok(format!(
+        "{profile}: bare {:.0}, shadow {:.0} ({:.0} flushes exit), EPT {:.0} ({:.0} misses walk {ept_walk} instead of {walk}) cycles per round",
+        bare.cycles, shadow.cycles, shadow.tlb_flushes, ept.cycles, ept.tlb_misses
+    ))
+}
+
 fn unknown_profile_refused(root: &Path) -> Result<()> {
     let t = Instant::now();
     let (ok, out, err) = xtask(
@@ -628,6 +701,12 @@ pub fn self_tests(
         let name = format!("model: locks on 2 CPUs under {p}: user counters in one line move between the caches, 64 and 128 bytes apart not after warm-up; the sleep/wakeup round trip across CPUs moves a line on every one, the hand-off on some");
         if wanted(&name) {
             out.push(run(name, &|| locks_across(art, dir, p)));
+        }
+    }
+    for p in ["p4", model::DEFAULT_PROFILE] {
+        let name = format!("model: forktest under {p}, bare, --virt shadow and --virt ept: the same guest work; shadow paging's extra cycles are a VM exit per TLB flush, EPT's none but a two-dimensional walk per TLB miss");
+        if wanted(&name) {
+            out.push(run(name, &|| forktest_virt(art, dir, p)));
         }
     }
     let name = "model: two boots give byte-identical records and plugin files; the model counts the instructions icount does".to_string();

@@ -57,6 +57,31 @@ fn forktest_figure(log: &BootLog, r: &[Record], cpus: &[u32]) -> Result<(), Stri
             b.cpus
         ));
     }
+    // On several CPUs: each CPU's rounds while CPU 0 was timed, CPU 0's
+    // exactly its timed rounds; the others' are what QEMU's turns let them
+    // do, and a figure CPU 0 did nearly alone is flagged as its own.
+    match (&b.share, cpus.len()) {
+        (None, 1) => {}
+        (Some(_), 1) => return Err("forktest on 1 CPU reports a share".into()),
+        (None, _) => return Err("forktest on several CPUs: no share record".into()),
+        (Some(s), n) => {
+            let timed = b.batch_size * b.samples.len() as u64;
+            if s.work != "rounds" || s.per_cpu.len() != n || s.per_cpu[0] != timed {
+                return Err(format!(
+                    "forktest's share {:?} of {}: expected {n} CPUs, CPU 0's {timed} timed rounds first",
+                    s.per_cpu, s.work
+                ));
+            }
+            let total: u64 = s.per_cpu.iter().sum();
+            let flagged = s.per_cpu[0] as f64 >= crate::results::ONE_CPU_SHARE * total as f64;
+            if flagged != (s.one_cpu == Some(0)) {
+                return Err(format!(
+                    "forktest's share {:?}: the one-CPU flag is {:?}",
+                    s.per_cpu, s.one_cpu
+                ));
+            }
+        }
+    }
     Ok(())
 }
 

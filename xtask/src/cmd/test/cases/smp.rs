@@ -434,6 +434,7 @@ pub(super) fn smp_check_on(
     ] {
         has_bench(&res, b, SMP_BATCHES, Measure::PerOp)?;
     }
+    smp_shares(&res, n.parse().map_err(|_| format!("{n} CPUs?"))?)?;
     let cross: Vec<_> = report::of_kind(r, kind::TEST).collect();
     if cross.len() != 2 || cross.iter().any(|t| t.get("result") != Some("pass")) {
         return Err(format!(
@@ -445,6 +446,68 @@ pub(super) fn smp_check_on(
         ));
     }
     contains(log, note)
+}
+
+/// Every multi-CPU figure of `mode=smp` on `n` CPUs names the CPUs it
+/// ran on and carries each CPU's share of its work, exactly the work each
+/// CPU did: the fixed per-CPU loops (false sharing, the line distances)
+/// an equal count on every CPU, the ping-pong one hand-off per round trip
+/// on each of CPUs 0 and 1, the shootdown one IPI sent on CPU 0 and taken
+/// on CPU 1 each; the local TLB figures (CPU 0 alone) none.
+fn smp_shares(res: &Results, n: usize) -> Result<(), String> {
+    // (figure, its CPUs, what is counted, whether every CPU of the figure
+    // does the whole batch's work divided among them or each a batch's).
+    let every: Vec<u32> = (0..n as u32).collect();
+    let mut want: Vec<(String, &[u32], &str, bool)> = Vec::new();
+    for layout in abi::report::names::LAYOUTS {
+        want.push((
+            format!("smp.false_sharing.{layout}"),
+            &every,
+            "lock_pairs",
+            true,
+        ));
+    }
+    for key in ["same", "adjacent", "page"] {
+        want.push((format!("smp.lines.{key}"), &every, "writes", true));
+    }
+    want.push(("smp.pingpong".into(), &[0, 1], "handoffs", false));
+    want.push(("smp.tlb.shootdown".into(), &[0, 1], "shootdowns", false));
+    for (name, cpus, work, divided) in &want {
+        let b = res.bench(name).ok_or_else(|| format!("no {name}"))?;
+        if b.cpus != *cpus {
+            return Err(format!(
+                "{name} ran on CPUs {:?}, expected {cpus:?}",
+                b.cpus
+            ));
+        }
+        // A batch's operations (its bench record's batch size), over every
+        // batch: all CPUs' together where the batch divides among them.
+        let per_batch = if *divided {
+            b.batch_size / cpus.len() as u64
+        } else {
+            b.batch_size
+        };
+        let each = per_batch * b.samples.len() as u64;
+        let expected: Vec<u64> = (0..n as u32)
+            .map(|c| if cpus.contains(&c) { each } else { 0 })
+            .collect();
+        let s = b
+            .share
+            .as_ref()
+            .ok_or_else(|| format!("{name}: no share record"))?;
+        if s.work != *work || s.per_cpu != expected || s.one_cpu.is_some() {
+            return Err(format!(
+                "{name}: share {:?} of {} (one CPU: {:?}), expected {expected:?} of {work}",
+                s.per_cpu, s.work, s.one_cpu
+            ));
+        }
+    }
+    for name in ["smp.tlb.invlpg", "smp.tlb.cr3"] {
+        if res.bench(name).is_some_and(|b| b.share.is_some()) {
+            return Err(format!("{name} is CPU 0's alone, yet carries a share"));
+        }
+    }
+    Ok(())
 }
 
 /// The line starting with `header` is followed at once by lines starting

@@ -1,0 +1,201 @@
+//! Entry points for the fuzz targets (`fuzz/fuzz_targets/*.rs`): each runs
+//! one reader of untrusted text the way a command runs it, on bytes instead
+//! of files, and says whether the input was read (the targets ignore it; the
+//! tests below hold every seed to it). A reader may refuse its input (an
+//! error is the right answer to most inputs); what a target catches is a
+//! panic, a hang or an allocation without bound.
+//!
+//! Inputs that carry more than one file (a log and its model file, several
+//! results files, ministat's options and data) separate them with a NUL
+//! byte, which none of these texts holds.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::Path;
+
+use crate::cmd::bench::baseline::{self, Provenance};
+use crate::cmd::{import, table};
+use crate::{lava, model, report, results};
+
+/// The NUL-separated parts of a fuzz input, each as text (lossy, as
+/// `import` reads a log). At most `max` parts; the last takes the rest.
+fn parts(data: &[u8], max: usize) -> Vec<String> {
+    data.splitn(max, |&b| b == 0)
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect()
+}
+
+/// What a run's results are turned into on the way out: the table, the
+/// model's table, the JSON, the metrics.
+fn render(r: &results::Results) {
+    let _ = r.table();
+    let _ = model::table(r);
+    let _ = r.to_json();
+    let _ = r.metrics();
+    let _ = r.metric_info();
+}
+
+/// The serial record parser: the kernel's check of a user record body
+/// (`abi::report::check_user_record`), the unescaping of values, and
+/// xtask's reading of a log's records into a run's results.
+pub fn records(data: &[u8]) -> bool {
+    let _ = abi::report::check_user_record(data);
+    let text = String::from_utf8_lossy(data);
+    let _ = abi::report::unescape(&text, &mut |_| {});
+    let Ok(records) = report::parse_log(&text) else {
+        return false;
+    };
+    let _ = model::spans(&records);
+    match results::Results::from_records(&records, "fuzz", results::IMPORT_SOURCE) {
+        Ok(r) => {
+            render(&r);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// `cargo xtask import LOG [--model FILE]`: the log, then (after a NUL)
+/// the model plugin's file when there is one. A LAVA job's log is read as
+/// `import` reads one, with the part after the NUL as `--lava-results`.
+pub fn import(data: &[u8]) -> bool {
+    let p = parts(data, 2);
+    let (log, second) = (&p[0], p.get(1).map(String::as_str));
+    if lava::log::is_lava_log(log) {
+        let lab = lava::Lab {
+            device: "fuzz".into(),
+            device_type: "qemu".into(),
+            job: "1".into(),
+        };
+        return match import::from_lava(log, second, lab, "fuzz") {
+            Ok(r) => {
+                render(&r);
+                true
+            }
+            Err(_) => false,
+        };
+    }
+    if let Some(cases) = lava::log::results_file(log) {
+        let _ = lava::log::verdict(&cases);
+        let _ = lava::log::figures(&cases);
+        return false;
+    }
+    let model = second.map(|t| (Path::new("model.txt"), t));
+    match import::from_serial(log, Path::new("serial.log"), model, "fuzz") {
+        Ok((r, _)) => {
+            render(&r);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// The model plugin's file reader (`model::parse_file`), and its figures
+/// merged into the boot whose serial log is `log` (a real model boot's, so
+/// that a file close to a real one reaches the arithmetic).
+pub fn model_file(data: &[u8], log: &str) -> bool {
+    let text = String::from_utf8_lossy(data);
+    let Ok(file) = model::parse_file(&text) else {
+        return false;
+    };
+    let _ = model::merge_log(log, &file);
+    let Ok(mut r) = results::Results::from_log(log, "fuzz", results::IMPORT_SOURCE) else {
+        return false;
+    };
+    if model::apply(&mut r, log, &file).is_err() {
+        return false;
+    }
+    render(&r);
+    true
+}
+
+/// The results JSON readers: `cargo xtask table` on up to four files
+/// (results files and bench exports, NUL-separated), and each part read as
+/// a saved baseline of `bench --baseline`.
+pub fn results_json(data: &[u8]) -> bool {
+    let texts: Vec<(String, String)> = parts(data, 4)
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| (format!("file{i}.json"), t))
+        .collect();
+    let mut read = false;
+    for (_, t) in &texts {
+        let _ = baseline::read_and_check(t, Some(&Provenance::default()));
+        read |= baseline::read_and_check(t, None).is_ok();
+        if let Ok(r) = results::Results::parse(t) {
+            render(&r);
+        }
+    }
+    if let Ok((rs, exports)) = table::from_texts(&texts, true) {
+        read = true;
+        if !rs.is_empty() {
+            let _ = table::speedup_rows(&rs, None, &[]);
+        }
+        let _ = table::export_rows(&exports, None, &[]);
+    }
+    read
+}
+
+/// `cargo xtask ministat`: the first line holds the words after `ministat`
+/// (options and file names, split at white space); the rest, split at NUL
+/// bytes, is standard input and then the files named `1`, `2`, ... (any
+/// other name does not exist).
+pub fn ministat(data: &[u8]) -> bool {
+    let (head, rest) = match data.iter().position(|&b| b == b'\n') {
+        Some(at) => (&data[..at], &data[at + 1..]),
+        None => (data, &[][..]),
+    };
+    let words: Vec<OsString> = String::from_utf8_lossy(head)
+        .split_whitespace()
+        .map(OsString::from)
+        .collect();
+    let inputs: Vec<Vec<u8>> = rest.split(|&b| b == 0).map(<[u8]>::to_vec).collect();
+    let mut open = |name: Option<&std::ffi::OsStr>| -> io::Result<Box<dyn io::BufRead>> {
+        let i = match name {
+            None => 0,
+            Some(n) => n
+                .to_str()
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|&i| i > 0 && i < inputs.len())
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?,
+        };
+        Ok(Box::new(io::Cursor::new(inputs[i].clone())))
+    };
+    crate::ministat::execute_words(words, 74, &mut open).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `data` through `target` (the model file's target with the
+    /// seeds' serial log).
+    fn run(target: &str, data: &[u8]) -> bool {
+        let root = crate::kbuild::root().join("fuzz/seeds");
+        match target {
+            "records" => records(data),
+            "import" => import(data),
+            "model_file" => {
+                let log = std::fs::read_to_string(root.join("model_file.serial.log")).unwrap();
+                model_file(data, &log)
+            }
+            "results_json" => results_json(data),
+            "ministat" => ministat(data),
+            _ => panic!("no target {target}"),
+        }
+    }
+
+    /// Every seed is read by its target: the seeds stay real inputs as
+    /// the formats change (a seed that is refused fuzzes only the refusal).
+    #[test]
+    fn every_seed_is_read_by_its_target() {
+        let root = crate::kbuild::root().join("fuzz/seeds");
+        for (t, _) in crate::cmd::fuzz::TARGETS {
+            for e in std::fs::read_dir(root.join(t)).unwrap() {
+                let p = e.unwrap().path();
+                let data = std::fs::read(&p).unwrap();
+                assert!(run(t, &data), "{t}: seed {} is refused", p.display());
+            }
+        }
+    }
+}
