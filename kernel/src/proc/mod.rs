@@ -129,6 +129,9 @@ pub struct UserMem {
     pub read: fn(ptr: u32, dst: &mut [u8]) -> Result<(), i32>,
     /// Copies `src` to user memory at `ptr`, or `EFAULT`.
     pub write: fn(ptr: u32, src: &[u8]) -> Result<(), i32>,
+    /// Whether `len` bytes at `ptr` may be read (`false`) or written
+    /// (`true`) by ring 3, or `EFAULT`.
+    pub check: fn(ptr: u32, len: u32, write: bool) -> Result<(), i32>,
 }
 
 /// How many processes have a caught signal pending: the one word the way
@@ -158,7 +161,10 @@ pub fn set_pending(i: usize, bits: u32) {
 static INTERRUPTIBLE: BootCell<[bool; MAX_THREADS]> = BootCell::new([false; MAX_THREADS]);
 
 fn interruptible() -> &'static mut [bool; MAX_THREADS] {
-    debug_assert!(sched::held_here(), "interruptible sleepers without the scheduler lock");
+    debug_assert!(
+        sched::held_here(),
+        "interruptible sleepers without the scheduler lock"
+    );
     // SAFETY: (s) held (asserted), as for the table.
     unsafe { INTERRUPTIBLE.get_mut() }
 }

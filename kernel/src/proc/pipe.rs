@@ -19,9 +19,11 @@
 //! - Readers sleep on the pipe's read channel and writers on its write
 //!   channel; each side wakes the other after it moved bytes, with the
 //!   sleepqueues' wake-up, which sends a reschedule IPI to a sleeper's CPU.
-//! - User memory is copied with the caller's `UserMem` (checked each time,
-//!   after any sleep: the buffer may have changed meanwhile); a bad buffer
-//!   is `-EFAULT` before any byte moved.
+//! - User memory is copied with the caller's `UserMem`: the whole buffer
+//!   is checked first (`-EFAULT` before anything moves or waits), and each
+//!   copy checks its piece again (after a sleep the buffer may have been
+//!   unmapped by another thread); a piece that fails ends the call with
+//!   the count moved so far.
 //!
 //! Locking key:
 //!   (s) the scheduler lock: the pool, every pipe, every descriptor table.
@@ -231,6 +233,7 @@ pub fn read(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
     if len == 0 {
         return Ok(0);
     }
+    (mem.check)(buf, len, true)?;
     let k = e.pipe as usize;
     loop {
         let p = pipes().pipes[k];
@@ -266,6 +269,7 @@ pub fn write(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
     if !e.write {
         return Err(errno::EBADF);
     }
+    (mem.check)(buf, len, false)?;
     let k = e.pipe as usize;
     let atomic = len as usize <= PIPE_BUF;
     let mut done = 0usize;

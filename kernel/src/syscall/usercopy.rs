@@ -115,4 +115,5 @@ pub fn copy_out(ptr: u32, src: &[u8]) -> Result<(), i32> {
 pub const USER_MEM: crate::proc::UserMem = crate::proc::UserMem {
     read: copy_in,
     write: copy_out,
+    check: |ptr, len, write| check(ptr, len, if write { Access::Write } else { Access::Read }),
 };
