@@ -226,6 +226,8 @@ pub fn dup2(old: u32, new: u32) -> Result<u32, i32> {
 /// `read(fd, buf, len)` on a pipe descriptor: the count, or an errno.
 pub fn read(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
     let _g = sched::locked();
+    // The buffer first, as for the fixed descriptors.
+    (mem.check)(buf, len, true)?;
     let e = end_of(me(), fd).ok_or(errno::EBADF)?;
     if e.write {
         return Err(errno::EBADF);
@@ -233,7 +235,6 @@ pub fn read(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
     if len == 0 {
         return Ok(0);
     }
-    (mem.check)(buf, len, true)?;
     let k = e.pipe as usize;
     loop {
         let p = pipes().pipes[k];
@@ -265,11 +266,11 @@ pub fn read(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
 /// `write(fd, buf, len)` on a pipe descriptor: the count, or an errno.
 pub fn write(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
     let _g = sched::locked();
+    (mem.check)(buf, len, false)?;
     let e = end_of(me(), fd).ok_or(errno::EBADF)?;
     if !e.write {
         return Err(errno::EBADF);
     }
-    (mem.check)(buf, len, false)?;
     let k = e.pipe as usize;
     let atomic = len as usize <= PIPE_BUF;
     let mut done = 0usize;

@@ -102,9 +102,14 @@ pub fn post_self(sig: u32) {
     }
 }
 
+/// Whether `sigaction` takes `sig`: a signal number, not SIGKILL.
+pub fn catchable(sig: u32) -> bool {
+    sig != 0 && sig < NSIG && sig != SIGKILL
+}
+
 /// `sigaction(sig, handler)` for the running process: the old handler.
 pub fn sigaction(sig: u32, handler: u32) -> Result<u32, i32> {
-    if sig == 0 || sig >= NSIG || sig == SIGKILL {
+    if !catchable(sig) {
         return Err(errno::EINVAL);
     }
     let _g = sched::locked();

@@ -73,10 +73,14 @@ pub extern "fastcall" fn sys_kill(r: &mut Regs) {
     r.eax = v;
 }
 
-/// `sigaction(sig, handler, old)`: `old` is checked before anything
-/// changes.
+/// `sigaction(sig, handler, old)`: the signal (`EINVAL`), then `old` and
+/// the handler (`EFAULT`) are checked before anything changes.
 pub extern "fastcall" fn sys_sigaction(r: &mut Regs) {
     let (sig, handler, old) = (r.ebx, r.ecx, r.edx);
+    if !signal::catchable(sig) {
+        r.eax = err(abi::syscall::errno::EINVAL);
+        return;
+    }
     if old != 0 {
         if let Err(e) = usercopy::check(old, 4, usercopy::Access::Write) {
             r.eax = err(e);
