@@ -824,7 +824,11 @@ pub const FAULT_CASES: &[Case] = &[
     ),
     case(
         "kill to pid 0 (EINVAL)",
-        call(nr::KILL, [0, crate::syscall::sig::SIGTERM, 0], Pointer::Null),
+        call(
+            nr::KILL,
+            [0, crate::syscall::sig::SIGTERM, 0],
+            Pointer::Null,
+        ),
         Expect::Errno(errno::EINVAL),
     ),
     case(

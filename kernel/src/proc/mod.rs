@@ -157,10 +157,13 @@ pub fn set_pending(i: usize, bits: u32) {
     p.pending = bits;
 }
 
-/// Thread slots asleep in a wait a signal may cut short ([`sleep_interruptible`]). (s)
-static INTERRUPTIBLE: BootCell<[bool; MAX_THREADS]> = BootCell::new([false; MAX_THREADS]);
+/// Per thread slot, the tid of the thread asleep there in a wait a signal
+/// may cut short ([`sleep_interruptible`]), 0 for none: a tid, not a flag,
+/// so a slot whose thread was stopped asleep (its process ended) says
+/// nothing about the slot's next thread. (s)
+static INTERRUPTIBLE: BootCell<[u32; MAX_THREADS]> = BootCell::new([0; MAX_THREADS]);
 
-fn interruptible() -> &'static mut [bool; MAX_THREADS] {
+fn interruptible() -> &'static mut [u32; MAX_THREADS] {
     debug_assert!(
         sched::held_here(),
         "interruptible sleepers without the scheduler lock"
@@ -194,14 +197,14 @@ pub fn sleep_interruptible(chan: u32, timeout: u64) -> Woken {
         return Woken::Interrupted;
     }
     let t = sched::current_index();
-    interruptible()[t] = true;
+    interruptible()[t] = sched::thread(t).tid;
     let done = if chan == 0 {
         sched::nap(timeout);
         true
     } else {
         sleepqueue::sleep(chan, timeout)
     };
-    interruptible()[t] = false;
+    interruptible()[t] = 0;
     if signals(me).pending != 0 {
         return Woken::Interrupted;
     }
@@ -223,7 +226,7 @@ pub fn post_caught(i: usize, sig: u32) {
             continue;
         }
         match th.state {
-            sched::State::Sleeping if interruptible()[t] => {
+            sched::State::Sleeping if interruptible()[t] == th.tid => {
                 sleepqueue::remove_waiter(t);
                 sched::thread(t).deadline = 0;
                 sched::make_ready(t);
@@ -556,7 +559,7 @@ pub fn reset() {
         (h.reset)();
     }
     SIGNALLED.store(0, Ordering::Relaxed);
-    *interruptible() = [false; MAX_THREADS];
+    *interruptible() = [0; MAX_THREADS];
     // SAFETY: (s) held by the caller (as `table` asserts below).
     unsafe { *SIGNALS.get_mut() = [NO_SIGNALS; MAX_PROCS] };
     let t = table();
