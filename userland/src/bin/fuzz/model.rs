@@ -302,7 +302,8 @@ impl Model {
                         if kind.writable() {
                             p = READ_ONLY.as_ptr() as u32;
                         }
-                        (p, true)
+                        // A null pointer is "no old handler", not a bad one.
+                        (p, p != 0)
                     }
                 };
                 args[2] = old;
