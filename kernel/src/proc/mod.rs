@@ -71,10 +71,14 @@ pub struct Signals {
     /// `sigaction`'s handler per signal: `SIG_DFL`, `SIG_IGN` or a user
     /// address. Copied by fork.
     pub handlers: [u32; sig::NSIG as usize],
+    /// Some handler is not `SIG_DFL`: only then do fork and a new process
+    /// copy or reset the handlers (the fork experiment's path stays short).
+    pub changed: bool,
 }
 
 const NO_SIGNALS: Signals = Signals {
     pending: 0,
+    changed: false,
     handlers: [sig::SIG_DFL; sig::NSIG as usize],
 };
 
@@ -317,7 +321,9 @@ fn take_slot() -> Option<usize> {
         ..EMPTY
     };
     set_pending(i, 0);
-    *signals(i) = NO_SIGNALS;
+    if signals(i).changed {
+        *signals(i) = NO_SIGNALS;
+    }
     Some(i)
 }
 
@@ -384,7 +390,12 @@ pub fn fork(frame: &EntryFrame) -> Result<Pid, i32> {
     c.parent = parent;
     c.threads = 1;
     c.name = get(parent).name;
-    signals(child).handlers = signals(parent).handlers;
+    if signals(parent).changed {
+        *signals(child) = Signals {
+            pending: 0,
+            ..*signals(parent)
+        };
+    }
     if let Some(h) = hooks() {
         (h.fork)(parent, child);
     }

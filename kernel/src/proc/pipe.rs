@@ -68,6 +68,9 @@ struct Pipes {
     pipes: [Pipe; MAX_PIPES],
     /// Each process slot's pipe descriptors (`FIRST_PIPE + index`).
     fds: [[Option<End>; PIPE_FDS as usize]; MAX_PROCS],
+    /// Each process slot's open descriptors, one bit each: fork and exit
+    /// skip a process without any (the fork experiment's path).
+    used: [u32; MAX_PROCS],
     /// Pipes still open when the last task ended (the leak test wants 0).
     left_at_reset: u32,
 }
@@ -75,8 +78,20 @@ struct Pipes {
 static PIPES: BootCell<Pipes> = BootCell::new(Pipes {
     pipes: [FREE; MAX_PIPES],
     fds: [[None; PIPE_FDS as usize]; MAX_PROCS],
+    used: [0; MAX_PROCS],
     left_at_reset: 0,
 });
+
+/// Descriptor slot `k` of process `i` now holds `e` (or nothing).
+fn set_fd(i: usize, k: usize, e: Option<End>) -> Option<End> {
+    let t = pipes();
+    if e.is_some() {
+        t.used[i] |= 1 << k;
+    } else {
+        t.used[i] &= !(1 << k);
+    }
+    core::mem::replace(&mut t.fds[i][k], e)
+}
 
 fn pipes() -> &'static mut Pipes {
     debug_assert!(sched::held_here(), "pipes without the scheduler lock");
@@ -177,16 +192,15 @@ pub fn pipe(fds: u32, mem: &UserMem) -> Result<(), i32> {
             write: true,
         },
     );
-    t.fds[me][r] = Some(re);
-    t.fds[me][w] = Some(we);
+    set_fd(me, r, Some(re));
+    set_fd(me, w, Some(we));
     let (rfd, wfd) = (FIRST_PIPE + r as u32, FIRST_PIPE + w as u32);
     let mut out = [0u8; 8];
     out[..4].copy_from_slice(&rfd.to_le_bytes());
     out[4..].copy_from_slice(&wfd.to_le_bytes());
     if let Err(e) = (mem.write)(fds, &out) {
-        let t = pipes();
-        t.fds[me][r] = None;
-        t.fds[me][w] = None;
+        set_fd(me, r, None);
+        set_fd(me, w, None);
         drop_ref(re);
         drop_ref(we);
         return Err(e);
@@ -199,7 +213,7 @@ pub fn close(fd: u32) -> Result<(), i32> {
     let _g = sched::locked();
     let me = me();
     let e = end_of(me, fd).ok_or(errno::EBADF)?;
-    pipes().fds[me][(fd - FIRST_PIPE) as usize] = None;
+    set_fd(me, (fd - FIRST_PIPE) as usize, None);
     drop_ref(e);
     Ok(())
 }
@@ -217,7 +231,7 @@ pub fn dup2(old: u32, new: u32) -> Result<u32, i32> {
         return Ok(new);
     }
     take_ref(e);
-    if let Some(was) = pipes().fds[me][slot].replace(e) {
+    if let Some(was) = set_fd(me, slot, Some(e)) {
         drop_ref(was);
     }
     Ok(new)
@@ -324,6 +338,10 @@ pub fn write(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
 /// `fork`: the child's descriptors are the parent's (hook).
 pub fn fork(parent: usize, child: usize) {
     let t = pipes();
+    t.used[child] = t.used[parent];
+    if t.used[parent] == 0 {
+        return;
+    }
     t.fds[child] = t.fds[parent];
     for e in t.fds[child].into_iter().flatten() {
         take_ref(e);
@@ -332,6 +350,10 @@ pub fn fork(parent: usize, child: usize) {
 
 /// A process ended: its descriptors close (hook).
 pub fn exit(i: usize) {
+    if pipes().used[i] == 0 {
+        return;
+    }
+    pipes().used[i] = 0;
     let fds = core::mem::replace(&mut pipes().fds[i], [None; PIPE_FDS as usize]);
     for e in fds.into_iter().flatten() {
         drop_ref(e);
@@ -350,6 +372,7 @@ pub fn reset() {
         *p = FREE;
     }
     t.fds = [[None; PIPE_FDS as usize]; MAX_PROCS];
+    t.used = [0; MAX_PROCS];
     t.left_at_reset = left;
 }
 

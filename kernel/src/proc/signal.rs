@@ -116,6 +116,7 @@ pub fn sigaction(sig: u32, handler: u32) -> Result<u32, i32> {
     let me = super::current().ok_or(errno::EINVAL)?;
     let p = super::signals(me);
     let old = core::mem::replace(&mut p.handlers[sig as usize], handler);
+    p.changed |= handler != SIG_DFL;
     // A pending signal that is no longer caught is dropped (POSIX: setting
     // SIG_IGN discards it; here SIG_DFL too, since a default action that
     // ends the process is taken when the signal is posted).
