@@ -640,22 +640,23 @@ extern "C" fn catch(s: u32) {
 fn interrupted(fds: u32) -> i32 {
     let (r, w) = (fds & 0xffff, fds >> 16);
     let _ = sys::close(w);
-    CAUGHT.store(0, Ordering::Relaxed);
-    if sys::sigaction(sig::SIGUSR1, Handler::Catch(catch)).is_err() {
-        return 1;
-    }
+    // The handler came with fork (the parent installed it first), so no
+    // signal can find the default action. A signal that comes before the
+    // read blocks runs the handler there; the parent keeps sending until
+    // this process ends, so a later one interrupts the read.
     let mut b = [0u8; 4];
-    // The parent holds the write end open and writes nothing: only the
+    // The parent holds the write end open and writes nothing: only a
     // signal ends this read.
     if sys::read(r, &mut b) != Err(errno::EINTR) {
         return 2;
     }
-    if CAUGHT.load(Ordering::Relaxed) != 1 || LAST_SIG.load(Ordering::Relaxed) != sig::SIGUSR1 {
+    let caught = CAUGHT.load(Ordering::Relaxed);
+    if caught == 0 || LAST_SIG.load(Ordering::Relaxed) != sig::SIGUSR1 {
         return 3;
     }
-    // And a sleep.
+    // And a sleep (long: only a signal ends it in time).
     let slept = sys::call(Mechanism::Int80, nr::SLEEP, [100_000, 0, 0, 0, 0, 0]);
-    if abi_decode(slept) != Err(errno::EINTR) || CAUGHT.load(Ordering::Relaxed) != 2 {
+    if abi_decode(slept) != Err(errno::EINTR) || CAUGHT.load(Ordering::Relaxed) <= caught {
         return 4;
     }
     0
@@ -664,21 +665,37 @@ fn interrupted(fds: u32) -> i32 {
 fn signal_interrupts_read(info: &userland::abi::syscall::CpuInfo) -> Result<(), &'static str> {
     let (r, w) = sys::pipe().map_err(|_| "pipe failed")?;
     let far = far_cpu(info);
-    let pid = spawn_child(move || run_on(far, interrupted, r | w << 16))?;
+    CAUGHT.store(0, Ordering::Relaxed);
+    sys::sigaction(sig::SIGUSR1, Handler::Catch(catch)).map_err(|_| "sigaction failed")?;
+    let pid = spawn_child(move || run_on(far, interrupted, r | w << 16));
+    // Pid 1 takes its own SIGUSR1 by default again (which ignores it).
+    let _ = sys::sigaction(sig::SIGUSR1, Handler::Default);
+    let pid = pid?;
     let _ = sys::close(r);
-    for _ in 0..2 {
+    let mut code = Err("the child did not end after 200 signals");
+    for _ in 0..200 {
         threads::sleep(5);
         if sys::kill(pid, sig::SIGUSR1).is_err() {
-            return Err("kill failed");
+            code = Err("kill failed");
+            break;
+        }
+        match sys::waitpid(pid as i32, wait::WNOHANG) {
+            Ok((0, _)) => {}
+            Ok((_, status)) => {
+                code = wait::exit_code(status).ok_or("the child did not exit");
+                break;
+            }
+            Err(_) => {
+                code = Err("waitpid failed");
+                break;
+            }
         }
     }
-    let code = exit_code_of(pid);
     let _ = sys::close(w);
     match code? {
         0 => Ok(()),
-        1 => Err("sigaction failed"),
         2 => Err("the read was not interrupted with EINTR"),
-        3 => Err("the handler did not run once with SIGUSR1"),
+        3 => Err("the handler did not run with SIGUSR1 before the read returned"),
         4 => Err("the sleep was not interrupted with EINTR after the handler"),
         _ => Err("the reader could not run on the other CPU"),
     }
@@ -746,7 +763,6 @@ fn spin_until_killed(_: u32) -> i32 {
     if sys::sigaction(sig::SIGKILL, Handler::Catch(catch)) != Err(errno::EINVAL) {
         return 1;
     }
-    let _ = sys::sigaction(sig::SIGTERM, Handler::Ignore);
     STOP.store(0, Ordering::Relaxed);
     loop {
         SPINS.fetch_add(1, Ordering::Relaxed);
@@ -756,7 +772,11 @@ fn spin_until_killed(_: u32) -> i32 {
 
 fn sigkill(info: &userland::abi::syscall::CpuInfo) -> Result<(), &'static str> {
     let far = far_cpu(info);
-    let pid = spawn_child(move || run_on(far, spin_until_killed, 0))?;
+    // SIGTERM ignored from the start: the child inherits it with fork.
+    sys::sigaction(sig::SIGTERM, Handler::Ignore).map_err(|_| "sigaction failed")?;
+    let pid = spawn_child(move || run_on(far, spin_until_killed, 0));
+    let _ = sys::sigaction(sig::SIGTERM, Handler::Default);
+    let pid = pid?;
     threads::sleep(5);
     // Ignored, then killed.
     if sys::kill(pid, sig::SIGTERM).is_err()
