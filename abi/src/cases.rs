@@ -1200,6 +1200,32 @@ pub const FAULT_CASES: &[Case] = &[
         Act::Floor(Syscall, DF | AC | NT),
         OK,
     ),
+    // Pipes and signals: a pipe's two descriptors stored into the kernel,
+    // a kill to pid 0 (no process groups), an old handler stored into the
+    // kernel. Nothing is made or changed before the refusal.
+    case(
+        "pipe storing its descriptors into kernel memory (EFAULT)",
+        call(nr::PIPE, [PTR, 0, 0], Pointer::Kernel),
+        Expect::Errno(errno::EFAULT),
+    ),
+    case(
+        "kill to pid 0 (EINVAL)",
+        call(
+            nr::KILL,
+            [0, crate::syscall::sig::SIGTERM, 0],
+            Pointer::Null,
+        ),
+        Expect::Errno(errno::EINVAL),
+    ),
+    case(
+        "sigaction storing the old handler into kernel memory (EFAULT)",
+        call(
+            nr::SIGACTION,
+            [crate::syscall::sig::SIGUSR1, 0, PTR],
+            Pointer::Kernel,
+        ),
+        Expect::Errno(errno::EFAULT),
+    ),
 ];
 
 #[cfg(test)]

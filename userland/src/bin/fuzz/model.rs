@@ -9,7 +9,15 @@
 /// [`FORK_CHILD_EXIT`], and the main loop reaps it; so `waitpid` finds no
 /// child at any other time (ECHILD), and `sbrk` keeps the heap empty
 /// (deltas that fail, or 0): the pointers the fuzzer calls bad stay bad.
-const VALID: [u32; 24] = [
+///
+/// Of the pipe and signal calls: `pipe` only with pointers it must refuse
+/// (no pipe is ever made, so every descriptor past the fixed ones is bad
+/// for `read`, `write`, `close` and `dup2`); `kill` only to itself (pid 1
+/// ignores default actions) or to pids that do not exist; `sigaction` only
+/// with `SIG_DFL` or `SIG_IGN` (a random handler would be called by the
+/// first signal). Never `sigreturn`: it would unwind a frame that is not
+/// there (and end the fuzzer, as it must).
+const VALID: [u32; 29] = [
     nr::NULL,
     nr::WRITE,
     nr::READ,
@@ -34,6 +42,11 @@ const VALID: [u32; 24] = [
     nr::WAITPID,
     nr::GETPPID,
     nr::SBRK,
+    nr::PIPE,
+    nr::CLOSE,
+    nr::DUP2,
+    nr::KILL,
+    nr::SIGACTION,
 ];
 
 /// The exit code of a child the fuzzer forks.
@@ -230,6 +243,76 @@ impl Model {
                     Want::Value(0)
                 } else {
                     Want::Errno(errno::EINVAL)
+                }
+            }
+            nr::PIPE => {
+                // Never a writable pointer: the two words would be stored.
+                let (mut p, _, kind) = range(r, Some(8));
+                if kind.writable() {
+                    p = READ_ONLY.as_ptr() as u32;
+                }
+                args[0] = p;
+                Want::Errno(errno::EFAULT)
+            }
+            nr::CLOSE => {
+                args[0] = any_fd(r);
+                Want::Errno(errno::EBADF)
+            }
+            nr::DUP2 => {
+                args[0] = any_fd(r);
+                args[1] = any_fd(r);
+                Want::Errno(errno::EBADF)
+            }
+            nr::KILL => {
+                use userland::abi::syscall::sig::NSIG;
+                args[0] = match r.below(4) {
+                    0 => self.pid,
+                    1 => 0,
+                    2 => 0x8000_0000 | r.next(),
+                    _ => 0x7fff_0000 + r.below(0x1_0000),
+                };
+                args[1] = match r.below(4) {
+                    0 => 0,
+                    1 | 2 => r.below(NSIG),
+                    _ => NSIG + r.below(u32::MAX - NSIG),
+                };
+                if args[1] >= NSIG || (args[0] as i32) <= 0 {
+                    Want::Errno(errno::EINVAL)
+                } else if args[0] == self.pid {
+                    Want::Value(0)
+                } else {
+                    Want::Errno(errno::ESRCH)
+                }
+            }
+            nr::SIGACTION => {
+                use userland::abi::syscall::sig::{NSIG, SIGKILL};
+                args[0] = match r.below(4) {
+                    0 => r.pick(&[0, SIGKILL, NSIG]),
+                    1 => word(r),
+                    _ => r.below(NSIG),
+                };
+                let valid = args[0] != 0 && args[0] < NSIG && args[0] != SIGKILL;
+                // SIG_DFL or SIG_IGN for a signal it takes; anything for one it refuses.
+                args[1] = if valid { r.below(2) } else { word(r) };
+                // No old handler, or a pointer it must refuse.
+                let (old, bad) = match r.below(2) {
+                    0 => (0, false),
+                    _ => {
+                        let (mut p, _, kind) = range(r, Some(4));
+                        if kind.writable() {
+                            p = READ_ONLY.as_ptr() as u32;
+                        }
+                        // A null pointer is "no old handler", not a bad one.
+                        (p, p != 0)
+                    }
+                };
+                args[2] = old;
+                if !valid {
+                    Want::Errno(errno::EINVAL)
+                } else if bad {
+                    Want::Errno(errno::EFAULT)
+                } else {
+                    Want::Value(0)
                 }
             }
             nr::GETTID => Want::Value(self.tid),

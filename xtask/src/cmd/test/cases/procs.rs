@@ -1,7 +1,8 @@
-//! Processes: the `procs` program's cases under every `pmap=` strategy and
-//! both `fork=` modes on 1, 2 and 4 CPUs (24 boots), the kernel's leak test (10,000
-//! fork/exit/wait rounds, every frame and page back), and the forktest
-//! figure on 1 and 2 CPUs.
+//! Processes: the `procs` program's cases (pipes and signals included)
+//! under every `pmap=` strategy and both `fork=` modes on 1, 2 and 4 CPUs
+//! (24 boots), the kernel's leak test (10,000 fork/exit/wait rounds, each
+//! with a pipe, every frame and page back and no pipe left open), and the
+//! forktest figure on 1 and 2 CPUs.
 
 use abi::report::{kind, names, Measure};
 
@@ -20,7 +21,7 @@ fn procs_pass(log: &BootLog, _: &[Record]) -> Result<(), String> {
     }
     contains(
         log,
-        &format!("procs: {} passed, 0 failed", 11 + SPACE_KEY_CASES),
+        &format!("procs: {} passed, 0 failed", 20 + SPACE_KEY_CASES),
     )
 }
 
@@ -95,11 +96,11 @@ macro_rules! procs_case {
                 $pmap,
                 " fork=",
                 $fork,
-                ": fork through every mechanism, private writes, exit status, WNOHANG, ECHILD and EFAULT, a faulting child, orphans to pid 1, fork with threads, sbrk, a fork bomb, wait channels and user mutexes per process, a child ending with a lock waiter"
+                ": fork through every mechanism, private writes, exit status, WNOHANG, ECHILD and EFAULT, a faulting child, orphans to pid 1, fork with threads, sbrk, a fork bomb, pipes (EOF, EPIPE, across CPUs, 10^6 bytes), signals (EINTR, catch, SIGKILL, forged sigreturn frames), wait channels and user mutexes per process, a child ending with a lock waiter"
             ),
             cmdline: concat!("mode=run prog=procs pmap=", $pmap, " fork=", $fork),
             cpus: $cpus,
-            timeout: 60,
+            timeout: 90,
             check: procs_pass,
             ..CASE
         }
@@ -132,14 +133,14 @@ pub(super) const PROCS: &[Case] = &[
     procs_case!(4, "direct", "copy"),
     procs_case!(4, "direct", "cow"),
     Case {
-        name: "processes: 10,000 fork/exit/wait rounds leave every frame and page where they were (1 CPU, pmap=apte fork=cow)",
+        name: "processes: 10,000 fork/exit/wait rounds leave every frame and page where they were, and no pipe open (1 CPU, pmap=apte fork=cow)",
         cmdline: "mode=test test=processes pmap=apte fork=cow",
         timeout: 120,
         check: leaks_pass,
         ..CASE
     },
     Case {
-        name: "processes: 10,000 fork/exit/wait rounds leave every frame and page where they were (2 CPUs, pmap=cr3 fork=copy)",
+        name: "processes: 10,000 fork/exit/wait rounds leave every frame and page where they were, and no pipe open (2 CPUs, pmap=cr3 fork=copy)",
         cmdline: "mode=test test=processes pmap=cr3 fork=copy",
         cpus: 2,
         timeout: 120,
