@@ -56,6 +56,21 @@ pub const NOT_RESTORED_BY_FAST_RETURN: u32 = TF | DF | NT | AC | ID;
 /// The bits a user may set before an entry and must get back.
 pub const HOSTILE: u32 = DF | NT | AC;
 
+/// Auxiliary carry and overflow: arithmetic status like CF..SF (not in
+/// [`Eflags`], since no report spells them out).
+pub const AF: u32 = 1 << 4;
+pub const OF: u32 = 1 << 11;
+/// I/O privilege level (bits 12-13): with 3, ring 3 could use `in`, `out`,
+/// `cli` (SDM Vol. 1 §3.4.3.3). Only ring 0 may change it.
+pub const IOPL: u32 = 3 << 12;
+/// Resume flag and virtual-8086 mode (SDM Vol. 3A §2.3).
+pub const RF: u32 = 1 << 16;
+pub const VM: u32 = 1 << 17;
+/// What `sigreturn` takes from a signal frame in user memory: the bits ring
+/// 3 may change itself with POPF (arithmetic status, DF, AC, ID). Never
+/// IOPL, VM, NT, RF or TF; IF is always set on the way back.
+pub const USER_SETTABLE: u32 = CF | PF | AF | ZF | SF | DF | OF | AC | ID;
+
 /// The named bits, lowest first, for reports that spell out a value.
 pub fn named() -> impl Iterator<Item = (u32, &'static str)> {
     Eflags::all().iter_names().map(|(n, f)| (f.bits(), n))
@@ -78,6 +93,8 @@ mod tests {
         assert_eq!(USER_START, 0x202);
         assert_eq!(KERNEL_ENTRY, 0x2);
         assert_eq!(NOT_RESTORED_BY_FAST_RETURN, 0x0024_4500);
+        assert_eq!(USER_SETTABLE, 0x0024_0cd5);
+        assert_eq!(USER_SETTABLE & (IOPL | VM | NT | RF | TF | IF), 0);
         assert!(named()
             .map(|(_, n)| n)
             .eq(["CF", "PF", "ZF", "SF", "TF", "IF", "DF", "NT", "AC", "ID"]));

@@ -95,8 +95,36 @@ pub mod nr {
     /// [`crate::layout::USER_HEAP_BASE`]; new pages are demand-zero.
     /// `-ENOMEM` past [`crate::layout::USER_HEAP_MAX`] or below its base.
     pub const SBRK: u32 = 27;
+    /// `pipe(fds)`: makes a pipe and stores two `i32` at `fds`: the read
+    /// end, then the write end (descriptors from [`super::fd::FIRST_PIPE`]).
+    /// `-EMFILE` when the process's table is full, `-ENFILE` when the
+    /// kernel's pool of pipes is, `-EFAULT` for a bad `fds`.
+    pub const PIPE: u32 = 28;
+    /// `close(fd)` → 0; `-EBADF` for a descriptor the process does not
+    /// have open (the fixed descriptors 0..=4 cannot be closed).
+    pub const CLOSE: u32 = 29;
+    /// `dup2(old, new)` → `new`: `new` becomes a copy of the open pipe end
+    /// `old` (closed first if open). `-EBADF` for a bad `old` or a `new`
+    /// outside the pipe descriptors.
+    pub const DUP2: u32 = 30;
+    /// `kill(pid, sig)` → 0: posts signal `sig` ([`super::sig`]) to process
+    /// `pid`; `sig` 0 only checks that it exists. `-ESRCH` for no such
+    /// process, `-EINVAL` for a bad signal or a `pid` of 0 or below (there
+    /// are no process groups).
+    pub const KILL: u32 = 31;
+    /// `sigaction(sig, handler, old)` → 0: installs `handler` for `sig`
+    /// ([`super::sig::SIG_DFL`], [`super::sig::SIG_IGN`], or a user
+    /// address called as `extern "C" fn(sig: u32)`), storing the previous
+    /// one as a `u32` at `old` unless it is 0. `-EINVAL` for a bad signal
+    /// or for `SIGKILL`, `-EFAULT` for a bad `old`.
+    pub const SIGACTION: u32 = 32;
+    /// `sigreturn()`: the end of a handler. Restores the context saved in
+    /// the signal frame at the caller's stack pointer (the kernel's
+    /// trampoline calls it); a frame that does not check out ends the
+    /// process as if by `SIGSEGV`.
+    pub const SIGRETURN: u32 = 33;
     /// One past the last number: anything `>= COUNT` returns `-ENOSYS`.
-    pub const COUNT: u32 = 28;
+    pub const COUNT: u32 = 34;
 
     /// The name of a call, for reports.
     pub fn name(n: u32) -> &'static str {
@@ -129,6 +157,12 @@ pub mod nr {
             WAITPID => "waitpid",
             GETPPID => "getppid",
             SBRK => "sbrk",
+            PIPE => "pipe",
+            CLOSE => "close",
+            DUP2 => "dup2",
+            KILL => "kill",
+            SIGACTION => "sigaction",
+            SIGRETURN => "sigreturn",
             _ => "unknown",
         }
     }
@@ -150,6 +184,14 @@ pub mod errno {
     /// No child to wait for.
     pub const ECHILD: i32 = 10;
     pub const ENOMEM: i32 = 12;
+    /// A system call ended early by a signal whose handler ran.
+    pub const EINTR: i32 = 4;
+    /// The process's descriptor table is full.
+    pub const EMFILE: i32 = 24;
+    /// The kernel's table of open files (here: pipes) is full.
+    pub const ENFILE: i32 = 23;
+    /// A write to a pipe nobody reads any more (`SIGPIPE` comes with it).
+    pub const EPIPE: i32 = 32;
 
     pub fn name(e: i32) -> &'static str {
         match e {
@@ -165,27 +207,39 @@ pub mod errno {
             ETIMEDOUT => "ETIMEDOUT",
             ECHILD => "ECHILD",
             ENOMEM => "ENOMEM",
+            EINTR => "EINTR",
+            EMFILE => "EMFILE",
+            ENFILE => "ENFILE",
+            EPIPE => "EPIPE",
             _ => "E?",
         }
     }
 }
 
 /// `waitpid`'s flags and the status word it stores, in POSIX's encoding:
-/// the low 7 bits 0 for an exit (its code in bits 8-15), else what ended
-/// the process (here: a CPU exception, its vector + 1; or a bad stack on a
-/// fast entry, [`BAD_STACK`]).
+/// the low 7 bits 0 for an exit (its code in bits 8-15); a signal number
+/// (1..[`super::sig::NSIG`], nothing else set) for a process a signal
+/// ended; otherwise what else ended it: a CPU exception (its vector + 1,
+/// with [`FAULTED`] set, so no signal number is mistaken for a vector) or
+/// a bad stack on a fast entry ([`BAD_STACK`]).
 pub mod wait {
     /// Return 0 at once when no child has ended yet.
     pub const WNOHANG: u32 = 1;
     /// The termination code of a process whose fast entry found no valid
     /// user stack (`sysenter` or `syscall`).
     pub const BAD_STACK: u32 = 0x7e;
+    /// Marks a status that a CPU exception ended (above POSIX's 16 bits).
+    pub const FAULTED: u32 = 1 << 16;
 
     pub const fn exited(code: i32) -> u32 {
         ((code as u32) & 0xff) << 8
     }
     pub const fn faulted(vector: u8) -> u32 {
-        (vector as u32 & 0x1f) + 1
+        FAULTED | ((vector as u32 & 0x1f) + 1)
+    }
+    /// A process ended by signal `sig` (POSIX's `WIFSIGNALED`).
+    pub const fn signalled(sig: u32) -> u32 {
+        sig & 0x7f
     }
     /// `Some(code)` for an exit.
     pub const fn exit_code(status: u32) -> Option<i32> {
@@ -197,9 +251,128 @@ pub mod wait {
     }
     /// `Some(vector)` for a process a CPU exception ended.
     pub const fn fault_vector(status: u32) -> Option<u8> {
-        match status & 0x7f {
-            0 | BAD_STACK => None,
-            v => Some((v - 1) as u8),
+        if status & FAULTED != 0 && status & 0x7f != 0 {
+            Some(((status & 0x7f) - 1) as u8)
+        } else {
+            None
+        }
+    }
+    /// `Some(sig)` for a process a signal ended (POSIX's `WTERMSIG`).
+    pub const fn term_signal(status: u32) -> Option<u32> {
+        let sig = status & 0x7f;
+        if status & !0x7f == 0 && sig != 0 && sig < super::sig::NSIG {
+            Some(sig)
+        } else {
+            None
+        }
+    }
+}
+
+/// Signal numbers (Linux i386's) and `sigaction`'s two special handlers.
+/// Every signal but [`SIGCHLD`] ends the process by default (`waitpid`
+/// then says [`wait::signalled`]); `SIGCHLD` is ignored by default.
+/// [`SIGKILL`] can be neither caught nor ignored.
+pub mod sig {
+    pub const SIGHUP: u32 = 1;
+    pub const SIGINT: u32 = 2;
+    pub const SIGQUIT: u32 = 3;
+    pub const SIGILL: u32 = 4;
+    pub const SIGABRT: u32 = 6;
+    pub const SIGKILL: u32 = 9;
+    pub const SIGUSR1: u32 = 10;
+    /// What a bad `sigreturn` frame ends the process with.
+    pub const SIGSEGV: u32 = 11;
+    pub const SIGUSR2: u32 = 12;
+    pub const SIGPIPE: u32 = 13;
+    pub const SIGALRM: u32 = 14;
+    pub const SIGTERM: u32 = 15;
+    pub const SIGCHLD: u32 = 17;
+    /// One past the last signal number: signals are `1..NSIG`.
+    pub const NSIG: u32 = 32;
+
+    /// `sigaction`'s handler: the default action.
+    pub const SIG_DFL: u32 = 0;
+    /// `sigaction`'s handler: discard the signal.
+    pub const SIG_IGN: u32 = 1;
+
+    /// Whether the default action of `sig` is to ignore it.
+    pub const fn ignored_by_default(sig: u32) -> bool {
+        sig == SIGCHLD
+    }
+
+    /// What the kernel pushes on the user stack to deliver a signal,
+    /// lowest address first: the handler finds its return address and its
+    /// argument where a cdecl call leaves them, and returns into `code`,
+    /// which steps over `sig` and calls `sigreturn` with ESP at `saved`.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    #[repr(C)]
+    pub struct Frame {
+        /// The handler's return address: `&code`.
+        pub ret: u32,
+        /// The handler's argument: the signal number.
+        pub sig: u32,
+        pub saved: Saved,
+        /// The trampoline ([`TRAMPOLINE`]).
+        pub code: [u8; 12],
+    }
+
+    /// The context a signal interrupted, as `sigreturn` reads it back from
+    /// the caller's stack pointer. CS and SS are not in it: `sigreturn`
+    /// always returns to the user selectors. EFLAGS is masked to what ring
+    /// 3 may set ([`crate::eflags::USER_SETTABLE`] plus IF, which is set).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    #[repr(C)]
+    pub struct Saved {
+        /// [`FRAME_MAGIC`]: anything else ends the process (`SIGSEGV`).
+        pub magic: u32,
+        pub eip: u32,
+        pub esp: u32,
+        pub eflags: u32,
+        pub eax: u32,
+        pub ecx: u32,
+        pub edx: u32,
+        pub ebx: u32,
+        pub ebp: u32,
+        pub esi: u32,
+        pub edi: u32,
+    }
+
+    /// [`Saved::magic`].
+    pub const FRAME_MAGIC: u32 = 0x5349_4746;
+
+    /// The trampoline's bytes: `addl $4, %esp` (past `sig`), `movl
+    /// $SIGRETURN, %eax`, `int $0x80`, then `ud2` (never reached).
+    pub const TRAMPOLINE: [u8; 12] = [
+        0x83,
+        0xc4,
+        0x04,
+        0xb8,
+        super::nr::SIGRETURN as u8,
+        0,
+        0,
+        0,
+        0xcd,
+        super::super::layout::VECTOR_SYSCALL,
+        0x0f,
+        0x0b,
+    ];
+
+    pub fn name(sig: u32) -> &'static str {
+        match sig {
+            SIGHUP => "SIGHUP",
+            SIGINT => "SIGINT",
+            SIGQUIT => "SIGQUIT",
+            SIGILL => "SIGILL",
+            SIGABRT => "SIGABRT",
+            SIGKILL => "SIGKILL",
+            SIGUSR1 => "SIGUSR1",
+            SIGSEGV => "SIGSEGV",
+            SIGUSR2 => "SIGUSR2",
+            SIGPIPE => "SIGPIPE",
+            SIGALRM => "SIGALRM",
+            SIGTERM => "SIGTERM",
+            SIGCHLD => "SIGCHLD",
+            _ => "SIG?",
         }
     }
 }
@@ -227,7 +400,22 @@ pub mod fd {
     /// A kernel ring buffer of [`RING_SIZE`] bytes: writes append, reads consume.
     pub const RING: u32 = 4;
     pub const RING_SIZE: usize = 4096;
+    /// Pipe ends get descriptors from here (`pipe`, `dup2`), per process.
+    pub const FIRST_PIPE: u32 = 5;
+    /// How many pipe descriptors a process may hold: `FIRST_PIPE..FIRST_PIPE + PIPE_FDS`.
+    pub const PIPE_FDS: u32 = 16;
+    /// A pipe's buffer: one page.
+    pub const PIPE_SIZE: usize = 4096;
+    /// Writes of at most this many bytes to a pipe are atomic: they wait
+    /// until they fit whole, so they are never interleaved with another
+    /// writer's. Longer ones go in piece by piece as room appears (POSIX's
+    /// `PIPE_BUF`; Linux's value).
+    pub const PIPE_BUF: usize = PIPE_SIZE;
 }
+
+/// Pipes the kernel holds at once (all processes): past it, `pipe` fails
+/// with `-ENFILE`.
+pub const MAX_PIPES: usize = 16;
 
 /// The argument (EAX at entry) that puts the user test program in trace
 /// mode; the low bits name the mechanism (`Mechanism as u32`).
@@ -466,5 +654,41 @@ pub fn decode(ret: u32) -> Result<u32, i32> {
         Err(-v)
     } else {
         Ok(ret)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_encodings_stay_apart() {
+        assert_eq!(wait::exit_code(wait::exited(42)), Some(42));
+        assert_eq!(wait::term_signal(wait::exited(42)), None);
+        for v in 0..32u8 {
+            let s = wait::faulted(v);
+            assert_eq!(wait::fault_vector(s), Some(v));
+            assert_eq!(wait::term_signal(s), None);
+            assert_eq!(wait::exit_code(s), None);
+        }
+        for n in 1..sig::NSIG {
+            let s = wait::signalled(n);
+            assert_eq!(wait::term_signal(s), Some(n));
+            assert_eq!(wait::fault_vector(s), None);
+            assert_eq!(wait::exit_code(s), None);
+        }
+        assert_eq!(wait::term_signal(wait::BAD_STACK), None);
+        assert_eq!(wait::fault_vector(wait::BAD_STACK), None);
+    }
+
+    #[test]
+    fn signal_frame_layout() {
+        use core::mem::{offset_of, size_of};
+        assert_eq!(size_of::<sig::Saved>(), 44);
+        assert_eq!(offset_of!(sig::Frame, saved), 8);
+        assert_eq!(size_of::<sig::Frame>(), 64);
+        assert_eq!(sig::TRAMPOLINE[4] as u32, nr::SIGRETURN);
+        assert_eq!(nr::COUNT, 34);
+        assert_eq!(nr::name(nr::SIGRETURN), "sigreturn");
     }
 }

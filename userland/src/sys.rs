@@ -316,3 +316,85 @@ pub fn sbrk(delta: i32) -> Result<u32, i32> {
         [delta as u32, 0, 0, 0, 0, 0],
     ))
 }
+
+/// `pipe()`: (read end, write end), or `Err(EMFILE | ENFILE)`.
+pub fn pipe() -> Result<(u32, u32), i32> {
+    let mut fds = [0i32; 2];
+    abi::syscall::decode(call(
+        Mechanism::Int80,
+        nr::PIPE,
+        [fds.as_mut_ptr() as u32, 0, 0, 0, 0, 0],
+    ))?;
+    Ok((fds[0] as u32, fds[1] as u32))
+}
+
+/// `read(fd, buf)`: the bytes read (0 at end of file), or an errno
+/// (`EINTR` when a signal's handler ran before any byte came).
+pub fn read(fd: u32, buf: &mut [u8]) -> Result<usize, i32> {
+    abi::syscall::decode(call(
+        Mechanism::Int80,
+        nr::READ,
+        [fd, buf.as_mut_ptr() as u32, buf.len() as u32, 0, 0, 0],
+    ))
+    .map(|n| n as usize)
+}
+
+/// `write(fd, buf)` with its result decoded: the bytes written, or an
+/// errno (`EPIPE` for a pipe nobody reads; `SIGPIPE` came with it).
+pub fn write_fd(fd: u32, buf: &[u8]) -> Result<usize, i32> {
+    abi::syscall::decode(write(fd, buf)).map(|n| n as usize)
+}
+
+/// `close(fd)`.
+pub fn close(fd: u32) -> Result<(), i32> {
+    abi::syscall::decode(call(Mechanism::Int80, nr::CLOSE, [fd, 0, 0, 0, 0, 0])).map(|_| ())
+}
+
+/// `dup2(old, new)`: `new`, now the same pipe end as `old`.
+pub fn dup2(old: u32, new: u32) -> Result<u32, i32> {
+    abi::syscall::decode(call(Mechanism::Int80, nr::DUP2, [old, new, 0, 0, 0, 0]))
+}
+
+/// `kill(pid, sig)` (`abi::syscall::sig`).
+pub fn kill(pid: u32, sig: u32) -> Result<(), i32> {
+    abi::syscall::decode(call(Mechanism::Int80, nr::KILL, [pid, sig, 0, 0, 0, 0])).map(|_| ())
+}
+
+/// What [`sigaction`] installs for a signal.
+#[derive(Clone, Copy)]
+pub enum Handler {
+    /// The default action (end the process; `SIGCHLD`: ignore).
+    Default,
+    /// Discard the signal.
+    Ignore,
+    /// Call this function with the signal number, on the interrupted
+    /// stack, below a frame the kernel pushed; when it returns, the
+    /// kernel's trampoline in that frame calls `sigreturn`.
+    Catch(extern "C" fn(u32)),
+}
+
+impl Handler {
+    /// The word `sigaction` takes.
+    pub fn word(self) -> u32 {
+        match self {
+            Handler::Default => abi::syscall::sig::SIG_DFL,
+            Handler::Ignore => abi::syscall::sig::SIG_IGN,
+            Handler::Catch(f) => f as usize as u32,
+        }
+    }
+}
+
+/// `sigaction(sig, handler, 0)`.
+pub fn sigaction(sig: u32, handler: Handler) -> Result<(), i32> {
+    sigaction_raw(sig, handler.word(), 0).map(|_| ())
+}
+
+/// `sigaction` with raw words (the previous handler is stored at `old`
+/// unless it is 0).
+pub fn sigaction_raw(sig: u32, handler: u32, old: u32) -> Result<u32, i32> {
+    abi::syscall::decode(call(
+        Mechanism::Int80,
+        nr::SIGACTION,
+        [sig, handler, old, 0, 0, 0],
+    ))
+}
