@@ -20,13 +20,14 @@
 
 use core::fmt::Write as _;
 use core::hint::black_box;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use userland::abi::lmbench::{self as lm, group};
 use userland::abi::model::{Snaps, SNAP_USER};
 use userland::abi::report::{kind, Figure, Measure};
 use userland::abi::syscall::{decode, nr, wait, CpuInfo, FEATURE_TSC};
 use userland::abi::Mechanism;
-use userland::bench::{self, Fence, LoopFn, Summary};
+use userland::bench::{self, Fence, Summary};
 use userland::{println, record, sys, threads, Line};
 
 /// Batches per figure at most (`batches=` caps it lower).
@@ -76,6 +77,16 @@ struct Row<'a> {
 
 static mut SAMPLES: [u64; MAX_BATCHES] = [0; MAX_BATCHES];
 
+/// The CPUs a row's processes ran on (bit per CPU), as the tokens and
+/// buffers they hand back say; the parent's own CPU is added.
+static RAN: AtomicU32 = AtomicU32::new(0);
+
+/// Notes that a row's work ran on the CPUs of `bits`.
+#[inline(always)]
+fn ran_on(bits: u32) {
+    RAN.fetch_or(bits, Ordering::Relaxed);
+}
+
 struct Run {
     info: CpuInfo,
     fence: Fence,
@@ -89,8 +100,9 @@ impl Run {
     /// every batch between its setup and teardown; reports the figure
     /// (each batch less the calibration's median). `f` returns false when
     /// something failed: the row is then left out and said so.
-    fn row(&mut self, r: &Row, cpus: u32, mut f: impl FnMut(Phase) -> bool) -> Option<Summary> {
+    fn row(&mut self, r: &Row, mut f: impl FnMut(Phase) -> bool) -> Option<Summary> {
         let fence = self.fence;
+        RAN.store(cpu_bit(), Ordering::Relaxed);
         if !(f(Phase::Setup) && f(Phase::Timed) && f(Phase::Teardown)) {
             return self.fail(r.name, "the warm-up batch failed");
         }
@@ -104,7 +116,7 @@ impl Run {
         let over = cal[CALIB_RUNS / 2];
         let first = userland::model::next_seq();
         // SAFETY: one thread; rows run one at a time.
-        let samples = unsafe { &mut (*(&raw mut SAMPLES))[..self.batches] };
+        let samples = unsafe { &mut (&mut *(&raw mut SAMPLES))[..self.batches] };
         for v in samples.iter_mut() {
             ok &= f(Phase::Setup);
             let t = bench::timed_region(fence, || ok &= f(Phase::Timed));
@@ -125,7 +137,7 @@ impl Run {
             samples,
             tsc_hz: self.info.tsc_hz,
             counters: None,
-            cpus,
+            cpus: RAN.load(Ordering::Relaxed),
             snaps: Some(Snaps {
                 stream: SNAP_USER,
                 calib,
@@ -250,7 +262,7 @@ fn lat_syscall(run: &mut Run) {
         (lm::LAT_SYSCALL_WRITE, "write1", write),
     ] {
         // SAFETY: one thread; rows run one at a time.
-        let samples = unsafe { &mut (*(&raw mut SAMPLES))[..run.batches] };
+        let samples = unsafe { &mut (&mut *(&raw mut SAMPLES))[..run.batches] };
         let snaps = bench::measure(run.fence, f, size, samples);
         let s = bench::report(&Figure {
             name,
@@ -287,7 +299,7 @@ fn lat_proc(run: &mut Run) {
         call: "fork",
         ops: FORK_ROUNDS,
     };
-    run.row(&row, 0, |ph| match ph {
+    run.row(&row, |ph| match ph {
         Phase::Timed => (0..FORK_ROUNDS).all(|_| match spawn(|| 0) {
             Ok(pid) => reap(pid),
             Err(_) => false,
@@ -322,7 +334,7 @@ fn lat_pagefault(run: &mut Run) {
         ops: FAULT_PAGES,
     };
     let mut heap = 0;
-    run.row(&zero, 0, |ph| match ph {
+    run.row(&zero, |ph| match ph {
         Phase::Setup => match sys::sbrk(bytes) {
             Ok(h) => {
                 heap = h;
@@ -352,7 +364,7 @@ fn lat_pagefault(run: &mut Run) {
         ops: FAULT_PAGES,
     };
     let mut child = 0;
-    run.row(&row, 0, |ph| match ph {
+    run.row(&row, |ph| match ph {
         Phase::Setup => match spawn(|| {
             threads::sleep(COW_CHILD_TICKS);
             0
@@ -408,7 +420,6 @@ fn lat_pipe(run: &mut Run) {
         run.fail(lm::LAT_PIPE, "fork failed");
         return;
     };
-    let mut ran = 0u32;
     let row = Row {
         name: lm::LAT_PIPE,
         mech: lm::LAT_PIPE,
@@ -416,32 +427,20 @@ fn lat_pipe(run: &mut Run) {
         call: "1byte",
         ops: PIPE_ROUNDS,
     };
-    let cpus = cpu_bit();
-    // The row's closure borrows `ran`; the figure's CPUs come after it.
-    let mut ok = true;
-    let s = {
-        let mut rounds = |ran: &mut u32| {
+    run.row(&row, |ph| match ph {
+        Phase::Timed => (0..PIPE_ROUNDS).all(|_| {
             let mut b = [0u8];
-            for _ in 0..PIPE_ROUNDS {
-                if p::write(aw, b"x") != Ok(1) || p::read(br, &mut b) != Ok(1) {
-                    return false;
-                }
-                *ran |= b[0] as u32;
-            }
-            true
-        };
-        run.row(&row, cpus | 2 * 0, |ph| match ph {
-            Phase::Timed => rounds(&mut ran),
-            _ => true,
-        })
-    };
+            let ok = p::write(aw, b"x") == Ok(1) && p::read(br, &mut b) == Ok(1);
+            ran_on(b[0] as u32);
+            ok
+        }),
+        _ => true,
+    });
     p::close(aw);
     p::close(br);
-    ok &= reap(child);
-    if s.is_some() && !ok {
+    if !reap(child) {
         run.fail(lm::LAT_PIPE, "the echo process failed");
     }
-    let _ = ran;
 }
 
 /// The buffer `bw_pipe` moves (each process its own copy).
@@ -486,8 +485,7 @@ fn bw_pipe(run: &mut Run) {
         call: "read",
         ops: BW_BYTES as u32,
     };
-    let mut ran = 0u32;
-    run.row(&row, 0, |ph| match ph {
+    run.row(&row, |ph| match ph {
         Phase::Timed => {
             let mut got = 0;
             while got < BW_BYTES {
@@ -497,7 +495,7 @@ fn bw_pipe(run: &mut Run) {
                     _ => return false,
                 }
             }
-            ran |= buf[0] as u32;
+            ran_on(buf[0] as u32);
             true
         }
         _ => true,
@@ -506,7 +504,6 @@ fn bw_pipe(run: &mut Run) {
     if !reap(child) {
         run.fail(lm::BW_PIPE, "the writer failed");
     }
-    let _ = ran;
 }
 
 /// Each process's working set for `lat_ctx` (its own copy after fork).
@@ -608,12 +605,10 @@ fn ring(run: &mut Run, name: &str, n: u32, kib: u32) -> Result<(), &'static str>
         call: "handoff",
         ops: laps * n,
     };
-    let mut ran = 0u32;
     let me = cpu_bit() as u8;
     if ok {
         if let Ok((or, ow)) = own {
-            let mut seen = me as u32;
-            run.row(&row, 0, |ph| match ph {
+            run.row(&row, |ph| match ph {
                 Phase::Timed => (0..laps).all(|_| {
                     // Member 0's hand-off: pass the token, wait for it.
                     if p::write(first_w, &[me]) != Ok(1) {
@@ -621,18 +616,16 @@ fn ring(run: &mut Run, name: &str, n: u32, kib: u32) -> Result<(), &'static str>
                     }
                     match hand_back(back, kib) {
                         Some(t) => {
-                            seen |= t as u32;
+                            ran_on(t as u32);
                             true
                         }
                         None => false,
                     }
                 }),
-                Phase::Calib => (0..laps * n).all(|_| {
-                    p::write(ow, &[me]) == Ok(1) && hand_back(or, kib).is_some()
-                }),
+                Phase::Calib => (0..laps * n)
+                    .all(|_| p::write(ow, &[me]) == Ok(1) && hand_back(or, kib).is_some()),
                 _ => true,
             });
-            ran = seen;
         }
     }
     if let Ok((or, ow)) = own {
@@ -646,7 +639,6 @@ fn ring(run: &mut Run, name: &str, n: u32, kib: u32) -> Result<(), &'static str>
             ok &= reap(pid);
         }
     }
-    let _ = ran;
     if ok {
         Ok(())
     } else {
@@ -787,7 +779,7 @@ fn smack_one(run: &mut Run, name: &str, m: Mechanism) -> Result<(), &'static str
     let mut hits = 0u32;
     let mut q = [0u8; QUERY];
     let mut a = [0u8; ANSWER];
-    run.row(&row, 0, |ph| match ph {
+    run.row(&row, |ph| match ph {
         Phase::Timed => (0..SMACK_QUERIES).all(|_| {
             seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
             format_query(key_of((seed >> 8) % lm::SMACK_ROWS), &mut q);
@@ -832,9 +824,10 @@ fn lat_sig(run: &mut Run) {
         call: "sigaction",
         ops: SIG_ROUNDS,
     };
-    run.row(&install, 0, |ph| match ph {
-        Phase::Timed => (0..SIG_ROUNDS)
-            .all(|_| sys::sigaction(SIGUSR1, sys::Handler::Catch(on_signal)).is_ok()),
+    run.row(&install, |ph| match ph {
+        Phase::Timed => {
+            (0..SIG_ROUNDS).all(|_| sys::sigaction(SIGUSR1, sys::Handler::Catch(on_signal)).is_ok())
+        }
         _ => true,
     });
     let catch = Row {
@@ -854,7 +847,7 @@ fn lat_sig(run: &mut Run) {
         unsafe { (&raw const CAUGHT).read_volatile() }
     };
     let before = caught();
-    run.row(&catch, 0, |ph| match ph {
+    run.row(&catch, |ph| match ph {
         Phase::Timed => (0..SIG_ROUNDS).all(|_| sys::kill(me, SIGUSR1).is_ok()),
         _ => true,
     });
