@@ -176,6 +176,11 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     arch::marker::check_window(&raw const __kernel_end as u32);
     task::sched::init();
     task::set_reset_above(syscall::reset_ring);
+    proc::set_hooks(proc::Hooks {
+        fork: proc::pipe::fork,
+        exit: proc::pipe::exit,
+        reset: proc::pipe::reset,
+    });
     sync_pools(&opts);
     frames::init(
         &bi,

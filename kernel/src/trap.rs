@@ -29,7 +29,9 @@
 //!   stack's guard page (a kernel stack overflow), and stops.
 //! - The PIT's IRQ 0 is the scheduler's tick on CPU 0; an application
 //!   processor's local APIC timer and the reschedule IPI let its scheduler
-//!   look again.
+//!   look again. Each, when it interrupted ring 3, then delivers a caught
+//!   signal pending for the running process (`proc::signal`: one load and
+//!   a branch when none is pending anywhere).
 
 use abi::eflags;
 use abi::exit::{vector_name, EXCEPTION_BASE};
@@ -37,6 +39,8 @@ use abi::exit::{vector_name, EXCEPTION_BASE};
 use crate::arch::exceptions::{self, TrapFrame};
 use crate::arch::idt::vector;
 use crate::arch::{apic, cpu, gdt, pit, pmu, power, upcall};
+use crate::proc::signal;
+use crate::syscall::usercopy::USER_MEM;
 use crate::task::{self, sched};
 use crate::{entry, kprintln};
 
@@ -243,6 +247,9 @@ extern "fastcall" fn trap_timer(cs: u32) {
     // Acknowledged at the master PIC before anything can switch.
     pit::ack();
     sched::tick(cs & 3 == 3);
+    if cs & 3 == 3 {
+        signal::at_interrupt_return(&USER_MEM);
+    }
 }
 
 /// Another CPU made a thread of ours ready, or ends the task (ECX = the
@@ -252,6 +259,9 @@ extern "fastcall" fn trap_timer(cs: u32) {
 extern "fastcall" fn trap_reschedule(cs: u32) {
     apic::eoi();
     sched::interrupt(cs & 3 == 3, false);
+    if cs & 3 == 3 {
+        signal::at_interrupt_return(&USER_MEM);
+    }
 }
 
 /// An application processor's local timer tick (ECX = the interrupted CS).
@@ -259,6 +269,9 @@ extern "fastcall" fn trap_reschedule(cs: u32) {
 extern "fastcall" fn trap_apic_timer(cs: u32) {
     apic::eoi();
     sched::interrupt(cs & 3 == 3, true);
+    if cs & 3 == 3 {
+        signal::at_interrupt_return(&USER_MEM);
+    }
 }
 
 /// SYSENTER found no valid user stack to read the return address from

@@ -187,6 +187,41 @@ macro_rules! addr {
 }
 pub(crate) use addr;
 
+/// The slots of a frame that the way back to ring 3 loads EIP, ESP and
+/// EFLAGS from (whichever layout: see [`user_frame`]). A signal's delivery
+/// and `sigreturn` rewrite them; CS and SS stay what the CPU pushed (the
+/// user's selectors), never anything from user memory.
+pub struct UserReturn<'a> {
+    pub eip: &'a mut u32,
+    pub esp: &'a mut u32,
+    pub eflags: &'a mut u32,
+}
+
+/// [`UserReturn`] of the frame above `r`: a full entry's, or an
+/// interrupt's from ring 3 (the same [`EntryFrame`]).
+pub fn user_return(r: &mut Regs) -> UserReturn<'_> {
+    use abi::layout::selector::USER_CODE;
+    // SAFETY: as in `user_frame`: `r` is the bottom of a 60-byte frame
+    // built by an entry stub (or an interrupt stub) on the kernel stack,
+    // and the caller holds the only reference to it.
+    let words = unsafe { &mut *(r as *mut Regs as *mut [u32; 15]) };
+    let [_, _, _, _, _, _, _, _, _, _, a, b, c, d, _] = words;
+    if *b == USER_CODE as u32 {
+        UserReturn {
+            eip: a,
+            eflags: c,
+            esp: d,
+        }
+    } else {
+        // The call gate's: EFLAGS, then EIP, CS, ESP, SS.
+        UserReturn {
+            eflags: a,
+            eip: b,
+            esp: d,
+        }
+    }
+}
+
 /// The user's whole context at a full entry (for `fork`, whose child
 /// resumes from a copy of it), given the dispatcher's `Regs`.
 ///

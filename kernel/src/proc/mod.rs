@@ -11,14 +11,25 @@
 //! When pid 1 ends, the task ends everywhere (`task::end_current`), and
 //! [`reset`] drops whatever processes are left.
 //!
+//! Beside them, a process's signals ([`signal`]: which are pending, what
+//! each does) and its pipe descriptors ([`pipe`]). Those two files sit on
+//! top of this one and the scheduler; this file reaches the pipes only
+//! through the [`Hooks`] the boot sets, so the circle of files that import
+//! each other (this one and `task`'s) does not grow.
+//!
 //! Locking key:
 //!   (s) the scheduler lock: the process table, every process's fields, and
 //!       the address spaces (`vm`). [`table`] asserts it.
 
-use abi::syscall::{errno, wait, MAX_PROCS};
+pub mod pipe;
+pub mod signal;
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use abi::syscall::{errno, sig, wait, MAX_PROCS, MAX_THREADS};
 
 use crate::arch::regs::EntryFrame;
-use crate::sync::cell::BootCell;
+use crate::sync::cell::{BootCell, SetOnce};
 use crate::task::sched;
 use crate::task::sleepqueue;
 use crate::vm::{self, Space};
@@ -50,6 +61,32 @@ pub struct Proc {
     pub name: &'static str,
 }
 
+/// A process's signals, beside its [`Proc`] (a table of its own, so the
+/// process table's layout, which the scheduler indexes on its paths, stays
+/// as it was); every field is (s).
+#[derive(Clone, Copy, Debug)]
+pub struct Signals {
+    /// Caught signals posted and not yet delivered (bit `sig`).
+    pub pending: u32,
+    /// `sigaction`'s handler per signal: `SIG_DFL`, `SIG_IGN` or a user
+    /// address. Copied by fork.
+    pub handlers: [u32; sig::NSIG as usize],
+}
+
+const NO_SIGNALS: Signals = Signals {
+    pending: 0,
+    handlers: [sig::SIG_DFL; sig::NSIG as usize],
+};
+
+static SIGNALS: BootCell<[Signals; MAX_PROCS]> = BootCell::new([NO_SIGNALS; MAX_PROCS]);
+
+/// Process `i`'s signals, under the scheduler lock.
+pub fn signals(i: usize) -> &'static mut Signals {
+    debug_assert!(sched::held_here(), "signals without the scheduler lock");
+    // SAFETY: (s) held (asserted), as for the process table.
+    unsafe { &mut SIGNALS.get_mut()[i] }
+}
+
 const EMPTY: Proc = Proc {
     state: State::Free,
     pid: 0,
@@ -60,6 +97,165 @@ const EMPTY: Proc = Proc {
     exiting: false,
     name: "",
 };
+
+/// What the files above this one keep per process, reached through plain
+/// function pointers set once at boot (`kmain`), so this file need not
+/// import them: the pipe descriptors.
+pub struct Hooks {
+    /// `fork`: the child (second) gets copies of the parent's descriptors.
+    pub fork: fn(usize, usize),
+    /// A process ended (its last thread stopped): its descriptors close.
+    pub exit: fn(usize),
+    /// After a task: everything left is dropped.
+    pub reset: fn(),
+}
+
+static HOOKS: SetOnce<Hooks> = SetOnce::new();
+
+/// Names the [`Hooks`] (once, in `kmain`).
+pub fn set_hooks(h: Hooks) {
+    HOOKS.set(h);
+}
+
+fn hooks() -> Option<&'static Hooks> {
+    HOOKS.get()
+}
+
+/// How this layer reaches user memory: the checked copies of the system
+/// calls' layer (`syscall::usercopy::USER_MEM`), handed down by the caller
+/// so that nothing here imports the layer above.
+pub struct UserMem {
+    /// Copies the user bytes at `ptr` into `dst`, or `EFAULT`.
+    pub read: fn(ptr: u32, dst: &mut [u8]) -> Result<(), i32>,
+    /// Copies `src` to user memory at `ptr`, or `EFAULT`.
+    pub write: fn(ptr: u32, src: &[u8]) -> Result<(), i32>,
+    /// Whether `len` bytes at `ptr` may be read (`false`) or written
+    /// (`true`) by ring 3, or `EFAULT`.
+    pub check: fn(ptr: u32, len: u32, write: bool) -> Result<(), i32>,
+}
+
+/// How many processes have a caught signal pending: the one word the way
+/// back to ring 3 from an interrupt reads before anything else
+/// (`signal::at_interrupt_return`). (s) for writes.
+static SIGNALLED: AtomicU32 = AtomicU32::new(0);
+
+/// Whether any process has a caught signal pending (no lock: a hint; the
+/// slow path looks again under the lock).
+#[inline(always)]
+pub fn signals_pending_anywhere() -> bool {
+    SIGNALLED.load(Ordering::Relaxed) != 0
+}
+
+/// Sets process `i`'s pending signals to `bits` (keeping [`SIGNALLED`]).
+pub fn set_pending(i: usize, bits: u32) {
+    let p = signals(i);
+    match (p.pending != 0, bits != 0) {
+        (false, true) => SIGNALLED.fetch_add(1, Ordering::Relaxed),
+        (true, false) => SIGNALLED.fetch_sub(1, Ordering::Relaxed),
+        _ => 0,
+    };
+    p.pending = bits;
+}
+
+/// Thread slots asleep in a wait a signal may cut short ([`sleep_interruptible`]). (s)
+static INTERRUPTIBLE: BootCell<[bool; MAX_THREADS]> = BootCell::new([false; MAX_THREADS]);
+
+fn interruptible() -> &'static mut [bool; MAX_THREADS] {
+    debug_assert!(
+        sched::held_here(),
+        "interruptible sleepers without the scheduler lock"
+    );
+    // SAFETY: (s) held (asserted), as for the table.
+    unsafe { INTERRUPTIBLE.get_mut() }
+}
+
+/// Why an interruptible wait came back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Woken {
+    /// Woken (or, with a timeout, timed out: `false`).
+    Done(bool),
+    /// A caught signal is pending: the call returns `-EINTR` (after the
+    /// handler ran: the signal is delivered on the way out).
+    Interrupted,
+}
+
+/// Sleeps on `chan` (as `sleepqueue::sleep`; `chan` 0: a nap of `timeout`
+/// ticks on no channel) unless a caught signal is pending for the running
+/// process, and comes back early when one is posted ([`post_caught`]
+/// wakes it). A process that is ending stops here instead of sleeping: its
+/// thread may have been running in the kernel when it was told to end.
+/// Under the lock.
+pub fn sleep_interruptible(chan: u32, timeout: u64) -> Woken {
+    let me = current().expect("a user thread belongs to a process");
+    if get(me).exiting {
+        sched::stop_current_of_process();
+    }
+    if signals(me).pending != 0 {
+        return Woken::Interrupted;
+    }
+    let t = sched::current_index();
+    interruptible()[t] = true;
+    let done = if chan == 0 {
+        sched::nap(timeout);
+        true
+    } else {
+        sleepqueue::sleep(chan, timeout)
+    };
+    interruptible()[t] = false;
+    if signals(me).pending != 0 {
+        return Woken::Interrupted;
+    }
+    Woken::Done(done)
+}
+
+/// Posts caught signal `sig` to process `i`: pending, and every thread of
+/// it that waits interruptibly is woken; one running on another CPU gets a
+/// reschedule IPI, so it takes the signal at its way back to ring 3 (an
+/// interrupt from ring 3 delivers: `signal::at_interrupt_return`). Under
+/// the lock.
+pub fn post_caught(i: usize, sig: u32) {
+    let bits = signals(i).pending | 1 << sig;
+    set_pending(i, bits);
+    let here = sched::cpu();
+    for t in 0..MAX_THREADS {
+        let th = sched::thread(t);
+        if !th.user || th.proc as usize != i {
+            continue;
+        }
+        match th.state {
+            sched::State::Sleeping if interruptible()[t] => {
+                sleepqueue::remove_waiter(t);
+                sched::thread(t).deadline = 0;
+                sched::make_ready(t);
+            }
+            sched::State::Running if th.cpu as usize != here => crate::arch::apic::send_ipi(
+                crate::arch::smp::percpu(th.cpu as usize).apic_id as u8,
+                abi::layout::VECTOR_RESCHEDULE,
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// The slot of the process `pid` (alive or a zombie).
+pub fn slot_of(pid: Pid) -> Option<usize> {
+    table()
+        .procs
+        .iter()
+        .position(|p| p.state != State::Free && p.pid == pid)
+}
+
+/// Ends process `i` (not the running one, not pid 1) with `status`, as if
+/// it had exited: its threads stop wherever they are. Under the lock.
+pub fn terminate(i: usize, status: u32) {
+    let p = get(i);
+    if p.state != State::Alive || p.exiting {
+        return;
+    }
+    p.exiting = true;
+    p.status = status;
+    sched::stop_process(i);
+}
 
 struct Table {
     procs: [Proc; MAX_PROCS],
@@ -117,6 +313,8 @@ fn take_slot() -> Option<usize> {
         parent: i,
         ..EMPTY
     };
+    set_pending(i, 0);
+    *signals(i) = NO_SIGNALS;
     Some(i)
 }
 
@@ -183,6 +381,10 @@ pub fn fork(frame: &EntryFrame) -> Result<Pid, i32> {
     c.parent = parent;
     c.threads = 1;
     c.name = get(parent).name;
+    signals(child).handlers = signals(parent).handlers;
+    if let Some(h) = hooks() {
+        (h.fork)(parent, child);
+    }
     table().forks += 1;
     Ok(c.pid)
 }
@@ -226,6 +428,16 @@ pub fn thread_stopped(i: usize) {
     }
     p.state = State::Zombie;
     let parent = p.parent;
+    set_pending(i, 0);
+    if let Some(h) = hooks() {
+        (h.exit)(i);
+    }
+    let t = table();
+    let pp = &t.procs[parent];
+    let catches = signals(parent).handlers[sig::SIGCHLD as usize] > sig::SIG_IGN;
+    if parent != i && pp.state == State::Alive && !pp.exiting && catches {
+        post_caught(parent, sig::SIGCHLD);
+    }
     if let Some(init) = t.init {
         for c in t.procs.iter_mut() {
             if c.state != State::Free && c.parent == i {
@@ -281,7 +493,9 @@ pub fn waitpid(pid: i32, flags: u32, store: impl Fn(u32) -> Result<(), i32>) -> 
         if flags & wait::WNOHANG != 0 {
             return Ok(0);
         }
-        sleepqueue::sleep(channel(me), 0);
+        if sleep_interruptible(channel(me), 0) == Woken::Interrupted {
+            return Err(errno::EINTR);
+        }
     }
 }
 
@@ -338,6 +552,13 @@ pub fn exiting(i: usize) -> bool {
 /// running when pid 1 ended) gives its memory back. No CPU runs a user
 /// thread any more, and every CPU has left their spaces.
 pub fn reset() {
+    if let Some(h) = hooks() {
+        (h.reset)();
+    }
+    SIGNALLED.store(0, Ordering::Relaxed);
+    *interruptible() = [false; MAX_THREADS];
+    // SAFETY: (s) held by the caller (as `table` asserts below).
+    unsafe { *SIGNALS.get_mut() = [NO_SIGNALS; MAX_PROCS] };
     let t = table();
     for p in t.procs.iter_mut() {
         if let Some(s) = p.space.take() {

@@ -4,6 +4,7 @@
 //! in EAX, arguments in EBX, ECX, EDX, ESI, EDI, EBP. It writes the result
 //! (or a negative errno) into the saved EAX, which the entry's POPAL returns.
 
+mod ipc;
 mod threads;
 mod trace;
 pub mod usercopy;
@@ -40,7 +41,33 @@ type Handler = extern "fastcall" fn(&mut Regs);
 
 /// The system-call table, indexed by number (`abi::nr`). Built by a const
 /// fn so each handler is placed by its name, not by its position.
-static TABLE: [Handler; nr::COUNT as usize] = table();
+///
+/// Two entries change while the kernel runs: `read` and `write` point at
+/// `sys_read`/`sys_write`, the fixed descriptors' paths (0..=4), whenever
+/// no pipe exists, and at `ipc`'s pipe-aware entries while one does
+/// ([`route_pipes`]), which send a pipe descriptor to the pipes and any
+/// other to the same `sys_read`/`sys_write`. So the fixed descriptors'
+/// paths are the same instructions as before pipes existed (the icount
+/// figures of `write` and the macro mix do not move), and cost two more
+/// (a compare and a branch) only while a pipe is open somewhere.
+static mut TABLE: [Handler; nr::COUNT as usize] = table();
+
+/// Points `read` and `write` at the pipe-aware entries (`on`) or back at
+/// the fixed descriptors' own.
+pub(crate) fn route_pipes(on: bool) {
+    let (read, write): (Handler, Handler) = if on {
+        (ipc::sys_read_any, ipc::sys_write_any)
+    } else {
+        (sys_read, sys_write)
+    };
+    // SAFETY: aligned word stores into the table, which every CPU reads a
+    // whole word at a time (x86 keeps aligned word accesses atomic: SDM
+    // Vol. 3A §9.1.1); either value is a valid handler for the number.
+    unsafe {
+        core::ptr::addr_of_mut!(TABLE[nr::READ as usize]).write_volatile(read);
+        core::ptr::addr_of_mut!(TABLE[nr::WRITE as usize]).write_volatile(write);
+    }
+}
 
 const fn table() -> [Handler; nr::COUNT as usize] {
     let mut t: [Handler; nr::COUNT as usize] = [sys_enosys; nr::COUNT as usize];
@@ -72,6 +99,12 @@ const fn table() -> [Handler; nr::COUNT as usize] {
     t[nr::WAITPID as usize] = sys_waitpid;
     t[nr::GETPPID as usize] = sys_getppid;
     t[nr::SBRK as usize] = sys_sbrk;
+    t[nr::PIPE as usize] = ipc::sys_pipe;
+    t[nr::CLOSE as usize] = ipc::sys_close;
+    t[nr::DUP2 as usize] = ipc::sys_dup2;
+    t[nr::KILL as usize] = ipc::sys_kill;
+    t[nr::SIGACTION as usize] = ipc::sys_sigaction;
+    t[nr::SIGRETURN as usize] = ipc::sys_sigreturn;
     t
 }
 
@@ -82,7 +115,8 @@ const fn table() -> [Handler; nr::COUNT as usize] {
 /// its link name, `syscall_dispatch` (entry's upcall).
 #[unsafe(export_name = "syscall_dispatch")]
 pub extern "fastcall" fn dispatch(r: &mut Regs) {
-    match TABLE.get(r.eax as usize) {
+    // SAFETY: a shared read of one word of the table (see `route_pipes`).
+    match unsafe { (*core::ptr::addr_of!(TABLE)).get(r.eax as usize) } {
         Some(handler) => handler(r),
         None => r.eax = err(errno::ENOSYS),
     }
@@ -136,6 +170,7 @@ extern "fastcall" fn sys_waitpid(r: &mut Regs) {
         Ok(pid) => pid,
         Err(e) => err(e),
     };
+    crate::proc::signal::on_return(r, r.eax, &usercopy::USER_MEM);
 }
 
 extern "fastcall" fn sys_sbrk(r: &mut Regs) {
@@ -153,11 +188,11 @@ extern "fastcall" fn sys_exit(r: &mut Regs) {
     task::end_current(task::End::Exit(r.ebx as i32))
 }
 
-extern "fastcall" fn sys_write(r: &mut Regs) {
+pub(crate) extern "fastcall" fn sys_write(r: &mut Regs) {
     r.eax = write(r.ebx, r.ecx, r.edx);
 }
 
-extern "fastcall" fn sys_read(r: &mut Regs) {
+pub(crate) extern "fastcall" fn sys_read(r: &mut Regs) {
     r.eax = read(r.ebx, r.ecx, r.edx);
 }
 
@@ -395,4 +430,9 @@ mod ring {
     }
 }
 
-pub use ring::reset as reset_ring;
+/// Between tasks: the ring empty, `read` and `write` on their fixed paths
+/// (the last task's pipes are gone).
+pub fn reset_ring() {
+    ring::reset();
+    route_pipes(false);
+}

@@ -19,11 +19,15 @@ pub extern "fastcall" fn sys_yield(r: &mut Regs) {
 }
 
 /// `sleep(ticks)`: a nap on no channel, so no `wakeup` can cut it short
-/// (a channel of its own would be a number any thread could name).
+/// (a channel of its own would be a number any thread could name); a
+/// caught signal does: `-EINTR`, after its handler ran.
 pub extern "fastcall" fn sys_sleep(r: &mut Regs) {
     let _g = sched::locked();
-    sched::nap(r.ebx.max(1) as u64);
-    r.eax = 0;
+    r.eax = match crate::proc::sleep_interruptible(0, r.ebx.max(1) as u64) {
+        crate::proc::Woken::Interrupted => err(abi::syscall::errno::EINTR),
+        crate::proc::Woken::Done(_) => 0,
+    };
+    crate::proc::signal::on_return(r, r.eax, &super::usercopy::USER_MEM);
 }
 
 pub extern "fastcall" fn sys_thread_create(r: &mut Regs) {

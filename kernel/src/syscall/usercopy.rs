@@ -96,3 +96,24 @@ pub fn copy_bytes(dst: &mut [u8], src: &[u8]) {
         );
     }
 }
+
+/// Copies the user bytes at `ptr` into `dst` (checked readable), or `EFAULT`.
+pub fn copy_in(ptr: u32, dst: &mut [u8]) -> Result<(), i32> {
+    let src = user_slice(ptr, dst.len() as u32, Access::Read)?;
+    copy_bytes(dst, src);
+    Ok(())
+}
+
+/// Copies `src` to the user bytes at `ptr` (checked writable), or `EFAULT`.
+pub fn copy_out(ptr: u32, src: &[u8]) -> Result<(), i32> {
+    let dst = user_slice_mut(ptr, src.len() as u32)?;
+    copy_bytes(dst, src);
+    Ok(())
+}
+
+/// The copies, for the process layer below (`proc::UserMem`).
+pub const USER_MEM: crate::proc::UserMem = crate::proc::UserMem {
+    read: copy_in,
+    write: copy_out,
+    check: |ptr, len, write| check(ptr, len, if write { Access::Write } else { Access::Read }),
+};

@@ -189,20 +189,24 @@ fn processes(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, named: bool,
             _ => Err("the rounds did not end with exit 0"),
         };
         let after = (frames::usage().0, crate::vm::page::usage().0);
+        let pipes_left = crate::proc::pipe::left_at_reset();
         kprintln!(
-            "processes: frames in use {} before, {} after; user pages {} before, {} after; {} forks since boot",
+            "processes: frames in use {} before, {} after; user pages {} before, {} after; {} forks since boot; {} pipes left open",
             before.0,
             after.0,
             before.1,
             after.1,
-            crate::proc::forks()
+            crate::proc::forks(),
+            pipes_left
         );
         t.report(
             leaks,
-            r.and(if before == after {
-                Ok(())
-            } else {
+            r.and(if before != after {
                 Err("frames or pages were left in use")
+            } else if pipes_left != 0 {
+                Err("pipes were left open when the rounds ended")
+            } else {
+                Ok(())
             }),
         );
     }

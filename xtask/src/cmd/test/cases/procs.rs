@@ -18,7 +18,7 @@ fn procs_pass(log: &BootLog, _: &[Record]) -> Result<(), String> {
     if let Some(l) = log.serial.lines().find(|l| l.starts_with("procs: FAIL")) {
         return Err(l.to_string());
     }
-    contains(log, "procs: 11 passed, 0 failed")
+    contains(log, "procs: 20 passed, 0 failed")
 }
 
 /// The kernel's process tests: the cases and the leak test ran and passed.
