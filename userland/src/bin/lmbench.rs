@@ -25,7 +25,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use userland::abi::lmbench::{self as lm, group};
 use userland::abi::model::{Snaps, SNAP_USER};
 use userland::abi::report::{kind, Figure, Measure};
-use userland::abi::syscall::{decode, nr, wait, CpuInfo, FEATURE_TSC};
+use userland::abi::syscall::{decode, nr, wait, CpuInfo, FEATURE_TSC, PRIO_USER};
 use userland::abi::Mechanism;
 use userland::bench::{self, Fence, Summary};
 use userland::{println, record, sys, threads, Line};
@@ -551,21 +551,96 @@ fn lat_ctx(run: &mut Run) {
     }
 }
 
+/// One ring member's descriptors and work: it closes the ends it does not
+/// use, writes its own working set, then hands the token on until its
+/// input ends.
+#[derive(Clone, Copy)]
+struct Member {
+    /// The parent's write end and this member's pipe's read end: closed.
+    first_w: u32,
+    unused_r: u32,
+    /// The token comes from here and goes there.
+    from: u32,
+    to: u32,
+    kib: u32,
+    /// The member's index (its working set's fill value).
+    k: u32,
+}
+
+/// Writes the first `kib` KiB of this process's working set.
+fn fill_working_set(kib: u32, v: u32) {
+    // SAFETY: this process's own copy; one thread.
+    let ws = unsafe { &mut *(&raw mut WORKING_SET) };
+    for (i, w) in ws[..kib as usize * 256].iter_mut().enumerate() {
+        *w = v.wrapping_add(i as u32);
+    }
+}
+
+fn ring_member(m: Member) -> i32 {
+    p::close(m.first_w);
+    p::close(m.unused_r);
+    fill_working_set(m.kib, m.k);
+    let me = cpu_bit() as u8;
+    while hand_off(m.from, m.to, m.kib, me).is_some() {}
+    0
+}
+
+/// The member a thread on another CPU forks ([`fork_member_on`]), and the
+/// child's pid it hands back (0: not yet; `u32::MAX`: fork failed).
+static mut MEMBER: Member = Member {
+    first_w: 0,
+    unused_r: 0,
+    from: 0,
+    to: 0,
+    kib: 0,
+    k: 0,
+};
+static FORKED: AtomicU32 = AtomicU32::new(0);
+
+fn member_forker(_: u32) {
+    // SAFETY: written before this thread was created; read once.
+    let m = unsafe { *(&raw const MEMBER) };
+    let r = spawn(|| ring_member(m));
+    FORKED.store(r.unwrap_or(u32::MAX).max(1), Ordering::Release);
+}
+
+/// Forks ring member `m` so that it runs on `cpu`: a child runs on the
+/// CPU of the thread that forked it, so a thread started there forks it.
+fn fork_member_on(cpu: u32, m: Member) -> Result<u32, i32> {
+    if cpu == threads::cpu() {
+        return spawn(|| ring_member(m));
+    }
+    // SAFETY: no forker thread runs now (each is waited for below).
+    unsafe { *(&raw mut MEMBER) = m };
+    FORKED.store(0, Ordering::Relaxed);
+    threads::spawn_on(member_forker, 0, PRIO_USER, cpu)?;
+    // Wait by sleeping, not yielding (see forktest): under icount QEMU
+    // runs one CPU at a time.
+    let pid = loop {
+        match FORKED.load(Ordering::Acquire) {
+            0 => threads::sleep(1),
+            p => break p,
+        }
+    };
+    if pid == u32::MAX {
+        Err(userland::abi::errno::EAGAIN)
+    } else {
+        Ok(pid)
+    }
+}
+
 fn ring(run: &mut Run, name: &str, n: u32, kib: u32) -> Result<(), &'static str> {
     // Every process writes its own working set first, so none shares a
     // frame with another (under fork=cow the first write copies it).
-    let fill = |v: u32| {
-        // SAFETY: this process's own copy; one thread.
-        let ws = unsafe { &mut *(&raw mut WORKING_SET) };
-        for (i, w) in ws[..kib as usize * 256].iter_mut().enumerate() {
-            *w = v.wrapping_add(i as u32);
-        }
-    };
-    fill(0);
+    fill_working_set(kib, 0);
     // Pipe k carries the token from member k to member k+1 (mod n); the
     // parent is member 0. Each child keeps its two ends only, so closing
-    // the parent's write end ends the ring member by member.
+    // the parent's write end ends the ring member by member. With several
+    // CPUs the members go round them (member k on CPU k mod CPUs), so a
+    // hand-off crosses CPUs as lmbench's processes do on an SMP kernel.
     let (first_r, first_w) = p::pipe().map_err(|_| "pipe() failed")?;
+    let cpus = run.info.cpus.max(1);
+    let home = threads::cpu();
     let mut prev_r = first_r;
     let mut pids = [0u32; 8];
     let mut ok = true;
@@ -575,14 +650,15 @@ fn ring(run: &mut Run, name: &str, n: u32, kib: u32) -> Result<(), &'static str>
             break;
         };
         let from = prev_r;
-        let child = spawn(|| {
-            p::close(first_w);
-            p::close(r);
-            fill(k);
-            let me = cpu_bit() as u8;
-            while hand_off(from, w, kib, me).is_some() {}
-            0
-        });
+        let m = Member {
+            first_w,
+            unused_r: r,
+            from,
+            to: w,
+            kib,
+            k,
+        };
+        let child = fork_member_on((home + k) % cpus, m);
         p::close(from);
         p::close(w);
         prev_r = r;

@@ -197,7 +197,7 @@ pub fn table(r: &Results) -> Result<String> {
             "insns", "L1 miss", "L2 miss", "TLB miss", "flushes"
         );
     } else {
-        s += &format!(" {:>12} {:>6}", "min", "n");
+        s += &format!(" {:>12} {:>6}", "best", "n");
     }
     s += "  note\n";
     let int80 = r.bench("smack.int80").map(|b| value(b, &unit));

@@ -42,9 +42,9 @@ fn expected(res: &Results) -> Vec<String> {
 }
 
 /// Every row with `BATCHES` samples, per operation, in the clock's unit;
-/// the copy-on-write row's path says which `fork=` ran; the table shows
-/// every row.
-fn every_row(log: &BootLog, r: &[Record], cow: bool) -> Result<(), String> {
+/// the copy-on-write row's path says which `fork=` ran; on two CPUs every
+/// `lat_ctx` ring went round both; the table shows every row.
+fn every_row(log: &BootLog, r: &[Record], cow: bool, cpus: u32) -> Result<(), String> {
     succeeded(log)?;
     let res = Results::from_records(r, lm::PROG, "qemu").map_err(|e| e.to_string())?;
     clock_is(&res, ICOUNT)?;
@@ -62,6 +62,17 @@ fn every_row(log: &BootLog, r: &[Record], cow: bool) -> Result<(), String> {
             "lat_pagefault.cow: path {path}, expected {want_path}"
         ));
     }
+    if cpus > 1 {
+        for b in res
+            .benches
+            .iter()
+            .filter(|b| b.name.starts_with("lat_ctx."))
+        {
+            if b.cpus != [0, 1] {
+                return Err(format!("{}: ran on CPUs {:?}, not 0 and 1", b.name, b.cpus));
+            }
+        }
+    }
     let t = crate::cmd::lmbench::table(&res).map_err(|e| e.to_string())?;
     for name in &want {
         if !t.lines().any(|l| l.starts_with(&format!("{name} "))) {
@@ -76,15 +87,15 @@ pub(super) const LMBENCH: &[Case] = &[
         name: "lmbench: every row present with its samples (1 CPU, fork=cow), and the table renders",
         cmdline: "mode=run prog=lmbench batches=4 batch_size=64 fork=cow",
         timeout: 120,
-        check: |log, r| every_row(log, r, true),
+        check: |log, r| every_row(log, r, true, 1),
         ..CASE
     },
     Case {
-        name: "lmbench on 2 CPUs: every row present with its samples (fork=copy), and the table renders",
+        name: "lmbench on 2 CPUs: every row present with its samples (fork=copy), the lat_ctx rings round both CPUs, and the table renders",
         cmdline: "mode=run prog=lmbench batches=4 batch_size=64",
         cpus: 2,
         timeout: 120,
-        check: |log, r| every_row(log, r, false),
+        check: |log, r| every_row(log, r, false, 2),
         ..CASE
     },
 ];
