@@ -40,6 +40,9 @@ pub struct ModelOpts {
     pub profile: String,
     /// Add a VM exit's cost to CR3 writes and invlpg (shadow page tables) and to IPI sends (no posted interrupts).
     pub virt: bool,
+    /// The plugin's `pge=on`: the kernel's identity-map pages are global
+    /// (survive a CR3 write), as if the kernel set CR4.PGE and PTE.G.
+    pub pge: bool,
 }
 
 impl Default for ModelOpts {
@@ -47,6 +50,7 @@ impl Default for ModelOpts {
         ModelOpts {
             profile: DEFAULT_PROFILE.into(),
             virt: false,
+            pge: false,
         }
     }
 }
@@ -69,7 +73,7 @@ pub fn options_for(clock: Clock, asked: Option<&ModelOpts>) -> Result<Option<Mod
             Ok(Some(opts))
         }
         (_, Some(_)) => {
-            bail!("--profile and --virt choose the model's CPU: use them with --clock model")
+            bail!("--profile, --virt and --pge choose the model's CPU: use them with --clock model")
         }
         (_, None) => Ok(None),
     }
@@ -161,7 +165,11 @@ pub fn build_plugin(root: &Path) -> Result<PathBuf> {
 
 /// QEMU's arguments that load the plugin, writing its file to `out`.
 pub fn qemu_args(lib: &Path, opts: &ModelOpts, out: &Path) -> Result<Vec<String>> {
-    let arg = model::plugin_arg(lib, &opts.profile, opts.virt, out).map_err(anyhow::Error::msg)?;
+    let mut arg =
+        model::plugin_arg(lib, &opts.profile, opts.virt, out).map_err(anyhow::Error::msg)?;
+    if opts.pge {
+        arg += ",pge=on";
+    }
     Ok(vec!["-plugin".into(), arg])
 }
 
@@ -604,9 +612,10 @@ mod tests {
 
     #[test]
     fn plugin_arguments() {
-        let o = ModelOpts {
+        let mut o = ModelOpts {
             profile: "p4".into(),
             virt: true,
+            pge: false,
         };
         let a = qemu_args(Path::new("/t/libmodel.so"), &o, Path::new("/t/out.txt")).unwrap();
         assert_eq!(
@@ -618,6 +627,12 @@ mod tests {
         );
         assert!(qemu_args(Path::new("/a,b/lib.so"), &o, Path::new("/o")).is_err());
         assert_eq!(o.label(), "modelled, profile p4, virt");
+        o.pge = true;
+        let a = qemu_args(Path::new("/t/libmodel.so"), &o, Path::new("/t/out.txt")).unwrap();
+        assert_eq!(
+            a[1],
+            "/t/libmodel.so,profile=p4,virt=on,out=/t/out.txt,pge=on"
+        );
     }
 
     fn snap(seq: u32, cycles: u64, l1: u64) -> String {

@@ -116,7 +116,12 @@ enum Unit {
 
 fn unit_of(r: &Results) -> Unit {
     if let Some(p) = &r.model_profile {
-        return Unit::Model(model::label(p, r.model_virt));
+        let pge = r.model_params.get("pge").is_some_and(|v| v == "1");
+        return Unit::Model(format!(
+            "{}{}",
+            model::label(p, r.model_virt),
+            if pge { ", pge=on" } else { "" }
+        ));
     }
     let clock = Clock::from_key(&r.clock);
     match clock {

@@ -71,6 +71,10 @@ pub struct BootArgs {
     /// With --clock model: add a VM exit's cost to CR3 writes and invlpg.
     #[arg(long)]
     pub virt: bool,
+    /// With --clock model: the kernel's identity-map pages are global in
+    /// the model's TLB (the plugin's pge=on; this kernel sets no CR4.PGE).
+    #[arg(long)]
+    pub pge: bool,
 }
 
 impl BootArgs {
@@ -89,12 +93,13 @@ impl BootArgs {
             clock: self.clock,
             grub: self.grub,
             append: self.append.clone(),
-            model: (self.profile.is_some() || self.virt).then(|| ModelOpts {
+            model: (self.profile.is_some() || self.virt || self.pge).then(|| ModelOpts {
                 profile: self
                     .profile
                     .clone()
                     .unwrap_or_else(|| model::DEFAULT_PROFILE.into()),
                 virt: self.virt,
+                pge: self.pge,
             }),
             ..machine::Spec::new(backend, Duration::from_secs(self.timeout))
         })
@@ -136,6 +141,7 @@ pub fn test_boot_args(cpu: Option<&str>) -> BootArgs {
         clock: Some(Clock::Icount),
         profile: None,
         virt: false,
+        pge: false,
     }
 }
 
