@@ -26,6 +26,7 @@ pub const KEYS: &[&str] = &[
     KEY_FORK,
     KEY_PMAP,
     KEY_FORK_PAGES,
+    KEY_BENCH,
 ];
 pub const KEY_MODE: &str = "mode";
 pub const KEY_PROG: &str = "prog";
@@ -44,6 +45,7 @@ pub const KEY_PMC: &str = "pmc";
 pub const KEY_FORK: &str = "fork";
 pub const KEY_PMAP: &str = "pmap";
 pub const KEY_FORK_PAGES: &str = "fork_pages";
+pub const KEY_BENCH: &str = "bench";
 
 /// How `fork` gives the child its memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,6 +230,9 @@ pub struct Options<'a> {
     pub pmap: Pmap,
     /// `fork_pages=N`: the forktest parent's touched pages.
     pub fork_pages: u32,
+    /// `bench=GROUP[,GROUP]`: the `lmbench` program's row groups
+    /// (`crate::lmbench::GROUPS`, one bit each; all by default).
+    pub lmbench: u32,
 }
 
 /// The longest command line the kernel reads, in bytes without its NUL (the
@@ -276,6 +281,7 @@ impl Default for Options<'_> {
             fork: Fork::Copy,
             pmap: Pmap::Window,
             fork_pages: DEFAULT_FORK_PAGES,
+            lmbench: crate::lmbench::ALL,
         }
     }
 }
@@ -374,6 +380,12 @@ impl<'a> Options<'a> {
                     Ok(n) if (1..=MAX_FORK_PAGES).contains(&n) => o.fork_pages = n,
                     _ => bad("a whole number from 1 to 4096"),
                 },
+                KEY_BENCH => match crate::lmbench::parse_groups(value) {
+                    Some(bits) => o.lmbench = bits,
+                    None => bad(
+                        "all, or a comma list of syscall, sig, proc, ctx, pipe, pagefault, bw_pipe, smack",
+                    ),
+                },
                 _ => warn(Warning::UnknownKey(key)),
             }
         }
@@ -465,6 +477,15 @@ mod tests {
             assert!(w.is_empty(), "{w:?}");
             assert_eq!((o.pmap, p.key()), (p, k));
         }
+        let (o, w) = parse("bench=ctx,smack");
+        assert!(w.is_empty());
+        assert_eq!(
+            o.lmbench,
+            crate::lmbench::group::CTX | crate::lmbench::group::SMACK
+        );
+        let (o, w) = parse("bench=ctx,lat_nope");
+        assert_eq!(o.lmbench, crate::lmbench::ALL);
+        assert_eq!(w.len(), 1);
         let (o, w) = parse("fork=cow fork_pages=512");
         assert!(w.is_empty(), "{w:?}");
         assert_eq!((o.fork, o.fork_pages), (Fork::Cow, 512));

@@ -10,6 +10,7 @@ pub mod cmdline;
 pub mod eflags;
 pub mod exit;
 pub mod layout;
+pub mod lmbench;
 pub mod model;
 pub mod report;
 pub mod stats;

@@ -277,7 +277,25 @@ pub mod names {
     /// The macro mix's group: `macro.<mechanism>` (host-side name).
     pub const MACRO: &str = "macro";
     /// Every group a metric's name starts with, besides the mechanisms.
-    pub const GROUPS: [&str; 8] = [LOOP, LOCKS, EBIZZY, SMP, FORKTEST, CHASE, STRING, MACRO];
+    pub const GROUPS: [&str; 16] = [
+        LOOP,
+        LOCKS,
+        EBIZZY,
+        SMP,
+        FORKTEST,
+        CHASE,
+        STRING,
+        MACRO,
+        // The lmbench program's rows (`crate::lmbench`).
+        "lat_syscall",
+        "lat_sig",
+        "lat_proc",
+        "lat_ctx",
+        "lat_pipe",
+        "lat_pagefault",
+        "bw_pipe",
+        "smack",
+    ];
 }
 
 /// What a benchmark's values are, so that readers know which way is better.

@@ -562,6 +562,11 @@ pub struct CpuInfo {
     /// `fork_pages=` from the command line: how many touched pages the
     /// forktest parent holds.
     pub fork_pages: u32,
+    /// `bench=` from the command line: the `lmbench` program's row groups
+    /// (`crate::lmbench::group` bits).
+    pub lmbench: u32,
+    /// `fork=` from the command line: 0 copy, 1 copy-on-write.
+    pub fork_cow: u32,
 }
 
 /// [`CpuInfo::pool_align`] when the command line names no layout: the lock

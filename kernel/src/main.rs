@@ -225,6 +225,8 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             pool_align: opts.pool_align.unwrap_or(abi::syscall::POOL_ALIGN_EVERY),
             cpus: cpus as u32,
             fork_pages: opts.fork_pages,
+            lmbench: opts.lmbench,
+            fork_cow: (opts.fork == abi::cmdline::Fork::Cow) as u32,
         });
     }
     for m in Mechanism::ALL {

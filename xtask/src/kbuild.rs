@@ -14,6 +14,7 @@ pub const TARGET_SPEC: &str = "i686-testbed.json";
 /// The user programs, each a Multiboot module named after its binary.
 pub const USER_PROGRAMS: &[&str] = &[
     "bench", "utest", "faults", "locks", "fuzz", "chase", "rogue", "strings", "procs", "forktest",
+    "lmbench",
 ];
 
 /// What a build produced.

@@ -55,6 +55,8 @@ enum Cmd {
     Bench(cmd::bench::BenchArgs),
     /// The speed-up table across results files (time without / time with).
     Table(cmd::table::TableArgs),
+    /// lmbench's process-level rows (the `lmbench` program) as lmbench's summary table.
+    Lmbench(cmd::lmbench::LmbenchArgs),
     /// One system call through a mechanism, explained step by step.
     Trace(cmd::trace::TraceArgs),
     /// QEMU paused with a gdb stub; gdb with symbols and a breakpoint on each entry stub.
@@ -82,6 +84,7 @@ pub fn main() -> ! {
         Cmd::Import(a) => cmd::import::import(a),
         Cmd::Bench(a) => cmd::bench::bench(a),
         Cmd::Table(a) => cmd::table::table(a),
+        Cmd::Lmbench(a) => cmd::lmbench::lmbench(a),
         Cmd::Trace(a) => cmd::trace::trace(a),
         Cmd::Gdb(a) => cmd::gdb::gdb(a),
         Cmd::Docs(a) => cmd::docs::docs(a),

@@ -43,6 +43,9 @@ pub struct ModelOpts {
     /// (shadow page tables) or two-dimensional TLB walks (EPT), and on IPI
     /// sends (no posted interrupts) under both.
     pub virt: Virt,
+    /// The plugin's `pge=on`: the kernel's identity-map pages are global
+    /// (survive a CR3 write), as if the kernel set CR4.PGE and PTE.G.
+    pub pge: bool,
 }
 
 impl Default for ModelOpts {
@@ -50,6 +53,7 @@ impl Default for ModelOpts {
         ModelOpts {
             profile: DEFAULT_PROFILE.into(),
             virt: Virt::Off,
+            pge: false,
         }
     }
 }
@@ -72,7 +76,7 @@ pub fn options_for(clock: Clock, asked: Option<&ModelOpts>) -> Result<Option<Mod
             Ok(Some(opts))
         }
         (_, Some(_)) => {
-            bail!("--profile and --virt choose the model's CPU: use them with --clock model")
+            bail!("--profile, --virt and --pge choose the model's CPU: use them with --clock model")
         }
         (_, None) => Ok(None),
     }
@@ -169,7 +173,11 @@ pub fn build_plugin(root: &Path) -> Result<PathBuf> {
 
 /// QEMU's arguments that load the plugin, writing its file to `out`.
 pub fn qemu_args(lib: &Path, opts: &ModelOpts, out: &Path) -> Result<Vec<String>> {
-    let arg = model::plugin_arg(lib, &opts.profile, opts.virt, out).map_err(anyhow::Error::msg)?;
+    let mut arg =
+        model::plugin_arg(lib, &opts.profile, opts.virt, out).map_err(anyhow::Error::msg)?;
+    if opts.pge {
+        arg += ",pge=on";
+    }
     Ok(vec!["-plugin".into(), arg])
 }
 
@@ -613,9 +621,10 @@ mod tests {
 
     #[test]
     fn plugin_arguments() {
-        let o = ModelOpts {
+        let mut o = ModelOpts {
             profile: "p4".into(),
             virt: Virt::Shadow,
+            pge: false,
         };
         let a = qemu_args(Path::new("/t/libmodel.so"), &o, Path::new("/t/out.txt")).unwrap();
         assert_eq!(
@@ -630,11 +639,18 @@ mod tests {
         let ept = ModelOpts {
             profile: "p4".into(),
             virt: Virt::Ept,
+            pge: false,
         };
         assert_eq!(ept.label(), "modelled, profile p4, virt ept");
         assert_eq!(
             qemu_args(Path::new("/t/libmodel.so"), &ept, Path::new("/t/out.txt")).unwrap()[1],
             "/t/libmodel.so,profile=p4,virt=ept,out=/t/out.txt"
+        );
+        o.pge = true;
+        let a = qemu_args(Path::new("/t/libmodel.so"), &o, Path::new("/t/out.txt")).unwrap();
+        assert_eq!(
+            a[1],
+            "/t/libmodel.so,profile=p4,virt=on,out=/t/out.txt,pge=on"
         );
     }
 

@@ -11,6 +11,7 @@ pub mod import;
 pub mod iso;
 pub mod lava;
 pub mod layers;
+pub mod lmbench;
 pub mod run;
 pub mod setup;
 pub mod table;
@@ -74,6 +75,10 @@ pub struct BootArgs {
     /// on IPI sends only, and every TLB miss a two-dimensional walk.
     #[arg(long, value_enum, value_name = "PAGING", num_args = 0..=1, default_missing_value = "shadow")]
     pub virt: Option<VirtArg>,
+    /// With --clock model: the kernel's identity-map pages are global in
+    /// the model's TLB (the plugin's pge=on; this kernel sets no CR4.PGE).
+    #[arg(long)]
+    pub pge: bool,
 }
 
 /// `--virt`'s value: how the hypervisor virtualises the guest's paging.
@@ -112,12 +117,13 @@ impl BootArgs {
             clock: self.clock,
             grub: self.grub,
             append: self.append.clone(),
-            model: (self.profile.is_some() || self.virt.is_some()).then(|| ModelOpts {
+            model: (self.profile.is_some() || self.virt.is_some() || self.pge).then(|| ModelOpts {
                 profile: self
                     .profile
                     .clone()
                     .unwrap_or_else(|| model::DEFAULT_PROFILE.into()),
                 virt: VirtArg::model(self.virt),
+                pge: self.pge,
             }),
             ..machine::Spec::new(backend, Duration::from_secs(self.timeout))
         })
@@ -159,6 +165,7 @@ pub fn test_boot_args(cpu: Option<&str>) -> BootArgs {
         clock: Some(Clock::Icount),
         profile: None,
         virt: None,
+        pge: false,
     }
 }
 

@@ -530,6 +530,7 @@ mod tests {
             opts: crate::model::ModelOpts {
                 profile: "p4".into(),
                 virt: crate::model::Virt::Off,
+                pge: false,
             },
             lib: "/t/libmodel.so".into(),
             out: "/t/m.txt".into(),

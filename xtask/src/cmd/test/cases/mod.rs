@@ -3,7 +3,7 @@
 //!
 //! The cases by subject: `smp` (several CPUs), `basics` (one CPU under
 //! QEMU: tests, records, path lengths, the table, GRUB, the command line),
-//! `faults`, `matrix` (every CPU model), `procs` (processes), `fuzz` and
+//! `faults`, `matrix` (every CPU model), `procs` (processes), `lmbench`, `fuzz` and
 //! `bochs_boots`; `checks`
 //! holds what many of them ask of a boot.
 
@@ -20,6 +20,7 @@ mod bochs_boots;
 mod checks;
 mod faults;
 mod fuzz;
+mod lmbench;
 mod matrix;
 mod procs;
 mod smp;
@@ -31,6 +32,7 @@ use bochs_boots::{BOCHS, BOCHS_TIMEOUT};
 use checks::{all_tests_pass, BOCHS_TSC, ICOUNT};
 use faults::FAULTS;
 use fuzz::FUZZ;
+use lmbench::LMBENCH;
 use matrix::{hostile_all_expected, MATRIX};
 use procs::PROCS;
 use smp::{smp_check_on, SMP};
@@ -112,7 +114,7 @@ impl Case {
 
 /// Every case, in the order the QEMU boots run.
 pub fn all() -> impl Iterator<Item = &'static Case> {
-    [SMP, BASICS, FAULTS, MATRIX, PROCS, FUZZ, BOCHS]
+    [SMP, BASICS, FAULTS, MATRIX, PROCS, LMBENCH, FUZZ, BOCHS]
         .into_iter()
         .flatten()
 }
