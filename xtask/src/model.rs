@@ -31,8 +31,27 @@ use crate::results::Results;
 
 /// The profiles file of the model crate, relative to the workspace root.
 pub const PROFILES_FILE: &str = "model/profiles.toml";
-/// The profile `--clock model` uses when `--profile` is not given.
+/// The profile `--clock model` uses when `--profile` is not given and no
+/// profile matches the CPU model ([`profile_for_cpu`]).
 pub const DEFAULT_PROFILE: &str = "modern";
+
+/// The profile that models QEMU's CPU model `cpu`, where one does: the
+/// Pentium III (and II: the same P6 core) is p3, the Pentium 4 p4, the
+/// Core 2 models (core2duo, Conroe, Penryn) core2, and the Intel cores
+/// from Nehalem on `modern`; QEMU's generic models (qemu32, qemu64, kvm32,
+/// kvm64) are `modern` too. Others (486, pentium, AMD's, host): `None`.
+pub fn profile_for_cpu(cpu: &str) -> Option<&'static str> {
+    let base = cpu.split(['-', ',']).next().unwrap_or(cpu);
+    Some(match base {
+        "pentium2" | "pentium3" | "p3" => "p3",
+        "pentium4" | "p4" => "p4",
+        "core2duo" | "Conroe" | "Penryn" | "core2" => "core2",
+        "qemu32" | "qemu64" | "kvm32" | "kvm64" | "max" | "modern" | "Nehalem" | "Westmere"
+        | "SandyBridge" | "IvyBridge" | "Haswell" | "Broadwell" | "Skylake" | "Cascadelake"
+        | "Cooperlake" | "Icelake" | "SapphireRapids" => "modern",
+        _ => return None,
+    })
+}
 
 /// What the user asked the model for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,6 +59,8 @@ pub struct ModelOpts {
     pub profile: String,
     /// Add a VM exit's cost to CR3 writes and invlpg (shadow page tables) and to IPI sends (no posted interrupts).
     pub virt: bool,
+    /// The profile was not asked for: it follows the CPU model.
+    pub from_cpu: bool,
 }
 
 impl Default for ModelOpts {
@@ -47,6 +68,18 @@ impl Default for ModelOpts {
         ModelOpts {
             profile: DEFAULT_PROFILE.into(),
             virt: false,
+            from_cpu: false,
+        }
+    }
+}
+
+impl ModelOpts {
+    /// The options for CPU model `cpu` when no profile was asked for.
+    pub fn for_cpu(cpu: &str, virt: bool) -> ModelOpts {
+        ModelOpts {
+            profile: profile_for_cpu(cpu).unwrap_or(DEFAULT_PROFILE).into(),
+            virt,
+            from_cpu: true,
         }
     }
 }
@@ -58,13 +91,20 @@ impl ModelOpts {
     }
 }
 
-/// The model's options for a boot on `clock`: the defaults under
-/// [`Clock::Model`]; an error when model options come with another clock.
-/// The profile is checked against the model's list (nothing is built).
-pub fn options_for(clock: Clock, asked: Option<&ModelOpts>) -> Result<Option<ModelOpts>> {
+/// The model's options for a boot on `clock`: under [`Clock::Model`] what
+/// was asked, or the profile of CPU model `cpu`; an error when model
+/// options come with another clock. The profile is checked against the
+/// model's list (nothing is built).
+pub fn options_for(
+    clock: Clock,
+    asked: Option<&ModelOpts>,
+    cpu: &str,
+) -> Result<Option<ModelOpts>> {
     match (clock, asked) {
         (Clock::Model, asked) => {
-            let opts = asked.cloned().unwrap_or_default();
+            let opts = asked
+                .cloned()
+                .unwrap_or_else(|| ModelOpts::for_cpu(cpu, false));
             check_profile(&opts.profile, &known_profiles())?;
             Ok(Some(opts))
         }
@@ -90,9 +130,10 @@ impl Plugin {
     pub fn for_clock(
         clock: Clock,
         asked: Option<&ModelOpts>,
+        cpu: &str,
         scratch: &Path,
     ) -> Result<Option<Plugin>> {
-        let Some(opts) = options_for(clock, asked)? else {
+        let Some(opts) = options_for(clock, asked, cpu)? else {
             return Ok(None);
         };
         let lib = build_plugin(&kbuild::root())?;
@@ -607,6 +648,7 @@ mod tests {
         let o = ModelOpts {
             profile: "p4".into(),
             virt: true,
+            from_cpu: false,
         };
         let a = qemu_args(Path::new("/t/libmodel.so"), &o, Path::new("/t/out.txt")).unwrap();
         assert_eq!(

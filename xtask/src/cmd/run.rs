@@ -126,10 +126,15 @@ pub fn feature_build(features: &[String]) -> Result<kbuild::Artifacts> {
 
 pub fn run(a: RunArgs) -> Result<i32> {
     check_compare(&a)?;
-    if a.model_file.is_some() && a.boot.clock != Some(Clock::Model) {
+    if a.model_file.is_some() && !matches!(a.boot.clock, None | Some(Clock::Model)) {
         bail!("--model-file keeps the model plugin's file: use it with --clock model");
     }
-    a.boot.check()?;
+    // Under TCG the default clock is the model (cycles); elsewhere the
+    // backend's own (tsc), which refuses model options as usual.
+    a.boot.check_for(match a.boot.emulator {
+        super::Emulator::Qemu => Clock::Model,
+        super::Emulator::Bochs => Clock::Tsc,
+    })?;
     let check = CmdlineCheck::of(&format!(
         "{} prog={} {}",
         a.mode.word(),
@@ -157,7 +162,11 @@ pub fn run(a: RunArgs) -> Result<i32> {
     };
     let words = format!("{} prog={}", a.mode.word(), a.prog);
     let scratch = Scratch::new("run")?;
-    let m = Machine::build(&a.boot.spec()?, &art, &words, scratch.path())?;
+    let spec = crate::machine::Spec {
+        cycles_by_default: true,
+        ..a.boot.spec()?
+    };
+    let m = Machine::build(&spec, &art, &words, scratch.path())?;
     let header = format!(
         "i386 testbed  {}{}",
         m.describe(),
@@ -174,9 +183,17 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     let show_records = a.records;
     let json = a.json;
+    // Under the model the host prints the one table (instructions and
+    // cycles side by side): the guest's own, in instructions, is left out.
+    let host_table = m.model.is_some();
+    let mut blank = false;
     let log = m
         .boot(&mut |line| {
+            if host_table && (guest_table_line(line) || (blank && line.is_empty())) {
+                return;
+            }
             if show_records || !line.contains(abi::report::MARKER) {
+                blank = line.is_empty();
                 if json {
                     eprintln!("{line}");
                 } else {
@@ -198,7 +215,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         }
         if !json {
             println!();
-            print!("{}", model::table(&results));
+            print!("{}", results.table());
         }
     }
     if !results.benches.is_empty() && !a.no_save {
@@ -222,6 +239,28 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     eprintln!("run: finished in {:.2} s", log.wall.as_secs_f64());
     Ok(0)
+}
+
+/// A line of a user program's own table, which the host's table of a
+/// model run replaces: the benchmark driver's (userland/src/bin/bench.rs:
+/// its header, unit line, mechanism rows, loop row and macro lines) and the
+/// locks program's (one row per pool alignment).
+fn guest_table_line(line: &str) -> bool {
+    const STARTS: &[&str] = &[
+        "entry ",
+        "loop ",
+        "macro mix ",
+        "align ",
+        "128 ",
+        "64 ",
+        "packed ",
+    ];
+    STARTS.iter().any(|p| line.starts_with(p))
+        || line.trim_start().starts_with("insns ")
+        || abi::Mechanism::ALL.iter().any(|m| {
+            line.strip_prefix(m.title())
+                .is_some_and(|rest| rest.starts_with("  "))
+        })
 }
 
 #[cfg(test)]

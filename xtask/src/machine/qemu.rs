@@ -530,6 +530,7 @@ mod tests {
             opts: crate::model::ModelOpts {
                 profile: "p4".into(),
                 virt: false,
+                from_cpu: false,
             },
             lib: "/t/libmodel.so".into(),
             out: "/t/m.txt".into(),
