@@ -61,6 +61,8 @@ pub struct ModelOpts {
     pub virt: bool,
     /// The profile was not asked for: it follows the CPU model.
     pub from_cpu: bool,
+    /// The plugin's reference mode (every instruction a call): the tests'.
+    pub reference: bool,
 }
 
 impl Default for ModelOpts {
@@ -69,6 +71,7 @@ impl Default for ModelOpts {
             profile: DEFAULT_PROFILE.into(),
             virt: false,
             from_cpu: false,
+            reference: false,
         }
     }
 }
@@ -80,6 +83,7 @@ impl ModelOpts {
             profile: profile_for_cpu(cpu).unwrap_or(DEFAULT_PROFILE).into(),
             virt,
             from_cpu: true,
+            reference: false,
         }
     }
 }
@@ -202,7 +206,12 @@ pub fn build_plugin(root: &Path) -> Result<PathBuf> {
 
 /// QEMU's arguments that load the plugin, writing its file to `out`.
 pub fn qemu_args(lib: &Path, opts: &ModelOpts, out: &Path) -> Result<Vec<String>> {
-    let arg = model::plugin_arg(lib, &opts.profile, opts.virt, out).map_err(anyhow::Error::msg)?;
+    let arg = if opts.reference {
+        model::reference_arg(lib, &opts.profile, opts.virt, out)
+    } else {
+        model::plugin_arg(lib, &opts.profile, opts.virt, out)
+    }
+    .map_err(anyhow::Error::msg)?;
     Ok(vec!["-plugin".into(), arg])
 }
 
@@ -649,6 +658,7 @@ mod tests {
             profile: "p4".into(),
             virt: true,
             from_cpu: false,
+            reference: false,
         };
         let a = qemu_args(Path::new("/t/libmodel.so"), &o, Path::new("/t/out.txt")).unwrap();
         assert_eq!(

@@ -60,8 +60,14 @@ pub const MAX_BUFFERED: usize = 4 << 20;
 
 /// What a CPU did, as it waits for its turn in clock order.
 #[derive(Clone, Copy, Debug)]
-enum Event {
+pub(super) enum Event {
     Exec(Insn),
+    /// Instructions that only add their count and cost (the plugin's
+    /// inline adds, [`super::Step::Inline`]), one cost each, in order: as
+    /// many `Exec`s, kept as one entry and applied one at a time in clock
+    /// order (`drain`), so other CPUs' events fall between them as they
+    /// would between `Exec`s.
+    Run(&'static [u32]),
     Access {
         vaddr: u32,
         paddr: u64,
@@ -252,7 +258,7 @@ impl Machine {
 
     // ---- The order: lanes, applied by clock. ----
 
-    fn submit(&mut self, cpu: usize, ev: Event) {
+    pub(super) fn submit(&mut self, cpu: usize, ev: Event) {
         let cpu = cpu.min(MAX_CPUS - 1);
         if !self.ordered {
             self.apply(cpu, ev);
@@ -307,7 +313,11 @@ impl Machine {
             _ => {}
         }
         lane.queue.push_back(ev);
-        self.buffered += 1;
+        // A run counts as its instructions, as their `Exec`s would.
+        self.buffered += match ev {
+            Event::Run(run) => run.len(),
+            _ => 1,
+        };
         self.drain(false);
     }
 
@@ -352,11 +362,76 @@ impl Machine {
                 }
                 self.forced += 1;
             }
+            if let Some(Event::Run(run)) = self.lanes[k].queue.front() {
+                let run = *run;
+                self.run(k, run, all);
+                continue;
+            }
             let ev = self.lanes[k].queue.pop_front().expect("non-empty lane");
             self.buffered -= 1;
             self.apply(k, ev);
             self.lanes[k].applied += 1;
             self.frontier = self.frontier.max(self.cpus[k].clock());
+        }
+    }
+
+    /// Applies the run at the head of lane `k`, which `drain` has chosen:
+    /// its first instruction, then each next one as long as `drain` would
+    /// choose it again. Nothing but lane `k`'s clock changes meanwhile, so
+    /// the bounds are found once: it stays the lowest-clock lane while its
+    /// clock is below every candidate's before it (ties go to the lower
+    /// lane) and not above any after it, and nobody holds it back while
+    /// its clock is not above any blocking lane's.
+    fn run(&mut self, k: usize, run: &'static [u32], all: bool) {
+        let ipis = self.ipi_clocks.len() as u64;
+        let lanes = &self.lanes;
+        let waiting = |lane: &Lane| match lane.queue.front() {
+            Some(Event::Wake { ipi }) | Some(Event::Interrupt { ipi, .. }) => *ipi > ipis,
+            Some(Event::Access {
+                after: Some((a, serial)),
+                ..
+            }) => lanes[*a as usize].applied <= *serial,
+            _ => false,
+        };
+        // Go on while clock < below && clock <= upto.
+        let (mut below, mut upto) = (u64::MAX, u64::MAX);
+        for (j, lane) in lanes.iter().enumerate() {
+            if j == k || waiting(lane) {
+                continue;
+            }
+            let t = self.cpus[j].clock();
+            if !lane.queue.is_empty() && (all || !lane.held()) {
+                if j < k {
+                    below = below.min(t);
+                } else {
+                    upto = upto.min(t);
+                }
+            }
+            if !all && !lane.stopped && (lane.queue.is_empty() || lane.held()) {
+                upto = upto.min(t);
+            }
+        }
+        let c = &mut self.cpus[k];
+        let mut done = 0;
+        for &cost in run {
+            if done > 0 {
+                let t = c.clock();
+                if t >= below || t > upto {
+                    break;
+                }
+            }
+            c.c.insns += 1;
+            c.c.cycles += u64::from(cost);
+            done += 1;
+        }
+        self.buffered -= done;
+        self.frontier = self.frontier.max(c.clock());
+        let lane = &mut self.lanes[k];
+        if done == run.len() {
+            lane.queue.pop_front();
+            lane.applied += 1;
+        } else if let Some(head) = lane.queue.front_mut() {
+            *head = Event::Run(&run[done..]);
         }
     }
 
@@ -370,6 +445,11 @@ impl Machine {
     fn apply(&mut self, cpu: usize, ev: Event) {
         match ev {
             Event::Exec(insn) => self.execute(cpu, &insn),
+            Event::Run(run) => {
+                let c = &mut self.cpus[cpu].c;
+                c.insns += run.len() as u64;
+                c.cycles += run.iter().map(|&x| u64::from(x)).sum::<u64>();
+            }
             Event::Access {
                 vaddr,
                 paddr,

@@ -96,6 +96,7 @@ impl BootArgs {
                     profile: p.clone(),
                     virt: self.virt,
                     from_cpu: false,
+                    reference: false,
                 },
                 None => ModelOpts::for_cpu(self.cpu.as_deref().unwrap_or("qemu32"), self.virt),
             }),

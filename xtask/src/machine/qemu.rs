@@ -531,6 +531,7 @@ mod tests {
                 profile: "p4".into(),
                 virt: false,
                 from_cpu: false,
+                reference: false,
             },
             lib: "/t/libmodel.so".into(),
             out: "/t/m.txt".into(),

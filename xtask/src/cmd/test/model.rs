@@ -49,12 +49,29 @@ fn boot_on(
     profile: &str,
     cpus: u32,
 ) -> Result<(BootLog, String, Results)> {
+    boot_with(art, dir, words, profile, cpus, false)
+}
+
+/// [`boot_on`], with the plugin in its reference mode (every instruction
+/// a call) if `reference`.
+fn boot_with(
+    art: &Artifacts,
+    dir: &Path,
+    words: &str,
+    profile: &str,
+    cpus: u32,
+    reference: bool,
+) -> Result<(BootLog, String, Results)> {
     let mut a = test_boot_args(None);
     a.smp = cpus;
     a.clock = Some(Clock::Model);
     a.profile = Some(profile.to_string());
     a.timeout = 300;
-    let m = Machine::build(&a.spec()?, art, words, dir)?;
+    let mut spec = a.spec()?;
+    if let Some(o) = &mut spec.model {
+        o.reference = reference;
+    }
+    let m = Machine::build(&spec, art, words, dir)?;
     let log = m.boot(&mut |_| {})?;
     if !log.succeeded() {
         bail!("{}", log.explain(20));
@@ -228,6 +245,51 @@ fn boot_twice(
         "{profile}, {cpus} CPUs: the two boots' plugin files differ"
     );
     Ok(r)
+}
+
+/// The plugin's fast counting (runs of instructions counted by QEMU's
+/// inline adds, placed in clock order one by one on several CPUs) against
+/// its reference mode (every instruction a call, as before the runs): one
+/// boot each of `words` on `cpus` CPUs under `profile`, whose records and
+/// plugin files must be byte-identical. Returns the two boots' seconds.
+fn fast_is_reference(
+    art: &Artifacts,
+    dir: &Path,
+    words: &str,
+    profile: &str,
+    cpus: u32,
+) -> Result<(f64, f64)> {
+    let t = Instant::now();
+    let (a, fa, _) = boot_with(art, dir, words, profile, cpus, false)?;
+    let fast = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let (b, fb, _) = boot_with(art, dir, words, profile, cpus, true)?;
+    let slow = t.elapsed().as_secs_f64();
+    let records = |log: &BootLog| -> Vec<String> {
+        log.serial
+            .lines()
+            .filter(|l| l.contains(abi::report::MARKER))
+            .map(str::to_string)
+            .collect()
+    };
+    ensure!(
+        records(&a) == records(&b),
+        "{profile}, {cpus} CPUs, {words}: the records differ from the reference plugin's"
+    );
+    if fa != fb {
+        let first = fa
+            .lines()
+            .zip(fb.lines())
+            .find(|(x, y)| x != y)
+            .map(|(x, y)| format!("fast: {x}\nreference: {y}"))
+            .unwrap_or_else(|| "one file is longer".into());
+        bail!("{profile}, {cpus} CPUs, {words}: the plugin file differs from the reference plugin's; first difference:\n{first}");
+    }
+    ensure!(
+        fa.lines().filter(|l| l.starts_with("snap ")).count() > 0,
+        "{profile}, {cpus} CPUs: no snapshots to compare"
+    );
+    Ok((fast, slow))
 }
 
 /// `mode=smp` on `cpus` CPUs under `profile`, booted twice: the two boots'
@@ -628,6 +690,23 @@ pub fn self_tests(
         let name = format!("model: locks on 2 CPUs under {p}: user counters in one line move between the caches, 64 and 128 bytes apart not after warm-up; the sleep/wakeup round trip across CPUs moves a line on every one, the hand-off on some");
         if wanted(&name) {
             out.push(run(name, &|| locks_across(art, dir, p)));
+        }
+    }
+    for p in model::known_profiles() {
+        for (cpus, words) in [
+            (1, "mode=run prog=bench batches=4 batch_size=256"),
+            (2, "mode=run prog=locks batches=2 batch_size=64"),
+            (2, "mode=smp batches=2 batch_size=64"),
+        ] {
+            let name = format!(
+                "model: under {p} on {cpus} CPU(s), {words}: the fast plugin's records and file are the reference plugin's (every instruction a call), byte for byte"
+            );
+            if wanted(&name) {
+                out.push(run(name, &|| {
+                    let (fast, slow) = fast_is_reference(art, dir, words, &p, cpus)?;
+                    Ok(format!("fast {fast:.1} s, reference {slow:.1} s"))
+                }));
+            }
         }
     }
     let name = "model: two boots give byte-identical records and plugin files; the model counts the instructions icount does".to_string();
