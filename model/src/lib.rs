@@ -56,7 +56,10 @@ pub fn plugin_arg(lib: &Path, profile: &str, virt: bool, out: &Path) -> Result<S
 /// [`plugin_arg`] with `reference=on`: every instruction a call, nothing
 /// inlined (the plain way the tests hold the fast one to).
 pub fn reference_arg(lib: &Path, profile: &str, virt: bool, out: &Path) -> Result<String, String> {
-    Ok(format!("{},reference=on", plugin_arg(lib, profile, virt, out)?))
+    Ok(format!(
+        "{},reference=on",
+        plugin_arg(lib, profile, virt, out)?
+    ))
 }
 
 #[cfg(test)]

@@ -236,6 +236,12 @@ pub struct Machine {
     ipis_sent: u64,
     ipi_clocks: Vec<u64>,
     buffered: usize,
+    /// The last `drain` applied everything it could (`submit` may skip the
+    /// next when nothing it decides from has changed).
+    settled: bool,
+    /// The other lanes' bounds on one lane, kept while only it moves
+    /// (`order`'s direct way); None: to be found again.
+    bounds_of: Option<(usize, order::Bounds)>,
     /// Events applied out of clock order because the queues were full.
     pub forced: u64,
     /// The IDT last announced by any CPU (a CPU that announced none uses it).
@@ -270,6 +276,8 @@ impl Machine {
             ipis_sent: 0,
             ipi_clocks: Vec::new(),
             buffered: 0,
+            settled: false,
+            bounds_of: None,
             forced: 0,
             idt: None,
             snaps: Vec::new(),
