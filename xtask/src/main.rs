@@ -59,6 +59,8 @@ enum Cmd {
     Layers(cmd::layers::LayersArgs),
     /// FreeBSD ministat on files of numbers.
     Ministat(ministat::Args),
+    /// What the model clock costs: model / icount wall time of the same boots on 1, 2 and 4 CPUs.
+    ModelSpeed(cmd::modelspeed::ModelSpeedArgs),
 }
 
 fn main() {
@@ -78,6 +80,7 @@ fn main() {
         Cmd::Docs(a) => cmd::docs::docs(a),
         Cmd::Layers(a) => cmd::layers::layers(a),
         Cmd::Ministat(a) => Ok(ministat::main(a)),
+        Cmd::ModelSpeed(a) => cmd::modelspeed::model_speed(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -10,6 +10,7 @@ pub mod import;
 pub mod iso;
 pub mod lava;
 pub mod layers;
+pub mod modelspeed;
 pub mod run;
 pub mod setup;
 pub mod table;

@@ -241,10 +241,13 @@ pub fn run(a: RunArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// A line of a user program's own table, which the host's table of a
-/// model run replaces: the benchmark driver's (userland/src/bin/bench.rs:
-/// its header, unit line, mechanism rows, loop row and macro lines) and the
-/// locks program's (one row per pool alignment).
+/// A line of a user program's own table of instruction counts, which the
+/// host's table of a model run replaces: the benchmark driver's
+/// (userland/src/bin/bench.rs: its header, unit line, mechanism rows, loop
+/// row and macro lines), the locks program's (one row per pool alignment),
+/// the pointer chase's (one per working set), the strings program's (one
+/// per instruction and count) and `mode=smp`'s figures (indented rows in
+/// ops/s or instructions).
 fn guest_table_line(line: &str) -> bool {
     const STARTS: &[&str] = &[
         "entry ",
@@ -254,8 +257,19 @@ fn guest_table_line(line: &str) -> bool {
         "128 ",
         "64 ",
         "packed ",
+        "working set ",
+        "call ",
+        "bare (set-up) ",
+        "rep movs",
     ];
+    let chase_row = line
+        .split_once("k ")
+        .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    let smp_row =
+        line.starts_with("  ") && (line.ends_with(" instructions") || line.contains(" ops/s"));
     STARTS.iter().any(|p| line.starts_with(p))
+        || chase_row
+        || smp_row
         || line.trim_start().starts_with("insns ")
         || abi::Mechanism::ALL.iter().any(|m| {
             line.strip_prefix(m.title())
@@ -277,6 +291,32 @@ mod tests {
         let mut v = vec!["x"];
         v.extend_from_slice(extra);
         T::try_parse_from(v).unwrap().r
+    }
+
+    #[test]
+    fn the_guest_tables_are_known_and_the_rest_stays() {
+        for l in [
+            "entry      call         median        min  full/floor  vs int 0x80",
+            "                         insns      insns  time ratio   time ratio",
+            "int 0x80   null          24.00      24.00       6.00x         1.00",
+            "call gate  floor          4.00       4.00                     1.00",
+            "macro mix  sysenter        955027 ops/s (virtual: 1 insn = 1 ns)",
+            "128k               3.00       3.00",
+            "rep movsb 64        70.00      70.00      65.00",
+            "  words 64 bytes apart                   242642975.0 ops/s",
+            "  shootdown by IPI (remote, acked)            230.3 instructions",
+        ] {
+            assert!(guest_table_line(l), "{l}");
+        }
+        for l in [
+            "cpu: GenuineIntel \"QEMU Virtual CPU version 2.5+\" family 6",
+            "syscall: unavailable: not an AMD CPU",
+            "PASS a thread on CPU 1 wakes one asleep on CPU 0",
+            "(c) TLB",
+            "",
+        ] {
+            assert!(!guest_table_line(l), "{l}");
+        }
     }
 
     #[test]
