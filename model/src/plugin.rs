@@ -13,8 +13,9 @@
 //! instruction's class and cost are decoded once, there, and ride along
 //! as the callback's user data, with the costs of the instructions inlined
 //! after it (with several CPUs the model applies them one by one).
-//! `reference=on` makes every instruction a call: the plain, slow way the
-//! tests compare the plan against (the same file, byte for byte).
+//! `reference=on` makes every instruction a call and every event wait in
+//! its CPU's queue (`Machine::set_reference`): the plain, slow way the tests
+//! compare the fast ways against (the same file, byte for byte).
 //! When QEMU exits, the snapshot file (`abi::model`) is written to `out`.
 //!
 //! The QEMU functions are looked up with `dlsym` at install time rather than
@@ -144,7 +145,7 @@ static API: OnceLock<Api> = OnceLock::new();
 /// the instructions after it in its block that the plan inlined, up to the
 /// next call.
 struct Site {
-    insn: &'static Insn,
+    insn: Insn,
     run: &'static [u32],
 }
 
@@ -337,7 +338,8 @@ fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
     let a = parse_args(args.iter().copied())?;
     let profile = profile::find(&a.profile)?;
     let ncpus = info.smp_vcpus.max(1) as usize;
-    let machine = Machine::new(profile, a.opts, ncpus)?;
+    let mut machine = Machine::new(profile, a.opts, ncpus)?;
+    machine.set_reference(a.reference);
     let api = Api::resolve()?;
     // A first check that the output file can be written, before the boot.
     std::fs::write(&a.out, "").map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
@@ -433,7 +435,7 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut Tb) {
                         Some(site) => site,
                         None => {
                             let site = Box::leak(Box::new(Site {
-                                insn,
+                                insn: **insn,
                                 run: Box::leak(key.1.clone().into_boxed_slice()),
                             }));
                             s.sites.insert(key, site);
@@ -474,7 +476,7 @@ extern "C" fn on_exec(vcpu: c_uint, udata: *mut c_void) {
         s.credit();
         s.last_vcpu = vcpu as usize;
         s.pending = site.run;
-        s.machine.exec(vcpu as usize, site.insn)
+        s.machine.exec(vcpu as usize, &site.insn)
     });
 }
 

@@ -239,6 +239,10 @@ pub struct Machine {
     /// The last `drain` applied everything it could (`submit` may skip the
     /// next when nothing it decides from has changed).
     settled: bool,
+    /// Reference mode: every event waits in its lane and every arrival
+    /// drains (no direct way, no skipped drain), as before those were
+    /// added; the tests hold the fast ways to it.
+    reference: bool,
     /// The other lanes' bounds on one lane, kept while only it moves
     /// (`order`'s direct way); None: to be found again.
     bounds_of: Option<(usize, order::Bounds)>,
@@ -277,6 +281,7 @@ impl Machine {
             ipi_clocks: Vec::new(),
             buffered: 0,
             settled: false,
+            reference: false,
             bounds_of: None,
             forced: 0,
             idt: None,
@@ -286,6 +291,11 @@ impl Machine {
         };
         m.grow(ncpus.max(1) - 1);
         Ok(m)
+    }
+
+    /// Reference mode (see the field): the plain way, for comparisons.
+    pub fn set_reference(&mut self, on: bool) {
+        self.reference = on;
     }
 
     pub fn profile(&self) -> &Profile {

@@ -335,6 +335,7 @@ impl Machine {
         }
         let unchanged = unchanged && !lane.stopped;
         let direct = self.settled
+            && !self.reference
             && !released
             && !lane.stopped
             && lane.queue.is_empty()
@@ -359,7 +360,7 @@ impl Machine {
         };
         // The last drain applied all it could; if nothing it decides from
         // has changed since, it would apply nothing now either.
-        if self.settled && unchanged && self.buffered <= MAX_BUFFERED {
+        if self.settled && !self.reference && unchanged && self.buffered <= MAX_BUFFERED {
             return;
         }
         self.bounds_of = None;

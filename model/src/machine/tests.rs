@@ -599,9 +599,10 @@ type Planned = (Vec<u8>, u32, Vec<u32>);
 /// empties first, crediting the CPU of the last callback with the costs
 /// of the instructions the plan inlined. Block `i` runs on CPU
 /// `on[i % on.len()]` of a machine of `ncpus`. `all_calls`: as before the
-/// plan, every instruction a call.
+/// plan, every instruction a call, and the machine in reference mode.
 fn run_planned(blocks: &[Vec<Planned>], ncpus: usize, on: &[usize], all_calls: bool) -> String {
     let mut m = Machine::new(profile(&[]), Options::default(), ncpus).unwrap();
+    m.set_reference(all_calls);
     let (mut acc, mut costs, mut last) = (0, Vec::new(), 0);
     let flush = |m: &mut Machine, acc: &mut u64, costs: &mut Vec<u32>, last: usize| {
         let run: &'static [u32] = Box::leak(std::mem::take(costs).into_boxed_slice());
