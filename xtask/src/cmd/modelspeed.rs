@@ -62,8 +62,8 @@ pub fn model_speed(a: ModelSpeedArgs) -> Result<i32> {
         a.n
     );
     println!(
-        "{:<5} {:<20} {:<8} {:>10} {:>10}   {}",
-        "cpus", "boot", "profile", "icount s", "model s", "model/icount min / median / max"
+        "{:<5} {:<20} {:<8} {:>10} {:>10}   model/icount min / median / max",
+        "cpus", "boot", "profile", "icount s", "model s"
     );
     for &cpus in &a.cpus {
         let words = workload(cpus);
