@@ -653,6 +653,37 @@ mod tests {
     }
 
     #[test]
+    fn the_profile_follows_the_cpu_model() {
+        for (cpu, p) in [
+            ("qemu32", Some("modern")),
+            ("pentium3", Some("p3")),
+            ("pentium2", Some("p3")),
+            ("pentium4", Some("p4")),
+            ("core2duo", Some("core2")),
+            ("Penryn-v1", Some("core2")),
+            ("Skylake-Client", Some("modern")),
+            ("Haswell-noTSX", Some("modern")),
+            ("phenom", None),
+            ("pentium", None),
+            ("486", None),
+        ] {
+            assert_eq!(profile_for_cpu(cpu), p, "{cpu}");
+        }
+        let o = ModelOpts::for_cpu("phenom", true);
+        assert_eq!(
+            (o.profile.as_str(), o.virt, o.from_cpu),
+            ("modern", true, true)
+        );
+        let o = options_for(Clock::Model, None, "pentium3")
+            .unwrap()
+            .unwrap();
+        assert_eq!((o.profile.as_str(), o.from_cpu), ("p3", true));
+        assert!(options_for(Clock::Icount, None, "pentium3")
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
     fn plugin_arguments() {
         let o = ModelOpts {
             profile: "p4".into(),
@@ -803,7 +834,7 @@ mod tests {
         assert_eq!(metrics(&r)["macro.int80"], 9.0);
         assert!(table(&r).contains("macro.int80"), "{}", table(&r));
         assert!(
-            r.table().contains("  9.0 modelled cycles/op"),
+            r.table().contains("9.0 cycles/op  1.00 vs int 0x80"),
             "{}",
             r.table()
         );
@@ -870,9 +901,15 @@ mod tests {
                 && s.contains("differs by exactly -700 modelled cycles (profile p4) (-70.00%"),
             "{s}"
         );
+        // One table: instructions beside modelled cycles, the ratio on
+        // the cycles, the clock of the ratios said first.
         let t = r.table();
         assert!(
-            t.contains("modelled, profile p4") && t.contains("   1000.0"),
+            t.starts_with("ratios on modelled cycles (profile p4)")
+                && t.contains("int 0x80   null         24.00    1000.0")
+                && t.contains(
+                    "sysenter   null         46.00     300.0     300.0                     0.30"
+                ),
             "{t}"
         );
         assert!(
