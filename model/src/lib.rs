@@ -55,6 +55,15 @@ pub fn plugin_arg(lib: &Path, profile: &str, virt: Virt, out: &Path) -> Result<S
     Ok(format!("{lib},profile={profile},virt={virt},out={out}"))
 }
 
+/// [`plugin_arg`] with `reference=on`: every instruction a call, nothing
+/// inlined (the plain way the tests hold the fast one to).
+pub fn reference_arg(lib: &Path, profile: &str, virt: Virt, out: &Path) -> Result<String, String> {
+    Ok(format!(
+        "{},reference=on",
+        plugin_arg(lib, profile, virt, out)?
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

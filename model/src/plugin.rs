@@ -7,8 +7,15 @@
 //! ([`Machine::plan`]) says needs one; the others (with one CPU, most
 //! instructions inside a block) only add their count and cost to an
 //! accumulator, by an inline add QEMU compiles into the block, which the
-//! next call empties into the model. The instruction's class and cost are
-//! decoded once, there, and ride along as the callback's user data.
+//! next callback empties into the model, crediting the vCPU of the last
+//! callback (under `-icount` QEMU runs one vCPU at a time and switches
+//! only between blocks, each of which starts with a call). The
+//! instruction's class and cost are decoded once, there, and ride along
+//! as the callback's user data, with the costs of the instructions inlined
+//! after it (with several CPUs the model applies them one by one).
+//! `reference=on` makes every instruction a call and every event wait in
+//! its CPU's queue (`Machine::set_reference`): the plain, slow way the tests
+//! compare the fast ways against (the same file, byte for byte).
 //! When QEMU exits, the snapshot file (`abi::model`) is written to `out`.
 //!
 //! The QEMU functions are looked up with `dlsym` at install time rather than
@@ -135,6 +142,14 @@ fn symbol(name: &str) -> Result<*mut c_void, String> {
 
 static API: OnceLock<Api> = OnceLock::new();
 
+/// An instruction the plugin calls on: the instruction, and the costs of
+/// the instructions after it in its block that the plan inlined, up to the
+/// next call.
+struct Site {
+    insn: Insn,
+    run: &'static [u32],
+}
+
 /// What the inline adds of [`Step::Inline`] instructions sum to (packed:
 /// `machine::INLINE_INSN_SHIFT`); QEMU's generated code adds to it
 /// directly, and [`take_inline`] empties it into the model.
@@ -150,7 +165,31 @@ struct State {
     /// Decoded instructions, one per (address, bytes): their addresses are
     /// the callbacks' user data and live as long as QEMU.
     interned: HashMap<(u32, Vec<u8>), &'static Insn>,
+    /// Call sites, one per (instruction, inlined costs after it).
+    sites: HashMap<(usize, Vec<u32>), &'static Site>,
     kinds: Kinds,
+    /// Every instruction a call (`reference=on`).
+    reference: bool,
+    /// The vCPU of the last callback, and the costs of the inline
+    /// instructions it may run before the next: what the accumulator
+    /// holds belongs to them.
+    last_vcpu: usize,
+    pending: &'static [u32],
+}
+
+impl State {
+    /// Empties the accumulator into the model: its instructions are the
+    /// next ones of `pending`, on the vCPU of the last callback.
+    #[inline(always)]
+    fn credit(&mut self) {
+        let acc = take_inline();
+        if acc != 0 {
+            let n = ((acc >> crate::machine::INLINE_INSN_SHIFT) as usize).min(self.pending.len());
+            let (run, rest) = self.pending.split_at(n);
+            self.pending = rest;
+            self.machine.credit(self.last_vcpu, acc, run);
+        }
+    }
 }
 
 /// Slots of [`Kinds`], a power of two.
@@ -229,6 +268,8 @@ pub struct Args {
     pub profile: String,
     pub opts: Options,
     pub out: PathBuf,
+    /// Every instruction a call, nothing inlined (the tests' reference).
+    pub reference: bool,
 }
 
 fn on_off(key: &str, v: &str) -> Result<bool, String> {
@@ -243,6 +284,7 @@ fn on_off(key: &str, v: &str) -> Result<bool, String> {
 pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Args, String> {
     let (mut profile, mut out) = (None, None);
     let mut opts = Options::default();
+    let mut reference = false;
     for a in args {
         let (k, v) = a
             .split_once('=')
@@ -255,9 +297,10 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Args, S
                     .ok_or_else(|| format!("{k}={v}: expected on (shadow), ept or off"))?
             }
             "pge" => opts.pge = on_off(k, v)?,
+            "reference" => reference = on_off(k, v)?,
             _ => {
                 return Err(format!(
-                    "unknown argument {k} (known: profile, virt, pge, out)"
+                    "unknown argument {k} (known: profile, virt, pge, reference, out)"
                 ))
             }
         }
@@ -266,6 +309,7 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Args, S
         profile: profile.ok_or("missing profile=NAME")?,
         opts,
         out: out.ok_or("missing out=PATH")?,
+        reference,
     })
 }
 
@@ -298,7 +342,8 @@ fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
     let a = parse_args(args.iter().copied())?;
     let profile = profile::find(&a.profile)?;
     let ncpus = info.smp_vcpus.max(1) as usize;
-    let machine = Machine::new(profile, a.opts, ncpus)?;
+    let mut machine = Machine::new(profile, a.opts, ncpus)?;
+    machine.set_reference(a.reference);
     let api = Api::resolve()?;
     // A first check that the output file can be written, before the boot.
     std::fs::write(&a.out, "").map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
@@ -307,7 +352,11 @@ fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
         out: a.out,
         ncpus,
         interned: HashMap::new(),
+        sites: HashMap::new(),
         kinds: Kinds::new(),
+        reference: a.reference,
+        last_vcpu: 0,
+        pending: &[],
     };
     STATE.with(|s| *s = Some(state));
     API.get_or_init(|| api);
@@ -371,20 +420,43 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut Tb) {
             block.push((h, insn));
         }
         let insns: Vec<Insn> = block.iter().map(|(_, insn)| **insn).collect();
-        for ((h, insn), step) in block.into_iter().zip(s.machine.plan(&insns)) {
-            match step {
+        let mut plan = s.machine.plan(&insns);
+        if s.reference {
+            plan.fill(Step::Call);
+        }
+        for (i, ((h, insn), step)) in block.iter().zip(&plan).enumerate() {
+            match *step {
                 Step::Call => {
-                    let udata = insn as *const Insn as *mut c_void;
-                    (api.register_vcpu_insn_exec_cb)(h, on_exec, CB_NO_REGS, udata);
+                    // The costs of the inline instructions up to the next call.
+                    let run: Vec<u32> = insns[i + 1..]
+                        .iter()
+                        .zip(&plan[i + 1..])
+                        .take_while(|(_, st)| matches!(st, Step::Inline(_)))
+                        .map(|(x, _)| x.cost)
+                        .collect();
+                    let key = (*insn as *const Insn as usize, run);
+                    let site: &'static Site = match s.sites.get(&key) {
+                        Some(site) => site,
+                        None => {
+                            let site = Box::leak(Box::new(Site {
+                                insn: **insn,
+                                run: Box::leak(key.1.clone().into_boxed_slice()),
+                            }));
+                            s.sites.insert(key, site);
+                            site
+                        }
+                    };
+                    let udata = site as *const Site as *mut c_void;
+                    (api.register_vcpu_insn_exec_cb)(*h, on_exec, CB_NO_REGS, udata);
                 }
                 Step::Inline(add) => (api.register_vcpu_insn_exec_inline)(
-                    h,
+                    *h,
                     INLINE_ADD_U64,
                     INLINE.as_ptr() as *mut c_void,
                     add,
                 ),
             }
-            (api.register_vcpu_mem_cb)(h, on_mem, CB_NO_REGS, MEM_RW, std::ptr::null_mut());
+            (api.register_vcpu_mem_cb)(*h, on_mem, CB_NO_REGS, MEM_RW, std::ptr::null_mut());
         }
     });
 }
@@ -392,8 +464,8 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut Tb) {
 /// Empties the inline accumulator (what QEMU's inline adds counted since
 /// the last call).
 fn take_inline() -> u64 {
-    // Only the vCPU thread adds to it, and that thread runs this (the
-    // plugin plans inline adds for one CPU only): a plain load and store.
+    // Under -icount one thread runs every vCPU, and it runs this: a plain
+    // load and store.
     let acc = INLINE.load(Ordering::Relaxed);
     if acc != 0 {
         INLINE.store(0, Ordering::Relaxed);
@@ -402,18 +474,21 @@ fn take_inline() -> u64 {
 }
 
 extern "C" fn on_exec(vcpu: c_uint, udata: *mut c_void) {
-    // SAFETY: `udata` is an interned, leaked `Insn` (on_translate).
-    let insn = unsafe { &*(udata as *const Insn) };
-    let acc = take_inline();
+    // SAFETY: `udata` is an interned, leaked `Site` (on_translate).
+    let site = unsafe { &*(udata as *const Site) };
     with_state(|s| {
-        s.machine.credit(acc);
-        s.machine.exec(vcpu as usize, insn)
+        s.credit();
+        s.last_vcpu = vcpu as usize;
+        s.pending = site.run;
+        s.machine.exec(vcpu as usize, &site.insn)
     });
 }
 
 extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_void) {
     let Some(api) = API.get() else { return };
     with_state(|s| {
+        // The instructions inlined before this access come first.
+        s.credit();
         let (size, store) = s.kinds.get(api, info);
         s.machine.mem(vcpu as usize, vaddr as u32, size, store, || {
             let h = (api.get_hwaddr)(info, vaddr);
@@ -428,9 +503,8 @@ extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_voi
 
 extern "C" fn on_exit(_id: PluginId, _udata: *mut c_void) {
     let Some(api) = API.get() else { return };
-    let acc = take_inline();
     with_state(|s| {
-        s.machine.credit(acc);
+        s.credit();
         s.machine.finish();
         let mut notes = Vec::new();
         if s.machine.forced > 0 {

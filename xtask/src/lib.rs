@@ -57,6 +57,8 @@ enum Cmd {
     Table(cmd::table::TableArgs),
     /// lmbench's process-level rows (the `lmbench` program) as lmbench's summary table.
     Lmbench(cmd::lmbench::LmbenchArgs),
+    /// What the model clock costs: model / icount wall time of the same boots on 1, 2 and 4 CPUs.
+    ModelSpeed(cmd::modelspeed::ModelSpeedArgs),
     /// One system call through a mechanism, explained step by step.
     Trace(cmd::trace::TraceArgs),
     /// QEMU paused with a gdb stub; gdb with symbols and a breakpoint on each entry stub.
@@ -85,6 +87,7 @@ pub fn main() -> ! {
         Cmd::Bench(a) => cmd::bench::bench(a),
         Cmd::Table(a) => cmd::table::table(a),
         Cmd::Lmbench(a) => cmd::lmbench::lmbench(a),
+        Cmd::ModelSpeed(a) => cmd::modelspeed::model_speed(a),
         Cmd::Trace(a) => cmd::trace::trace(a),
         Cmd::Gdb(a) => cmd::gdb::gdb(a),
         Cmd::Docs(a) => cmd::docs::docs(a),

@@ -32,8 +32,27 @@ use crate::results::Results;
 
 /// The profiles file of the model crate, relative to the workspace root.
 pub const PROFILES_FILE: &str = "model/profiles.toml";
-/// The profile `--clock model` uses when `--profile` is not given.
+/// The profile `--clock model` uses when `--profile` is not given and no
+/// profile matches the CPU model ([`profile_for_cpu`]).
 pub const DEFAULT_PROFILE: &str = "modern";
+
+/// The profile that models QEMU's CPU model `cpu`, where one does: the
+/// Pentium III (and II: the same P6 core) is p3, the Pentium 4 p4, the
+/// Core 2 models (core2duo, Conroe, Penryn) core2, and the Intel cores
+/// from Nehalem on `modern`; QEMU's generic models (qemu32, qemu64, kvm32,
+/// kvm64) are `modern` too. Others (486, pentium, AMD's, host): `None`.
+pub fn profile_for_cpu(cpu: &str) -> Option<&'static str> {
+    let base = cpu.split(['-', ',']).next().unwrap_or(cpu);
+    Some(match base {
+        "pentium2" | "pentium3" | "p3" => "p3",
+        "pentium4" | "p4" => "p4",
+        "core2duo" | "Conroe" | "Penryn" | "core2" => "core2",
+        "qemu32" | "qemu64" | "kvm32" | "kvm64" | "max" | "modern" | "Nehalem" | "Westmere"
+        | "SandyBridge" | "IvyBridge" | "Haswell" | "Broadwell" | "Skylake" | "Cascadelake"
+        | "Cooperlake" | "Icelake" | "SapphireRapids" => "modern",
+        _ => return None,
+    })
+}
 
 /// What the user asked the model for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +65,10 @@ pub struct ModelOpts {
     /// The plugin's `pge=on`: the kernel's identity-map pages are global
     /// (survive a CR3 write), as if the kernel set CR4.PGE and PTE.G.
     pub pge: bool,
+    /// The profile was not asked for: it follows the CPU model.
+    pub from_cpu: bool,
+    /// The plugin's reference mode (every instruction a call): the tests'.
+    pub reference: bool,
 }
 
 impl Default for ModelOpts {
@@ -54,6 +77,21 @@ impl Default for ModelOpts {
             profile: DEFAULT_PROFILE.into(),
             virt: Virt::Off,
             pge: false,
+            from_cpu: false,
+            reference: false,
+        }
+    }
+}
+
+impl ModelOpts {
+    /// The options for CPU model `cpu` when no profile was asked for.
+    pub fn for_cpu(cpu: &str, virt: Virt) -> ModelOpts {
+        ModelOpts {
+            profile: profile_for_cpu(cpu).unwrap_or(DEFAULT_PROFILE).into(),
+            virt,
+            pge: false,
+            from_cpu: true,
+            reference: false,
         }
     }
 }
@@ -65,13 +103,20 @@ impl ModelOpts {
     }
 }
 
-/// The model's options for a boot on `clock`: the defaults under
-/// [`Clock::Model`]; an error when model options come with another clock.
-/// The profile is checked against the model's list (nothing is built).
-pub fn options_for(clock: Clock, asked: Option<&ModelOpts>) -> Result<Option<ModelOpts>> {
+/// The model's options for a boot on `clock`: under [`Clock::Model`] what
+/// was asked, or the profile of CPU model `cpu`; an error when model
+/// options come with another clock. The profile is checked against the
+/// model's list (nothing is built).
+pub fn options_for(
+    clock: Clock,
+    asked: Option<&ModelOpts>,
+    cpu: &str,
+) -> Result<Option<ModelOpts>> {
     match (clock, asked) {
         (Clock::Model, asked) => {
-            let opts = asked.cloned().unwrap_or_default();
+            let opts = asked
+                .cloned()
+                .unwrap_or_else(|| ModelOpts::for_cpu(cpu, Virt::Off));
             check_profile(&opts.profile, &known_profiles())?;
             Ok(Some(opts))
         }
@@ -97,9 +142,10 @@ impl Plugin {
     pub fn for_clock(
         clock: Clock,
         asked: Option<&ModelOpts>,
+        cpu: &str,
         scratch: &Path,
     ) -> Result<Option<Plugin>> {
-        let Some(opts) = options_for(clock, asked)? else {
+        let Some(opts) = options_for(clock, asked, cpu)? else {
             return Ok(None);
         };
         let lib = build_plugin(&kbuild::root())?;
@@ -173,8 +219,12 @@ pub fn build_plugin(root: &Path) -> Result<PathBuf> {
 
 /// QEMU's arguments that load the plugin, writing its file to `out`.
 pub fn qemu_args(lib: &Path, opts: &ModelOpts, out: &Path) -> Result<Vec<String>> {
-    let mut arg =
-        model::plugin_arg(lib, &opts.profile, opts.virt, out).map_err(anyhow::Error::msg)?;
+    let mut arg = if opts.reference {
+        model::reference_arg(lib, &opts.profile, opts.virt, out)
+    } else {
+        model::plugin_arg(lib, &opts.profile, opts.virt, out)
+    }
+    .map_err(anyhow::Error::msg)?;
     if opts.pge {
         arg += ",pge=on";
     }
@@ -620,11 +670,44 @@ mod tests {
     }
 
     #[test]
+    fn the_profile_follows_the_cpu_model() {
+        for (cpu, p) in [
+            ("qemu32", Some("modern")),
+            ("pentium3", Some("p3")),
+            ("pentium2", Some("p3")),
+            ("pentium4", Some("p4")),
+            ("core2duo", Some("core2")),
+            ("Penryn-v1", Some("core2")),
+            ("Skylake-Client", Some("modern")),
+            ("Haswell-noTSX", Some("modern")),
+            ("phenom", None),
+            ("pentium", None),
+            ("486", None),
+        ] {
+            assert_eq!(profile_for_cpu(cpu), p, "{cpu}");
+        }
+        let o = ModelOpts::for_cpu("phenom", Virt::Shadow);
+        assert_eq!(
+            (o.profile.as_str(), o.virt, o.from_cpu),
+            ("modern", Virt::Shadow, true)
+        );
+        let o = options_for(Clock::Model, None, "pentium3")
+            .unwrap()
+            .unwrap();
+        assert_eq!((o.profile.as_str(), o.from_cpu), ("p3", true));
+        assert!(options_for(Clock::Icount, None, "pentium3")
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
     fn plugin_arguments() {
         let mut o = ModelOpts {
             profile: "p4".into(),
             virt: Virt::Shadow,
             pge: false,
+            from_cpu: false,
+            reference: false,
         };
         let a = qemu_args(Path::new("/t/libmodel.so"), &o, Path::new("/t/out.txt")).unwrap();
         assert_eq!(
@@ -640,6 +723,8 @@ mod tests {
             profile: "p4".into(),
             virt: Virt::Ept,
             pge: false,
+            from_cpu: false,
+            reference: false,
         };
         assert_eq!(ept.label(), "modelled, profile p4, virt ept");
         assert_eq!(
@@ -785,7 +870,7 @@ mod tests {
         assert_eq!(metrics(&r)["macro.int80"], 9.0);
         assert!(table(&r).contains("macro.int80"), "{}", table(&r));
         assert!(
-            r.table().contains("  9.0 modelled cycles/op"),
+            r.table().contains("9.0 cycles/op  1.00 vs int 0x80"),
             "{}",
             r.table()
         );
@@ -852,9 +937,15 @@ mod tests {
                 && s.contains("differs by exactly -700 modelled cycles (profile p4) (-70.00%"),
             "{s}"
         );
+        // One table: instructions beside modelled cycles, the ratio on
+        // the cycles, the clock of the ratios said first.
         let t = r.table();
         assert!(
-            t.contains("modelled, profile p4") && t.contains("   1000.0"),
+            t.starts_with("ratios on modelled cycles (profile p4)")
+                && t.contains("int 0x80   null         24.00    1000.0")
+                && t.contains(
+                    "sysenter   null         46.00     300.0     300.0                     0.30"
+                ),
             "{t}"
         );
         assert!(

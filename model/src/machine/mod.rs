@@ -238,6 +238,16 @@ pub struct Machine {
     ipis_sent: u64,
     ipi_clocks: Vec<u64>,
     buffered: usize,
+    /// The last `drain` applied everything it could (`submit` may skip the
+    /// next when nothing it decides from has changed).
+    settled: bool,
+    /// Reference mode: every event waits in its lane and every arrival
+    /// drains (no direct way, no skipped drain), as before those were
+    /// added; the tests hold the fast ways to it.
+    reference: bool,
+    /// The other lanes' bounds on one lane, kept while only it moves
+    /// (`order`'s direct way); None: to be found again.
+    bounds_of: Option<(usize, order::Bounds)>,
     /// Events applied out of clock order because the queues were full.
     pub forced: u64,
     /// The IDT last announced by any CPU (a CPU that announced none uses it).
@@ -272,6 +282,9 @@ impl Machine {
             ipis_sent: 0,
             ipi_clocks: Vec::new(),
             buffered: 0,
+            settled: false,
+            reference: false,
+            bounds_of: None,
             forced: 0,
             idt: None,
             snaps: Vec::new(),
@@ -280,6 +293,11 @@ impl Machine {
         };
         m.grow(ncpus.max(1) - 1);
         Ok(m)
+    }
+
+    /// Reference mode (see the field): the plain way, for comparisons.
+    pub fn set_reference(&mut self, on: bool) {
+        self.reference = on;
     }
 
     pub fn profile(&self) -> &Profile {
@@ -345,8 +363,8 @@ impl Machine {
         }
     }
 
-    /// How each instruction of a translated block is to be counted. With
-    /// one CPU, an instruction whose execution only adds its cost and its
+    /// How each instruction of a translated block is to be counted. An
+    /// instruction whose execution only adds its cost and its
     /// count, because it is no marker, flushes no TLB, delivers no
     /// interrupt, does not halt and lies on the page of the instruction
     /// before it in the block (so its ITLB lookup is the hit the model
@@ -356,8 +374,9 @@ impl Machine {
     /// by a [`Machine::credit`] of what the inline adds summed since the
     /// last. (QEMU enters a block only at its start, and runs the hooks of
     /// an instruction it re-executes, after a fault or an I/O recompile,
-    /// again either way.) With several CPUs every instruction is a call
-    /// (their events are ordered one by one).
+    /// again either way.) With several CPUs the credit names the CPU and
+    /// carries each instruction's cost, so the run still takes its place
+    /// in clock order instruction by instruction (`order`).
     pub fn plan(&self, block: &[Insn]) -> Vec<Step> {
         // The page the CPU's last instruction page is known to hold when
         // the next instruction of the block starts.
@@ -376,8 +395,7 @@ impl Machine {
                         | Class::IntN
                         | Class::Hlt
                 );
-                let step = if !self.ordered
-                    && plain
+                let step = if plain
                     && known == Some(page)
                     && insn.cost < INLINE_MAX_COST
                     && run < INLINE_MAX_RUN
@@ -400,13 +418,24 @@ impl Machine {
             .collect()
     }
 
-    /// Counts on CPU 0 what the inline adds of [`Step::Inline`]
-    /// instructions summed (`acc`, packed as [`INLINE_INSN_SHIFT`] says).
+    /// Counts on `cpu` what the inline adds of [`Step::Inline`]
+    /// instructions summed (`acc`, packed as [`INLINE_INSN_SHIFT`] says):
+    /// the instructions whose costs are `run`, in order, executed since
+    /// the CPU's last event. With one CPU they are added at once; with
+    /// several they wait in the CPU's lane as one run, applied in clock
+    /// order instruction by instruction (as many calls of
+    /// [`Machine::exec`] would have been).
     #[inline(always)]
-    pub fn credit(&mut self, acc: u64) {
-        if acc != 0 {
-            self.ensure(0);
-            let c = &mut self.cpus[0].c;
+    pub fn credit(&mut self, cpu: usize, acc: u64, run: &'static [u32]) {
+        if acc == 0 {
+            return;
+        }
+        self.ensure(cpu);
+        if self.ordered && !run.is_empty() {
+            debug_assert_eq!(run.len() as u64, acc >> INLINE_INSN_SHIFT);
+            self.submit(cpu, order::Event::Run(run));
+        } else {
+            let c = &mut self.cpus[cpu.min(MAX_CPUS - 1)].c;
             c.insns += acc >> INLINE_INSN_SHIFT;
             c.cycles += acc & ((1 << INLINE_INSN_SHIFT) - 1);
         }

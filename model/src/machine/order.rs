@@ -60,8 +60,14 @@ pub const MAX_BUFFERED: usize = 4 << 20;
 
 /// What a CPU did, as it waits for its turn in clock order.
 #[derive(Clone, Copy, Debug)]
-enum Event {
+pub(super) enum Event {
     Exec(Insn),
+    /// Instructions that only add their count and cost (the plugin's
+    /// inline adds, [`super::Step::Inline`]), one cost each, in order: as
+    /// many `Exec`s, kept as one entry and applied one at a time in clock
+    /// order (`drain`), so other CPUs' events fall between them as they
+    /// would between `Exec`s.
+    Run(&'static [u32]),
     Access {
         vaddr: u32,
         paddr: u64,
@@ -94,6 +100,21 @@ enum Event {
         ipi: u64,
         from_user: bool,
     },
+}
+
+/// What the other lanes say of one lane `k` going on with its events: it
+/// is still the one `drain` chooses while its clock is below `below` (the
+/// lowest candidate's clock among the lanes before it: ties go to the
+/// lower lane) and not above `above` (among the lanes after it), and
+/// nobody holds it back while its clock is not above `blocker` (the
+/// lowest clock of a running lane with nothing queued, or held).
+/// `waits_on_k`: another lane's head waits for one of `k`'s writes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Bounds {
+    below: u64,
+    above: u64,
+    blocker: u64,
+    waits_on_k: bool,
 }
 
 /// The plugin-side state of a CPU, kept in QEMU's order: what QEMU's own
@@ -252,7 +273,7 @@ impl Machine {
 
     // ---- The order: lanes, applied by clock. ----
 
-    fn submit(&mut self, cpu: usize, ev: Event) {
+    pub(super) fn submit(&mut self, cpu: usize, ev: Event) {
         let cpu = cpu.min(MAX_CPUS - 1);
         if !self.ordered {
             self.apply(cpu, ev);
@@ -260,13 +281,19 @@ impl Machine {
         }
         // Another CPU runs: the IPI senders wait no longer (their target, if
         // it was halted, is this CPU or will wake at the send's clock).
+        let mut released = false;
         for (j, lane) in self.lanes.iter_mut().enumerate() {
             if j != cpu && lane.hold {
+                released |= lane.held();
                 lane.hold = false;
                 lane.ipi_applied = false;
             }
         }
         let lane = &mut self.lanes[cpu];
+        // What `drain` decides from: the heads of the queues, which lanes
+        // are empty, stopped or held. An event behind another in a running
+        // lane changes none of these.
+        let unchanged = !released && !lane.stopped && !lane.queue.is_empty();
         if matches!(ev, Event::Apic { send: true }) {
             lane.hold = true;
             self.ipis_sent += 1;
@@ -306,9 +333,39 @@ impl Machine {
             }
             _ => {}
         }
+        let unchanged = unchanged && !lane.stopped;
+        let direct = self.settled
+            && !self.reference
+            && !released
+            && !lane.stopped
+            && lane.queue.is_empty()
+            && !lane.held()
+            && matches!(
+                ev,
+                Event::Exec(_) | Event::Run(_) | Event::Access { .. } | Event::Arg(..)
+            );
+        if !direct {
+            // A lane's state may change: the bounds are to be found again.
+            self.bounds_of = None;
+        }
+        if direct && self.direct(cpu, ev) {
+            return;
+        }
+        let lane = &mut self.lanes[cpu];
         lane.queue.push_back(ev);
-        self.buffered += 1;
+        // A run counts as its instructions, as their `Exec`s would.
+        self.buffered += match ev {
+            Event::Run(run) => run.len(),
+            _ => 1,
+        };
+        // The last drain applied all it could; if nothing it decides from
+        // has changed since, it would apply nothing now either.
+        if self.settled && !self.reference && unchanged && self.buffered <= MAX_BUFFERED {
+            return;
+        }
+        self.bounds_of = None;
         self.drain(false);
+        self.settled = true;
     }
 
     /// Applies queued events in clock order as far as it is safe (all:
@@ -352,6 +409,11 @@ impl Machine {
                 }
                 self.forced += 1;
             }
+            if let Some(Event::Run(run)) = self.lanes[k].queue.front() {
+                let run = *run;
+                self.run(k, run, all);
+                continue;
+            }
             let ev = self.lanes[k].queue.pop_front().expect("non-empty lane");
             self.buffered -= 1;
             self.apply(k, ev);
@@ -360,9 +422,155 @@ impl Machine {
         }
     }
 
+    /// What the other lanes say of lane `k` going on (see [`Bounds`]).
+    fn bounds(&self, k: usize, all: bool) -> Bounds {
+        let ipis = self.ipi_clocks.len() as u64;
+        let lanes = &self.lanes;
+        let mut b = Bounds {
+            below: u64::MAX,
+            above: u64::MAX,
+            blocker: u64::MAX,
+            waits_on_k: false,
+        };
+        for (j, lane) in lanes.iter().enumerate() {
+            if j == k {
+                continue;
+            }
+            let waiting = match lane.queue.front() {
+                Some(Event::Wake { ipi }) | Some(Event::Interrupt { ipi, .. }) => *ipi > ipis,
+                Some(Event::Access {
+                    after: Some((a, serial)),
+                    ..
+                }) => {
+                    b.waits_on_k |= *a as usize == k;
+                    lanes[*a as usize].applied <= *serial
+                }
+                _ => false,
+            };
+            if waiting {
+                continue;
+            }
+            let t = self.cpus[j].clock();
+            if !lane.queue.is_empty() && (all || !lane.held()) {
+                if j < k {
+                    b.below = b.below.min(t);
+                } else {
+                    b.above = b.above.min(t);
+                }
+            }
+            if !all && !lane.stopped && (lane.queue.is_empty() || lane.held()) {
+                b.blocker = b.blocker.min(t);
+            }
+        }
+        b
+    }
+
+    /// The fast way for an event that arrives in lane `cpu` while it is
+    /// empty, running and not held, after a drain that left nothing to
+    /// apply: when `drain` would apply it at once (its clock is the
+    /// lowest and nobody holds it back), it is applied here without
+    /// waiting in the lane; if the CPU's clock then stays below every
+    /// other candidate's, nothing else could go and no drain is needed.
+    /// The other lanes' bounds are kept between such events, as only this
+    /// CPU moves. Returns false, having done nothing, when the event must
+    /// take the ordinary way.
+    fn direct(&mut self, cpu: usize, ev: Event) -> bool {
+        let b = match self.bounds_of {
+            Some((k, b)) if k == cpu => b,
+            _ => {
+                let b = self.bounds(cpu, false);
+                self.bounds_of = Some((cpu, b));
+                b
+            }
+        };
+        // An access that waits for another CPU's write, or another lane
+        // that waits for one of this CPU's: the ordinary way.
+        if b.waits_on_k || matches!(ev, Event::Access { after: Some(_), .. }) {
+            return false;
+        }
+        let (below, upto) = (b.below, b.above.min(b.blocker));
+        let t = self.cpus[cpu].clock();
+        if t >= below || t > upto {
+            return false;
+        }
+        match ev {
+            Event::Run(run) => {
+                let c = &mut self.cpus[cpu];
+                let mut done = 0;
+                for &cost in run {
+                    if done > 0 {
+                        let t = c.clock();
+                        if t >= below || t > upto {
+                            break;
+                        }
+                    }
+                    c.c.insns += 1;
+                    c.c.cycles += u64::from(cost);
+                    done += 1;
+                }
+                if done < run.len() {
+                    // The rest waits its turn, as in `run`.
+                    self.frontier = self.frontier.max(self.cpus[cpu].clock());
+                    self.lanes[cpu].queue.push_back(Event::Run(&run[done..]));
+                    self.buffered += run.len() - done;
+                    self.bounds_of = None;
+                    self.drain(false);
+                    self.settled = true;
+                    return true;
+                }
+            }
+            ev => self.apply(cpu, ev),
+        }
+        self.lanes[cpu].applied += 1;
+        let t = self.cpus[cpu].clock();
+        self.frontier = self.frontier.max(t);
+        if t >= below.min(b.above) || self.buffered > MAX_BUFFERED {
+            // Another lane's head may go now.
+            self.bounds_of = None;
+            self.drain(false);
+            self.settled = true;
+        }
+        true
+    }
+
+    /// Applies the run at the head of lane `k`, which `drain` has chosen:
+    /// its first instruction, then each next one as long as `drain` would
+    /// choose it again. Nothing but lane `k`'s clock changes meanwhile, so
+    /// the bounds are found once: it stays the lowest-clock lane while its
+    /// clock is below every candidate's before it (ties go to the lower
+    /// lane) and not above any after it, and nobody holds it back while
+    /// its clock is not above any blocking lane's.
+    fn run(&mut self, k: usize, run: &'static [u32], all: bool) {
+        let b = self.bounds(k, all);
+        let (below, upto) = (b.below, b.above.min(b.blocker));
+        let c = &mut self.cpus[k];
+        let mut done = 0;
+        for &cost in run {
+            if done > 0 {
+                let t = c.clock();
+                if t >= below || t > upto {
+                    break;
+                }
+            }
+            c.c.insns += 1;
+            c.c.cycles += u64::from(cost);
+            done += 1;
+        }
+        self.buffered -= done;
+        self.frontier = self.frontier.max(c.clock());
+        let lane = &mut self.lanes[k];
+        if done == run.len() {
+            lane.queue.pop_front();
+            lane.applied += 1;
+        } else if let Some(head) = lane.queue.front_mut() {
+            *head = Event::Run(&run[done..]);
+        }
+    }
+
     /// Applies every queued event (QEMU is exiting).
     pub fn finish(&mut self) {
         self.drain(true);
+        self.settled = false;
     }
 
     // ---- The model proper, in clock order. ----
@@ -370,6 +578,11 @@ impl Machine {
     fn apply(&mut self, cpu: usize, ev: Event) {
         match ev {
             Event::Exec(insn) => self.execute(cpu, &insn),
+            Event::Run(run) => {
+                let c = &mut self.cpus[cpu].c;
+                c.insns += run.len() as u64;
+                c.cycles += run.iter().map(|&x| u64::from(x)).sum::<u64>();
+            }
             Event::Access {
                 vaddr,
                 paddr,

@@ -619,31 +619,46 @@ fn virt_adds_the_vm_exit_to_an_ipi_send_only() {
 type Planned = (Vec<u8>, u32, Vec<u32>);
 
 /// Runs `blocks` (each instruction with the data accesses it makes)
-/// as QEMU would with the plugin's plan: inline adds summed in an
-/// accumulator that every call empties first. `all_calls`: as before
-/// the plan, every instruction a call.
-fn run_planned(blocks: &[Vec<Planned>], all_calls: bool) -> String {
-    let mut m = machine(&[], Options::default());
-    let mut acc = 0;
-    for block in blocks {
+/// as QEMU would with the plugin's plan: inline adds summed in one
+/// accumulator that every callback (an instruction's call, an access)
+/// empties first, crediting the CPU of the last callback with the costs
+/// of the instructions the plan inlined. Block `i` runs on CPU
+/// `on[i % on.len()]` of a machine of `ncpus`. `all_calls`: as before the
+/// plan, every instruction a call, and the machine in reference mode.
+fn run_planned(blocks: &[Vec<Planned>], ncpus: usize, on: &[usize], all_calls: bool) -> String {
+    let mut m = Machine::new(profile(&[]), Options::default(), ncpus).unwrap();
+    m.set_reference(all_calls);
+    let (mut acc, mut costs, mut last) = (0, Vec::new(), 0);
+    let flush = |m: &mut Machine, acc: &mut u64, costs: &mut Vec<u32>, last: usize| {
+        let run: &'static [u32] = Box::leak(std::mem::take(costs).into_boxed_slice());
+        m.credit(last, std::mem::take(acc), run);
+    };
+    for (i, block) in blocks.iter().enumerate() {
+        let cpu = on[i % on.len()];
         let insns: Vec<Insn> = block.iter().map(|(b, va, _)| m.decode(b, *va)).collect();
         let plan = m.plan(&insns);
         assert_eq!(plan[0], Step::Call, "every block starts with a call");
         for ((insn, (_, _, loads)), step) in insns.iter().zip(block).zip(plan) {
             match step {
-                Step::Inline(add) if !all_calls => acc += add,
+                Step::Inline(add) if !all_calls => {
+                    acc += add;
+                    costs.push(insn.cost);
+                }
                 _ => {
-                    m.credit(std::mem::take(&mut acc));
-                    m.exec(0, insn);
+                    flush(&mut m, &mut acc, &mut costs, last);
+                    last = cpu;
+                    m.exec(cpu, insn);
                 }
             }
             for &a in loads {
-                load(&mut m, a, 4);
+                flush(&mut m, &mut acc, &mut costs, last);
+                m.mem(cpu, a, 4, a % 8 == 0, || unreachable!("identity-mapped"));
             }
         }
     }
-    m.credit(acc);
-    m.report(1)
+    flush(&mut m, &mut acc, &mut costs, last);
+    m.finish();
+    m.report(ncpus)
 }
 
 #[test]
@@ -678,9 +693,16 @@ fn the_plan_counts_what_calls_count() {
     let blocks: Vec<_> = (0..5)
         .flat_map(|_| [crossing.clone(), flushing.clone(), interrupting.clone()])
         .collect();
-    let planned = run_planned(&blocks, false);
-    assert_eq!(planned, run_planned(&blocks, true));
+    let planned = run_planned(&blocks, 1, &[0], false);
+    assert_eq!(planned, run_planned(&blocks, 1, &[0], true));
     assert!(planned.lines().filter(|l| l.starts_with("snap")).count() == 10);
+    // On several CPUs, QEMU's turns of uneven length, the same data
+    // shared: the runs fall into clock order as the calls did.
+    for (ncpus, on) in [(2, &[0, 0, 1][..]), (2, &[1, 0]), (4, &[0, 1, 2, 3, 3, 1])] {
+        let planned = run_planned(&blocks, ncpus, on, false);
+        assert_eq!(planned, run_planned(&blocks, ncpus, on, true), "{on:?}");
+        assert!(planned.lines().filter(|l| l.starts_with("snap")).count() == 10);
+    }
     // The plan did leave instructions to inline adds.
     let m = machine(&[], Options::default());
     let insns: Vec<Insn> = crossing.iter().map(|(b, va, _)| m.decode(b, *va)).collect();
@@ -694,9 +716,9 @@ fn the_plan_counts_what_calls_count() {
             Step::Inline(1 << INLINE_INSN_SHIFT | 1),
         ]
     );
-    // With several CPUs every instruction is a call.
+    // With several CPUs too.
     let two = Machine::new(profile(&[]), Options::default(), 2).unwrap();
-    assert!(two.plan(&insns).iter().all(|s| *s == Step::Call));
+    assert_eq!(two.plan(&insns), m.plan(&insns));
 }
 
 #[test]

@@ -12,6 +12,7 @@ pub mod iso;
 pub mod lava;
 pub mod layers;
 pub mod lmbench;
+pub mod modelspeed;
 pub mod run;
 pub mod setup;
 pub mod table;
@@ -63,10 +64,13 @@ pub struct BootArgs {
     /// Seconds before a hung guest is killed.
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub timeout: u64,
-    /// Clock for timed regions (default: icount under TCG, tsc under KVM and Bochs).
+    /// Clock for timed regions (default: icount under TCG, tsc under KVM and
+    /// Bochs; `run` uses model under TCG).
     #[arg(long, value_enum)]
     pub clock: Option<Clock>,
-    /// With --clock model: the CPU profile (model/profiles.toml; default modern).
+    /// With --clock model: the CPU profile (model/profiles.toml; default: the
+    /// one matching --cpu, e.g. pentium3 → p3, core2duo → core2, qemu32 and
+    /// recent Intel models → modern; else modern).
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
     /// With --clock model: model a guest under a hypervisor. `shadow` (the
@@ -117,13 +121,23 @@ impl BootArgs {
             clock: self.clock,
             grub: self.grub,
             append: self.append.clone(),
-            model: (self.profile.is_some() || self.virt.is_some() || self.pge).then(|| ModelOpts {
-                profile: self
-                    .profile
-                    .clone()
-                    .unwrap_or_else(|| model::DEFAULT_PROFILE.into()),
-                virt: VirtArg::model(self.virt),
-                pge: self.pge,
+            model: (self.profile.is_some() || self.virt.is_some() || self.pge).then(|| match &self
+                .profile
+            {
+                Some(p) => ModelOpts {
+                    profile: p.clone(),
+                    virt: VirtArg::model(self.virt),
+                    pge: self.pge,
+                    from_cpu: false,
+                    reference: false,
+                },
+                None => ModelOpts {
+                    pge: self.pge,
+                    ..ModelOpts::for_cpu(
+                        self.cpu.as_deref().unwrap_or("qemu32"),
+                        VirtArg::model(self.virt),
+                    )
+                },
             }),
             ..machine::Spec::new(backend, Duration::from_secs(self.timeout))
         })
@@ -133,9 +147,17 @@ impl BootArgs {
     /// without the model clock, a profile the model does not know.
     pub fn check(&self) -> Result<()> {
         crate::machine::refuse_host_words("--append", &self.append)?;
+        self.check_for(Clock::Icount)
+    }
+
+    /// [`BootArgs::check`] for a command whose default clock, when
+    /// `--clock` is not given, is `default`.
+    pub fn check_for(&self, default: Clock) -> Result<()> {
+        crate::machine::refuse_host_words("--append", &self.append)?;
         model::options_for(
-            self.clock.unwrap_or(Clock::Icount),
+            self.clock.unwrap_or(default),
             self.spec()?.model.as_ref(),
+            self.cpu.as_deref().unwrap_or("qemu32"),
         )
         .map(|_| ())
     }

@@ -138,8 +138,12 @@ pub struct Spec {
     /// Extra kernel command-line words, appended last.
     pub append: String,
     /// The model's profile and options; `None`: the defaults (only with
-    /// [`Clock::Model`]).
+    /// [`Clock::Model`]; the profile follows the CPU model).
     pub model: Option<crate::model::ModelOpts>,
+    /// With no clock asked for: the model clock wherever the backend's own
+    /// default would be icount (QEMU TCG), so the figures are cycles
+    /// (`run`'s default; the tests and `bench` keep icount).
+    pub cycles_by_default: bool,
 }
 
 /// Memory every boot gets.
@@ -158,6 +162,7 @@ impl Spec {
             grub: false,
             append: String::new(),
             model: None,
+            cycles_by_default: false,
         }
     }
 }
@@ -397,9 +402,17 @@ impl Machine {
     pub fn build(spec: &Spec, art: &Artifacts, words: &str, scratch: &Path) -> Result<Machine> {
         let backend = Backend::decide(&spec.backend);
         backend.check_host()?;
-        let clock = spec.clock.unwrap_or_else(|| backend.default_clock());
+        let clock = spec.clock.unwrap_or_else(|| match backend.default_clock() {
+            Clock::Icount if spec.cycles_by_default => Clock::Model,
+            c => c,
+        });
         backend.check_clock(clock)?;
-        let model = crate::model::Plugin::for_clock(clock, spec.model.as_ref(), scratch)?;
+        let cpu_model = match &backend {
+            Backend::Qemu(o) => qemu::cpu_model(spec.cpu.as_deref(), o.accel),
+            Backend::Bochs(_) => bochs::cpu_model(spec.cpu.as_deref()),
+        };
+        let model =
+            crate::model::Plugin::for_clock(clock, spec.model.as_ref(), &cpu_model, scratch)?;
         backend.check_cpu(spec.cpu.as_deref())?;
         refuse_host_words("--append", &spec.append)?;
         refuse_host_words("the kernel command line", words)?;
@@ -472,7 +485,15 @@ impl Machine {
             ),
         };
         let banner = match &self.model {
-            Some(p) => format!("model ({}; the guest counts instructions)", p.opts.label()),
+            Some(p) => format!(
+                "model ({}{}; the guest counts instructions)",
+                p.opts.label(),
+                if p.opts.from_cpu {
+                    format!(", as cpu={}", self.cpu_model())
+                } else {
+                    String::new()
+                }
+            ),
             None => banner,
         };
         format!("{backend}  clock={banner}  cpu={}", self.cpu_model())

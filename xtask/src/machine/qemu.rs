@@ -531,6 +531,8 @@ mod tests {
                 profile: "p4".into(),
                 virt: crate::model::Virt::Off,
                 pge: false,
+                from_cpu: false,
+                reference: false,
             },
             lib: "/t/libmodel.so".into(),
             out: "/t/m.txt".into(),

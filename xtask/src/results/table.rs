@@ -10,6 +10,9 @@ impl Results {
     /// The human table: median and min per call, full/floor, and the ratio
     /// to int 0x80 for the same call; then the macro mix.
     pub fn table(&self) -> String {
+        if self.model_profile.is_some() {
+            return self.cycles_table();
+        }
         let mut s = String::new();
         let bochs_note = format!(
             "  ({}; emulator figures, not cycles)",
@@ -181,6 +184,194 @@ impl Results {
         }
         s
     }
+}
+
+impl Results {
+    /// The table of a model run: per row the instructions (icount) and the
+    /// modelled cycles side by side, the misses where there are any, and
+    /// every ratio on the modelled cycles (the clock that decides).
+    fn cycles_table(&self) -> String {
+        let profile = self.model_profile.as_deref().unwrap_or("?");
+        let label = crate::model::label(profile, self.virt());
+        let mut s = format!(
+            "ratios on modelled cycles ({}); insns: the instructions of the same boot (icount)\n",
+            label.trim_start_matches("modelled, ")
+        );
+        let cycles = |name: &str| {
+            self.bench(name)
+                .and_then(|b| b.model.as_ref())
+                .map(|m| m.cycles)
+                .filter(|c| *c > 0.0)
+        };
+        let entries = self
+            .benches
+            .iter()
+            .any(|b| abi::Mechanism::from_key(&b.mech).is_some());
+        if entries {
+            s += &format!(
+                "{:<10} {:<8} {:>9} {:>9} {:>9} {:>11} {:>12}  {}\n",
+                "entry",
+                "call",
+                "insns",
+                "cycles",
+                "min",
+                "full/floor",
+                "vs int 0x80",
+                "misses per call"
+            );
+            s += &format!(
+                "{:<10} {:<8} {:>9} {:>9} {:>9} {:>11} {:>12}\n",
+                "", "", "median", "median", "cycles", "cycles", "cycles"
+            );
+        }
+        for m in abi::Mechanism::ALL.iter().filter(|_| entries) {
+            if let Some(mech) = self.mechanisms.iter().find(|x| x.name == m.key()) {
+                if mech.status != "ok" {
+                    s += &format!("{:<10} unavailable: {}\n", m.title(), mech.reason);
+                    continue;
+                }
+            }
+            let floor = cycles(&format!("{}.floor", m.key()));
+            for b in self.benches.iter().filter(|b| b.mech == m.key()) {
+                let Some(x) = &b.model else {
+                    s += &format!(
+                        "{:<10} {:<8} {:>9.2} {:>9}\n",
+                        m.title(),
+                        b.call,
+                        b.median,
+                        "-"
+                    );
+                    continue;
+                };
+                let ratio = match (b.call.as_str(), floor) {
+                    ("null", Some(f)) => format!("{:.2}x", x.cycles / f),
+                    _ => String::new(),
+                };
+                let vs = cycles(&format!("int80.{}", b.call))
+                    .map(|base| format!("{:.2}", x.cycles / base))
+                    .unwrap_or_default();
+                let min = crate::model::cycle_samples(b)
+                    .and_then(|v| v.into_iter().reduce(f64::min))
+                    .map(|c| format!("{c:.1}"))
+                    .unwrap_or_default();
+                let row = format!(
+                    "{:<10} {:<8} {:>9.2} {:>9.1} {:>9} {:>11} {:>12}  {}",
+                    m.title(),
+                    b.call,
+                    b.median,
+                    x.cycles,
+                    min,
+                    ratio,
+                    vs,
+                    misses(x, self.model_cpus > 1)
+                );
+                s += row.trim_end();
+                s += "\n";
+            }
+        }
+        if let Some(l) = self.bench("loop") {
+            s += &format!(
+                "{:<10} {:<8} {:>9.2} {:>9}   (decl + jnz, included above)\n",
+                "loop",
+                "empty",
+                l.median,
+                l.model
+                    .as_ref()
+                    .map(|x| format!("{:.1}", x.cycles))
+                    .unwrap_or_default()
+            );
+        }
+        let base = self
+            .macros
+            .iter()
+            .find(|m| m.mech == "int80")
+            .and_then(|m| m.model.as_ref())
+            .map(|x| x.cycles)
+            .filter(|c| *c > 0.0);
+        for m in &self.macros {
+            let Some(x) = &m.model else { continue };
+            let vs = base
+                .map(|b| format!("  {:.2} vs int 0x80", x.cycles / b))
+                .unwrap_or_default();
+            s += &format!(
+                "macro mix  {:<9} {:>9.1} insns/op {:>9.1} cycles/op{}{}\n",
+                abi::Mechanism::ALL
+                    .iter()
+                    .find(|k| k.key() == m.mech)
+                    .map_or(m.mech.as_str(), |k| k.title()),
+                m.ticks_per_op,
+                x.cycles,
+                vs,
+                match misses(x, self.model_cpus > 1) {
+                    t if t.is_empty() => t,
+                    t => format!("  misses per op: {t}"),
+                }
+            );
+        }
+        let others: Vec<&Bench> = self
+            .benches
+            .iter()
+            .filter(|b| b.name != "loop" && abi::Mechanism::from_key(&b.mech).is_none())
+            .collect();
+        if !others.is_empty() {
+            s += &format!(
+                "{:<28} {:>12} {:>12}  {}\n",
+                "benchmark", "median", "cycles", "(median of the batches: the benchmark's unit, then modelled cycles per op; misses per op)"
+            );
+        }
+        for b in others {
+            let (cyc, miss) = match &b.model {
+                Some(x) => (format!("{:.1}", x.cycles), misses(x, self.model_cpus > 1)),
+                None => ("-".into(), String::new()),
+            };
+            s += &format!(
+                "{:<28} {:>12.2} {:>12}  {}{}{}{}\n",
+                b.name,
+                b.median,
+                cyc,
+                b.unit,
+                match b.measure {
+                    Measure::PerOp => " per op",
+                    Measure::Throughput => " (throughput: higher is better)",
+                },
+                b.share.as_ref().map(share_note).unwrap_or_default(),
+                if miss.is_empty() {
+                    miss
+                } else {
+                    format!("; {miss}")
+                }
+            );
+        }
+        for note in &self.model_incomplete {
+            s += &format!("model: incomplete: {note}\n");
+        }
+        if self.model_cpus > 1 {
+            s += &format!(
+                "({} CPUs: cycles = modelled time on the benchmark's CPU; coh = lines another CPU's cache supplied, every CPU's)\n",
+                self.model_cpus
+            );
+        }
+        s
+    }
+}
+
+/// The model's misses of one figure where they are not zero
+/// (`L1 0.02  TLB 1.00`), with the coherence misses on several CPUs.
+fn misses(m: &crate::model::ModelFigures, smp: bool) -> String {
+    let mut v = vec![
+        ("L1", m.l1_misses),
+        ("L2", m.l2_misses),
+        ("TLB", m.tlb_misses),
+        ("flush", m.tlb_flushes),
+    ];
+    if smp {
+        v.push(("coh", m.coherence_misses));
+    }
+    v.into_iter()
+        .filter(|(_, x)| *x >= 0.005)
+        .map(|(k, x)| format!("{k} {x:.2}"))
+        .collect::<Vec<_>>()
+        .join("  ")
 }
 
 /// A multi-CPU figure's share, as the table shows it after the unit:

@@ -851,7 +851,15 @@ fn target_label(name: &str) -> String {
 
 /// The targets table: one icount boot; each limit is the test's own.
 fn targets() -> Result<String> {
-    let r = results_of(&["run", "--no-save", "--json", "--append", TARGETS_APPEND])?;
+    let r = results_of(&[
+        "run",
+        "--clock",
+        "icount",
+        "--no-save",
+        "--json",
+        "--append",
+        TARGETS_APPEND,
+    ])?;
     if r["unit"] != "instructions" {
         bail!("the targets' boot counted {}, not instructions", r["unit"]);
     }

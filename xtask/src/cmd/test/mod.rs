@@ -355,6 +355,8 @@ fn run_json() -> Result<()> {
     let o = Command::new(std::env::current_exe()?)
         .args([
             "run",
+            "--clock",
+            "icount",
             "--json",
             "--no-save",
             "--append",

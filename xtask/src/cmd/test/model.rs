@@ -49,7 +49,7 @@ fn boot_on(
     profile: &str,
     cpus: u32,
 ) -> Result<(BootLog, String, Results)> {
-    boot_virt(art, dir, words, profile, cpus, None)
+    boot_full(art, dir, words, profile, cpus, None, false)
 }
 
 /// [`boot_on`] under a hypervisor (`--virt shadow|ept`) or bare (`None`).
@@ -61,13 +61,44 @@ fn boot_virt(
     cpus: u32,
     virt: Option<VirtArg>,
 ) -> Result<(BootLog, String, Results)> {
+    boot_full(art, dir, words, profile, cpus, virt, false)
+}
+
+/// [`boot_on`], with the plugin in its reference mode (every instruction
+/// a call) if `reference`.
+fn boot_with(
+    art: &Artifacts,
+    dir: &Path,
+    words: &str,
+    profile: &str,
+    cpus: u32,
+    reference: bool,
+) -> Result<(BootLog, String, Results)> {
+    boot_full(art, dir, words, profile, cpus, None, reference)
+}
+
+/// One model boot: `virt` as `--virt` says, the plugin's reference mode if
+/// `reference`.
+fn boot_full(
+    art: &Artifacts,
+    dir: &Path,
+    words: &str,
+    profile: &str,
+    cpus: u32,
+    virt: Option<VirtArg>,
+    reference: bool,
+) -> Result<(BootLog, String, Results)> {
     let mut a = test_boot_args(None);
     a.smp = cpus;
     a.virt = virt;
     a.clock = Some(Clock::Model);
     a.profile = Some(profile.to_string());
     a.timeout = 300;
-    let m = Machine::build(&a.spec()?, art, words, dir)?;
+    let mut spec = a.spec()?;
+    if let Some(o) = &mut spec.model {
+        o.reference = reference;
+    }
+    let m = Machine::build(&spec, art, words, dir)?;
     let log = m.boot(&mut |_| {})?;
     if !log.succeeded() {
         bail!("{}", log.explain(20));
@@ -241,6 +272,51 @@ fn boot_twice(
         "{profile}, {cpus} CPUs: the two boots' plugin files differ"
     );
     Ok(r)
+}
+
+/// The plugin's fast counting (runs of instructions counted by QEMU's
+/// inline adds, placed in clock order one by one on several CPUs) against
+/// its reference mode (every instruction a call, as before the runs): one
+/// boot each of `words` on `cpus` CPUs under `profile`, whose records and
+/// plugin files must be byte-identical. Returns the two boots' seconds.
+fn fast_is_reference(
+    art: &Artifacts,
+    dir: &Path,
+    words: &str,
+    profile: &str,
+    cpus: u32,
+) -> Result<(f64, f64)> {
+    let t = Instant::now();
+    let (a, fa, _) = boot_with(art, dir, words, profile, cpus, false)?;
+    let fast = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let (b, fb, _) = boot_with(art, dir, words, profile, cpus, true)?;
+    let slow = t.elapsed().as_secs_f64();
+    let records = |log: &BootLog| -> Vec<String> {
+        log.serial
+            .lines()
+            .filter(|l| l.contains(abi::report::MARKER))
+            .map(str::to_string)
+            .collect()
+    };
+    ensure!(
+        records(&a) == records(&b),
+        "{profile}, {cpus} CPUs, {words}: the records differ from the reference plugin's"
+    );
+    if fa != fb {
+        let first = fa
+            .lines()
+            .zip(fb.lines())
+            .find(|(x, y)| x != y)
+            .map(|(x, y)| format!("fast: {x}\nreference: {y}"))
+            .unwrap_or_else(|| "one file is longer".into());
+        bail!("{profile}, {cpus} CPUs, {words}: the plugin file differs from the reference plugin's; first difference:\n{first}");
+    }
+    ensure!(
+        fa.lines().filter(|l| l.starts_with("snap ")).count() > 0,
+        "{profile}, {cpus} CPUs: no snapshots to compare"
+    );
+    Ok((fast, slow))
 }
 
 /// `mode=smp` on `cpus` CPUs under `profile`, booted twice: the two boots'
@@ -707,6 +783,28 @@ pub fn self_tests(
         let name = format!("model: forktest under {p}, bare, --virt shadow and --virt ept: the same guest work; shadow paging's extra cycles are a VM exit per TLB flush, EPT's none but a two-dimensional walk per TLB miss");
         if wanted(&name) {
             out.push(run(name, &|| forktest_virt(art, dir, p)));
+        }
+    }
+    // Every profile on 1 CPU (the benchmark driver) and on 2 (mode=smp:
+    // IPIs, shootdowns, lines moving); the locks program (sleep/wakeup
+    // across CPUs, halted CPUs woken) under p4, whose private L2s and pair
+    // prefetch give the coherence the most to do.
+    for p in model::known_profiles() {
+        let locks = (2, "mode=run prog=locks batches=2 batch_size=64");
+        let cases = [
+            (1, "mode=run prog=bench batches=4 batch_size=256"),
+            (2, "mode=smp batches=2 batch_size=64"),
+        ];
+        for (cpus, words) in cases.into_iter().chain((p == "p4").then_some(locks)) {
+            let name = format!(
+                "model: under {p} on {cpus} CPU(s), {words}: the fast plugin's records and file are the reference plugin's (every instruction a call), byte for byte"
+            );
+            if wanted(&name) {
+                out.push(run(name, &|| {
+                    let (fast, slow) = fast_is_reference(art, dir, words, &p, cpus)?;
+                    Ok(format!("fast {fast:.1} s, reference {slow:.1} s"))
+                }));
+            }
         }
     }
     let name = "model: two boots give byte-identical records and plugin files; the model counts the instructions icount does".to_string();

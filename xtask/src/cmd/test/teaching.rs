@@ -468,6 +468,8 @@ fn path_counts() -> Result<(), String> {
     let (code, text) = run_stated(
         &[
             "run",
+            "--clock",
+            "icount",
             "--no-save",
             "--json",
             "--append",
