@@ -240,6 +240,13 @@ pub fn table(r: &Results) -> Result<String> {
                 }
             }
         }
+        if model && b.cpus.len() > 1 {
+            // The parent's snapshots count its own CPU's instructions and
+            // misses; the other CPUs' part of each hand-off is not in them,
+            // and the one-process calibration subtracted from them was all
+            // on one CPU.
+            note.push("insns and misses: the parent's CPU alone".to_string());
+        }
         if b.cpus.len() > 1 {
             note.push(format!(
                 "CPUs {}",
@@ -370,6 +377,30 @@ mod tests {
         let mut r = run("icount", "instructions", 0);
         r.benches.retain(|b| lm::rank(&b.name).is_none());
         assert!(table(&r).is_err());
+    }
+
+    #[test]
+    fn a_model_row_on_several_cpus_says_its_counts_are_one_cpu_s() {
+        let mut r = run("model", "modelled cycles", 0);
+        r.model_profile = Some("modern".into());
+        for b in &mut r.benches {
+            b.model = Some(Default::default());
+            if b.name == "lat_ctx.2p.0k" {
+                b.cpus = vec![0, 1];
+            }
+        }
+        let t = table(&r).unwrap();
+        let ctx = t.lines().find(|l| l.starts_with("lat_ctx.2p.0k")).unwrap();
+        assert!(
+            ctx.contains("the parent's CPU alone") && ctx.contains("CPUs 0,1"),
+            "{t}"
+        );
+        let one = t.lines().find(|l| l.starts_with("lat_ctx.2p.16k")).unwrap();
+        assert!(!one.contains("alone"), "{t}");
+        // Under icount the clock is the machine's, every CPU's work in it.
+        let mut r = run("icount", "instructions", 0);
+        r.benches[2].cpus = vec![0, 1];
+        assert!(!table(&r).unwrap().contains("alone"));
     }
 
     #[test]
