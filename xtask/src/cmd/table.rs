@@ -138,7 +138,13 @@ pub fn speedup_rows(
                 .filter(|(_, i)| !i.one_cpu.is_empty())
                 .map(|(k, _)| rename(&k))
                 .collect();
-            for (name, without) in metrics(b) {
+            // lmbench's rows in its summary's order, every other figure
+            // after them by name.
+            let mut ordered: Vec<(String, f64)> = metrics(b).into_iter().collect();
+            ordered.sort_by_cached_key(|(k, _)| {
+                (abi::lmbench::rank(k).unwrap_or(usize::MAX), k.clone())
+            });
+            for (name, without) in ordered {
                 if !benches.is_empty() && !benches.contains(&name) {
                     continue;
                 }
@@ -628,6 +634,37 @@ mod tests {
         .unwrap()
         .0;
         assert_eq!(rows[0][2], "ebizzy [one CPU did the work]");
+        // lmbench's rows come in lmbench's order, not the alphabet's.
+        let lm = |label: &str, median: f64| {
+            let mut r = mk(label, median);
+            r.benches = [
+                "smack.int80",
+                "lat_syscall.null",
+                "bw_pipe",
+                "lat_ctx.2p.0k",
+            ]
+            .into_iter()
+            .map(|n| crate::results::Bench {
+                name: n.into(),
+                median,
+                ..Default::default()
+            })
+            .collect();
+            r
+        };
+        let rows = speedup_rows(&[lm("a", 2.0), lm("b", 1.0)], Some("a"), &[])
+            .unwrap()
+            .0;
+        let names: Vec<&str> = rows.iter().map(|r| r[2].as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "lat_syscall.null",
+                "lat_ctx.2p.0k",
+                "bw_pipe",
+                "smack.int80"
+            ]
+        );
     }
 
     /// A pair with a zero or negative median has no speed-up: it is left
