@@ -918,20 +918,18 @@ fn data_segments(m: Mechanism, which: DataSelector) -> i32 {
     0
 }
 
-/// `icebp` (the one-byte INT1, 0xf1) after `b`: a #DB through the task
-/// gate whatever its DPL (SDM Vol. 3A §6.12.1.1: the privilege check is for
-/// INT n, INT3 and INTO only).
-fn icebp(b: Before) {
-    // SAFETY (each block): the #DB ends the task; SS is reloaded with its
-    // own value.
-    unsafe {
-        match b {
-            Before::Nothing => asm!(".byte 0xf1"),
-            Before::Tf => asm!(set_tf!(), ".byte 0xf1", tf = const TF, options(att_syntax)),
+/// The instruction `$insn` right after `$b`: alone, after TF set by
+/// POPF, after a MOV SS or POP SS (with TF) that holds a trap off it.
+/// Expands to an unsafe asm block; SS is reloaded with its own value.
+macro_rules! after {
+    ($b:expr, $insn:literal) => {
+        match $b {
+            Before::Nothing => asm!($insn, options(att_syntax)),
+            Before::Tf => asm!(set_tf!(), $insn, tf = const TF, options(att_syntax)),
             Before::MovSs => asm!(
                 "movw %ss, {t:x}",
                 "movw {t:x}, %ss",
-                ".byte 0xf1",
+                $insn,
                 t = out(reg) _,
                 options(att_syntax)
             ),
@@ -939,7 +937,7 @@ fn icebp(b: Before) {
                 "movw %ss, {t:x}",
                 set_tf!(),
                 "movw {t:x}, %ss",
-                ".byte 0xf1",
+                $insn,
                 t = out(reg) _,
                 tf = const TF,
                 options(att_syntax)
@@ -948,50 +946,28 @@ fn icebp(b: Before) {
                 "pushl %ss",
                 set_tf!(),
                 "popl %ss",
-                ".byte 0xf1",
+                $insn,
                 tf = const TF,
                 options(att_syntax)
             ),
         }
-    }
+    };
+}
+
+/// `icebp` (the one-byte INT1, 0xf1) after `b`: a #DB through the task
+/// gate whatever its DPL (SDM Vol. 3A §6.12.1.1: the privilege check is for
+/// INT n, INT3 and INTO only).
+fn icebp(b: Before) {
+    // SAFETY: the #DB ends the task; SS is reloaded with its own value.
+    unsafe { after!(b, ".byte 0xf1") }
 }
 
 /// `int $1` after `b`: the #DB gate's DPL is 0, so #GP (with a held-off
 /// trap, the #DB lands on the #GP stub's first instruction, as in
 /// [`held_onto`]).
 fn int_one(b: Before) {
-    // SAFETY (each block): the #GP ends the task; SS is reloaded with its
-    // own value.
-    unsafe {
-        match b {
-            Before::Nothing => asm!("int $1"),
-            Before::Tf => asm!(set_tf!(), "int $1", tf = const TF, options(att_syntax)),
-            Before::MovSs => asm!(
-                "movw %ss, {t:x}",
-                "movw {t:x}, %ss",
-                "int $1",
-                t = out(reg) _,
-                options(att_syntax)
-            ),
-            Before::TfMovSs => asm!(
-                "movw %ss, {t:x}",
-                set_tf!(),
-                "movw {t:x}, %ss",
-                "int $1",
-                t = out(reg) _,
-                tf = const TF,
-                options(att_syntax)
-            ),
-            Before::TfPopSs => asm!(
-                "pushl %ss",
-                set_tf!(),
-                "popl %ss",
-                "int $1",
-                tf = const TF,
-                options(att_syntax)
-            ),
-        }
-    }
+    // SAFETY: the #GP ends the task; SS is reloaded with its own value.
+    unsafe { after!(b, "int $1") }
 }
 
 /// TF and `flag` set by the POPF right before the entry: the kernel
