@@ -52,33 +52,8 @@ fn boot_on(
     boot_full(art, dir, words, profile, cpus, None, false)
 }
 
-/// [`boot_on`] under a hypervisor (`--virt shadow|ept`) or bare (`None`).
-fn boot_virt(
-    art: &Artifacts,
-    dir: &Path,
-    words: &str,
-    profile: &str,
-    cpus: u32,
-    virt: Option<VirtArg>,
-) -> Result<(BootLog, String, Results)> {
-    boot_full(art, dir, words, profile, cpus, virt, false)
-}
-
-/// [`boot_on`], with the plugin in its reference mode (every instruction
-/// a call) if `reference`.
-fn boot_with(
-    art: &Artifacts,
-    dir: &Path,
-    words: &str,
-    profile: &str,
-    cpus: u32,
-    reference: bool,
-) -> Result<(BootLog, String, Results)> {
-    boot_full(art, dir, words, profile, cpus, None, reference)
-}
-
-/// One model boot: `virt` as `--virt` says, the plugin's reference mode if
-/// `reference`.
+/// One model boot: `virt` as `--virt` says (`None`: bare), the plugin in
+/// its reference mode (every instruction a call) if `reference`.
 fn boot_full(
     art: &Artifacts,
     dir: &Path,
@@ -287,10 +262,10 @@ fn fast_is_reference(
     cpus: u32,
 ) -> Result<(f64, f64)> {
     let t = Instant::now();
-    let (a, fa, _) = boot_with(art, dir, words, profile, cpus, false)?;
+    let (a, fa, _) = boot_full(art, dir, words, profile, cpus, None, false)?;
     let fast = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let (b, fb, _) = boot_with(art, dir, words, profile, cpus, true)?;
+    let (b, fb, _) = boot_full(art, dir, words, profile, cpus, None, true)?;
     let slow = t.elapsed().as_secs_f64();
     let records = |log: &BootLog| -> Vec<String> {
         log.serial
@@ -541,7 +516,7 @@ fn forktest_virt(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
     let words = "mode=run prog=forktest fork=cow fork_pages=64 batches=4 pmap=apte";
     let name = abi::report::names::FORKTEST_FORK_EXIT;
     let under = |virt: Option<VirtArg>| -> Result<(model::ModelFigures, Results)> {
-        let (_, _, r) = boot_virt(art, dir, words, profile, 1, virt)?;
+        let (_, _, r) = boot_full(art, dir, words, profile, 1, virt, false)?;
         let f = r
             .bench(name)
             .and_then(|b| b.model.clone())
