@@ -192,6 +192,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
             if host_table && (guest_table_line(line) || (blank && line.is_empty())) {
                 return;
             }
+            let rewritten = host_table.then(|| guest_header_under_model(line)).flatten();
+            let line = rewritten.as_deref().unwrap_or(line);
             if show_records || !line.contains(abi::report::MARKER) {
                 blank = line.is_empty();
                 if json {
@@ -214,7 +216,10 @@ pub fn run(a: RunArgs) -> Result<i32> {
                 .with_context(|| format!("cannot write the model file {}", p.display()))?;
         }
         if !json {
-            println!();
+            // One blank line before the table: the guest may have left one.
+            if !blank {
+                println!();
+            }
             print!("{}", results.table());
         }
     }
@@ -277,6 +282,36 @@ fn guest_table_line(line: &str) -> bool {
         })
 }
 
+/// A guest program's header line, rewritten for the host's model table:
+/// the guest states its own clock (instructions under icount) and its
+/// unit, which the table's header line replaces with the clock the ratios
+/// use, so the reader meets one clock. What the line says of the method
+/// (batches, fence, the subtracted overhead) stays. `None`: keep the line.
+fn guest_header_under_model(line: &str) -> Option<String> {
+    if let Some(rest) = line.strip_prefix("bench: clock=") {
+        // "bench: clock=icount (1 instruction per tick; ...), 64 batches x
+        // 4096 calls, fence F, timer+call overhead N ticks per batch
+        // (subtracted), ...": the overhead's ticks are the guest clock's.
+        let (_, method) = rest.split_once("), ")?;
+        let (before, after) = method.split_once("timer+call overhead ")?;
+        let (ticks, after) = after.split_once(" ticks per batch (subtracted)")?;
+        return Some(format!(
+            "bench: {before}timer+call overhead subtracted per batch on each clock ({ticks} instructions){after}"
+        ));
+    }
+    // chase and strings end with the guest clock's unit: "..., instructions
+    // per load", "...; instructions per call".
+    for sep in [", ", "; "] {
+        for per in ["load", "call"] {
+            let tail = format!("{sep}instructions per {per}");
+            if let Some(head) = line.strip_suffix(tail.as_str()) {
+                return Some(head.to_string());
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,6 +351,33 @@ mod tests {
             "",
         ] {
             assert!(!guest_table_line(l), "{l}");
+        }
+    }
+
+    #[test]
+    fn under_the_model_the_guest_headers_name_no_clock() {
+        let bench = "bench: clock=icount (1 instruction per tick; TCG: emulator figures, not cycles), 64 batches x 4096 calls, fence lfence+rdtsc, timer+call overhead 24 ticks per batch (subtracted), interrupts masked, perf counters n/a";
+        assert_eq!(
+            guest_header_under_model(bench).unwrap(),
+            "bench: 64 batches x 4096 calls, fence lfence+rdtsc, timer+call overhead subtracted per batch on each clock (24 instructions), interrupts masked, perf counters n/a"
+        );
+        assert_eq!(
+            guest_header_under_model(
+                "chase: dependent loads every 128 bytes, 64 batches x 4096 loads, instructions per load"
+            )
+            .unwrap(),
+            "chase: dependent loads every 128 bytes, 64 batches x 4096 loads"
+        );
+        assert_eq!(
+            guest_header_under_model("strings: one REP string instruction per call, ECX set just before it; 64 batches x 4096 calls; instructions per call").unwrap(),
+            "strings: one REP string instruction per call, ECX set just before it; 64 batches x 4096 calls"
+        );
+        for keep in [
+            "cpu: GenuineIntel \"QEMU Virtual CPU version 2.5+\" family 6",
+            "syscall: unavailable: not an AMD CPU",
+            "bench: clock=icount garbled",
+        ] {
+            assert_eq!(guest_header_under_model(keep), None, "{keep}");
         }
     }
 
