@@ -270,6 +270,7 @@ fn guest_table_line(line: &str) -> bool {
         "call ",
         "bare (set-up) ",
         "rep movs",
+        "forktest: fork_exit ",
     ];
     let chase_row = line
         .split_once("k ")
@@ -314,10 +315,10 @@ fn guest_header_under_model(line: &str) -> Option<String> {
     if line.starts_with("locks: ") && line.contains("; instructions per operation, ") {
         return Some(line.replacen("; instructions per operation, ", "; ", 1));
     }
-    // chase and strings end with the guest clock's unit: "..., instructions
-    // per load", "...; instructions per call".
+    // chase, strings and forktest end with the guest clock's unit: "...,
+    // instructions per load", "...; instructions per call" or "per round".
     for sep in [", ", "; "] {
-        for per in ["load", "call"] {
+        for per in ["load", "call", "round"] {
             let tail = format!("{sep}instructions per {per}");
             if let Some(head) = line.strip_suffix(tail.as_str()) {
                 return Some(head.to_string());
@@ -353,6 +354,7 @@ mod tests {
             "macro mix  sysenter        955027 ops/s (virtual: 1 insn = 1 ns)",
             "128k               3.00       3.00",
             "rep movsb 64        70.00      70.00      65.00",
+            "forktest: fork_exit 64 pages: median 117717.2, min 117671.4 instructions per round",
             "  words 64 bytes apart                   242642975.0 ops/s",
             "  shootdown by IPI (remote, acked)            230.3 instructions",
         ] {
@@ -390,6 +392,10 @@ mod tests {
         assert!(guest_icount_caveat("smp: TCG does not model caches; icount counts instructions: false sharing and TLB costs need `--clock model`, real hardware or real KVM"));
         assert!(guest_icount_caveat("locks: TCG does not model caches, so alignment cannot change TCG figures: icount counts instructions"));
         assert!(!guest_icount_caveat("smp: medians of 8 batches"));
+        assert_eq!(
+            guest_header_under_model("forktest: fork + exit + wait, the parent holding 64 touched pages; 64 batches of 8 rounds on CPU 0, 1 CPU(s) forking; instructions per round").unwrap(),
+            "forktest: fork + exit + wait, the parent holding 64 touched pages; 64 batches of 8 rounds on CPU 0, 1 CPU(s) forking"
+        );
         assert_eq!(
             guest_header_under_model("locks: pool alignments compared in one boot; instructions per operation, medians of 8 batches").unwrap(),
             "locks: pool alignments compared in one boot; medians of 8 batches"
