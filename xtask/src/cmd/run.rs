@@ -275,10 +275,16 @@ fn guest_table_line(line: &str) -> bool {
     let chase_row = line
         .split_once("k ")
         .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    // lmbench's own summary rows: "lmbench: lat_pipe   median  2957.4 ...".
+    let lmbench_row = line
+        .strip_prefix("lmbench: ")
+        .and_then(|r| r.split_once(' '))
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with("median "));
     let smp_row =
         line.starts_with("  ") && (line.ends_with(" instructions") || line.contains(" ops/s"));
     STARTS.iter().any(|p| line.starts_with(p))
         || chase_row
+        || lmbench_row
         || smp_row
         || line.trim_start().starts_with("insns ")
         || abi::Mechanism::ALL.iter().any(|m| {
@@ -314,6 +320,15 @@ fn guest_header_under_model(line: &str) -> Option<String> {
     // locks: "...; instructions per operation, medians of 8 batches".
     if line.starts_with("locks: ") && line.contains("; instructions per operation, ") {
         return Some(line.replacen("; instructions per operation, ", "; ", 1));
+    }
+    // lmbench: "lmbench: 32 batches per row, instructions per op (per byte
+    // for bw_pipe), fork=copy".
+    if line.starts_with("lmbench: ") {
+        if let Some((head, tail)) =
+            line.split_once(" per row, instructions per op (per byte for bw_pipe)")
+        {
+            return Some(format!("{head} per row{tail}"));
+        }
     }
     // chase, strings and forktest end with the guest clock's unit: "...,
     // instructions per load", "...; instructions per call" or "per round".
@@ -355,6 +370,7 @@ mod tests {
             "128k               3.00       3.00",
             "rep movsb 64        70.00      70.00      65.00",
             "forktest: fork_exit 64 pages: median 117717.2, min 117671.4 instructions per round",
+            "lmbench: lat_ctx.2p.0k        median      763.3  min      763.3 instructions per op",
             "  words 64 bytes apart                   242642975.0 ops/s",
             "  shootdown by IPI (remote, acked)            230.3 instructions",
         ] {
@@ -365,6 +381,8 @@ mod tests {
             "syscall: unavailable: not an AMD CPU",
             "PASS a thread on CPU 1 wakes one asleep on CPU 0",
             "(c) TLB",
+            "lmbench: lat_pagefault.cow: not measured: no heap",
+            "lmbench: 32 batches per row, instructions per op (per byte for bw_pipe), fork=copy",
             "",
         ] {
             assert!(!guest_table_line(l), "{l}");
@@ -395,6 +413,13 @@ mod tests {
         assert_eq!(
             guest_header_under_model("forktest: fork + exit + wait, the parent holding 64 touched pages; 64 batches of 8 rounds on CPU 0, 1 CPU(s) forking; instructions per round").unwrap(),
             "forktest: fork + exit + wait, the parent holding 64 touched pages; 64 batches of 8 rounds on CPU 0, 1 CPU(s) forking"
+        );
+        assert_eq!(
+            guest_header_under_model(
+                "lmbench: 32 batches per row, instructions per op (per byte for bw_pipe), fork=copy"
+            )
+            .unwrap(),
+            "lmbench: 32 batches per row, fork=copy"
         );
         assert_eq!(
             guest_header_under_model("locks: pool alignments compared in one boot; instructions per operation, medians of 8 batches").unwrap(),
