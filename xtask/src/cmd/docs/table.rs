@@ -40,6 +40,9 @@ pub enum Table {
     /// The path-length targets `cargo xtask test` asserts, each beside its
     /// figure from an icount boot.
     Targets,
+    /// Every lmbench row under every model profile, bare and under `--virt`
+    /// (shadow paging), beside its instructions (icount).
+    Lmbench,
 }
 
 /// One kind of instruction on a round trip that a profile charges more than
@@ -885,6 +888,125 @@ fn targets() -> Result<String> {
     Ok(out)
 }
 
+/// The lmbench table's boots: small batches (the rows' figures are per
+/// operation; more batches narrow nothing under the model), fork=cow so
+/// `lat_pagefault.cow` is a copy-on-write fault.
+const LMBENCH_SETTINGS: &str = "batches=4 fork=cow";
+
+/// The lmbench table's columns: (profile, virtualisation). The Pentium III
+/// had no VT-x, so it has no `--virt` column; the Pentium 4 662/672, Core 2
+/// and every recent CPU did.
+const LMBENCH_SYSTEMS: &[(&str, Virt)] = &[
+    ("p3", Virt::Off),
+    ("p4", Virt::Off),
+    ("p4", Virt::Shadow),
+    ("core2", Virt::Off),
+    ("core2", Virt::Shadow),
+    ("modern", Virt::Off),
+    ("modern", Virt::Shadow),
+];
+
+/// The lmbench rows of one boot's results, in lmbench's order: (name,
+/// instructions per operation, modelled cycles per operation).
+fn lmbench_rows(results: &Value, what: &str) -> Result<Vec<(String, f64, f64)>> {
+    if results["unit"] != "instructions" {
+        bail!(
+            "{what}: the guest's unit is {}, not instructions",
+            results["unit"]
+        );
+    }
+    let mut rows = Vec::new();
+    for b in results["benches"].as_array().into_iter().flatten() {
+        let Some(name) = b["name"].as_str() else {
+            continue;
+        };
+        let Some(rank) = abi::lmbench::rank(name) else {
+            continue;
+        };
+        let (Some(insns), Some(cycles)) = (b["median"].as_f64(), b["model"]["cycles"].as_f64())
+        else {
+            bail!("{what}: {name} has no instructions or no modelled cycles");
+        };
+        rows.push((rank, name.to_string(), insns, cycles));
+    }
+    // Stable: a family's rows (lat_ctx.*, smack.*) keep the guest's order.
+    rows.sort_by_key(|r| r.0);
+    if rows.is_empty() {
+        bail!("{what}: no lmbench rows in the results");
+    }
+    Ok(rows.into_iter().map(|(_, n, i, c)| (n, i, c)).collect())
+}
+
+/// The lmbench table: one boot per column.
+fn lmbench() -> Result<String> {
+    let mut columns = Vec::new();
+    for &(profile, virt) in LMBENCH_SYSTEMS {
+        let mut args = vec![
+            "run",
+            "--no-save",
+            "--json",
+            "--prog",
+            abi::lmbench::PROG,
+            "--clock",
+            "model",
+            "--profile",
+            profile,
+            "--append",
+            LMBENCH_SETTINGS,
+        ];
+        args.extend(virt_words(virt).0);
+        let what = format!("{profile}, {}", virt_words(virt).1);
+        columns.push(lmbench_rows(&results_of(&args)?, &what)?);
+    }
+    let first = &columns[0];
+    let mut out = String::from("| row | instructions (icount) |");
+    for &(profile, virt) in LMBENCH_SYSTEMS {
+        out.push_str(&format!(
+            " {profile}{} |",
+            if virt == Virt::Off { "" } else { ", --virt" }
+        ));
+    }
+    out.push_str("\n| --- | ---: |");
+    out.push_str(&" ---: |".repeat(LMBENCH_SYSTEMS.len()));
+    out.push('\n');
+    for (k, (name, insns, _)) in first.iter().enumerate() {
+        let mut cells = Vec::new();
+        for (col, &(profile, _)) in columns.iter().zip(LMBENCH_SYSTEMS) {
+            match col.get(k) {
+                Some((n, _, c)) if n == name => cells.push(lmbench_cell(*c)),
+                _ => bail!("{profile}: the rows differ from the first boot's at {name}"),
+            }
+        }
+        let unit = if abi::lmbench::per_byte(name) {
+            " (per byte)"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "| `{name}`{unit} | {} | {} |\n",
+            lmbench_cell(*insns),
+            cells.join(" | ")
+        ));
+    }
+    out.push_str(&format!(
+        "\nModelled cycles per operation (per byte for `bw_pipe`), medians of the batches; \
+         `--virt` is shadow paging. QEMU TCG, one boot per column, 1 CPU: \
+         `cargo xtask run --prog lmbench --clock model --profile P [--virt] --append \"{LMBENCH_SETTINGS}\"` \
+         (instructions from icount in the first column's boot: the p3 boot)."
+    ));
+    Ok(out)
+}
+
+/// An lmbench figure: a whole number from 100 up, else two decimals (bw_pipe
+/// and the cheap rows per byte).
+fn lmbench_cell(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
 /// Prints `table` on stdout.
 pub fn print(table: Table) -> Result<i32> {
     let text = match table {
@@ -897,6 +1019,7 @@ pub fn print(table: Table) -> Result<i32> {
         Table::Smp => smp()?,
         Table::Locks => locks()?,
         Table::Targets => targets()?,
+        Table::Lmbench => lmbench()?,
     };
     println!("{text}");
     Ok(0)
@@ -912,6 +1035,40 @@ mod tests {
             "benches": [{"name": "int80.null", "median": insns,
                          "model": {"cycles": 990.0, "insns": model_insns}}]
         })
+    }
+
+    #[test]
+    fn lmbench_rows_come_in_lmbench_order_with_their_cycles() {
+        let b = |name: &str, cycles: Option<f64>| {
+            serde_json::json!({"name": name, "median": 10.0,
+                               "model": {"cycles": cycles}})
+        };
+        let r = serde_json::json!({"unit": "instructions", "benches": [
+            b("lat_pipe", Some(3.0)), b("int80.null", Some(1.0)),
+            b("lat_ctx.2p.0k", Some(4.0)), b("lat_ctx.2p.16k", Some(5.0)),
+            b("lat_syscall.null", Some(2.0)),
+        ]});
+        let rows = lmbench_rows(&r, "p4").unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "lat_syscall.null",
+                "lat_ctx.2p.0k",
+                "lat_ctx.2p.16k",
+                "lat_pipe"
+            ]
+        );
+        assert_eq!(rows[1].2, 4.0);
+        // A row without modelled cycles is refused, never shown empty.
+        let r = serde_json::json!({"unit": "instructions",
+                                   "benches": [b("lat_pipe", None)]});
+        assert!(lmbench_rows(&r, "p4")
+            .unwrap_err()
+            .to_string()
+            .contains("lat_pipe"));
+        let r = serde_json::json!({"unit": "ticks", "benches": []});
+        assert!(lmbench_rows(&r, "p4").is_err());
     }
 
     /// A cost table must add up: a remainder without misses, or charges
