@@ -93,6 +93,47 @@ macro_rules! sysenter_after {
     };
 }
 
+/// The instructions `[before]`, then the entry through mechanism `$m` the
+/// way the library's stubs make it, then the block's operands (AT&T syntax
+/// is added): int 0x80 and the call gate with a NOP after them (where a
+/// trap held off past the entry lands), sysenter in its stub's frame
+/// ([`sysenter_after`]), syscall with ECX (its return EIP) saved around it.
+macro_rules! through {
+    ($m:expr, [$($before:expr),*], $($operands:tt)*) => {
+        match $m {
+            Mechanism::Sysenter => sysenter_after!(
+                [$($before),*],
+                $($operands)*
+                options(att_syntax)
+            ),
+            Mechanism::Int80 => asm!(
+                $($before,)*
+                "int $0x80",
+                "nop",
+                $($operands)*
+                options(att_syntax)
+            ),
+            Mechanism::CallGate => asm!(
+                $($before,)*
+                "lcall ${gate}, $0",
+                "nop",
+                gate = const selector::CALL_GATE,
+                $($operands)*
+                options(att_syntax)
+            ),
+            Mechanism::Syscall => asm!(
+                "pushl %ecx",
+                $($before,)*
+                "syscall",
+                "popl %ecx",
+                $($operands)*
+                out("ecx") _,
+                options(att_syntax)
+            ),
+        }
+    };
+}
+
 #[unsafe(no_mangle)]
 extern "C" fn main(case: u32) -> i32 {
     let Some(c) = FAULT_CASES.get(case as usize) else {
@@ -241,44 +282,9 @@ fn privileged(p: Privileged) {
 /// comes after that instruction (SDM Vol. 3A §17.3.1.4), which for sysenter,
 /// the call gate and syscall is the kernel's first instruction.
 fn tf_before(m: Mechanism) {
-    // SAFETY (every asm block below): the trap ends the task after the
-    // return (the kernel gives TF back); the stack layout is the stubs'.
-    unsafe {
-        match m {
-            Mechanism::Sysenter => sysenter_after!(
-                [set_tf!()],
-                tf = const TF,
-                in("eax") nr::NULL,
-                options(att_syntax)
-            ),
-            Mechanism::Int80 => asm!(
-                set_tf!(),
-                "int $0x80",
-                "nop",
-                tf = const TF,
-                in("eax") nr::NULL,
-                options(att_syntax)
-            ),
-            Mechanism::CallGate => asm!(
-                set_tf!(),
-                "lcall $0x3b, $0",
-                "nop",
-                tf = const TF,
-                in("eax") nr::NULL,
-                options(att_syntax)
-            ),
-            Mechanism::Syscall => asm!(
-                "pushl %ecx",
-                set_tf!(),
-                "syscall",
-                "popl %ecx",
-                tf = const TF,
-                in("eax") nr::NULL,
-                out("ecx") _,
-                options(att_syntax)
-            ),
-        }
-    }
+    // SAFETY: the trap ends the task after the return (the kernel gives TF
+    // back); the stack layout is the stubs'.
+    unsafe { through!(m, [set_tf!()], tf = const TF, in("eax") nr::NULL,) }
 }
 
 /// `flag` (DF, AC or NT) set before entering through `m`: the call must give
@@ -411,125 +417,35 @@ fn held_onto(h: HeldOnto) {
 fn ss_before(m: Mechanism, pop: bool, tf: bool) -> i32 {
     let pid = sys::call(Mechanism::Int80, nr::GETPID, [0; 6]);
     let got: u32;
-    // SAFETY (every asm block below): SS is reloaded with its own value;
-    // the sysenter variants build the stub's stack layout; the TF variants
+    // SAFETY (every block): SS is reloaded with its own value; the entries
+    // are the stubs' (sysenter's builds their stack layout); the TF variants
     // end the task with #DB after the return.
     unsafe {
-        match (m, pop, tf) {
-            (Mechanism::Int80, false, false) => asm!(
-                "movw %ss, {t:x}",
-                "movw {t:x}, %ss",
-                "int $0x80",
+        match (pop, tf) {
+            (false, false) => through!(
+                m,
+                ["movw %ss, {t:x}", "movw {t:x}, %ss"],
                 t = out(reg) _,
                 inout("eax") nr::GETPID => got,
-                options(att_syntax)
             ),
-            (Mechanism::Int80, true, false) => asm!(
-                "pushl %ss",
-                "popl %ss",
-                "int $0x80",
-                inout("eax") nr::GETPID => got,
-                options(att_syntax)
-            ),
-            (Mechanism::Int80, false, true) => asm!(
-                "movw %ss, {t:x}",
-                set_tf!(),
-                "movw {t:x}, %ss",
-                "int $0x80",
-                "nop",
-                t = out(reg) _,
-                tf = const TF,
-                inout("eax") nr::GETPID => got,
-                options(att_syntax)
-            ),
-            (Mechanism::Int80, true, true) => asm!(
-                "pushl %ss",
-                set_tf!(),
-                "popl %ss",
-                "int $0x80",
-                "nop",
-                tf = const TF,
-                inout("eax") nr::GETPID => got,
-                options(att_syntax)
-            ),
-            (Mechanism::Sysenter, false, false) => sysenter_after!(
-                ["movw %ss, %cx", "movw %cx, %ss"],
-                inout("eax") nr::GETPID => got,
-                out("ecx") _,
-                options(att_syntax)
-            ),
-            (Mechanism::Sysenter, true, false) => sysenter_after!(
+            (true, false) => through!(
+                m,
                 ["pushl %ss", "popl %ss"],
                 inout("eax") nr::GETPID => got,
-                options(att_syntax)
             ),
-            (Mechanism::Sysenter, false, true) => sysenter_after!(
-                ["movw %ss, %cx", set_tf!(), "movw %cx, %ss"],
+            (false, true) => through!(
+                m,
+                ["movw %ss, {t:x}", set_tf!(), "movw {t:x}, %ss"],
+                t = out(reg) _,
                 tf = const TF,
                 inout("eax") nr::GETPID => got,
-                out("ecx") _,
-                options(att_syntax)
             ),
-            (Mechanism::Sysenter, true, true) => sysenter_after!(
+            (true, true) => through!(
+                m,
                 ["pushl %ss", set_tf!(), "popl %ss"],
                 tf = const TF,
                 inout("eax") nr::GETPID => got,
-                options(att_syntax)
             ),
-            (Mechanism::CallGate, false, false) => asm!(
-                "movw %ss, {t:x}",
-                "movw {t:x}, %ss",
-                "lcall ${gate}, $0",
-                t = out(reg) _,
-                gate = const selector::CALL_GATE,
-                inout("eax") nr::GETPID => got,
-                options(att_syntax)
-            ),
-            (Mechanism::CallGate, true, false) => asm!(
-                "pushl %ss",
-                "popl %ss",
-                "lcall ${gate}, $0",
-                gate = const selector::CALL_GATE,
-                inout("eax") nr::GETPID => got,
-                options(att_syntax)
-            ),
-            (Mechanism::CallGate, false, true) => asm!(
-                "movw %ss, {t:x}",
-                set_tf!(),
-                "movw {t:x}, %ss",
-                "lcall ${gate}, $0",
-                "nop",
-                t = out(reg) _,
-                tf = const TF,
-                gate = const selector::CALL_GATE,
-                inout("eax") nr::GETPID => got,
-                options(att_syntax)
-            ),
-            // SYSCALL: argument 2 pushed for the kernel to read at [ESP].
-            (Mechanism::Syscall, false, false) => asm!(
-                "pushl %ecx",
-                "movw %ss, {t:x}",
-                "movw {t:x}, %ss",
-                "syscall",
-                "popl %ecx",
-                t = out(reg) _,
-                inout("eax") nr::GETPID => got,
-                out("ecx") _,
-                options(att_syntax)
-            ),
-            (Mechanism::Syscall, true, true) => asm!(
-                "pushl %ecx",
-                "pushl %ss",
-                set_tf!(),
-                "popl %ss",
-                "syscall",
-                "popl %ecx",
-                tf = const TF,
-                inout("eax") nr::GETPID => got,
-                out("ecx") _,
-                options(att_syntax)
-            ),
-            _ => return EXIT_NO_SUCH_CASE,
         }
     }
     if tf {
@@ -975,51 +891,16 @@ fn int_one(b: Before) {
 /// and the user single-steps on after the return (#DB in ring 3).
 fn tf_with(m: Mechanism, flag: u32) {
     let set = TF | flag;
-    // SAFETY (every block): as in tf_before; the flags are set only for
-    // the entry instruction and the trap after it ends the task. EBX (the
-    // first argument, which `null` ignores) carries the flags to set.
+    // SAFETY: as in tf_before; the flags are set only for the entry
+    // instruction and the trap after it ends the task. EBX (the first
+    // argument, which `null` ignores) carries the flags to set.
     unsafe {
-        match m {
-            Mechanism::Sysenter => sysenter_after!(
-                ["pushfl", "orl %ebx, (%esp)", "popfl"],
-                in("ebx") set,
-                in("eax") nr::NULL,
-                options(att_syntax)
-            ),
-            Mechanism::Int80 => asm!(
-                "pushfl",
-                "orl %ebx, (%esp)",
-                "popfl",
-                "int $0x80",
-                "nop",
-                in("ebx") set,
-                in("eax") nr::NULL,
-                options(att_syntax)
-            ),
-            Mechanism::CallGate => asm!(
-                "pushfl",
-                "orl %ebx, (%esp)",
-                "popfl",
-                "lcall ${gate}, $0",
-                "nop",
-                gate = const selector::CALL_GATE,
-                in("ebx") set,
-                in("eax") nr::NULL,
-                options(att_syntax)
-            ),
-            Mechanism::Syscall => asm!(
-                "pushl %ecx",
-                "pushfl",
-                "orl %ebx, (%esp)",
-                "popfl",
-                "syscall",
-                "popl %ecx",
-                in("ebx") set,
-                in("eax") nr::NULL,
-                out("ecx") _,
-                options(att_syntax)
-            ),
-        }
+        through!(
+            m,
+            ["pushfl", "orl %ebx, (%esp)", "popfl"],
+            in("ebx") set,
+            in("eax") nr::NULL,
+        )
     }
 }
 
