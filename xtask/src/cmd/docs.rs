@@ -232,21 +232,30 @@ pub fn docs_stale_in(check: bool, only: &[PathBuf]) -> Result<Vec<String>> {
         }
         files.retain(|f| f.canonicalize().is_ok_and(|c| wanted.contains(&c)));
     }
-    // Each command runs once even when several chapters show it.
-    let mut cache: std::collections::HashMap<String, String> = Default::default();
-    for f in files {
-        let text = std::fs::read_to_string(&f)?;
-        let mut run = |cmd: &str| -> Result<String> {
-            if let Some(o) = cache.get(cmd) {
-                return Ok(o.clone());
+    // Each command runs once even when several chapters show it, and the
+    // commands run side by side (each is a boot or a few, one host thread
+    // each) before any file is rewritten.
+    let mut texts = Vec::new();
+    let mut commands: Vec<(String, String)> = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f)?;
+        let name = f.file_name().unwrap_or_default().to_string_lossy();
+        regenerate(&text, &mut |cmd: &str| {
+            if !commands.iter().any(|(c, _)| c == cmd) {
+                commands.push((cmd.to_string(), name.to_string()));
             }
-            eprintln!(
-                "docs: {}: xtask {cmd}",
-                f.file_name().unwrap_or_default().to_string_lossy()
-            );
-            let o = command_output(cmd)?;
-            cache.insert(cmd.to_string(), o.clone());
-            Ok(o)
+            Ok(String::new())
+        })
+        .with_context(|| f.display().to_string())?;
+        texts.push(text);
+    }
+    let cache = run_all(&commands)?;
+    for (f, text) in files.into_iter().zip(texts) {
+        let mut run = |cmd: &str| -> Result<String> {
+            cache
+                .get(cmd)
+                .cloned()
+                .with_context(|| format!("xtask {cmd} did not run"))
         };
         let (new, changed) =
             regenerate(&text, &mut run).with_context(|| f.display().to_string())?;
@@ -258,6 +267,62 @@ pub fn docs_stale_in(check: bool, only: &[PathBuf]) -> Result<Vec<String>> {
         }
     }
     Ok(stale)
+}
+
+/// Whether `cmd` may run beside others: the commands that boot into their
+/// own scratch directories or boot nothing. `bench` writes its `--out`
+/// directory (two blocks name the same one), `gdb` listens on a fixed
+/// port and `test` runs boots side by side itself: those run alone.
+fn runs_beside_others(cmd: &str) -> bool {
+    const ALONE: &[&str] = &["bench", "gdb", "test"];
+    words(cmd)
+        .first()
+        .is_some_and(|w| !ALONE.contains(&w.as_str()))
+}
+
+/// Runs every `(command, file that shows it)`: those that may, as many at a
+/// time as the host has CPUs (at most 4), then the others one by one; the
+/// outputs by command. The first failure, in the commands' order, is the
+/// error.
+fn run_all(commands: &[(String, String)]) -> Result<std::collections::HashMap<String, String>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = cpus.clamp(1, 4).min(commands.len().max(1));
+    // The side-by-side commands first, in the order the files show them.
+    let order: Vec<usize> = (0..commands.len())
+        .filter(|&k| runs_beside_others(&commands[k].0))
+        .collect();
+    let alone: Vec<usize> = (0..commands.len())
+        .filter(|&k| !runs_beside_others(&commands[k].0))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let outputs: Mutex<Vec<Option<Result<String>>>> =
+        Mutex::new(commands.iter().map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                while let Some(&k) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let (cmd, file) = &commands[k];
+                    eprintln!("docs: {file}: xtask {cmd}");
+                    let o = command_output(cmd);
+                    outputs.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(o);
+                }
+            });
+        }
+    });
+    for k in alone {
+        let (cmd, file) = &commands[k];
+        eprintln!("docs: {file}: xtask {cmd}");
+        outputs.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(command_output(cmd));
+    }
+    let outputs = outputs.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut cache = std::collections::HashMap::new();
+    for ((cmd, _), o) in commands.iter().zip(outputs) {
+        let o = o.with_context(|| format!("xtask {cmd} did not run"))??;
+        cache.insert(cmd.clone(), o);
+    }
+    Ok(cache)
 }
 
 /// The internal links of the README and the book that do not resolve.
@@ -316,6 +381,25 @@ pub fn docs(a: DocsArgs) -> Result<i32> {
 #[cfg(test)]
 mod docs_tests {
     use super::*;
+
+    #[test]
+    fn commands_that_share_a_directory_or_a_port_run_alone() {
+        assert!(runs_beside_others(
+            "run --no-save --clock icount --prog locks"
+        ));
+        assert!(runs_beside_others("docs --table lmbench"));
+        assert!(runs_beside_others(
+            "lmbench --no-save --append \"batches=4\""
+        ));
+        assert!(!runs_beside_others(
+            "bench --prog forktest -n 1 --out target/docs-bench"
+        ));
+        assert!(!runs_beside_others(
+            "gdb --batch --stop-at sysenter --port 12350"
+        ));
+        assert!(!runs_beside_others("test --boots-only --filter x"));
+        assert!(!runs_beside_others(""));
+    }
 
     #[test]
     fn blocks_are_regenerated_and_reported() {
