@@ -22,7 +22,7 @@
 //! ```text
 //! model1 profile=<name> virt=<0|1> ncpus=<n>
 //! param <key>=<value> ...                      the profile's parameters
-//! snap cpu=<c> stream=<s> seq=<n> insns=<n> cycles=<n> l1_misses=<n> l2_misses=<n> tlb_misses=<n> tlb_flushes=<n> coherence_misses=<n> invalidations=<n> transfers=<n> invalidations_received=<n> upgrades=<n> clock=<n>
+//! snap cpu=<c> stream=<s> seq=<n> insns=<n> cycles=<n> l1_misses=<n> l2_misses=<n> tlb_misses=<n> tlb_flushes=<n> coherence_misses=<n> invalidations=<n> transfers=<n> invalidations_received=<n> upgrades=<n> ipis=<n> clock=<n>
 //! capped cpu=<c> stream=<s> kept=<n> dropped=<n>    only past the cap
 //! end
 //! ```
@@ -36,12 +36,17 @@
 //! A `snap` line is the running totals of CPU `c`'s counters at the moment
 //! it executed its `seq`-th (from 0) [`SNAP_USER`] or [`SNAP_KERNEL`] marker
 //! (`stream` = the marker's id). The five coherence counters
-//! (`coherence_misses` to `upgrades`) are the whole machine's instead: the
-//! sum over every CPU of what was applied before the snapshot in modelled-
-//! clock order, because a benchmark's misses happen on every CPU it runs
-//! on. `clock` is CPU `c`'s modelled time: its `cycles` plus the time it
-//! waited for other CPUs (halted until an IPI, or behind a write it saw);
-//! on one CPU it equals `cycles`. The guest counts its own snapshots and
+//! (`coherence_misses` to `upgrades`) and `ipis` are the whole machine's
+//! instead: the sum over every CPU of what was applied before the snapshot
+//! in modelled-clock order, because a benchmark's misses and IPIs happen on
+//! every CPU it runs on. `ipis` counts IPIs sent (stores to the local
+//! APIC's interrupt command register), not handler entries: a send is what
+//! the model charges (an APIC access, and under `virt` a VM exit: without
+//! posted interrupts the hypervisor sends it), and two sends of one vector
+//! to a CPU whose interrupts are off are one entry. `clock` is CPU `c`'s
+//! modelled time: its `cycles` plus the time it waited for other CPUs
+//! (halted until an IPI, or behind a write it saw); on one CPU it equals
+//! `cycles`. The guest counts its own snapshots and
 //! prints the sequence numbers a benchmark used in its records, so the host
 //! pairs them without guessing.
 

@@ -13,7 +13,8 @@ pub struct SnapLine {
     pub cpu: usize,
     pub stream: u16,
     pub seq: u64,
-    /// The CPU's counters; the coherence ones are the whole machine's.
+    /// The CPU's counters; the coherence ones and the IPIs are the whole
+    /// machine's.
     pub counters: Counters,
     /// The CPU's modelled time (cycles plus waiting).
     pub clock: u64,
@@ -21,7 +22,7 @@ pub struct SnapLine {
 
 /// The numbers of a `snap` line, in the file's order: the counters, then
 /// the clock ([`SnapLine::values`]).
-pub const FIELDS: [&str; 12] = [
+pub const FIELDS: [&str; 13] = [
     "insns",
     "cycles",
     "l1_misses",
@@ -33,6 +34,7 @@ pub const FIELDS: [&str; 12] = [
     "transfers",
     "invalidations_received",
     "upgrades",
+    "ipis",
     "clock",
 ];
 
@@ -52,6 +54,7 @@ impl SnapLine {
             c.transfers,
             c.invalidations_received,
             c.upgrades,
+            c.ipis,
             self.clock,
         ]
     }
@@ -180,6 +183,7 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
                     transfers: num(&f, "transfers", n)?,
                     invalidations_received: num(&f, "invalidations_received", n)?,
                     upgrades: num(&f, "upgrades", n)?,
+                    ipis: num(&f, "ipis", n)?,
                 };
                 let snap = SnapLine {
                     cpu: num(&f, "cpu", n)?,
@@ -302,16 +306,31 @@ mod tests {
             .unwrap_err()
             .contains("not a model1"));
         assert!(parse(&text.replace("end", "snap cpu=x\nend")).is_err());
-        let snap = "snap cpu=0 stream=1 seq=0 insns=1 cycles=1 l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 clock=1\n";
+        let snap = "snap cpu=0 stream=1 seq=0 insns=1 cycles=1 l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 clock=1\n";
         let twice = text.replace("end", &format!("{snap}{snap}end"));
         assert!(parse(&twice).unwrap_err().contains("appears twice"));
+        // A snapshot without its IPIs (an older plugin's) is refused, not
+        // read as none sent.
+        let with = |line: String| text.replace("end", &format!("{line}end"));
+        let old = with(snap.replace(" ipis=0", ""));
+        assert_eq!(parse(&old).unwrap_err(), "line 3: no ipis");
+        let bad = with(snap.replace("ipis=0", "ipis=x"));
+        assert_eq!(parse(&bad).unwrap_err(), "line 3: ipis is not a number");
+        assert_eq!(
+            parse(&with(snap.replace("ipis=0", "ipis=7")))
+                .unwrap()
+                .snaps[0]
+                .counters
+                .ipis,
+            7
+        );
     }
 
     /// Two snapshots of one stream, the second with `insns` and `cycles`.
     fn two_snaps(insns: u64, cycles: u64) -> String {
         let m = Machine::new(find("p3").unwrap(), Options::default(), 1).unwrap();
         let snap = |seq: u32, insns: u64, cycles: u64| {
-            format!("snap cpu=0 stream=1 seq={seq} insns={insns} cycles={cycles} l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 clock={cycles}\n")
+            format!("snap cpu=0 stream=1 seq={seq} insns={insns} cycles={cycles} l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 clock={cycles}\n")
         };
         // The later snapshot first in the file: the order that counts is
         // the sequence's.

@@ -234,8 +234,8 @@ pub fn qemu_args(lib: &Path, opts: &ModelOpts, out: &Path) -> Result<Vec<String>
 /// The figure a number of a snapshot line becomes (`ModelFigures`, its
 /// `samples` keys): a figure's `cycles` is the modelled time that passed
 /// on the benchmark's CPU (the line's clock), `busy_cycles` the cycles it
-/// executed; the others keep their names. The five coherence counters are
-/// the whole machine's (every CPU's).
+/// executed; the others keep their names. The five coherence counters and
+/// `ipis` are the whole machine's (every CPU's).
 fn figure(field: &'static str) -> &'static str {
     match field {
         "cycles" => "busy_cycles",
@@ -288,6 +288,11 @@ pub struct ModelFigures {
     pub invalidations_received: f64,
     #[serde(default)]
     pub upgrades: f64,
+    /// IPIs sent per call, every CPU's (under `--virt` each one is a VM
+    /// exit, inside `cycles`): on several CPUs, the reschedule IPIs of a
+    /// wake-up across CPUs and the shootdowns.
+    #[serde(default)]
+    pub ipis: f64,
     /// Instructions the model counted per call (a cross-check of icount).
     pub insns: f64,
     /// Per batch, per figure (keyed by the figure names above).
@@ -439,10 +444,12 @@ pub fn figures(file: &SnapshotFile, span: &Span, label: &str) -> Result<ModelFig
     let batches: Vec<Values> = (0..span.n)
         .map(|i| Ok(since(&nth(span.batches, i)?, &over)))
         .collect::<Result<_>>()?;
-    let per_call = |i: usize| {
+    // The median per call of the snapshot line's number `field`.
+    let per_call = |field: &str| {
+        let i = FIELDS.iter().position(|f| *f == field);
         let v: Vec<f64> = batches
             .iter()
-            .map(|b| b[i] as f64 / span.batch_size as f64)
+            .filter_map(|b| Some(b[i?] as f64 / span.batch_size as f64))
             .collect();
         median_f64(&v)
     };
@@ -456,18 +463,19 @@ pub fn figures(file: &SnapshotFile, span: &Span, label: &str) -> Result<ModelFig
         .collect();
     Ok(ModelFigures {
         label: label.to_string(),
-        insns: per_call(0),
-        busy_cycles: per_call(1),
-        cycles: per_call(11),
-        l1_misses: per_call(2),
-        l2_misses: per_call(3),
-        tlb_misses: per_call(4),
-        tlb_flushes: per_call(5),
-        coherence_misses: per_call(6),
-        invalidations: per_call(7),
-        transfers: per_call(8),
-        invalidations_received: per_call(9),
-        upgrades: per_call(10),
+        insns: per_call("insns"),
+        busy_cycles: per_call("cycles"),
+        cycles: per_call("clock"),
+        l1_misses: per_call("l1_misses"),
+        l2_misses: per_call("l2_misses"),
+        tlb_misses: per_call("tlb_misses"),
+        tlb_flushes: per_call("tlb_flushes"),
+        coherence_misses: per_call("coherence_misses"),
+        invalidations: per_call("invalidations"),
+        transfers: per_call("transfers"),
+        invalidations_received: per_call("invalidations_received"),
+        upgrades: per_call("upgrades"),
+        ipis: per_call("ipis"),
         samples,
     })
 }
@@ -568,8 +576,8 @@ pub fn table(r: &Results) -> String {
     );
     if smp {
         s += &format!(
-            " {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            "busy", "coh miss", "inval", "inv recv", "upgrades", "dirty xfr"
+            " {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+            "busy", "coh miss", "inval", "inv recv", "upgrades", "dirty xfr", "IPIs"
         );
     }
     s += "\n";
@@ -580,13 +588,14 @@ pub fn table(r: &Results) -> String {
         );
         if smp {
             s += &format!(
-                " {:>10.1} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+                " {:>10.1} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7.3}",
                 m.busy_cycles,
                 m.coherence_misses,
                 m.invalidations,
                 m.invalidations_received,
                 m.upgrades,
-                m.transfers
+                m.transfers,
+                m.ipis
             );
         }
         s += "\n";
@@ -596,8 +605,13 @@ pub fn table(r: &Results) -> String {
     }
     if smp {
         s += &format!(
-            "({} CPUs: cycles = modelled time on the benchmark's CPU, busy = the cycles it executed; the coherence columns count every CPU's misses, invalidations sent and received, S-to-M upgrades and dirty transfers)\n",
-            r.model_cpus
+            "({} CPUs: cycles = modelled time on the benchmark's CPU, busy = the cycles it executed; the coherence columns count every CPU's misses, invalidations sent and received, S-to-M upgrades and dirty transfers; IPIs: every CPU's sent{})\n",
+            r.model_cpus,
+            if r.virt().on() {
+                ", each a VM exit inside the cycles"
+            } else {
+                ""
+            }
         );
     }
     s
@@ -741,8 +755,9 @@ mod tests {
 
     fn snap(seq: u32, cycles: u64, l1: u64) -> String {
         format!(
-            "snap cpu=0 stream=1 seq={seq} insns={} cycles={cycles} l1_misses={l1} l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 clock={cycles}\n",
-            cycles / 2
+            "snap cpu=0 stream=1 seq={seq} insns={} cycles={cycles} l1_misses={l1} l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis={} clock={cycles}\n",
+            cycles / 2,
+            2 * l1
         )
     }
 
@@ -843,6 +858,9 @@ mod tests {
         assert_eq!(x.cycles, 9.0);
         assert_eq!(x.samples["l1_misses"], [4, 4]);
         assert_eq!(x.l1_misses, 1.0);
+        // IPIs (twice the L1 misses in this file): the same subtraction.
+        assert_eq!(x.samples["ipis"], [8, 8]);
+        assert_eq!(x.ipis, 2.0);
         assert_eq!(x.label, "modelled, profile p3");
     }
 
@@ -964,14 +982,26 @@ mod tests {
         );
         r.model_cpus = 2;
         let m = r.benches[0].model.as_mut().unwrap();
-        (m.busy_cycles, m.coherence_misses, m.transfers) = (400.0, 1.5, 0.25);
+        (m.busy_cycles, m.coherence_misses, m.transfers, m.ipis) = (400.0, 1.5, 0.25, 1.0);
         let t = table(&r);
-        assert!(t.contains("coh miss") && t.contains("dirty xfr"), "{t}");
         assert!(
-            t.contains("     400.0     1.500     0.000     0.000     0.000     0.250"),
+            t.contains("coh miss") && t.contains("dirty xfr") && t.contains("IPIs"),
+            "{t}"
+        );
+        assert!(
+            t.contains("     400.0     1.500     0.000     0.000     0.000     0.250   1.000"),
             "{t}"
         );
         assert!(t.contains("(2 CPUs: cycles = modelled time"), "{t}");
+        assert!(!t.contains("VM exit"), "{t}");
+        // run's table: the IPIs among the misses, where there are any.
+        let t = r.table();
+        let row = t.lines().find(|l| l.starts_with("int 0x80")).unwrap();
+        assert!(row.ends_with("coh 1.50  IPI 1.00"), "{t}");
+        let row = t.lines().find(|l| l.starts_with("sysenter")).unwrap();
+        assert!(!row.contains("IPI"), "{t}");
+        r.model_virt = true;
+        assert!(table(&r).contains("IPIs: every CPU's sent, each a VM exit inside the cycles"));
     }
 
     #[test]

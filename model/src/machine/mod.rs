@@ -100,16 +100,24 @@ pub struct Counters {
     pub invalidations_received: u64,
     /// This CPU's writes to lines it held Shared (S to M).
     pub upgrades: u64,
+    /// IPIs this CPU sent: its stores to the local APIC's ICR, each of
+    /// which pays a VM exit under `virt` (no posted interrupts). Counted
+    /// at the send, not at the handler's entry: the send is the event the
+    /// model charges, and a target that takes two sends of one vector
+    /// while its interrupts are off enters the handler once.
+    pub ipis: u64,
 }
 
 impl Counters {
-    /// The coherence counters of `self` plus `other`'s (the rest stays).
-    fn add_coherence(&mut self, o: &Counters) {
+    /// The whole machine's counters of `self` plus `other`'s (the rest
+    /// stays): the coherence counters and the IPIs.
+    fn add_machine_wide(&mut self, o: &Counters) {
         self.coherence_misses += o.coherence_misses;
         self.invalidations += o.invalidations;
         self.transfers += o.transfers;
         self.invalidations_received += o.invalidations_received;
         self.upgrades += o.upgrades;
+        self.ipis += o.ipis;
     }
 }
 
@@ -149,8 +157,8 @@ pub struct Snap {
     pub stream: u16,
     pub seq: u64,
     pub counters: Counters,
-    /// Every CPU's coherence counters, summed, at the snapshot (in clock
-    /// order); its other fields are 0.
+    /// Every CPU's coherence counters and IPIs, summed, at the snapshot
+    /// (in clock order); its other fields are 0.
     pub machine: Counters,
     /// The CPU's modelled time: its cycles plus the time it waited.
     pub clock: u64,
@@ -536,7 +544,7 @@ impl Machine {
         let (counters, clock) = (c.c, c.clock());
         let mut machine = Counters::default();
         for o in &self.cpus {
-            machine.add_coherence(&o.c);
+            machine.add_machine_wide(&o.c);
         }
         self.snaps.push(Snap {
             cpu,
@@ -598,10 +606,10 @@ impl Machine {
         for s in &self.snaps {
             let (c, m) = (&s.counters, &s.machine);
             out.push_str(&format!(
-                "snap cpu={} stream={} seq={} insns={} cycles={} l1_misses={} l2_misses={} tlb_misses={} tlb_flushes={} coherence_misses={} invalidations={} transfers={} invalidations_received={} upgrades={} clock={}\n",
+                "snap cpu={} stream={} seq={} insns={} cycles={} l1_misses={} l2_misses={} tlb_misses={} tlb_flushes={} coherence_misses={} invalidations={} transfers={} invalidations_received={} upgrades={} ipis={} clock={}\n",
                 s.cpu, s.stream, s.seq, c.insns, c.cycles, c.l1_misses, c.l2_misses,
                 c.tlb_misses, c.tlb_flushes, m.coherence_misses, m.invalidations, m.transfers,
-                m.invalidations_received, m.upgrades, s.clock
+                m.invalidations_received, m.upgrades, m.ipis, s.clock
             ));
         }
         for (cpu, stream, dropped) in self.capped() {

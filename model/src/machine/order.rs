@@ -621,6 +621,7 @@ impl Machine {
             }
             Event::Apic { send } => {
                 self.cpus[cpu].c.cycles += u64::from(self.profile.apic_access);
+                self.cpus[cpu].c.ipis += u64::from(send);
                 // Under a hypervisor without posted interrupts the guest's
                 // ICR write exits: the hypervisor sends the IPI for it.
                 if send && self.opts.virt.on() {

@@ -314,7 +314,7 @@ fn snapshots_count_per_stream_and_markers_cost_nothing() {
     ));
     assert_eq!(
         lines[4],
-        "snap cpu=0 stream=1 seq=1 insns=4 cycles=31 l1_misses=0 l2_misses=0 tlb_misses=1 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 clock=31"
+        "snap cpu=0 stream=1 seq=1 insns=4 cycles=31 l1_misses=0 l2_misses=0 tlb_misses=1 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 clock=31"
     );
     assert_eq!(lines[5], "end");
 }
@@ -830,4 +830,56 @@ fn shared_l2_is_one_cache_for_all_cpus() {
     p.data(0, KERNEL_PAGE, u64::from(KERNEL_PAGE), 4, false);
     p.data(1, KERNEL_PAGE, u64::from(KERNEL_PAGE), 4, false);
     assert_eq!(p.counters(1).l2_misses, 1);
+}
+
+/// IPIs are counted where they are sent (a store to the ICR; an EOI, any
+/// other APIC register, is none), per CPU, and a snapshot holds every
+/// CPU's sends applied before it in clock order, as it holds the
+/// coherence counters: a wake-up there and one back between two of CPU
+/// 0's snapshots are two, whichever CPU sent them.
+#[test]
+fn snapshots_sum_every_cpus_ipis_sent() {
+    use abi::model::interrupt_marker;
+    let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+    m.idt = Some(KERNEL_PAGE + 0x800);
+    let snap = m.decode(&marker(SNAP_KERNEL), KERNEL_PAGE);
+    let (nop, hlt) = (m.decode(&NOP, KERNEL_PAGE), m.decode(&[0xf4], KERNEL_PAGE));
+    let entry = m.decode(&marker(interrupt_marker(0xf1)), KERNEL_PAGE);
+    let eoi = LAPIC_BASE + 0xb0;
+    m.exec(1, &hlt);
+    m.exec(0, &snap);
+    // CPU 0 wakes CPU 1 and halts; CPU 1 takes the IPI, acknowledges it
+    // and wakes CPU 0 back.
+    m.mem(0, LAPIC_ICR_LOW, 4, true, || None);
+    m.exec(0, &hlt);
+    m.exec(1, &entry);
+    m.mem(1, eoi, 4, true, || None);
+    m.mem(1, LAPIC_ICR_LOW, 4, true, || None);
+    m.exec(1, &hlt);
+    m.exec(0, &entry);
+    m.mem(0, eoi, 4, true, || None);
+    m.exec(0, &nop);
+    m.exec(0, &snap);
+    m.finish();
+    assert_eq!((m.counters(0).ipis, m.counters(1).ipis), (1, 1));
+    let s: Vec<_> = m.snaps().iter().filter(|s| s.cpu == 0).collect();
+    assert_eq!(s[1].machine.ipis - s[0].machine.ipis, 2);
+    assert_eq!(s[1].counters.ipis, 1, "the CPU's own counters: its sends");
+    let r = m.report(2);
+    let last = r.lines().rfind(|l| l.starts_with("snap")).unwrap();
+    assert!(last.contains(" upgrades=0 ipis=2 clock="), "{last}");
+    // On one CPU a send is counted too (and its exit charged under virt).
+    let mut one = Machine::new(
+        profile(&[]),
+        Options {
+            virt: Virt::Shadow,
+            pge: false,
+        },
+        1,
+    )
+    .unwrap();
+    one.mem(0, LAPIC_ICR_LOW, 4, true, || None);
+    one.mem(0, eoi, 4, true, || None);
+    assert_eq!(one.counters(0).ipis, 1);
+    assert_eq!(one.counters(0).cycles, 70 + 1000 + 70);
 }

@@ -240,6 +240,9 @@ pub fn table(r: &Results) -> Result<String> {
                 }
             }
         }
+        if let Some(m) = b.model.as_ref().filter(|m| m.ipis >= 0.005) {
+            note.push(ipi_note(&b.name, m.ipis, r.virt().on()));
+        }
         if model && b.cpus.len() > 1 {
             // The parent's snapshots count its own CPU's instructions and
             // misses; the other CPUs' part of each hand-off is not in them,
@@ -263,6 +266,23 @@ pub fn table(r: &Results) -> Result<String> {
     }
     s += "(lat_ctx: per hand-off, the same hand-offs in one process subtracted, as lmbench does; smack: one query and its answer)\n";
     Ok(s)
+}
+
+/// The note of a model row whose operations sent IPIs: how many per
+/// operation (per hand-off for `lat_ctx`), every CPU's; under `--virt`
+/// each is a VM exit, already inside the row's cycles.
+fn ipi_note(name: &str, ipis: f64, virt: bool) -> String {
+    let per = if name.starts_with("lat_ctx.") {
+        "hand-off"
+    } else if lm::per_byte(name) {
+        "byte"
+    } else {
+        "op"
+    };
+    format!(
+        "IPIs sent {ipis:.2} per {per} (every CPU's{})",
+        if virt { "; each a VM exit" } else { "" }
+    )
 }
 
 /// A row's figure in the table's unit: µs or MB/s, ticks, or modelled
@@ -397,6 +417,27 @@ mod tests {
         );
         let one = t.lines().find(|l| l.starts_with("lat_ctx.2p.16k")).unwrap();
         assert!(!one.contains("alone"), "{t}");
+        assert!(!ctx.contains("IPIs"), "no IPI sent, none said: {t}");
+        // The reschedule IPIs of a ring spread over CPUs: per hand-off,
+        // and under --virt each a VM exit.
+        let b = r
+            .benches
+            .iter_mut()
+            .find(|b| b.name == "lat_ctx.2p.0k")
+            .unwrap();
+        b.model.as_mut().unwrap().ipis = 1.0;
+        let t = table(&r).unwrap();
+        let ctx = t.lines().find(|l| l.starts_with("lat_ctx.2p.0k")).unwrap();
+        assert!(
+            ctx.contains("IPIs sent 1.00 per hand-off (every CPU's)"),
+            "{t}"
+        );
+        r.model_virt = true;
+        let t = table(&r).unwrap();
+        assert!(
+            t.contains("IPIs sent 1.00 per hand-off (every CPU's; each a VM exit)"),
+            "{t}"
+        );
         // Under icount the clock is the machine's, every CPU's work in it.
         let mut r = run("icount", "instructions", 0);
         r.benches[2].cpus = vec![0, 1];

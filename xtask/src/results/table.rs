@@ -347,7 +347,7 @@ impl Results {
         }
         if self.model_cpus > 1 {
             s += &format!(
-                "({} CPUs: cycles = modelled time on the benchmark's CPU; coh = lines another CPU's cache supplied, every CPU's)\n",
+                "({} CPUs: cycles = modelled time on the benchmark's CPU; coh = lines another CPU's cache supplied, IPI = IPIs sent, every CPU's)\n",
                 self.model_cpus
             );
         }
@@ -356,7 +356,8 @@ impl Results {
 }
 
 /// The model's misses of one figure where they are not zero
-/// (`L1 0.02  TLB 1.00`), with the coherence misses on several CPUs.
+/// (`L1 0.02  TLB 1.00`), with the coherence misses and the IPIs sent on
+/// several CPUs.
 fn misses(m: &crate::model::ModelFigures, smp: bool) -> String {
     let mut v = vec![
         ("L1", m.l1_misses),
@@ -366,6 +367,7 @@ fn misses(m: &crate::model::ModelFigures, smp: bool) -> String {
     ];
     if smp {
         v.push(("coh", m.coherence_misses));
+        v.push(("IPI", m.ipis));
     }
     v.into_iter()
         .filter(|(_, x)| *x >= 0.005)

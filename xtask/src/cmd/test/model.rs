@@ -11,6 +11,8 @@
 //!   caches; words 64 bytes apart (with the pair prefetch on: `p4`) and
 //!   4 KiB apart cause no coherence miss after the warm-up batch; a remote
 //!   shootdown takes at least the IPI's send, flight and delivery.
+//! - lmbench's `lat_ctx` rings spread over 2 CPUs send a reschedule IPI
+//!   per hand-off at least; on 1 CPU none.
 //! - An unknown profile is refused before booting, with the known ones.
 //! - A saved model run imports back with its figures (`import --model`).
 
@@ -565,6 +567,75 @@ fn forktest_virt(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
     ))
 }
 
+/// lmbench's `lat_ctx` rings (`bench=ctx`) under `profile`, on 2 CPUs and
+/// on 1: spread over both CPUs every hand-off wakes a process on the
+/// other one, and the kernel sends a reschedule IPI for each wake-up
+/// across CPUs (`sched::make_ready`), so every row sends at least one IPI
+/// per hand-off; on one CPU there is no other CPU to send one to, and
+/// every row's count is 0 in every batch.
+fn lat_ctx_ipis(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
+    let words = "mode=run prog=lmbench bench=ctx batches=2";
+    let rings = |r: &Results| -> Vec<crate::results::Bench> {
+        r.benches
+            .iter()
+            .filter(|b| b.name.starts_with("lat_ctx."))
+            .cloned()
+            .collect()
+    };
+    let want = abi::lmbench::CTX_PROCS.len() * abi::lmbench::CTX_KIB.len();
+    let (_, _, two) = boot_on(art, dir, words, profile, 2)?;
+    let spread = rings(&two);
+    ensure!(
+        spread.len() == want,
+        "2 CPUs: {} lat_ctx rows, not {want}",
+        spread.len()
+    );
+    let mut seen = Vec::new();
+    for b in &spread {
+        let m = b
+            .model
+            .as_ref()
+            .with_context(|| format!("2 CPUs: {} has no model figures", b.name))?;
+        ensure!(
+            b.cpus == [0, 1],
+            "2 CPUs: {} ran on CPUs {:?}, not 0 and 1",
+            b.name,
+            b.cpus
+        );
+        ensure!(
+            m.ipis >= 1.0,
+            "2 CPUs: {} sent {} IPIs per hand-off, fewer than one wake-up across CPUs each",
+            b.name,
+            m.ipis
+        );
+        seen.push(format!("{} {:.2}", b.name, m.ipis));
+    }
+    let (_, _, one) = boot_on(art, dir, words, profile, 1)?;
+    let alone = rings(&one);
+    ensure!(
+        alone.len() == want,
+        "1 CPU: {} lat_ctx rows, not {want}",
+        alone.len()
+    );
+    for b in &alone {
+        let m = b
+            .model
+            .as_ref()
+            .with_context(|| format!("1 CPU: {} has no model figures", b.name))?;
+        let sent = m.samples.get("ipis").map(|v| v.iter().sum::<u64>());
+        ensure!(
+            sent == Some(0) && m.ipis == 0.0,
+            "1 CPU: {} sent IPIs ({:?} per batch)",
+            b.name,
+            m.samples.get("ipis")
+        );
+    }
+    Ok(format!(
+        "IPIs per hand-off on 2 CPUs: {}; 0 on 1 CPU",
+        seen.join(", ")
+    ))
+}
+
 fn unknown_profile_refused(root: &Path) -> Result<()> {
     let t = Instant::now();
     let (ok, out, err) = xtask(
@@ -759,6 +830,10 @@ pub fn self_tests(
         if wanted(&name) {
             out.push(run(name, &|| forktest_virt(art, dir, p)));
         }
+    }
+    let name = "model: lmbench's lat_ctx rings under p4 spread over 2 CPUs send at least one reschedule IPI per hand-off, on 1 CPU none".to_string();
+    if wanted(&name) {
+        out.push(run(name, &|| lat_ctx_ipis(art, dir, "p4")));
     }
     // Every profile on 1 CPU (the benchmark driver) and on 2 (mode=smp:
     // IPIs, shootdowns, lines moving); the locks program (sleep/wakeup
