@@ -306,6 +306,38 @@ fn smp_twice(art: &Artifacts, dir: &Path, profile: &str, cpus: u32) -> Result<Re
     Ok(r)
 }
 
+/// Every multi-CPU figure (each with a `share`) carries, under the model,
+/// one overlap in modelled time for each other CPU that worked in it,
+/// and each lies in 0..=100 percent; the figures of CPU 0 alone carry no
+/// share. Returns the overlaps, `name overlap 97%` each.
+fn overlaps(r: &Results) -> Result<String> {
+    let mut seen = Vec::new();
+    for b in &r.benches {
+        let Some(s) = &b.share else { continue };
+        let others: Vec<u32> = (1..s.per_cpu.len() as u32)
+            .filter(|&c| s.per_cpu[c as usize] > 0)
+            .collect();
+        let got: Vec<u32> = s.overlap.iter().map(|o| o.cpu).collect();
+        ensure!(
+            got == others,
+            "{}: overlaps for CPUs {got:?}, expected one for each other CPU that worked, {others:?}",
+            b.name
+        );
+        for o in &s.overlap {
+            ensure!(
+                (0.0..=100.0).contains(&o.percent),
+                "{}: CPU {} overlapped {}% of CPU 0's modelled time, outside 0..=100",
+                b.name,
+                o.cpu,
+                o.percent
+            );
+        }
+        seen.push(format!("{} {}", b.name, s.overlaps()));
+    }
+    ensure!(!seen.is_empty(), "no multi-CPU figure");
+    Ok(seen.join(", "))
+}
+
 /// Writes per line-distance batch on every CPU, as the kernel makes them
 /// (kernel/src/bench/smp.rs, `LINE_WRITES`): the batch size over the CPUs.
 fn line_writes(r: &Results, name: &str) -> Result<u64> {
@@ -385,8 +417,9 @@ fn smp_figures(art: &Artifacts, dir: &Path) -> Result<String> {
         shoot.cycles
     );
     let lines = line_distances(&r, model::DEFAULT_PROFILE)?;
+    let overlap = overlaps(&r)?;
     Ok(format!(
-        "{} figures; {fs}; shootdown {:.0} cycles; {lines}",
+        "{} figures; {fs}; shootdown {:.0} cycles; {lines}; {overlap}",
         r.benches.len(),
         shoot.cycles
     ))
@@ -440,7 +473,7 @@ fn smp_false_sharing(art: &Artifacts, dir: &Path, profile: &str) -> Result<Strin
 fn smp_four_p4(art: &Artifacts, dir: &Path) -> Result<String> {
     let r = smp_twice(art, dir, "p4", 4)?;
     ensure!(param(&r, "pair_prefetch")? == 1, "p4 has no pair prefetch");
-    line_distances(&r, "p4")
+    Ok(format!("{}; {}", line_distances(&r, "p4")?, overlaps(&r)?))
 }
 
 /// `--prog locks` on 2 CPUs under `profile` (the 128-byte pools): every
@@ -730,7 +763,7 @@ pub fn self_tests(
             out.push(run(name, &|| chase_under(art, dir, &p)));
         }
     }
-    let name = "model: mode=smp on 2 CPUs, two boots byte-identical: every figure modelled; packed pools miss on the lock and the unlock of every pair, 64- and 128-byte ones only on the hand-shake; invlpg flushes as the code says; a shootdown pays the IPI; one shared line moves, lines apart do not".to_string();
+    let name = "model: mode=smp on 2 CPUs, two boots byte-identical: every figure modelled; packed pools miss on the lock and the unlock of every pair, 64- and 128-byte ones only on the hand-shake; invlpg flushes as the code says; a shootdown pays the IPI; one shared line moves, lines apart do not; every multi-CPU figure has each other CPU's overlap in modelled time, in 0..=100%".to_string();
     if wanted(&name) {
         out.push(run(name, &|| smp_figures(art, dir)));
     }
@@ -740,7 +773,7 @@ pub fn self_tests(
             out.push(run(name, &|| smp_false_sharing(art, dir, p)));
         }
     }
-    let name = "model: mode=smp on 4 CPUs under p4 (pair prefetch), two boots byte-identical: one shared line moves, adjacent lines and pages apart do not after warm-up".to_string();
+    let name = "model: mode=smp on 4 CPUs under p4 (pair prefetch), two boots byte-identical: one shared line moves, adjacent lines and pages apart do not after warm-up; every multi-CPU figure has each other CPU's overlap in modelled time, in 0..=100%".to_string();
     if wanted(&name) {
         out.push(run(name, &|| smp_four_p4(art, dir)));
     }
