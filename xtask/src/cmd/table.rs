@@ -546,6 +546,25 @@ mod tests {
             ]
             .map(String::from)
         );
+        // And one whose CPUs barely overlapped in modelled time.
+        let apart = export("modelled, profile p4", 2, 900.0, 300.0).replace(
+            "modelled cycles per operation, lower is better",
+            "modelled cycles per operation, lower is better; apart: CPU 1 worked during 3% of CPU 0's timed modelled time: not a concurrent figure",
+        );
+        let rows = export_rows(
+            &[read_export(&apart).unwrap()],
+            None,
+            &["forktest.fork_exit".to_string()],
+        );
+        assert_eq!(
+            rows[0][2],
+            "forktest.fork_exit [CPUs apart in modelled time]"
+        );
+        assert_eq!(
+            flag_mark("apart: CPU 1 worked during 3% of CPU 0's timed modelled time"),
+            Some("[CPUs apart in modelled time]")
+        );
+        assert_eq!(flag_mark(""), None);
     }
 
     #[test]

@@ -648,6 +648,20 @@ fn smp_figures(results: &Value, name: &str, profile: &str) -> Result<(f64, f64, 
     Ok((insns, cycles, misses))
 }
 
+/// CPU 1's overlap with CPU 0 in modelled time, in percent, of a figure
+/// both CPUs work in (its `share.overlap`); `None` for CPU 0's alone.
+fn smp_overlap(results: &Value, name: &str) -> Option<f64> {
+    let bench = results["benches"]
+        .as_array()?
+        .iter()
+        .find(|b| b["name"] == name)?;
+    bench["share"]["overlap"]
+        .as_array()?
+        .iter()
+        .find(|o| o["cpu"] == 1)?["percent"]
+        .as_f64()
+}
+
 /// Coherence misses per operation as the table shows them: up to three
 /// decimals, no trailing zeros (`2.004`, `1`, `0`).
 fn misses_cell(x: f64) -> String {
@@ -708,10 +722,13 @@ fn smp() -> Result<String> {
         for (p, pair) in profiles.iter().zip(&runs) {
             let (i, c, m) = smp_figures(&pair[*virt as usize], name, p)?;
             insns.get_or_insert(i);
+            let overlap = smp_overlap(&pair[*virt as usize], name)
+                .map(|o| format!(" / {o:.0}%"))
+                .unwrap_or_default();
             cells.push(if *coherent {
-                format!("{} / {}", cycles_cell(c), misses_cell(m))
+                format!("{} / {}{overlap}", cycles_cell(c), misses_cell(m))
             } else {
-                cycles_cell(c)
+                format!("{}{overlap}", cycles_cell(c))
             });
         }
         let insns = insns.context("no model profiles")?;
@@ -723,7 +740,8 @@ fn smp() -> Result<String> {
     }
     out.push_str(&format!(
         "\nModelled cycles per operation (the modelled time that passed on CPU 0, waiting for CPU 1 included), \
-         and after the slash the coherence misses per operation, both CPUs' together; instructions: CPU 0's per operation, \
+         after the slash the coherence misses per operation, both CPUs' together, and after the second, for the figures both CPUs work in, \
+         CPU 1's overlap: the part of CPU 0's timed modelled time during which CPU 1 did its part of the same batch; instructions: CPU 0's per operation, \
          as the model counted them. QEMU TCG, {SMP_CPUS} CPUs, two boots per profile: \
          `cargo xtask run --smp {SMP_CPUS} --mode smp --clock model --profile P [--virt]`."
     ));
