@@ -306,21 +306,31 @@ fn smp_twice(art: &Artifacts, dir: &Path, profile: &str, cpus: u32) -> Result<Re
     Ok(r)
 }
 
-/// Every multi-CPU figure (each with a `share`) carries, under the model,
-/// one overlap in modelled time for each other CPU that worked in it,
-/// and each lies in 0..=100 percent; the figures of CPU 0 alone carry no
-/// share. Returns the overlaps, `name overlap 97%` each.
+/// Every multi-CPU figure (each with a `share`) names where each CPU's
+/// part of a batch lies, every CPU that did any of the work has a part,
+/// and under the model each other CPU with a part has one overlap in
+/// modelled time, in 0..=100 percent. Returns the overlaps, `name overlap
+/// 97%` each.
 fn overlaps(r: &Results) -> Result<String> {
     let mut seen = Vec::new();
     for b in &r.benches {
         let Some(s) = &b.share else { continue };
-        let others: Vec<u32> = (1..s.per_cpu.len() as u32)
-            .filter(|&c| s.per_cpu[c as usize] > 0)
+        let parts = s
+            .parts
+            .as_ref()
+            .with_context(|| format!("{}: its share names no snapshots", b.name))?;
+        let part = |c: usize| parts.per_batch.get(c).is_some_and(|&k| k > 0);
+        if let Some(c) = (0..s.per_cpu.len()).find(|&c| s.per_cpu[c] > 0 && !part(c)) {
+            bail!("{}: CPU {c} did some of the work but has no part", b.name);
+        }
+        let others: Vec<u32> = (1..s.per_cpu.len())
+            .filter(|&c| part(c))
+            .map(|c| c as u32)
             .collect();
         let got: Vec<u32> = s.overlap.iter().map(|o| o.cpu).collect();
         ensure!(
             got == others,
-            "{}: overlaps for CPUs {got:?}, expected one for each other CPU that worked, {others:?}",
+            "{}: overlaps for CPUs {got:?}, expected one for each other CPU with a part, {others:?}",
             b.name
         );
         for o in &s.overlap {
@@ -485,6 +495,8 @@ fn smp_four_p4(art: &Artifacts, dir: &Path) -> Result<String> {
 /// move nothing after the warm-up batch; the sleep/wakeup round trip
 /// across CPUs moves lines on every one, the lock hand-off on some (as
 /// often as QEMU's turns pass the lock between the CPUs).
+/// Every cross-CPU figure has CPU 1's overlap with CPU 0 in modelled
+/// time ([`overlaps`]).
 fn locks_across(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
     let (_, _, r) = boot_on(art, dir, "mode=run prog=locks pool_align=128", profile, 2)?;
     let m = |name: &str| {
@@ -533,6 +545,7 @@ fn locks_across(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
         );
         seen.push(format!("{name} {:.2}", x.coherence_misses));
     }
+    seen.push(overlaps(&r)?);
     Ok(seen.join(", "))
 }
 
@@ -782,7 +795,7 @@ pub fn self_tests(
         out.push(run(name, &|| import_round_trip(&root, &dir.join("import"))));
     }
     for p in [model::DEFAULT_PROFILE, "p4"] {
-        let name = format!("model: locks on 2 CPUs under {p}: user counters in one line move between the caches, 64 and 128 bytes apart not after warm-up; the sleep/wakeup round trip across CPUs moves a line on every one, the hand-off on some");
+        let name = format!("model: locks on 2 CPUs under {p}: user counters in one line move between the caches, 64 and 128 bytes apart not after warm-up; the sleep/wakeup round trip across CPUs moves a line on every one, the hand-off on some; every cross-CPU figure has each other CPU's overlap in modelled time, in 0..=100%");
         if wanted(&name) {
             out.push(run(name, &|| locks_across(art, dir, p)));
         }

@@ -334,6 +334,22 @@ pub(super) fn locks_across_on(
                     s.work, s.per_cpu
                 ));
             }
+            // Each CPU its threads ran on has a part of every batch (two
+            // snapshots), no other CPU has; under icount no overlap.
+            let parts: Vec<u32> = s
+                .parts
+                .as_ref()
+                .map(|p| p.per_batch.clone())
+                .unwrap_or_default();
+            let want: Vec<u32> = (0..n)
+                .map(|c| if cpus.contains(&c) { 2 } else { 0 })
+                .collect();
+            if parts != want || !s.overlap.is_empty() || s.apart.is_some() {
+                return Err(format!(
+                    "{name}: snapshots per batch per CPU {parts:?}, expected {want:?}; overlap {:?} (none under icount)",
+                    s.overlap
+                ));
+            }
             Ok(())
         };
         on(
