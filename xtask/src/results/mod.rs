@@ -306,8 +306,10 @@ mod measure_key {
 pub struct MetricInfo {
     pub unit: String,
     pub measure: Measure,
-    /// Empty, or the flag of a multi-CPU figure one CPU did alone
-    /// (`Share::flag`, with `: not an N-CPU figure`).
+    /// Empty, or the flags of a multi-CPU figure one CPU did alone
+    /// (`Share::flag`, with `: not an N-CPU figure`) or whose CPUs barely
+    /// overlapped in modelled time (`Share::apart_flag`, with `: not a
+    /// concurrent figure`): [`one_cpu_flag`].
     pub one_cpu: String,
 }
 
