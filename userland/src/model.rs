@@ -46,3 +46,42 @@ pub fn snap() {
 pub fn own_count() {
     tb_user_snaps.store(tb_user_snaps.load(Ordering::Relaxed), Ordering::Relaxed);
 }
+
+/// One CPU's count of the user-stream snapshots this program's threads
+/// took there, in a 128-byte block of its own (a count that shared a line
+/// with CPU 0's data would move between the caches inside its figures).
+#[repr(C, align(128))]
+struct Count(AtomicU32);
+
+/// Per CPU other than 0: the user-stream snapshots this program's threads
+/// took on it ([`snap_on`]). CPU 0's are [`snap`]'s (the driver's count):
+/// the plugin numbers each CPU's stream on its own.
+static OTHER_CPUS: [Count; abi::layout::MAX_CPUS] =
+    [const { Count(AtomicU32::new(0)) }; abi::layout::MAX_CPUS];
+
+/// The sequence number the next [`snap_on`] of CPU `cpu` (not 0) will
+/// have: exact while no thread snapshots there, as between two figures.
+/// The count is this program's: it assumes no other program took user
+/// snapshots on that CPU before it in the boot.
+pub fn next_seq_on(cpu: usize) -> u32 {
+    OTHER_CPUS[cpu].0.load(Ordering::Relaxed)
+}
+
+/// One snapshot of the user stream by a thread on CPU `cpu` (its own, not
+/// 0: there the driver's timed pairs must stay consecutive), counted for
+/// that CPU.
+#[inline(always)]
+pub fn snap_on(cpu: usize) {
+    let count = &OTHER_CPUS[cpu].0;
+    // SAFETY: a NOP, then an increment of that CPU's counter (only the
+    // one thread working on that CPU in a figure snapshots there).
+    unsafe {
+        core::arch::asm!(
+            "nopl {disp}(%eax)",
+            "incl ({c})",
+            disp = const marker_disp(SNAP_USER),
+            c = in(reg) count.as_ptr(),
+            options(att_syntax, nostack)
+        )
+    };
+}

@@ -519,6 +519,7 @@ fn last_snapshot(span: &Span) -> Option<u64> {
 pub fn apply(results: &mut Results, log: &str, file: &SnapshotFile) -> Result<()> {
     let (mut figs, incomplete) = merge_log(log, file)?;
     results.model_incomplete = incomplete;
+    crate::results::overlap::apply(results, &spans(&report::parse_log(log)?)?, file)?;
     for b in &mut results.benches {
         b.model = figs.remove(&b.name);
     }

@@ -14,7 +14,8 @@
 //!   translated code, where the plugin does not see the accesses.
 //! - Before every `invlpg`: its page ([`announce_invlpg`]), since the plugin
 //!   decodes `invlpg` but cannot read its operand.
-//! - Kernel-side benchmarks: snapshots of the kernel stream ([`snap`]).
+//! - Kernel-side benchmarks: snapshots of the kernel stream ([`snap`]; on
+//!   an AP working for a timed figure, [`reserve`] and [`snap_reserved`]).
 //! - Interrupt handlers the model should charge a delivery for: marker
 //!   `abi::model::interrupt_marker(vector)` as the handler's first
 //!   instruction (the shootdown IPI's, kernel/src/bench/smp.rs), since QEMU
@@ -82,12 +83,49 @@ pub fn check_window(kernel_end: u32) {
     }
 }
 
-/// Kernel-stream snapshots taken so far, per CPU.
-static SNAPS: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+/// One CPU's count of kernel-stream snapshots, in a 128-byte block of its
+/// own: an AP counts its snapshots while CPU 0 is timed, and a count that
+/// shared a line (or a NetBurst pair) with CPU 0's would move between the
+/// caches inside CPU 0's modelled figures.
+#[repr(C, align(128))]
+struct Count(AtomicU32);
+
+/// Kernel-stream snapshots taken (or reserved) so far, per CPU.
+static SNAPS: [Count; MAX_CPUS] = [const { Count(AtomicU32::new(0)) }; MAX_CPUS];
 
 /// The sequence number this CPU's next kernel-stream [`snap`] will have.
 pub fn snap_seq() -> u32 {
-    SNAPS[super::gdt::cpu()].load(Ordering::Relaxed)
+    snap_seq_of(super::gdt::cpu())
+}
+
+/// The sequence number CPU `cpu`'s next kernel-stream snapshot will have:
+/// exact only while that CPU takes none (an AP between commands).
+pub fn snap_seq_of(cpu: usize) -> u32 {
+    SNAPS[cpu].0.load(Ordering::Relaxed)
+}
+
+/// Counts `k` kernel-stream snapshots of this CPU, `cpu` (the caller's
+/// own index: a command handler has it at hand), ahead of time, for `k`
+/// [`snap_reserved`] markers to follow; returns the first one's sequence
+/// number. An AP reserves before CPU 0's timed region, so inside it each
+/// of its snapshots is one instruction, the marker.
+pub fn reserve(cpu: usize, k: u32) -> u32 {
+    SNAPS[cpu].0.fetch_add(k, Ordering::Relaxed)
+}
+
+/// One snapshot of this CPU's kernel stream whose number [`reserve`] has
+/// counted already: the marker alone.
+#[inline(always)]
+pub fn snap_reserved() {
+    // SAFETY: a NOP. Not `nomem`: the compiler keeps the memory accesses
+    // of the work it brackets on their side of it.
+    unsafe {
+        asm!(
+            "nopl {disp}(%eax)",
+            disp = const marker_disp(SNAP_KERNEL),
+            options(att_syntax, nostack, preserves_flags)
+        )
+    };
 }
 
 /// One snapshot of this CPU's kernel stream. The marker and the count are
@@ -95,7 +133,7 @@ pub fn snap_seq() -> u32 {
 /// timer's.
 #[inline(always)]
 pub fn snap() {
-    let count = &SNAPS[super::gdt::cpu()];
+    let count = &SNAPS[super::gdt::cpu()].0;
     // SAFETY: a NOP, then an increment of this CPU's own counter.
     unsafe {
         asm!(

@@ -488,6 +488,10 @@ pub mod command {
     pub const HAMMER: u32 = 1;
     pub const PONG: u32 = 2;
     pub const LINES: u32 = 3;
+    /// Count `arg` kernel-stream snapshots ahead (`arch::marker::reserve`):
+    /// the markers a command or an IPI handler takes inside CPU 0's timed
+    /// region (the ping-pong's, the shootdown's).
+    pub const RESERVE_SNAPS: u32 = 4;
     /// Put this CPU's own machine state back as the boot chose it (a task
     /// ended: `task::reset_cpu_state`).
     pub const RESET: u32 = 16;

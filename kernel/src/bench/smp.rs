@@ -139,38 +139,60 @@ unsafe extern "C" {
     static ipi_shootdown_entry: u8;
 }
 
+/// The shootdown's work on its target: two snapshots per IPI, whose
+/// numbers CPU 0 had the target reserve before the figure
+/// ([`command::RESERVE_SNAPS`]), so each is one instruction here.
 extern "C" fn shootdown() {
+    marker::snap_reserved();
     paging::invlpg(SHOOT_ADDR.load(Ordering::Relaxed));
+    marker::snap_reserved();
     smp::this_cpu().ipis.fetch_add(1, Ordering::Release);
     apic::eoi();
 }
 
-/// What an AP does with a posted command.
+/// What an AP does with a posted command. Each benchmark command brackets
+/// the AP's part of a batch with two kernel-stream snapshots (its first
+/// and last instruction of the work), reserved before the AP says it is
+/// ready (for the ping-pong, by a [`command::RESERVE_SNAPS`] before the
+/// figure): the model's clocks at them are what the host compares with
+/// CPU 0's timed region (the `share` record's `snap_first`).
 fn worker(cpu: usize, c: u32, arg: u32) {
     match c {
         command::HAMMER => {
+            marker::reserve(cpu, 2);
             wait_start(cpu);
+            marker::snap_reserved();
             let lock = turnstile::spin(cpu);
             for _ in 0..arg {
                 lock.lock();
                 lock.unlock();
             }
+            marker::snap_reserved();
         }
         command::LINES => {
+            marker::reserve(cpu, 2);
             wait_start(cpu);
+            marker::snap_reserved();
             let k = LINE_K.load(Ordering::Relaxed) as usize;
             let word = line_word(k, LINE_STRIDES[k].0, cpu);
             for i in 0..arg {
                 write_word(word, i);
             }
+            marker::snap_reserved();
         }
         command::PONG => {
+            // Its two snapshots per batch were reserved before the figure.
+            marker::snap_reserved();
             for _ in 0..arg {
                 while PING.load(Ordering::Acquire) != 1 {
                     core::hint::spin_loop();
                 }
                 PING.store(0, Ordering::Release);
             }
+            marker::snap_reserved();
+        }
+        command::RESERVE_SNAPS => {
+            marker::reserve(cpu, arg);
         }
         _ => {}
     }
@@ -264,7 +286,8 @@ impl Reporter {
 
     /// A per-operation figure of CPUs `cpus` (a mask), then its `share`
     /// record: `per_cpu[c]` operations of kind `work` on CPU c, one count
-    /// for every CPU of the machine (0 for those the figure did not use).
+    /// for every CPU of the machine (0 for those the figure did not use),
+    /// and where each CPU's snapshots of its part lie (`parts`).
     #[allow(clippy::too_many_arguments)]
     fn per_op_shared(
         &self,
@@ -276,6 +299,7 @@ impl Reporter {
         cpus: u32,
         work: &str,
         per_cpu: &[u64],
+        parts: &Parts,
     ) -> f64 {
         let m = self.figure(
             name,
@@ -288,8 +312,37 @@ impl Reporter {
             "",
             cpus,
         );
-        share(name, work, per_cpu);
+        share(name, work, per_cpu, parts);
         m
+    }
+}
+
+/// Where each CPU's part of every batch of a multi-CPU figure lies in its
+/// kernel stream: CPU c's part of batch i runs from its snapshot
+/// `first[c] + per_batch[c] * i` to the last of its `per_batch[c]`
+/// snapshots of that batch. CPU 0's part is the timed region (its pair);
+/// a CPU the figure did not use has `per_batch` 0.
+struct Parts {
+    first: [u32; abi::layout::MAX_CPUS],
+    per_batch: [u32; abi::layout::MAX_CPUS],
+}
+
+impl Parts {
+    /// CPU 0's timed regions from snapshot `first0` on, and the next
+    /// `per_batch` snapshots of each AP of `aps` per batch, from the ones
+    /// they will take next (read while they are idle).
+    fn new(first0: u32, aps: core::ops::Range<usize>, per_batch: u32) -> Parts {
+        let mut p = Parts {
+            first: [0; abi::layout::MAX_CPUS],
+            per_batch: [0; abi::layout::MAX_CPUS],
+        };
+        p.first[0] = first0;
+        p.per_batch[0] = 2;
+        for c in aps {
+            p.first[c] = marker::snap_seq_of(c);
+            p.per_batch[c] = per_batch;
+        }
+        p
     }
 }
 
@@ -297,10 +350,13 @@ impl Reporter {
 /// kind `work` done on CPU c over every batch, CPU 0 first, 0 included.
 /// Each count is what that CPU finished: its own loop's for CPU 0, for an
 /// AP the commands it answered done (or, for shootdowns, the IPIs it
-/// acknowledged), counted outside the timed regions.
-fn share(name: &str, work: &str, per_cpu: &[u64]) {
-    struct List<'a>(&'a [u64]);
-    impl core::fmt::Display for List<'_> {
+/// acknowledged), counted outside the timed regions. `parts`: where each
+/// CPU's part of each batch lies in its kernel stream (`snap_first`,
+/// `snap_per_batch`), from which the host computes, under the model, how
+/// much of CPU 0's timed region each other CPU's part overlapped.
+fn share(name: &str, work: &str, per_cpu: &[u64], parts: &Parts) {
+    struct List<'a, T>(&'a [T]);
+    impl<T: core::fmt::Display> core::fmt::Display for List<'_, T> {
         fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             // No empty piece: the record escapes an empty value as `%00`.
             for (c, n) in self.0.iter().enumerate() {
@@ -312,8 +368,12 @@ fn share(name: &str, work: &str, per_cpu: &[u64]) {
             Ok(())
         }
     }
+    let n = per_cpu.len();
     record!(kind::SHARE, "name" => name, "work" => work,
-        "per_cpu" => crate::console::Text(List(per_cpu)));
+        "per_cpu" => crate::console::Text(List(per_cpu)),
+        "stream" => abi::model::stream_key(SNAP_KERNEL),
+        "snap_first" => crate::console::Text(List(&parts.first[..n])),
+        "snap_per_batch" => crate::console::Text(List(&parts.per_batch[..n])));
 }
 
 /// The mask of CPUs `0..n`.
@@ -422,6 +482,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         let mut samples = [0u64; BATCHES];
         let mut done = [0u64; abi::layout::MAX_CPUS];
         let first = marker::snap_seq();
+        let parts = Parts::new(first, 1..n, 2);
         for v in samples.iter_mut() {
             post_all(n, command::HAMMER, HAMMER_OPS);
             *v = timed(|| {
@@ -464,7 +525,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
             if n >= 2 { mask(n) } else { 0 },
         );
         if n >= 2 {
-            share(name.as_str(), "lock_pairs", &done[..n]);
+            share(name.as_str(), "lock_pairs", &done[..n], &parts);
         }
     }
     with_sched_lock(|| turnstile::set_align(layout.unwrap_or(Align::A128)));
@@ -476,6 +537,9 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
     if n >= 2 {
         let mut samples = [0u64; BATCHES];
         let first = marker::snap_seq();
+        let parts = Parts::new(first, 1..2, 2);
+        smp::post(1, command::RESERVE_SNAPS, 2 * BATCHES as u32);
+        smp::wait_done(1);
         for v in samples.iter_mut() {
             PING.store(0, Ordering::Release);
             smp::post(1, command::PONG, PINGS);
@@ -504,6 +568,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
             0b11,
             "handoffs",
             &per_cpu[..n],
+            &parts,
         );
     } else {
         kprintln!("(b) ping-pong needs 2 CPUs: boot with --smp 2");
@@ -546,6 +611,10 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         let target = smp::percpu(1);
         let id = target.apic_id as u8;
         let acked_before = target.ipis.load(Ordering::Acquire);
+        // Two snapshots per IPI on the target, counted there before.
+        let parts = Parts::new(marker::snap_seq(), 1..2, 2 * SHOOTDOWNS);
+        smp::post(1, command::RESERVE_SNAPS, 2 * SHOOTDOWNS * BATCHES as u32);
+        smp::wait_done(1);
         let (samples, snaps) = batches(|| {
             let acked = target.ipis.load(Ordering::Acquire);
             for i in 0..SHOOTDOWNS {
@@ -575,6 +644,7 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
             0b11,
             "shootdowns",
             &per_cpu[..n],
+            &parts,
         );
     } else {
         kprintln!("  a remote shootdown needs 2 CPUs: boot with --smp 2");
@@ -611,6 +681,7 @@ fn lines(rep: &Reporter, n: usize) {
             run(0);
         }
         let first = marker::snap_seq();
+        let parts = Parts::new(first, 1..n, 2);
         let mut samples = [0u64; BATCHES];
         let mut done = [0u64; abi::layout::MAX_CPUS];
         for v in samples.iter_mut() {
@@ -646,7 +717,7 @@ fn lines(rep: &Reporter, n: usize) {
             "",
             mask(n),
         );
-        share(name.as_str(), "writes", &done[..n]);
+        share(name.as_str(), "writes", &done[..n], &parts);
     }
 }
 

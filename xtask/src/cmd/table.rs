@@ -129,15 +129,15 @@ pub fn speedup_rows(
             .collect();
         for r in rs.iter().filter(|r| !std::ptr::eq(**r, b)) {
             let with = metrics(r);
-            // A multi-CPU figure one CPU did alone, in either run: its
-            // speed-up is that CPU's, and the row says so.
-            let one_cpu: std::collections::BTreeSet<String> = b
-                .metric_info()
-                .into_iter()
-                .chain(r.metric_info())
-                .filter(|(_, i)| !i.one_cpu.is_empty())
-                .map(|(k, _)| rename(&k))
-                .collect();
+            // A multi-CPU figure one CPU did alone, or whose CPUs barely
+            // overlapped in modelled time, in either run: its speed-up is
+            // not the machine's, and the row says so.
+            let mut flagged: BTreeMap<String, &str> = BTreeMap::new();
+            for (k, i) in b.metric_info().into_iter().chain(r.metric_info()) {
+                if let Some(mark) = flag_mark(&i.one_cpu) {
+                    flagged.entry(rename(&k)).or_insert(mark);
+                }
+            }
             // lmbench's rows in its summary's order, every other figure
             // after them by name.
             let mut ordered: Vec<(String, f64)> = metrics(b).into_iter().collect();
@@ -154,10 +154,9 @@ pub fn speedup_rows(
                     rows.push([
                         system.clone(),
                         r.label.clone(),
-                        if one_cpu.contains(&name) {
-                            format!("{name} [one CPU did the work]")
-                        } else {
-                            name.clone()
+                        match flagged.get(&name) {
+                            Some(mark) => format!("{name} {mark}"),
+                            None => name.clone(),
                         },
                         format!("{:.2}", speedup(measure, without, w)),
                     ]);
@@ -202,6 +201,20 @@ pub struct Export {
     /// Multi-CPU metrics one CPU did (nearly) alone in some boot: the
     /// export's `reads` carries the share's flag.
     one_cpu: Vec<String>,
+    /// Multi-CPU metrics whose CPUs barely overlapped in modelled time.
+    apart: Vec<String>,
+}
+
+/// What a speed-up row adds to a flagged metric's name: the share's flag
+/// (`MetricInfo::one_cpu`) in a few words, or `None` when it has none.
+fn flag_mark(flag: &str) -> Option<&'static str> {
+    if flag.contains("one CPU: ") {
+        Some("[one CPU did the work]")
+    } else if flag.contains("apart: ") {
+        Some("[CPUs apart in modelled time]")
+    } else {
+        None
+    }
 }
 
 /// Reads a bench export (`results/bench/<timestamp>/bench.json`).
@@ -272,6 +285,7 @@ fn read_export(text: &str) -> Result<Export> {
         medians,
         higher_better: reading("higher is better"),
         one_cpu: reading("; one CPU: "),
+        apart: reading("; apart: "),
     })
 }
 
@@ -304,6 +318,8 @@ pub fn export_rows(exports: &[Export], base: Option<&str>, benches: &[String]) -
                 variant.clone(),
                 if e.one_cpu.contains(metric) {
                     format!("{metric} [one CPU did the work]")
+                } else if e.apart.contains(metric) {
+                    format!("{metric} [CPUs apart in modelled time]")
                 } else {
                     metric.clone()
                 },
@@ -530,6 +546,25 @@ mod tests {
             ]
             .map(String::from)
         );
+        // And one whose CPUs barely overlapped in modelled time.
+        let apart = export("modelled, profile p4", 2, 900.0, 300.0).replace(
+            "modelled cycles per operation, lower is better",
+            "modelled cycles per operation, lower is better; apart: CPU 1 worked during 3% of CPU 0's timed modelled time: not a concurrent figure",
+        );
+        let rows = export_rows(
+            &[read_export(&apart).unwrap()],
+            None,
+            &["forktest.fork_exit".to_string()],
+        );
+        assert_eq!(
+            rows[0][2],
+            "forktest.fork_exit [CPUs apart in modelled time]"
+        );
+        assert_eq!(
+            flag_mark("apart: CPU 1 worked during 3% of CPU 0's timed modelled time"),
+            Some("[CPUs apart in modelled time]")
+        );
+        assert_eq!(flag_mark(""), None);
     }
 
     #[test]

@@ -174,7 +174,9 @@ impl Results {
                             who(rec)
                         );
                     }
-                    shares.insert(name, (Share::new(work, per_cpu), rec.line));
+                    let mut share = Share::new(work, per_cpu);
+                    share.parts = parts(rec, &name, share.per_cpu.len())?;
+                    shares.insert(name, (share, rec.line));
                 }
                 kind::SAMPLES => {
                     let name = field(rec, "name")?.to_string();
@@ -368,6 +370,65 @@ fn who(rec: &Record) -> String {
 /// per-operation figure the same numbers the guest's own summary gives
 /// for those samples (`abi::stats`, to the 4 decimals the record prints).
 /// `line`: the samples record's.
+/// Where a share record says each CPU's part of each batch lies in the
+/// model's snapshots (`stream`, `snap_first`, `snap_per_batch`: all three
+/// or none; a list per CPU, as `per_cpu`); `None` in records that name no
+/// snapshots (older logs, figures without them).
+fn parts(rec: &Record, name: &str, cpus: usize) -> Result<Option<super::overlap::Parts>> {
+    let keys = ["stream", "snap_first", "snap_per_batch"].map(|k| rec.get(k));
+    let [Some(stream), Some(first), Some(per_batch)] = keys else {
+        if keys.iter().any(Option::is_some) {
+            bail!(
+                "line {}: share of {name}: stream, snap_first and snap_per_batch come together",
+                rec.line
+            );
+        }
+        return Ok(None);
+    };
+    let stream = abi::model::stream_from_key(stream).ok_or_else(|| {
+        anyhow!(
+            "line {}: share of {name}: unknown snapshot stream {stream:?}",
+            rec.line
+        )
+    })?;
+    let list = |key: &str, v: &str| -> Result<Vec<u32>> {
+        let l = v
+            .split(',')
+            .map(|x| {
+                x.parse::<u32>().map_err(|_| {
+                    anyhow!(
+                        "line {}: share of {name}: {key}={v:?} is not a list of snapshot numbers",
+                        rec.line
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if l.len() != cpus {
+            bail!(
+                "line {}: share of {name}: {key} names {} CPUs, per_cpu {cpus}",
+                rec.line,
+                l.len()
+            );
+        }
+        Ok(l)
+    };
+    let (first, per_batch) = (
+        list("snap_first", first)?,
+        list("snap_per_batch", per_batch)?,
+    );
+    if per_batch.first() != Some(&2) {
+        bail!(
+            "line {}: share of {name}: snap_per_batch {per_batch:?}: the timed CPU's part of a batch is its timed region, two snapshots",
+            rec.line
+        );
+    }
+    Ok(Some(super::overlap::Parts {
+        stream,
+        first,
+        per_batch,
+    }))
+}
+
 /// A share must name a CPU for every CPU the record's threads ran on, and
 /// give work only to CPUs they ran on.
 fn check_share(b: &Bench, share: &Share, line: usize) -> Result<()> {

@@ -12,6 +12,7 @@
 mod gather;
 #[cfg(test)]
 mod hostile;
+pub mod overlap;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -177,6 +178,21 @@ pub struct Share {
     /// did: the figure is then one CPU's, whatever CPUs its threads ran on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub one_cpu: Option<u32>,
+    /// Under the model: each other CPU's overlap with the timed CPU (CPU
+    /// 0) in modelled time (`overlap`, the definition); empty, and left
+    /// out of the JSON, under icount and tsc, where there is no such
+    /// figure, and for records that name no snapshots.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overlap: Vec<overlap::Overlap>,
+    /// The CPU that overlapped the timed CPU least, when below
+    /// [`overlap::APART_PERCENT`]: the figure's CPUs barely worked at the
+    /// same time in the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apart: Option<u32>,
+    /// Where each CPU's part of each batch lies in the model's snapshots
+    /// (the record's `snap_first`, `snap_per_batch`): the overlap's input.
+    #[serde(skip)]
+    pub parts: Option<overlap::Parts>,
 }
 
 /// The fraction of a figure's work one CPU must do for the figure to be
@@ -200,6 +216,7 @@ impl Share {
             work: work.into(),
             per_cpu,
             one_cpu,
+            ..Share::default()
         }
     }
 
@@ -214,7 +231,7 @@ impl Share {
     }
 
     /// The flag a table, a CSV or a chart shows beside the figure: empty,
-    /// or `one CPU (CPU n did x% of the work)`.
+    /// or `one CPU: CPU n did x of y <work>`.
     pub fn flag(&self) -> String {
         match self.one_cpu {
             None => String::new(),
@@ -225,6 +242,20 @@ impl Share {
                 self.work
             ),
         }
+    }
+
+    /// The flag of CPUs that barely overlapped in modelled time: empty, or
+    /// `apart: CPU n worked during x% of CPU 0's modelled time`.
+    pub fn apart_flag(&self) -> String {
+        let Some(c) = self.apart else {
+            return String::new();
+        };
+        let p = self
+            .overlap
+            .iter()
+            .find(|o| o.cpu == c)
+            .map_or(0.0, |o| o.percent);
+        format!("apart: CPU {c} worked during {p:.0}% of CPU 0's timed modelled time")
     }
 }
 
@@ -275,8 +306,10 @@ mod measure_key {
 pub struct MetricInfo {
     pub unit: String,
     pub measure: Measure,
-    /// Empty, or the flag of a multi-CPU figure one CPU did alone
-    /// (`Share::flag`, with `: not an N-CPU figure`).
+    /// Empty, or the flags of a multi-CPU figure one CPU did alone
+    /// (`Share::flag`, with `: not an N-CPU figure`) or whose CPUs barely
+    /// overlapped in modelled time (`Share::apart_flag`, with `: not a
+    /// concurrent figure`): [`one_cpu_flag`].
     pub one_cpu: String,
 }
 
@@ -305,15 +338,21 @@ impl MetricInfo {
     }
 }
 
-/// A share's flag as metrics carry it: empty, or `one CPU: CPU 0 did 8000
-/// of 8000 records: not a 2-CPU figure`.
+/// A share's flags as metrics carry them: empty, or `one CPU: CPU 0 did
+/// 8000 of 8000 records: not a 2-CPU figure`, or (under the model) `apart:
+/// CPU 1 worked during 3% of CPU 0's timed modelled time: not a concurrent
+/// figure`, or both, joined by `; `.
 pub fn one_cpu_flag(share: &Share) -> String {
-    let flag = share.flag();
-    if flag.is_empty() {
-        flag
-    } else {
-        format!("{flag}: not a {}-CPU figure", share.per_cpu.len())
+    let mut flags = Vec::new();
+    let one = share.flag();
+    if !one.is_empty() {
+        flags.push(format!("{one}: not a {}-CPU figure", share.per_cpu.len()));
     }
+    let apart = share.apart_flag();
+    if !apart.is_empty() {
+        flags.push(format!("{apart}: not a concurrent figure"));
+    }
+    flags.join("; ")
 }
 
 /// Speed-up of "with" over "without": time without / time with for costs,

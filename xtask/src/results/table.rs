@@ -377,14 +377,22 @@ fn misses(m: &crate::model::ModelFigures, smp: bool) -> String {
 }
 
 /// A multi-CPU figure's share, as the table shows it after the unit:
-/// `; records per CPU 100/0%`, and where one CPU did the work, a flag that
-/// says the figure is that CPU's, not the machine's.
+/// `; records per CPU 100/0%`, under the model the other CPUs' overlap
+/// with the timed one (`, overlap 97%`), and where one CPU did the work or
+/// the CPUs barely overlapped, a flag that says the figure is not the
+/// machine's.
 pub fn share_note(share: &super::Share) -> String {
     let flag = super::one_cpu_flag(share);
+    let overlap = share.overlaps();
     format!(
-        "; {} per CPU {}%{}",
+        "; {} per CPU {}%{}{}",
         share.work,
         share.percents(),
+        if overlap.is_empty() {
+            String::new()
+        } else {
+            format!(", {overlap}")
+        },
         if flag.is_empty() {
             String::new()
         } else {

@@ -160,6 +160,95 @@ fn a_share_that_cannot_be_true_is_refused() {
     );
 }
 
+#[test]
+fn a_share_names_each_cpu_s_snapshots_or_none() {
+    // Older logs name none: no parts, and no overlap to compute.
+    let r = Results::from_log(&shared_log("1000,1000"), "x", "qemu").unwrap();
+    assert_eq!(
+        r.bench("ebizzy.128").unwrap().share.as_ref().unwrap().parts,
+        None
+    );
+    let keys = "1000,1000 stream=kernel snap_first=10,4 snap_per_batch=2,50";
+    let r = Results::from_log(&shared_log(keys), "x", "qemu").unwrap();
+    let s = r.bench("ebizzy.128").unwrap().share.clone().unwrap();
+    assert_eq!(
+        s.parts,
+        Some(super::overlap::Parts {
+            stream: abi::model::SNAP_KERNEL,
+            first: vec![10, 4],
+            per_batch: vec![2, 50],
+        })
+    );
+    // The parts stay out of the JSON: the overlap is what it keeps.
+    assert!(!r.to_json().unwrap().contains("snap_first"));
+    for (found, why) in [
+        (
+            "1,1 stream=kernel snap_first=10,4",
+            "stream, snap_first and snap_per_batch come together",
+        ),
+        (
+            "1,1 stream=kernel snap_first=10 snap_per_batch=2",
+            "snap_first names 1 CPUs, per_cpu 2",
+        ),
+        (
+            "1,1 stream=kernel snap_first=10,x snap_per_batch=2,2",
+            "snap_first=\"10,x\" is not a list of snapshot numbers",
+        ),
+        (
+            "1,1 stream=kernel snap_first=10,4 snap_per_batch=3,2",
+            "the timed CPU's part of a batch is its timed region, two snapshots",
+        ),
+        (
+            "1,1 stream=disk snap_first=10,4 snap_per_batch=2,2",
+            "unknown snapshot stream \"disk\"",
+        ),
+    ] {
+        let e = Results::from_log(&shared_log(found), "x", "qemu")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why), "{found}: {e}");
+    }
+}
+
+#[test]
+fn an_overlap_is_shown_and_one_below_the_threshold_flagged_everywhere() {
+    let mut r = Results::from_log(&shared_log("1000,1000"), "x", "qemu").unwrap();
+    let set = |r: &mut Results, percent: f64| {
+        let s = r.benches[1].share.as_mut().unwrap();
+        s.overlap = vec![super::overlap::Overlap { cpu: 1, percent }];
+        s.apart = (percent < super::overlap::APART_PERCENT).then_some(1);
+    };
+    set(&mut r, 97.4);
+    let t = r.table();
+    assert!(t.contains("records per CPU 50/50%, overlap 97%\n"), "{t}");
+    let json = r.to_json().unwrap();
+    assert!(json.contains("\"percent\": 97.4"), "{json}");
+    assert!(!json.contains("apart"), "{json}");
+    assert_eq!(serde_json::from_str::<Results>(&json).unwrap(), r);
+    set(&mut r, 4.0);
+    let flag =
+        "apart: CPU 1 worked during 4% of CPU 0's timed modelled time: not a concurrent figure";
+    let t = r.table();
+    assert!(
+        t.contains(&format!("records per CPU 50/50%, overlap 4% [{flag}]")),
+        "{t}"
+    );
+    assert!(r.to_json().unwrap().contains("\"apart\": 1"));
+    let info = &r.metric_info()["ebizzy.128"];
+    assert!(
+        info.describe().ends_with(&format!("; {flag}")),
+        "{}",
+        info.describe()
+    );
+    let table = [(
+        "a".to_string(),
+        [("ebizzy.128".to_string(), vec![1.0])].into(),
+    )]
+    .into();
+    let csv = crate::export::csv(&table, "boot", "icount", &|_| info.clone());
+    assert!(csv.ends_with(&format!(",icount,{flag}\n")), "{csv}");
+}
+
 /// A `locks` boot: no clock in the boot line's words the host did not
 /// add, a per-operation figure and a throughput.
 const LOCKS_LOG: &str = "\

@@ -14,6 +14,7 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
     clear_work();
     let mut samples = [0u64; BATCHES];
     let first = userland::model::next_seq();
+    let parts = Parts::new(first, 0b11);
     for v in samples.iter_mut() {
         DONE.store(0, SeqCst);
         let _ = threads::spawn_on(contender, HANDOFFS, 16, 0);
@@ -29,12 +30,13 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
         2 * HANDOFFS,
         (&samples, timer.snaps(first)),
     );
-    share_work(names::CONTENDED_SMP, name, "handoffs", n);
+    share_work(names::CONTENDED_SMP, name, "handoffs", n, &parts);
     // Sleep/wakeup: this thread on CPU 0, the ponger on CPU 1.
     RAN_ON.store(1, SeqCst);
     clear_work();
     let mut samples = [0u64; BATCHES];
     let first = userland::model::next_seq();
+    let parts = Parts::new(first, 0b10);
     for v in samples.iter_mut() {
         DONE.store(0, SeqCst);
         let _ = threads::spawn_on(ponger, ROUND_TRIPS, 16, 1);
@@ -52,7 +54,7 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
         ROUND_TRIPS,
         (&samples, timer.snaps(first)),
     );
-    share_work(names::SLEEP_WAKEUP_SMP, name, "wakeups", n);
+    share_work(names::SLEEP_WAKEUP_SMP, name, "wakeups", n, &parts);
     // ebizzy: one searcher per CPU, racing for the records. Each CPU's
     // share is the records its searcher found, 0 included: under icount
     // QEMU runs one vCPU at a time in long turns, and one CPU's searcher
@@ -61,6 +63,7 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
     let mut samples = [0u64; BATCHES];
     let mut found = [0u32; 8];
     let first = userland::model::next_seq();
+    let parts = Parts::new(first, (1u32 << n) - 1);
     for v in samples.iter_mut() {
         DONE.store(0, SeqCst);
         RECORDS.store(0, SeqCst);
@@ -90,7 +93,7 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
         ran,
     );
     let found = &found[..n as usize];
-    share(names::EBIZZY, names::EBIZZY_SMP, name, "records", found);
+    share(names::EBIZZY, names::EBIZZY_SMP, name, "records", found, &parts);
     let mut each = Line::new();
     for f in found {
         let _ = write!(each, " {f}");
@@ -139,6 +142,7 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
         clear_work();
         let mut samples = [0u64; BATCHES];
         let first = userland::model::next_seq();
+        let parts = Parts::new(first, (1u32 << n) - 1);
         for v in samples.iter_mut() {
             *v = run(stride, INCREMENTS);
             WORK[0].fetch_add(INCREMENTS, SeqCst);
@@ -161,7 +165,7 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
             info.tsc_hz,
             ran,
         );
-        share_work(fig, name, "increments", n);
+        share_work(fig, name, "increments", n, &parts);
     }
     println!(
         "{name:<8} across {n} CPUs: contended {con:.1}, sleep/wake {rtt:.1} per op; ebizzy {all:.0} rec/s (records found per CPU:{}); false sharing ops/s: one line {:.0}, adjacent lines {:.0}, 128 apart {:.0}",
@@ -198,8 +202,10 @@ fn incrementer(offset: u32) {
     while GO.load(SeqCst) == 0 {
         let _ = threads::sleep_on(CHAN_FS_GO, 1);
     }
+    part_snap(slot);
     let incs = INCS.load(SeqCst);
     increment(c, incs);
+    part_snap(slot);
     WORK[slot].fetch_add(incs, SeqCst);
     finished();
 }
@@ -226,10 +232,10 @@ fn clear_work() {
 /// Reports the `share` of `locks.<fig>.<layout>` from `WORK`, CPUs `0..n`:
 /// the figures whose threads each do a fixed amount of work, so the
 /// shares are equal unless a thread did not finish.
-fn share_work(fig: &str, layout: &str, work: &str, n: u32) {
+fn share_work(fig: &str, layout: &str, work: &str, n: u32, parts: &Parts) {
     let mut per_cpu = [0u32; 8];
     for (p, w) in per_cpu.iter_mut().zip(WORK.iter()) {
         *p = w.load(SeqCst);
     }
-    share(names::LOCKS, fig, layout, work, &per_cpu[..n as usize]);
+    share(names::LOCKS, fig, layout, work, &per_cpu[..n as usize], parts);
 }

@@ -18,11 +18,13 @@ fn contender(n: u32) {
     let slot = note_cpu();
     let me = threads::gettid();
     let _ = threads::sleep_on(CHAN_START, 0);
+    part_snap(slot);
     for _ in 0..n {
         let _ = M4.lock(me);
         threads::yield_now();
         let _ = M4.unlock(me);
     }
+    part_snap(slot);
     WORK[slot].fetch_add(n, SeqCst);
     finished();
 }
@@ -57,11 +59,13 @@ fn ping() {
 
 fn ponger(n: u32) {
     let slot = note_cpu();
+    part_snap(slot);
     for _ in 0..n {
         sleep_until_woken(CHAN_B);
         wake_sleeper(CHAN_A);
         PONGS.fetch_add(1, SeqCst);
     }
+    part_snap(slot);
     WORK[slot].fetch_add(n, SeqCst);
     finished();
 }
@@ -71,6 +75,7 @@ fn ponger(n: u32) {
 fn searcher(target: u32) {
     let slot = note_cpu();
     let me = threads::gettid();
+    part_snap(slot);
     loop {
         let _ = M4.lock(me);
         if RECORDS.load(SeqCst) >= target {
@@ -90,6 +95,7 @@ fn searcher(target: u32) {
         FOUND[slot].fetch_add(1, SeqCst);
         let _ = M4.unlock(me);
     }
+    part_snap(slot);
     finished();
 }
 
@@ -213,14 +219,22 @@ fn figure_name(group: &str, figure: &str, layout: &str) -> Line {
 
 /// Reports each CPU's share of a cross-CPU figure's work (its `share`
 /// record): `per_cpu[n]` operations of kind `work` were done on CPU n,
-/// over every batch. A CPU that did none is reported as 0.
-fn share(group: &str, figure: &str, layout: &str, work: &str, per_cpu: &[u32]) {
-    let mut list = Line::new();
-    for (c, n) in per_cpu.iter().enumerate() {
-        let _ = write!(list, "{}{n}", if c == 0 { "" } else { "," });
-    }
+/// over every batch. A CPU that did none is reported as 0. `parts`: where
+/// each CPU's part of each batch lies in its user stream.
+fn share(group: &str, figure: &str, layout: &str, work: &str, per_cpu: &[u32], parts: &Parts) {
+    let n = per_cpu.len();
+    let list = |v: &[u32]| {
+        let mut l = Line::new();
+        for (c, x) in v.iter().enumerate() {
+            let _ = write!(l, "{}{x}", if c == 0 { "" } else { "," });
+        }
+        l
+    };
     record!(kind::SHARE, "name" => figure_name(group, figure, layout).as_str(),
-        "work" => work, "per_cpu" => list.as_str());
+        "work" => work, "per_cpu" => list(per_cpu).as_str(),
+        "stream" => userland::abi::model::stream_key(SNAP_USER),
+        "snap_first" => list(&parts.first[..n]).as_str(),
+        "snap_per_batch" => list(&parts.per_batch[..n]).as_str());
 }
 
 fn benches() -> i32 {

@@ -56,6 +56,47 @@ fn note_cpu() -> usize {
     (c as usize).min(WORK.len() - 1)
 }
 
+/// Brackets a thread's part of a cross-CPU batch with user-stream
+/// snapshots (its first and its last), on a CPU other than 0 (`slot`, as
+/// [`note_cpu`] gives it): the host compares their modelled clocks with
+/// CPU 0's timed region (the overlap). CPU 0's part is the timed region
+/// itself, whose pairs no other snapshot may split.
+fn part_snap(slot: usize) {
+    if slot != 0 {
+        userland::model::snap_on(slot);
+    }
+}
+
+/// Where each CPU's part of every batch of a cross-CPU figure lies in its
+/// user stream (the share record's `snap_first` and `snap_per_batch`):
+/// CPU 0's timed regions, two snapshots each, and on each other CPU of
+/// the figure the two [`part_snap`]s of its one thread per batch.
+struct Parts {
+    first: [u32; 8],
+    per_batch: [u32; 8],
+}
+
+impl Parts {
+    /// CPU 0's timed regions from its snapshot `first`, and the next
+    /// snapshots on each other CPU of `cpus` (a mask), read between
+    /// figures, when no thread works there.
+    fn new(first: u32, cpus: u32) -> Parts {
+        let mut p = Parts {
+            first: [0; 8],
+            per_batch: [0; 8],
+        };
+        p.first[0] = first;
+        p.per_batch[0] = 2;
+        for c in 1..8 {
+            if cpus & (1 << c) != 0 {
+                p.first[c] = userland::model::next_seq_on(c);
+                p.per_batch[c] = 2;
+            }
+        }
+        p
+    }
+}
+
 /// The operations each CPU's threads did in the running cross-CPU figure
 /// (slot n: CPU n), added by each thread when its work is done: the
 /// figure's `share` record.

@@ -651,6 +651,20 @@ fn smp_figures(results: &Value, name: &str, profile: &str) -> Result<(f64, f64, 
     Ok((insns, cycles, misses))
 }
 
+/// CPU 1's overlap with CPU 0 in modelled time, in percent, of a figure
+/// both CPUs work in (its `share.overlap`); `None` for CPU 0's alone.
+fn smp_overlap(results: &Value, name: &str) -> Option<f64> {
+    let bench = results["benches"]
+        .as_array()?
+        .iter()
+        .find(|b| b["name"] == name)?;
+    bench["share"]["overlap"]
+        .as_array()?
+        .iter()
+        .find(|o| o["cpu"] == 1)?["percent"]
+        .as_f64()
+}
+
 /// Coherence misses per operation as the table shows them: up to three
 /// decimals, no trailing zeros (`2.004`, `1`, `0`).
 fn misses_cell(x: f64) -> String {
@@ -711,10 +725,13 @@ fn smp() -> Result<String> {
         for (p, pair) in profiles.iter().zip(&runs) {
             let (i, c, m) = smp_figures(&pair[*virt as usize], name, p)?;
             insns.get_or_insert(i);
+            let overlap = smp_overlap(&pair[*virt as usize], name)
+                .map(|o| format!(" / {o:.0}%"))
+                .unwrap_or_default();
             cells.push(if *coherent {
-                format!("{} / {}", cycles_cell(c), misses_cell(m))
+                format!("{} / {}{overlap}", cycles_cell(c), misses_cell(m))
             } else {
-                cycles_cell(c)
+                format!("{}{overlap}", cycles_cell(c))
             });
         }
         let insns = insns.context("no model profiles")?;
@@ -726,7 +743,8 @@ fn smp() -> Result<String> {
     }
     out.push_str(&format!(
         "\nModelled cycles per operation (the modelled time that passed on CPU 0, waiting for CPU 1 included), \
-         and after the slash the coherence misses per operation, both CPUs' together; instructions: CPU 0's per operation, \
+         after the slash the coherence misses per operation, both CPUs' together, and after the second, for the figures both CPUs work in, \
+         CPU 1's overlap: the part of CPU 0's timed modelled time during which CPU 1 did its part of the same batch; instructions: CPU 0's per operation, \
          as the model counted them. QEMU TCG, {SMP_CPUS} CPUs, two boots per profile: \
          `cargo xtask run --smp {SMP_CPUS} --mode smp --clock model --profile P [--virt]`."
     ));
@@ -761,7 +779,8 @@ const LOCKS_ROWS: &[(&str, &str)] = &[
 /// The command line of the locks table's boots, after the profile.
 const LOCKS_APPEND: &str = "pool_align=128";
 
-/// ebizzy's share as a cell: `100/0` (percent per CPU), and the flag.
+/// ebizzy's share as a cell: `100/0` (percent per CPU), and the flag;
+/// under the model CPU 1's overlap, and its flag.
 fn share_cell(results: &Value, name: &str, profile: &str) -> Result<String> {
     let share = results["benches"]
         .as_array()
@@ -778,8 +797,18 @@ fn share_cell(results: &Value, name: &str, profile: &str) -> Result<String> {
         .iter()
         .map(|&n| format!("{:.0}", 100.0 * n as f64 / total as f64))
         .collect();
+    let overlap = smp_overlap(results, name).map_or(String::new(), |o| {
+        format!(
+            ", overlap {o:.0}%{}",
+            if share["apart"].is_null() {
+                ""
+            } else {
+                " (apart)"
+            }
+        )
+    });
     Ok(format!(
-        "{}%{}",
+        "{}%{}{overlap}",
         pct.join("/"),
         if share["one_cpu"].is_null() {
             ""
@@ -821,7 +850,10 @@ fn locks() -> Result<String> {
         let mut cells = Vec::new();
         for (p, r) in profiles.iter().zip(&runs) {
             let (_, _, m) = smp_figures(r, name, p)?;
-            cells.push(misses_cell(m));
+            let overlap = smp_overlap(r, name)
+                .map(|o| format!(" / {o:.0}%"))
+                .unwrap_or_default();
+            cells.push(format!("{}{overlap}", misses_cell(m)));
         }
         out.push_str(&format!("| {label} | {} |\n", cells.join(" | ")));
     }
@@ -834,7 +866,8 @@ fn locks() -> Result<String> {
         cells.join(" | ")
     ));
     out.push_str(&format!(
-        "\nCoherence misses per operation, both CPUs' together (calibration subtracted; medians of the batches); \
+        "\nCoherence misses per operation, both CPUs' together (calibration subtracted; medians of the batches), \
+         and after the slash (and for ebizzy) CPU 1's overlap: the part of CPU 0's timed modelled time during which CPU 1 did its part of the same batch; \
          QEMU TCG, 2 CPUs, one boot per profile: \
          `cargo xtask run --prog locks --smp 2 --clock model --profile P --append {LOCKS_APPEND}`."
     ));
@@ -1097,6 +1130,20 @@ mod tests {
         assert_eq!(share_cell(&r, "a", "p4").unwrap(), "100/0% (one CPU)");
         assert_eq!(share_cell(&r, "b", "p4").unwrap(), "38/62%");
         assert!(share_cell(&r, "c", "p4").is_err());
+        // Under the model, CPU 1's overlap, flagged where it barely was.
+        let m = serde_json::json!({"benches": [
+            {"name": "a", "share": {"work": "records", "per_cpu": [8000, 0], "one_cpu": 0,
+                "overlap": [{"cpu": 1, "percent": 0.4}], "apart": 1}},
+            {"name": "b", "share": {"work": "records", "per_cpu": [3000, 5000],
+                "overlap": [{"cpu": 1, "percent": 97.0}]}}
+        ]});
+        assert_eq!(
+            share_cell(&m, "a", "p4").unwrap(),
+            "100/0% (one CPU), overlap 0% (apart)"
+        );
+        assert_eq!(share_cell(&m, "b", "p4").unwrap(), "38/62%, overlap 97%");
+        assert_eq!(smp_overlap(&m, "b"), Some(97.0));
+        assert_eq!(smp_overlap(&r, "b"), None);
     }
 
     #[test]

@@ -308,6 +308,48 @@ fn smp_twice(art: &Artifacts, dir: &Path, profile: &str, cpus: u32) -> Result<Re
     Ok(r)
 }
 
+/// Every multi-CPU figure (each with a `share`) names where each CPU's
+/// part of a batch lies, every CPU that did any of the work has a part,
+/// and under the model each other CPU with a part has one overlap in
+/// modelled time, in 0..=100 percent. Returns the overlaps, `name overlap
+/// 97%` each.
+fn overlaps(r: &Results) -> Result<String> {
+    let mut seen = Vec::new();
+    for b in &r.benches {
+        let Some(s) = &b.share else { continue };
+        let parts = s
+            .parts
+            .as_ref()
+            .with_context(|| format!("{}: its share names no snapshots", b.name))?;
+        let part = |c: usize| parts.per_batch.get(c).is_some_and(|&k| k > 0);
+        if let Some(c) = (0..s.per_cpu.len()).find(|&c| s.per_cpu[c] > 0 && !part(c)) {
+            bail!("{}: CPU {c} did some of the work but has no part", b.name);
+        }
+        let others: Vec<u32> = (1..s.per_cpu.len())
+            .filter(|&c| part(c))
+            .map(|c| c as u32)
+            .collect();
+        let got: Vec<u32> = s.overlap.iter().map(|o| o.cpu).collect();
+        ensure!(
+            got == others,
+            "{}: overlaps for CPUs {got:?}, expected one for each other CPU with a part, {others:?}",
+            b.name
+        );
+        for o in &s.overlap {
+            ensure!(
+                (0.0..=100.0).contains(&o.percent),
+                "{}: CPU {} overlapped {}% of CPU 0's modelled time, outside 0..=100",
+                b.name,
+                o.cpu,
+                o.percent
+            );
+        }
+        seen.push(format!("{} {}", b.name, s.overlaps()));
+    }
+    ensure!(!seen.is_empty(), "no multi-CPU figure");
+    Ok(seen.join(", "))
+}
+
 /// Writes per line-distance batch on every CPU, as the kernel makes them
 /// (kernel/src/bench/smp.rs, `LINE_WRITES`): the batch size over the CPUs.
 fn line_writes(r: &Results, name: &str) -> Result<u64> {
@@ -387,8 +429,9 @@ fn smp_figures(art: &Artifacts, dir: &Path) -> Result<String> {
         shoot.cycles
     );
     let lines = line_distances(&r, model::DEFAULT_PROFILE)?;
+    let overlap = overlaps(&r)?;
     Ok(format!(
-        "{} figures; {fs}; shootdown {:.0} cycles; {lines}",
+        "{} figures; {fs}; shootdown {:.0} cycles; {lines}; {overlap}",
         r.benches.len(),
         shoot.cycles
     ))
@@ -442,7 +485,7 @@ fn smp_false_sharing(art: &Artifacts, dir: &Path, profile: &str) -> Result<Strin
 fn smp_four_p4(art: &Artifacts, dir: &Path) -> Result<String> {
     let r = smp_twice(art, dir, "p4", 4)?;
     ensure!(param(&r, "pair_prefetch")? == 1, "p4 has no pair prefetch");
-    line_distances(&r, "p4")
+    Ok(format!("{}; {}", line_distances(&r, "p4")?, overlaps(&r)?))
 }
 
 /// `--prog locks` on 2 CPUs under `profile` (the 128-byte pools): every
@@ -454,6 +497,8 @@ fn smp_four_p4(art: &Artifacts, dir: &Path) -> Result<String> {
 /// move nothing after the warm-up batch; the sleep/wakeup round trip
 /// across CPUs moves lines on every one, the lock hand-off on some (as
 /// often as QEMU's turns pass the lock between the CPUs).
+/// Every cross-CPU figure has CPU 1's overlap with CPU 0 in modelled
+/// time ([`overlaps`]).
 fn locks_across(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
     let (_, _, r) = boot_on(art, dir, "mode=run prog=locks pool_align=128", profile, 2)?;
     let m = |name: &str| {
@@ -502,6 +547,7 @@ fn locks_across(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
         );
         seen.push(format!("{name} {:.2}", x.coherence_misses));
     }
+    seen.push(overlaps(&r)?);
     Ok(seen.join(", "))
 }
 
@@ -801,7 +847,7 @@ pub fn self_tests(
             out.push(run(name, &|| chase_under(art, dir, &p)));
         }
     }
-    let name = "model: mode=smp on 2 CPUs, two boots byte-identical: every figure modelled; packed pools miss on the lock and the unlock of every pair, 64- and 128-byte ones only on the hand-shake; invlpg flushes as the code says; a shootdown pays the IPI; one shared line moves, lines apart do not".to_string();
+    let name = "model: mode=smp on 2 CPUs, two boots byte-identical: every figure modelled; packed pools miss on the lock and the unlock of every pair, 64- and 128-byte ones only on the hand-shake; invlpg flushes as the code says; a shootdown pays the IPI; one shared line moves, lines apart do not; every multi-CPU figure has each other CPU's overlap in modelled time, in 0..=100%".to_string();
     if wanted(&name) {
         out.push(run(name, &|| smp_figures(art, dir)));
     }
@@ -811,7 +857,7 @@ pub fn self_tests(
             out.push(run(name, &|| smp_false_sharing(art, dir, p)));
         }
     }
-    let name = "model: mode=smp on 4 CPUs under p4 (pair prefetch), two boots byte-identical: one shared line moves, adjacent lines and pages apart do not after warm-up".to_string();
+    let name = "model: mode=smp on 4 CPUs under p4 (pair prefetch), two boots byte-identical: one shared line moves, adjacent lines and pages apart do not after warm-up; every multi-CPU figure has each other CPU's overlap in modelled time, in 0..=100%".to_string();
     if wanted(&name) {
         out.push(run(name, &|| smp_four_p4(art, dir)));
     }
@@ -820,7 +866,7 @@ pub fn self_tests(
         out.push(run(name, &|| import_round_trip(&root, &dir.join("import"))));
     }
     for p in [model::DEFAULT_PROFILE, "p4"] {
-        let name = format!("model: locks on 2 CPUs under {p}: user counters in one line move between the caches, 64 and 128 bytes apart not after warm-up; the sleep/wakeup round trip across CPUs moves a line on every one, the hand-off on some");
+        let name = format!("model: locks on 2 CPUs under {p}: user counters in one line move between the caches, 64 and 128 bytes apart not after warm-up; the sleep/wakeup round trip across CPUs moves a line on every one, the hand-off on some; every cross-CPU figure has each other CPU's overlap in modelled time, in 0..=100%");
         if wanted(&name) {
             out.push(run(name, &|| locks_across(art, dir, p)));
         }

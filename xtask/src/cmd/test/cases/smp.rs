@@ -334,6 +334,22 @@ pub(super) fn locks_across_on(
                     s.work, s.per_cpu
                 ));
             }
+            // Each CPU its threads ran on has a part of every batch (two
+            // snapshots), no other CPU has; under icount no overlap.
+            let parts: Vec<u32> = s
+                .parts
+                .as_ref()
+                .map(|p| p.per_batch.clone())
+                .unwrap_or_default();
+            let want: Vec<u32> = (0..n)
+                .map(|c| if cpus.contains(&c) { 2 } else { 0 })
+                .collect();
+            if parts != want || !s.overlap.is_empty() || s.apart.is_some() {
+                return Err(format!(
+                    "{name}: snapshots per batch per CPU {parts:?}, expected {want:?}; overlap {:?} (none under icount)",
+                    s.overlap
+                ));
+            }
             Ok(())
         };
         on(
@@ -453,7 +469,9 @@ pub(super) fn smp_check_on(
 /// CPU did: the fixed per-CPU loops (false sharing, the line distances)
 /// an equal count on every CPU, the ping-pong one hand-off per round trip
 /// on each of CPUs 0 and 1, the shootdown one IPI sent on CPU 0 and taken
-/// on CPU 1 each; the local TLB figures (CPU 0 alone) none.
+/// on CPU 1 each; the local TLB figures (CPU 0 alone) none. Each names
+/// where every CPU's part of a batch lies among the model's snapshots, and
+/// (not under the model) carries no overlap figure.
 fn smp_shares(res: &Results, n: usize) -> Result<(), String> {
     // (figure, its CPUs, what is counted, whether every CPU of the figure
     // does the whole batch's work divided among them or each a batch's).
@@ -499,6 +517,20 @@ fn smp_shares(res: &Results, n: usize) -> Result<(), String> {
             return Err(format!(
                 "{name}: share {:?} of {} (one CPU: {:?}), expected {expected:?} of {work}",
                 s.per_cpu, s.work, s.one_cpu
+            ));
+        }
+        // The overlap in modelled time is the model's alone: under icount
+        // and the TSC there is none, in the results or in the JSON.
+        let json = serde_json::to_value(s).map_err(|e| e.to_string())?;
+        if !s.overlap.is_empty() || s.apart.is_some() || json.get("overlap").is_some() {
+            return Err(format!(
+                "{name}: an overlap without the model: {:?} (JSON {json})",
+                s.overlap
+            ));
+        }
+        if s.parts.is_none() {
+            return Err(format!(
+                "{name}: the share record names no snapshots of each CPU's part"
             ));
         }
     }
