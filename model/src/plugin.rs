@@ -9,7 +9,8 @@
 //! accumulator, by an inline add QEMU compiles into the block, which the
 //! next callback empties into the model, crediting the vCPU of the last
 //! callback (under `-icount` QEMU runs one vCPU at a time and switches
-//! only between blocks, each of which starts with a call). The
+//! only between blocks, each of which starts with a call); with one CPU,
+//! whose counters only add up, the next instruction's callback. The
 //! instruction's class and cost are decoded once, there, and ride along
 //! as the callback's user data, with the costs of the instructions inlined
 //! after it (with several CPUs the model applies them one by one).
@@ -487,8 +488,12 @@ extern "C" fn on_exec(vcpu: c_uint, udata: *mut c_void) {
 extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_void) {
     let Some(api) = API.get() else { return };
     with_state(|s| {
-        // The instructions inlined before this access come first.
-        s.credit();
+        // The instructions inlined before this access come first, in
+        // clock order. With one CPU the counters only add up, so they can
+        // wait for the next call (nothing reads the counters in between).
+        if s.machine.ordered() || vcpu as usize != s.last_vcpu {
+            s.credit();
+        }
         let (size, store) = s.kinds.get(api, info);
         s.machine.mem(vcpu as usize, vaddr as u32, size, store, || {
             let h = (api.get_hwaddr)(info, vaddr);

@@ -245,6 +245,8 @@ pub struct Machine {
     /// IPIs sent, in QEMU's order, and the clock of each one applied.
     ipis_sent: u64,
     ipi_clocks: Vec<u64>,
+    /// Lanes whose `hold` is set.
+    holding: usize,
     buffered: usize,
     /// The last `drain` applied everything it could (`submit` may skip the
     /// next when nothing it decides from has changed).
@@ -289,6 +291,7 @@ impl Machine {
             applied_writes: Vec::new(),
             ipis_sent: 0,
             ipi_clocks: Vec::new(),
+            holding: 0,
             buffered: 0,
             settled: false,
             reference: false,
@@ -430,7 +433,8 @@ impl Machine {
     /// instructions summed (`acc`, packed as [`INLINE_INSN_SHIFT`] says):
     /// the instructions whose costs are `run`, in order, executed since
     /// the CPU's last event. With one CPU they are added at once; with
-    /// several they wait in the CPU's lane as one run, applied in clock
+    /// several they wait in the CPU's lane as one run (joined to the
+    /// instruction before it if that still waits), applied in clock
     /// order instruction by instruction (as many calls of
     /// [`Machine::exec`] would have been).
     #[inline(always)]
@@ -441,7 +445,7 @@ impl Machine {
         self.ensure(cpu);
         if self.ordered && !run.is_empty() {
             debug_assert_eq!(run.len() as u64, acc >> INLINE_INSN_SHIFT);
-            self.submit(cpu, order::Event::Run(run));
+            self.queue_run(cpu, run);
         } else {
             let c = &mut self.cpus[cpu.min(MAX_CPUS - 1)].c;
             c.insns += acc >> INLINE_INSN_SHIFT;

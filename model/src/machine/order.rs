@@ -62,6 +62,10 @@ pub const MAX_BUFFERED: usize = 4 << 20;
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Event {
     Exec(Insn),
+    /// An `Exec` and the run of inline instructions that came after it
+    /// while it waited (`Machine::queue_run`): one entry, applied as the
+    /// two; the run stays at the head after the instruction.
+    ExecRun(Insn, &'static [u32]),
     /// Instructions that only add their count and cost (the plugin's
     /// inline adds, [`super::Step::Inline`]), one cost each, in order: as
     /// many `Exec`s, kept as one entry and applied one at a time in clock
@@ -171,6 +175,12 @@ impl Lane {
     }
 }
 impl Machine {
+    /// Whether events are ordered (several CPUs).
+    #[inline]
+    pub fn ordered(&self) -> bool {
+        self.ordered
+    }
+
     // ---- The front: events as QEMU delivers them. ----
 
     /// An instruction executes on `cpu` (before its data accesses).
@@ -273,6 +283,7 @@ impl Machine {
 
     // ---- The order: lanes, applied by clock. ----
 
+    #[inline(always)]
     pub(super) fn submit(&mut self, cpu: usize, ev: Event) {
         let cpu = cpu.min(MAX_CPUS - 1);
         if !self.ordered {
@@ -282,11 +293,14 @@ impl Machine {
         // Another CPU runs: the IPI senders wait no longer (their target, if
         // it was halted, is this CPU or will wake at the send's clock).
         let mut released = false;
-        for (j, lane) in self.lanes.iter_mut().enumerate() {
-            if j != cpu && lane.hold {
-                released |= lane.held();
-                lane.hold = false;
-                lane.ipi_applied = false;
+        if self.holding > 0 {
+            for (j, lane) in self.lanes.iter_mut().enumerate() {
+                if j != cpu && lane.hold {
+                    released |= lane.held();
+                    lane.hold = false;
+                    lane.ipi_applied = false;
+                    self.holding -= 1;
+                }
             }
         }
         let lane = &mut self.lanes[cpu];
@@ -295,6 +309,7 @@ impl Machine {
         // lane changes none of these.
         let unchanged = !released && !lane.stopped && !lane.queue.is_empty();
         if matches!(ev, Event::Apic { send: true }) {
+            self.holding += usize::from(!lane.hold);
             lane.hold = true;
             self.ipis_sent += 1;
         }
@@ -371,6 +386,58 @@ impl Machine {
     /// Applies queued events in clock order as far as it is safe (all:
     /// every queued event, as at exit).
     fn drain(&mut self, all: bool) {
+        if self.reference {
+            return self.drain_plain(all);
+        }
+        loop {
+            let ipis = self.ipi_clocks.len() as u64;
+            // One pass: the lowest-clock candidate (ties to the lower lane)
+            // and the lowest clock of a lane that holds others back. The
+            // candidate is neither empty nor held, so it is no blocker.
+            let (mut next, mut blocker): (Option<(u64, usize)>, u64) = (None, u64::MAX);
+            for (i, lane) in self.lanes.iter().enumerate() {
+                let waiting = match lane.queue.front() {
+                    Some(Event::Wake { ipi }) | Some(Event::Interrupt { ipi, .. }) => *ipi > ipis,
+                    Some(Event::Access {
+                        after: Some((a, serial)),
+                        ..
+                    }) => self.lanes[*a as usize].applied <= *serial,
+                    _ => false,
+                };
+                if waiting {
+                    continue;
+                }
+                let held = lane.held();
+                let empty = lane.queue.is_empty();
+                if !empty && (all || !held) {
+                    let t = self.cpus[i].clock();
+                    if next.is_none_or(|(nt, _)| t < nt) {
+                        next = Some((t, i));
+                    }
+                } else if !all && !lane.stopped {
+                    blocker = blocker.min(self.cpus[i].clock());
+                }
+            }
+            let Some((t, k)) = next else { return };
+            if blocker < t {
+                if self.buffered <= MAX_BUFFERED {
+                    return;
+                }
+                self.forced += 1;
+            }
+            if self.head_run(k, all) {
+                continue;
+            }
+            let ev = self.lanes[k].queue.pop_front().expect("non-empty lane");
+            self.buffered -= 1;
+            self.apply(k, ev);
+            self.lanes[k].applied += 1;
+            self.frontier = self.frontier.max(self.cpus[k].clock());
+        }
+    }
+
+    /// [`Machine::drain`] as it was first written (the reference mode's).
+    fn drain_plain(&mut self, all: bool) {
         loop {
             let mut next: Option<(u64, usize)> = None;
             let ipis = self.ipi_clocks.len() as u64;
@@ -409,9 +476,7 @@ impl Machine {
                 }
                 self.forced += 1;
             }
-            if let Some(Event::Run(run)) = self.lanes[k].queue.front() {
-                let run = *run;
-                self.run(k, run, all);
+            if self.head_run(k, all) {
                 continue;
             }
             let ev = self.lanes[k].queue.pop_front().expect("non-empty lane");
@@ -420,6 +485,54 @@ impl Machine {
             self.lanes[k].applied += 1;
             self.frontier = self.frontier.max(self.cpus[k].clock());
         }
+    }
+
+    /// Applies the head of lane `k`, which `drain` has chosen, if it is a
+    /// run or an instruction with a run after it (that run then becomes the
+    /// head); false if it is another event.
+    fn head_run(&mut self, k: usize, all: bool) -> bool {
+        let Some(head) = self.lanes[k].queue.front_mut() else {
+            return false;
+        };
+        match *head {
+            Event::Run(run) => self.run(k, run, all),
+            Event::ExecRun(insn, run) => {
+                *head = Event::Run(run);
+                self.buffered -= 1;
+                self.execute(k, &insn);
+                self.frontier = self.frontier.max(self.cpus[k].clock());
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// A run of inline instructions on `cpu` (`Machine::credit`): when the
+    /// lane is running, already waits and the last drain applied all it
+    /// could, nothing `drain` decides from changes (as in `submit`), and a
+    /// run behind a waiting `Exec` joins it. Else the ordinary way.
+    #[inline]
+    pub(super) fn queue_run(&mut self, cpu: usize, run: &'static [u32]) {
+        let cpu = cpu.min(MAX_CPUS - 1);
+        if self.settled
+            && !self.reference
+            && self.holding == 0
+            && self.buffered + run.len() <= MAX_BUFFERED
+        {
+            let lane = &mut self.lanes[cpu];
+            if !lane.stopped {
+                if let Some(back) = lane.queue.back_mut() {
+                    match *back {
+                        Event::Exec(insn) => *back = Event::ExecRun(insn, run),
+                        _ => lane.queue.push_back(Event::Run(run)),
+                    }
+                    self.buffered += run.len();
+                    self.bounds_of = None;
+                    return;
+                }
+            }
+        }
+        self.submit(cpu, Event::Run(run));
     }
 
     /// What the other lanes say of lane `k` going on (see [`Bounds`]).
@@ -578,6 +691,10 @@ impl Machine {
     fn apply(&mut self, cpu: usize, ev: Event) {
         match ev {
             Event::Exec(insn) => self.execute(cpu, &insn),
+            Event::ExecRun(insn, run) => {
+                self.execute(cpu, &insn);
+                self.apply(cpu, Event::Run(run));
+            }
             Event::Run(run) => {
                 let c = &mut self.cpus[cpu].c;
                 c.insns += run.len() as u64;

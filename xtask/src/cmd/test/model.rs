@@ -882,16 +882,21 @@ pub fn self_tests(
         out.push(run(name, &|| lat_ctx_ipis(art, dir, "p4")));
     }
     // Every profile on 1 CPU (the benchmark driver) and on 2 (mode=smp:
-    // IPIs, shootdowns, lines moving); the locks program (sleep/wakeup
-    // across CPUs, halted CPUs woken) under p4, whose private L2s and pair
-    // prefetch give the coherence the most to do.
+    // IPIs, shootdowns, lines moving); under p4, whose private L2s and pair
+    // prefetch give the coherence the most to do, also the locks program
+    // (sleep/wakeup across CPUs, halted CPUs woken) and mode=smp on 4 CPUs
+    // (lanes that wait while three others move).
     for p in model::known_profiles() {
-        let locks = (2, "mode=run prog=locks batches=2 batch_size=64");
+        let p4 = [
+            (2, "mode=run prog=locks batches=2 batch_size=64"),
+            (4, "mode=smp batches=2 batch_size=64"),
+        ];
         let cases = [
             (1, "mode=run prog=bench batches=4 batch_size=256"),
             (2, "mode=smp batches=2 batch_size=64"),
         ];
-        for (cpus, words) in cases.into_iter().chain((p == "p4").then_some(locks)) {
+        let more: &[(u32, &str)] = if p == "p4" { &p4 } else { &[] };
+        for (cpus, words) in cases.into_iter().chain(more.iter().copied()) {
             let name = format!(
                 "model: under {p} on {cpus} CPU(s), {words}: the fast plugin's records and file are the reference plugin's (every instruction a call), byte for byte"
             );
