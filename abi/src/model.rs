@@ -24,6 +24,7 @@
 //! param <key>=<value> ...                      the profile's parameters
 //! snap cpu=<c> stream=<s> seq=<n> insns=<n> cycles=<n> l1_misses=<n> l2_misses=<n> tlb_misses=<n> tlb_flushes=<n> coherence_misses=<n> invalidations=<n> transfers=<n> invalidations_received=<n> upgrades=<n> ipis=<n> clock=<n>
 //! capped cpu=<c> stream=<s> kept=<n> dropped=<n>    only past the cap
+//! forced events=<n> limit=<n>                      only if the queues overflowed
 //! end
 //! ```
 //!
@@ -31,7 +32,11 @@
 //! markers past them are counted (the numbering goes on) but not kept, and
 //! a `capped` line says how many were dropped. A guest that loops on
 //! markers so cannot grow the host's memory and file without bound; the
-//! host marks the figures that needed a dropped snapshot incomplete.
+//! host marks the figures that needed a dropped snapshot incomplete. A
+//! `forced` line says how many events the plugin applied out of modelled-
+//! clock order because more than `limit` waited (one CPU's clock ran so
+//! far ahead of another's that its queue filled); the host says so beside
+//! that boot's figures.
 //!
 //! A `snap` line is the running totals of CPU `c`'s counters at the moment
 //! it executed its `seq`-th (from 0) [`SNAP_USER`] or [`SNAP_KERNEL`] marker

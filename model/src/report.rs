@@ -72,6 +72,9 @@ pub struct SnapshotFile {
     /// The streams past the plugin's cap: (cpu, stream) to (kept,
     /// dropped) (`abi::model::MAX_SNAPS_PER_STREAM`).
     pub capped: BTreeMap<(usize, u16), (u64, u64)>,
+    /// Events the plugin applied out of modelled-clock order because more
+    /// than `limit` waited: (events, limit); (0, 0) without a `forced` line.
+    pub forced: (u64, u64),
     /// (cpu, stream, seq) to the place in `snaps`.
     index: BTreeMap<(usize, u16, u64), usize>,
 }
@@ -151,6 +154,7 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
         params: BTreeMap::new(),
         snaps: Vec::new(),
         capped: BTreeMap::new(),
+        forced: (0, 0),
         index: BTreeMap::new(),
     };
     let mut ended = false;
@@ -209,6 +213,13 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
                 if file.capped.insert(key, v).is_some() {
                     return Err(format!("line {n}: a second capped line for one stream"));
                 }
+            }
+            Some("forced") => {
+                let f = fields(line, n)?;
+                if file.forced != (0, 0) {
+                    return Err(format!("line {n}: a second forced line"));
+                }
+                file.forced = (num(&f, "events", n)?, num(&f, "limit", n)?);
             }
             Some("end") => ended = true,
             _ => return Err(format!("line {n}: unknown line {line:?}")),
@@ -292,6 +303,25 @@ mod tests {
         assert_eq!(b.counters.insns - a.counters.insns, 2);
         assert_eq!(b.counters.cycles - a.counters.cycles, m.counters(0).cycles);
         assert_eq!(b.clock, b.counters.cycles, "one CPU never waits");
+    }
+
+    #[test]
+    fn events_forced_out_of_clock_order_are_written_and_read_back() {
+        let mut m = Machine::new(find("p4").unwrap(), Options::default(), 2).unwrap();
+        let none = m.report(2);
+        assert!(
+            !none.contains("forced"),
+            "no line while every event was in order"
+        );
+        assert_eq!(parse(&none).unwrap().forced, (0, 0));
+        m.forced = 12;
+        let text = m.report(2);
+        let f = parse(&text).unwrap();
+        assert_eq!(f.forced, (12, crate::machine::MAX_BUFFERED as u64));
+        let twice = text.replace("end", "forced events=1 limit=2\nend");
+        assert!(parse(&twice).unwrap_err().contains("a second forced line"));
+        let bad = none.replace("end", "forced events=x limit=2\nend");
+        assert!(parse(&bad).unwrap_err().contains("events is not a number"));
     }
 
     #[test]

@@ -519,6 +519,7 @@ fn last_snapshot(span: &Span) -> Option<u64> {
 pub fn apply(results: &mut Results, log: &str, file: &SnapshotFile) -> Result<()> {
     let (mut figs, incomplete) = merge_log(log, file)?;
     results.model_incomplete = incomplete;
+    (results.model_forced, results.model_forced_limit) = file.forced;
     crate::results::overlap::apply(results, &spans(&report::parse_log(log)?)?, file)?;
     for b in &mut results.benches {
         b.model = figs.remove(&b.name);
@@ -603,6 +604,9 @@ pub fn table(r: &Results) -> String {
     }
     for note in &r.model_incomplete {
         s += &format!("model: incomplete: {note}\n");
+    }
+    if let Some(note) = r.model_forced_note() {
+        s += &format!("{note}\n");
     }
     if smp {
         s += &format!(
@@ -835,6 +839,25 @@ mod tests {
                 .unwrap();
         let (figs, notes) = merge_log(LOG, &f).unwrap();
         assert!(figs.contains_key("x.null") && notes.is_empty());
+    }
+
+    #[test]
+    fn events_applied_out_of_clock_order_are_said_in_every_table() {
+        let f = parse_file(&file()).unwrap();
+        let mut r = Results::default();
+        apply(&mut r, LOG, &f).unwrap();
+        assert_eq!(r.model_forced, 0);
+        assert!(r.model_forced_note().is_none() && !table(&r).contains("out of"));
+        let f =
+            parse_file(&file().replace("end\n", "forced events=73 limit=4194304\nend\n")).unwrap();
+        let mut r = Results::default();
+        apply(&mut r, LOG, &f).unwrap();
+        assert_eq!((r.model_forced, r.model_forced_limit), (73, 4194304));
+        let note =
+            "model: 73 events were applied out of modelled-clock order (more than 4194304 waited";
+        assert!(table(&r).contains(note), "{}", table(&r));
+        assert!(r.table().contains(note), "{}", r.table());
+        assert!(r.to_json().unwrap().contains("\"model_forced\": 73"));
     }
 
     #[test]

@@ -621,6 +621,12 @@ impl Machine {
                 "capped cpu={cpu} stream={stream} kept={MAX_SNAPS_PER_STREAM} dropped={dropped}\n"
             ));
         }
+        if self.forced > 0 {
+            out.push_str(&format!(
+                "forced events={} limit={MAX_BUFFERED}\n",
+                self.forced
+            ));
+        }
         out.push_str("end\n");
         out
     }

@@ -265,6 +265,12 @@ pub fn table(r: &Results) -> Result<String> {
         s += "\n";
     }
     s += "(lat_ctx: per hand-off, the same hand-offs in one process subtracted, as lmbench does; smack: one query and its answer)\n";
+    for note in &r.model_incomplete {
+        s += &format!("model: incomplete: {note}\n");
+    }
+    if let Some(note) = r.model_forced_note() {
+        s += &format!("{note}\n");
+    }
     Ok(s)
 }
 

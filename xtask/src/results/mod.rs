@@ -88,6 +88,14 @@ pub struct Results {
     /// each as a sentence; those benchmarks carry no model figures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model_incomplete: Vec<String>,
+    /// `--clock model`: the events the plugin applied out of modelled-clock
+    /// order because more than `model_forced_limit` waited (its queues
+    /// full: one CPU's clock ran far ahead of another's). Every multi-CPU
+    /// figure of the boot may hold such events: the tables say so.
+    #[serde(default, skip_serializing_if = "is_zero64")]
+    pub model_forced: u64,
+    #[serde(default, skip_serializing_if = "is_zero64")]
+    pub model_forced_limit: u64,
     /// What the kernel found of the performance counters, in order: the
     /// boot's verdict (`on`, `n/a` and why), then `off` if a ring-3 RDPMC
     /// faulted during the run.
@@ -101,6 +109,23 @@ pub struct Results {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+fn is_zero64(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Results {
+    /// The sentence the tables print when the model applied events out of
+    /// modelled-clock order in this boot (`None`: it never did).
+    pub fn model_forced_note(&self) -> Option<String> {
+        (self.model_forced > 0).then(|| {
+            format!(
+                "model: {} events were applied out of modelled-clock order (more than {} waited: one CPU's clock ran far ahead of another's); in this boot the order of the CPUs' cache and coherence events is partly QEMU's, not the model's",
+                self.model_forced, self.model_forced_limit
+            )
+        })
+    }
 }
 
 /// One `perf` record: `status` (`on`, `n/a`, `off`) and `reason`.

@@ -345,6 +345,9 @@ impl Results {
         for note in &self.model_incomplete {
             s += &format!("model: incomplete: {note}\n");
         }
+        if let Some(note) = self.model_forced_note() {
+            s += &format!("{note}\n");
+        }
         if self.model_cpus > 1 {
             s += &format!(
                 "({} CPUs: cycles = modelled time on the benchmark's CPU; coh = lines another CPU's cache supplied, IPI = IPIs sent, every CPU's)\n",
