@@ -15,13 +15,24 @@
 //! was timed. Under icount QEMU runs one CPU at a time in long turns, so
 //! the others may finish few or none: the share says so, and xtask flags
 //! a figure one CPU did nearly alone.
+//!
+//! Under the model the share also says where each other CPU's part of
+//! every batch lies in its user stream, so the host computes its overlap
+//! with the boot CPU in modelled time (xtask's `results::overlap`). The
+//! boot CPU's own snapshot count says which batch it times (two per
+//! batch: odd past the timed regions' first, batch k is timed). A
+//! forker's part of batch k runs from the snapshot it takes, between two
+//! rounds, when it first sees batch k timed to the one it takes when it
+//! first sees it no longer timed; a batch it never saw timed gets an
+//! empty pair (two snapshots back to back), so every forker's stream
+//! holds exactly two snapshots per batch ([`Parts`]).
 #![no_std]
 #![no_main]
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use userland::abi::layout::MAX_CPUS;
-use userland::abi::model::{Snaps, SNAP_USER};
+use userland::abi::model::{stream_key, Snaps, SNAP_USER};
 use userland::abi::report::{kind, names, Figure, Measure};
 use userland::abi::syscall::{CpuInfo, FEATURE_TSC, PRIO_USER};
 use userland::bench::{self, Fence};
@@ -42,6 +53,12 @@ static DONE: AtomicU32 = AtomicU32::new(0);
 static TIMING: AtomicU32 = AtomicU32::new(0);
 /// The rounds each other CPU's forker finished while `TIMING` was set.
 static TIMED_ROUNDS: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+/// The boot CPU's first snapshot of its timed regions, as its forkers
+/// work it out (0 until one has started).
+static FIRST: AtomicU32 = AtomicU32::new(0);
+/// Each other CPU's user-stream snapshot count when its forker started:
+/// where its parts begin (the share record's `snap_first`).
+static SNAP_FIRST: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 
 /// One round: fork, the child exits at once, the parent reaps it.
 #[inline(always)]
@@ -53,11 +70,95 @@ fn round() -> bool {
     }
 }
 
+/// A forker's parts of the boot CPU's batches in its CPU's user stream,
+/// two snapshots per batch, in batch order: batch k's "open" when the
+/// forker first sees k timed, its "close" when it first sees k no longer
+/// timed, and an empty pair (two snapshots back to back) for a batch it
+/// never saw timed. Only the parent's forker thread snapshots, between
+/// rounds: a child exits at once.
+struct Parts {
+    /// The forker's CPU (not 0).
+    cpu: usize,
+    /// The boot CPU's first snapshot of its timed regions.
+    first: u32,
+    /// The batches the boot CPU times.
+    batches: u32,
+    /// The first batch with no snapshots yet.
+    next: u32,
+    /// Whether batch `next` is open (its first snapshot taken).
+    open: bool,
+}
+
+impl Parts {
+    /// The batch the boot CPU times now: between its two snapshots of
+    /// that batch (its count odd past `first`).
+    fn timed(&self) -> Option<u32> {
+        let n = userland::model::next_seq().wrapping_sub(self.first);
+        (n % 2 == 1 && n < 2 * self.batches).then_some(n / 2)
+    }
+
+    /// Empty pairs for every batch before `batch` that has none.
+    fn skip_to(&mut self, batch: u32) {
+        while self.next < batch {
+            userland::model::snap_on(self.cpu);
+            userland::model::snap_on(self.cpu);
+            self.next += 1;
+        }
+    }
+
+    /// Closes the open batch.
+    fn close(&mut self) {
+        if self.open {
+            userland::model::snap_on(self.cpu);
+            self.open = false;
+            self.next += 1;
+        }
+    }
+
+    /// Between two rounds: closes the open batch if the boot CPU no longer
+    /// times it, and opens the batch it times if that has no snapshots yet.
+    fn step(&mut self) {
+        let timed = self.timed();
+        if timed != Some(self.next) {
+            self.close();
+        }
+        if let Some(k) = timed.filter(|&k| k >= self.next && !self.open) {
+            self.skip_to(k);
+            userland::model::snap_on(self.cpu);
+            self.open = true;
+        }
+    }
+
+    /// At the end: closes an open batch, and gives every batch it never
+    /// saw an empty pair.
+    fn finish(&mut self) {
+        self.close();
+        self.skip_to(self.batches);
+    }
+}
+
 /// Another CPU's forker: rounds until told to stop.
 fn forker(_: u32) {
     let me = threads::cpu();
     RAN.fetch_or(1 << me, Ordering::Relaxed);
+    let cpu = me as usize % MAX_CPUS;
+    // The boot CPU's timed regions follow its calibration's, two
+    // snapshots each, and nothing snapshots before those: its count
+    // starts at 0 in this program (`main`'s `calib`). Worked out here,
+    // not passed, so that `main` is the one-CPU program's to the
+    // instruction; the host checks it against the samples record.
+    let first = 2 * CALIB_RUNS as u32;
+    FIRST.store(first, Ordering::Relaxed);
+    SNAP_FIRST[cpu].store(userland::model::next_seq_on(cpu), Ordering::Relaxed);
+    let mut parts = Parts {
+        cpu,
+        first,
+        batches: (sys::cpuinfo().batches as usize).clamp(1, MAX_BATCHES) as u32,
+        next: 0,
+        open: false,
+    };
     while STOP.load(Ordering::Relaxed) == 0 {
+        parts.step();
         if !round() {
             break;
         }
@@ -65,23 +166,47 @@ fn forker(_: u32) {
             TIMED_ROUNDS[me as usize % MAX_CPUS].fetch_add(1, Ordering::Relaxed);
         }
     }
+    parts.finish();
     DONE.fetch_add(1, Ordering::Release);
 }
 
 /// The `share` record of `forktest.fork_exit` on `cpus` CPUs: the rounds
-/// each CPU finished while CPU 0 timed its `timed` rounds, CPU 0's first.
-/// Out of line: its buffer stays out of `main`'s frame, whose stack pages
+/// each CPU finished while CPU 0 timed its `timed` rounds, CPU 0's first,
+/// and where each CPU's part of every batch lies in its user stream: CPU
+/// 0's timed regions, two snapshots each, and each other CPU's [`Parts`]
+/// (none for a CPU whose forker did not run; no snapshots named when no
+/// forker ran).
+/// Out of line: its buffers stay out of `main`'s frame, whose stack pages
 /// every fork copies or shares.
 #[inline(never)]
 fn report_share(cpus: u32, timed: u32) {
-    let mut list = userland::Line::new();
-    let _ = core::fmt::Write::write_fmt(&mut list, format_args!("{timed}"));
-    for r in TIMED_ROUNDS.iter().take(cpus as usize).skip(1) {
-        let _ =
-            core::fmt::Write::write_fmt(&mut list, format_args!(",{}", r.load(Ordering::Relaxed)));
+    use core::fmt::Write;
+    let ran = RAN.load(Ordering::Relaxed);
+    let (mut list, mut firsts, mut per) = (
+        userland::Line::new(),
+        userland::Line::new(),
+        userland::Line::new(),
+    );
+    let _ = write!(list, "{timed}");
+    let _ = write!(firsts, "{}", FIRST.load(Ordering::Relaxed));
+    let _ = write!(per, "2");
+    for c in 1..(cpus as usize).min(MAX_CPUS) {
+        let _ = write!(list, ",{}", TIMED_ROUNDS[c].load(Ordering::Relaxed));
+        let (first, n) = match ran & (1 << c) {
+            0 => (0, 0),
+            _ => (SNAP_FIRST[c].load(Ordering::Relaxed), 2),
+        };
+        let _ = write!(firsts, ",{first}");
+        let _ = write!(per, ",{n}");
     }
-    record!(kind::SHARE, "name" => names::FORKTEST_FORK_EXIT, "work" => "rounds",
-        "per_cpu" => list.as_str());
+    if ran == 0 {
+        record!(kind::SHARE, "name" => names::FORKTEST_FORK_EXIT, "work" => "rounds",
+            "per_cpu" => list.as_str());
+    } else {
+        record!(kind::SHARE, "name" => names::FORKTEST_FORK_EXIT, "work" => "rounds",
+            "per_cpu" => list.as_str(), "stream" => stream_key(SNAP_USER),
+            "snap_first" => firsts.as_str(), "snap_per_batch" => per.as_str());
+    }
 }
 
 #[unsafe(no_mangle)]

@@ -613,6 +613,27 @@ fn forktest_virt(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
     ))
 }
 
+/// forktest on 2 CPUs: its share names each CPU's part of every batch
+/// (CPU 0's timed regions, CPU 1's forker's two snapshots a batch), and
+/// the host gives CPU 1 an overlap with CPU 0 in modelled time, in
+/// 0..=100%.
+fn forktest_overlap(art: &Artifacts, dir: &Path) -> Result<String> {
+    let words = "mode=run prog=forktest fork=cow fork_pages=64 batches=4";
+    let (_, _, r) = boot_full(art, dir, words, model::DEFAULT_PROFILE, 2, None, false)?;
+    let name = abi::report::names::FORKTEST_FORK_EXIT;
+    let parts = r
+        .bench(name)
+        .and_then(|b| b.share.as_ref())
+        .and_then(|s| s.parts.as_ref())
+        .with_context(|| format!("{name}: no share naming its snapshots"))?;
+    ensure!(
+        parts.per_batch == [2, 2],
+        "{name}: snapshots per batch {:?}, expected 2 on CPU 0 (its timed region) and 2 on CPU 1 (its forker's part)",
+        parts.per_batch
+    );
+    overlaps(&r)
+}
+
 /// lmbench's `lat_ctx` rings (`bench=ctx`) under `profile`, on 2 CPUs and
 /// on 1: spread over both CPUs every hand-off wakes a process on the
 /// other one, and the kernel sends a reschedule IPI for each wake-up
@@ -876,6 +897,10 @@ pub fn self_tests(
         if wanted(&name) {
             out.push(run(name, &|| forktest_virt(art, dir, p)));
         }
+    }
+    let name = "model: forktest on 2 CPUs: its share names each CPU's part of every batch, and CPU 1's forker has an overlap with CPU 0 in modelled time, in 0..=100%".to_string();
+    if wanted(&name) {
+        out.push(run(name, &|| forktest_overlap(art, dir)));
     }
     let name = "model: lmbench's lat_ctx rings under p4 spread over 2 CPUs send at least one reschedule IPI per hand-off, on 1 CPU none".to_string();
     if wanted(&name) {
