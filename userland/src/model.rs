@@ -67,6 +67,14 @@ pub fn next_seq_on(cpu: usize) -> u32 {
     OTHER_CPUS[cpu].0.load(Ordering::Relaxed)
 }
 
+/// [`own_count`] for CPU `cpu`'s count (not 0's): before two back-to-back
+/// [`snap_on`]s after a `fork`, so the copy-on-write fault falls before
+/// the pair, not between its two snapshots.
+pub fn own_count_on(cpu: usize) {
+    let count = &OTHER_CPUS[cpu].0;
+    count.store(count.load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
 /// One snapshot of the user stream by a thread on CPU `cpu` (its own, not
 /// 0: there the driver's timed pairs must stay consecutive), counted for
 /// that CPU.

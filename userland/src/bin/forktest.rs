@@ -97,8 +97,12 @@ impl Parts {
         (n % 2 == 1 && n < 2 * self.batches).then_some(n / 2)
     }
 
-    /// Empty pairs for every batch before `batch` that has none.
+    /// Empty pairs for every batch before `batch` that has none (the
+    /// count's page made this process's own first: a pair is empty).
     fn skip_to(&mut self, batch: u32) {
+        if self.next < batch {
+            userland::model::own_count_on(self.cpu);
+        }
         while self.next < batch {
             userland::model::snap_on(self.cpu);
             userland::model::snap_on(self.cpu);
