@@ -419,20 +419,9 @@ impl Machine {
                 }
             }
             let Some((t, k)) = next else { return };
-            if blocker < t {
-                if self.buffered <= MAX_BUFFERED {
-                    return;
-                }
-                self.forced += 1;
+            if !self.take_next(k, blocker < t, all) {
+                return;
             }
-            if self.head_run(k, all) {
-                continue;
-            }
-            let ev = self.lanes[k].queue.pop_front().expect("non-empty lane");
-            self.buffered -= 1;
-            self.apply(k, ev);
-            self.lanes[k].applied += 1;
-            self.frontier = self.frontier.max(self.cpus[k].clock());
         }
     }
 
@@ -470,21 +459,32 @@ impl Machine {
                         && (lane.queue.is_empty() || lane.held())
                         && self.cpus[j].clock() < t
                 });
-            if blocked {
-                if self.buffered <= MAX_BUFFERED {
-                    return;
-                }
-                self.forced += 1;
+            if !self.take_next(k, blocked, all) {
+                return;
             }
-            if self.head_run(k, all) {
-                continue;
-            }
-            let ev = self.lanes[k].queue.pop_front().expect("non-empty lane");
-            self.buffered -= 1;
-            self.apply(k, ev);
-            self.lanes[k].applied += 1;
-            self.frontier = self.frontier.max(self.cpus[k].clock());
         }
+    }
+
+    /// One step of a drain that chose lane `k`: false when `k`'s head must
+    /// wait (a CPU behind it is `blocked`-ing it and the queues have room);
+    /// else its head applied (a run through [`Machine::head_run`]), forced
+    /// out of clock order and counted if it was blocked.
+    fn take_next(&mut self, k: usize, blocked: bool, all: bool) -> bool {
+        if blocked {
+            if self.buffered <= MAX_BUFFERED {
+                return false;
+            }
+            self.forced += 1;
+        }
+        if self.head_run(k, all) {
+            return true;
+        }
+        let ev = self.lanes[k].queue.pop_front().expect("non-empty lane");
+        self.buffered -= 1;
+        self.apply(k, ev);
+        self.lanes[k].applied += 1;
+        self.frontier = self.frontier.max(self.cpus[k].clock());
+        true
     }
 
     /// Applies the head of lane `k`, which `drain` has chosen, if it is a
