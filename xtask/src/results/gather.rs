@@ -149,17 +149,9 @@ impl Results {
                 kind::SHARE => {
                     let name = field(rec, "name")?.to_string();
                     let work = field(rec, "work")?;
-                    let per_cpu = field(rec, "per_cpu")?
-                        .split(',')
-                        .map(|v| {
-                            v.parse::<u64>().map_err(|_| {
-                                anyhow!(
-                                    "line {}: share of {name}: {v:?} is not a count",
-                                    rec.line
-                                )
-                            })
-                        })
-                        .collect::<Result<Vec<_>>>()?;
+                    let per_cpu: Vec<u64> = comma_list(field(rec, "per_cpu")?, |v| {
+                        anyhow!("line {}: share of {name}: {v:?} is not a count", rec.line)
+                    })?;
                     if per_cpu.iter().sum::<u64>() == 0 {
                         bail!(
                             "line {}: {} share record of {name}: no CPU did any work (a figure of nothing)",
@@ -195,17 +187,9 @@ impl Results {
                             who(rec)
                         );
                     }
-                    let values = field(rec, "values")?
-                        .split(',')
-                        .map(|v| {
-                            v.parse::<u64>().map_err(|_| {
-                                anyhow!(
-                                    "line {}: samples of {name}: {v:?} is not a count",
-                                    rec.line
-                                )
-                            })
-                        })
-                        .collect::<Result<Vec<_>>>()?;
+                    let values: Vec<u64> = comma_list(field(rec, "values")?, |v| {
+                        anyhow!("line {}: samples of {name}: {v:?} is not a count", rec.line)
+                    })?;
                     samples.insert(name, (size, values, rec.line));
                 }
                 kind::MACRO => r.macros.push(Macro {
@@ -392,17 +376,12 @@ fn parts(rec: &Record, name: &str, cpus: usize) -> Result<Option<super::overlap:
         )
     })?;
     let list = |key: &str, v: &str| -> Result<Vec<u32>> {
-        let l = v
-            .split(',')
-            .map(|x| {
-                x.parse::<u32>().map_err(|_| {
-                    anyhow!(
-                        "line {}: share of {name}: {key}={v:?} is not a list of snapshot numbers",
-                        rec.line
-                    )
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let l: Vec<u32> = comma_list(v, |_| {
+            anyhow!(
+                "line {}: share of {name}: {key}={v:?} is not a list of snapshot numbers",
+                rec.line
+            )
+        })?;
         if l.len() != cpus {
             bail!(
                 "line {}: share of {name}: {key} names {} CPUs, per_cpu {cpus}",
@@ -427,6 +406,17 @@ fn parts(rec: &Record, name: &str, cpus: usize) -> Result<Option<super::overlap:
         first,
         per_batch,
     }))
+}
+
+/// The numbers of a record's comma-separated field; `bad(item)` is the
+/// error for an item that is not one.
+fn comma_list<T: std::str::FromStr>(
+    v: &str,
+    bad: impl Fn(&str) -> anyhow::Error,
+) -> Result<Vec<T>> {
+    v.split(',')
+        .map(|x| x.parse().map_err(|_| bad(x)))
+        .collect()
 }
 
 /// A share must name a CPU for every CPU the record's threads ran on, and
