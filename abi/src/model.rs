@@ -36,7 +36,10 @@
 //! `forced` line says how many events the plugin applied out of modelled-
 //! clock order because more than `limit` waited (one CPU's clock ran so
 //! far ahead of another's that its queue filled); the host says so beside
-//! that boot's figures.
+//! that boot's figures. A file whose first line is `error <why>` holds
+//! no figures: the plugin saw callbacks from more than one thread (QEMU
+//! without `-icount` runs each vCPU on a thread of its own, and the model
+//! needs them in one stream) and says so instead.
 //!
 //! A `snap` line is the running totals of CPU `c`'s counters at the moment
 //! it executed its `seq`-th (from 0) [`SNAP_USER`] or [`SNAP_KERNEL`] marker

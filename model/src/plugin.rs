@@ -28,7 +28,7 @@ use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::machine::{Insn, Machine, Options, Step};
@@ -156,9 +156,8 @@ struct Site {
 /// directly, and [`take_inline`] empties it into the model.
 static INLINE: AtomicU64 = AtomicU64::new(0);
 
-/// Everything the callbacks share, under one lock: under `-icount` QEMU runs
-/// the vCPUs on one thread, so it is never contended; under multi-threaded
-/// TCG it keeps the model whole.
+/// Everything the callbacks share, reached from the one thread that runs
+/// the vCPUs under `-icount` ([`Owned`]).
 struct State {
     machine: Machine,
     out: PathBuf,
@@ -191,6 +190,13 @@ impl State {
             self.machine.credit(self.last_vcpu, acc, run);
         }
     }
+
+    /// [`State::credit`] as a call of its own (off the data accesses'
+    /// common path).
+    #[inline(never)]
+    fn credit_apart(&mut self) {
+        self.credit();
+    }
 }
 
 /// Slots of [`Kinds`], a power of two.
@@ -211,50 +217,128 @@ impl Kinds {
     fn get(&mut self, api: &Api, info: MemInfo) -> (u32, bool) {
         let slot = &mut self.0[(info ^ info >> 8 ^ info >> 16) as usize % KINDS];
         if slot.0 != u64::from(info) {
-            let size = 1u32 << (api.mem_size_shift)(info);
-            *slot = (u64::from(info), size, (api.mem_is_store)(info));
+            Kinds::ask(slot, api, info);
         }
         (slot.1, slot.2)
     }
+
+    #[cold]
+    #[inline(never)]
+    fn ask(slot: &mut (u64, u32, bool), api: &Api, info: MemInfo) {
+        let size = 1u32 << (api.mem_size_shift)(info);
+        *slot = (u64::from(info), size, (api.mem_is_store)(info));
+    }
 }
 
-/// A spin lock: one compare-and-swap to take, one release store to give
-/// back; a callback runs a few hundred nanoseconds at most, and the lock is
-/// uncontended whenever the model is used as intended (icount).
-struct SpinLock<T> {
-    taken: AtomicBool,
+/// The plugin's state, reached only from the thread that runs the vCPUs.
+///
+/// The model needs QEMU's single-threaded TCG (`-icount`, which every
+/// `--clock model` boot uses): one thread runs every vCPU in turn, and the
+/// inline accumulator and the clock order both assume it. That thread
+/// takes the state at its first callback; a callback from any other thread
+/// (multi-threaded TCG) is refused and counted, and the file then says so
+/// instead of giving figures. So the hot callbacks take no lock (an atomic
+/// read-modify-write on every one of hundreds of millions of callbacks
+/// cost about a tenth of a 1-CPU boot).
+struct Owned<T> {
     value: UnsafeCell<T>,
 }
 
-// SAFETY: the value is only reached through `with`, which holds `taken`.
-unsafe impl<T: Send> Sync for SpinLock<T> {}
+// SAFETY: the value is only reached through `with`, from the owner thread
+// (or, at exit, from a thread that runs while the vCPUs are stopped).
+unsafe impl<T: Send> Sync for Owned<T> {}
 
-impl<T> SpinLock<T> {
-    const fn new(value: T) -> SpinLock<T> {
-        SpinLock {
-            taken: AtomicBool::new(false),
+/// The owner: [`this_thread`] of the thread that runs the vCPUs, 0 before
+/// the first callback.
+static OWNER: AtomicUsize = AtomicUsize::new(0);
+/// Callbacks refused because they came from another thread.
+static STRANGERS: AtomicU64 = AtomicU64::new(0);
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+thread_local! {
+    /// One byte per thread; its address names the thread while it lives
+    /// (QEMU's vCPU threads live until QEMU exits).
+    static HERE: u8 = const { 0 };
+}
+
+/// A number that names the calling thread while it lives.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn this_thread() -> usize {
+    HERE.with(|b| b as *const u8 as usize)
+}
+
+/// A number that names the calling thread while it lives: its thread
+/// pointer. In a shared object `HERE`'s address costs a call of
+/// `__tls_get_addr` (as much as the lock it replaces); the thread pointer
+/// is one load.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[inline(always)]
+fn this_thread() -> usize {
+    let tp: usize;
+    // SAFETY: on x86-64 the FS base is the thread pointer, and the word it
+    // points to holds the thread pointer itself (the ELF TLS ABI's variant
+    // II, which glibc and musl follow): one read of the thread's own
+    // control block, which lives as long as the thread.
+    unsafe {
+        std::arch::asm!(
+            "mov {}, qword ptr fs:[0]",
+            out(reg) tp,
+            options(nostack, readonly, preserves_flags, pure)
+        )
+    };
+    tp
+}
+
+impl<T> Owned<T> {
+    const fn new(value: T) -> Owned<T> {
+        Owned {
             value: UnsafeCell::new(value),
         }
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        while self
-            .taken
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
+    /// `f` on the value if this thread owns it (the first to ask does).
+    #[inline(always)]
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let me = this_thread();
+        let owner = OWNER.load(Ordering::Relaxed);
+        if owner != me
+            && (owner != 0
+                || OWNER
+                    .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+                    .is_err())
         {
-            std::hint::spin_loop();
+            STRANGERS.fetch_add(1, Ordering::Relaxed);
+            return None;
         }
-        // SAFETY: `taken` is ours until the store below, so no other
+        // SAFETY: only the owner thread gets here, one callback at a time
+        // (QEMU does not re-enter a plugin callback), so no other
         // reference to the value exists.
-        let r = f(unsafe { &mut *self.value.get() });
-        self.taken.store(false, Ordering::Release);
-        r
+        Some(f(unsafe { &mut *self.value.get() }))
+    }
+
+    /// Sets the value while no vCPU runs yet (plugin install).
+    fn install(&self, value: T) {
+        // SAFETY: QEMU installs plugins while it parses its command line,
+        // before it creates a vCPU thread: nothing else reaches the value.
+        unsafe { *self.value.get() = value }
+    }
+
+    /// `f` on the value from whichever thread QEMU exits on: the owner
+    /// thread itself (the guest's exit port), or the main thread after it
+    /// stopped every vCPU (a shutdown request: QEMU pauses the vCPUs before
+    /// its atexit handlers run). The owner is handed over first, so a
+    /// callback that still came from the old owner would be refused.
+    fn at_exit<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        OWNER.store(this_thread(), Ordering::SeqCst);
+        // SAFETY: as the doc says, no vCPU callback runs while QEMU exits,
+        // and later ones are refused (the owner is now this thread).
+        f(unsafe { &mut *self.value.get() })
     }
 }
 
-static STATE: SpinLock<Option<State>> = SpinLock::new(None);
+static STATE: Owned<Option<State>> = Owned::new(None);
 
+#[inline(always)]
 fn with_state(f: impl FnOnce(&mut State)) {
     STATE.with(|s| {
         if let Some(s) = s.as_mut() {
@@ -359,7 +443,7 @@ fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
         last_vcpu: 0,
         pending: &[],
     };
-    STATE.with(|s| *s = Some(state));
+    STATE.install(Some(state));
     API.get_or_init(|| api);
     Ok(())
 }
@@ -488,27 +572,54 @@ extern "C" fn on_exec(vcpu: c_uint, udata: *mut c_void) {
 extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_void) {
     let Some(api) = API.get() else { return };
     with_state(|s| {
+        let vcpu = vcpu as usize;
         // The instructions inlined before this access come first, in
         // clock order. With one CPU the counters only add up, so they can
         // wait for the next call (nothing reads the counters in between).
-        if s.machine.ordered() || vcpu as usize != s.last_vcpu {
-            s.credit();
+        if s.machine.ordered() || vcpu != s.last_vcpu {
+            s.credit_apart();
         }
         let (size, store) = s.kinds.get(api, info);
-        s.machine.mem(vcpu as usize, vaddr as u32, size, store, || {
-            let h = (api.get_hwaddr)(info, vaddr);
-            if h.is_null() || (api.hwaddr_is_io)(h) {
-                None
-            } else {
-                Some((api.hwaddr_phys_addr)(h))
-            }
-        })
+        // Most accesses on one CPU repeat the last one's line: this
+        // function stays small for them, the rest is `access`.
+        if !s.machine.repeat(vcpu, vaddr as u32, size, store) {
+            access(s, api, vcpu, info, vaddr, size, store);
+        }
     });
+}
+
+/// A data access beyond [`Machine::repeat`]'s case.
+#[inline(never)]
+fn access(
+    s: &mut State,
+    api: &Api,
+    vcpu: usize,
+    info: MemInfo,
+    vaddr: u64,
+    size: u32,
+    store: bool,
+) {
+    s.machine.mem(vcpu, vaddr as u32, size, store, || {
+        let h = (api.get_hwaddr)(info, vaddr);
+        if h.is_null() || (api.hwaddr_is_io)(h) {
+            None
+        } else {
+            Some((api.hwaddr_phys_addr)(h))
+        }
+    })
+}
+
+/// The file's one line when callbacks came from several threads.
+fn refusal(strangers: u64) -> String {
+    format!(
+        "error QEMU ran the vCPUs on several threads ({strangers} callbacks refused): the model needs single-threaded TCG (-icount)"
+    )
 }
 
 extern "C" fn on_exit(_id: PluginId, _udata: *mut c_void) {
     let Some(api) = API.get() else { return };
-    with_state(|s| {
+    STATE.at_exit(|s| {
+        let Some(s) = s.as_mut() else { return };
         s.credit();
         s.machine.finish();
         let mut notes = Vec::new();
@@ -525,7 +636,14 @@ extern "C" fn on_exit(_id: PluginId, _udata: *mut c_void) {
                 abi::model::MAX_SNAPS_PER_STREAM
             ));
         }
-        if let Err(e) = std::fs::write(&s.out, s.machine.report(s.ncpus)) {
+        let strangers = STRANGERS.load(Ordering::SeqCst);
+        let text = if strangers > 0 {
+            // Part of the boot was not seen: no figures.
+            format!("{}\n", refusal(strangers))
+        } else {
+            s.machine.report(s.ncpus)
+        };
+        if let Err(e) = std::fs::write(&s.out, text) {
             notes.push(format!(
                 "model plugin: cannot write {}: {e}\n",
                 s.out.display()
@@ -563,6 +681,16 @@ mod tests {
             .unwrap_err()
             .contains("unknown argument speed"));
         assert!(parse_args(["p4"]).unwrap_err().contains("key=value"));
+    }
+
+    #[test]
+    fn callbacks_from_several_threads_give_no_figures() {
+        let e = crate::report::parse(&format!("{}\n", refusal(3))).unwrap_err();
+        assert!(
+            e.contains("no figures") && e.contains("3 callbacks refused"),
+            "{e}"
+        );
+        assert!(e.contains("single-threaded TCG (-icount)"), "{e}");
     }
 
     #[test]

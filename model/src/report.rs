@@ -142,6 +142,10 @@ fn num<T: std::str::FromStr>(f: &BTreeMap<&str, &str>, key: &str, n: usize) -> R
 pub fn parse(text: &str) -> Result<SnapshotFile, String> {
     let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
     let (n, head) = lines.next().ok_or("empty model file")?;
+    if let Some(why) = head.strip_prefix("error ") {
+        // The plugin refused to give figures, and says why.
+        return Err(format!("the plugin gave no figures: {why}"));
+    }
     if !head.starts_with("model1 ") {
         return Err(format!("line {n}: not a model1 file: {head:?}"));
     }

@@ -8,7 +8,7 @@ use crate::cache::LineState;
 use crate::coherence::Outcome;
 use crate::profile::PAIR_BYTES;
 
-use super::{Machine, PAGE_SHIFT};
+use super::{Machine, NO_LINE, PAGE_SHIFT};
 
 impl Machine {
     fn is_global(&self, page: u32) -> bool {
@@ -69,6 +69,7 @@ impl Machine {
             o.l1.set_state(line, state);
             if o.last_line == line {
                 o.last_line = u64::MAX;
+                o.last_vline = NO_LINE;
             }
             if invalidate {
                 o.c.invalidations_received += 1;
@@ -223,6 +224,28 @@ impl Machine {
         stall
     }
 
+    /// Whether a data access as the plugin sees it, on one CPU, changes
+    /// nothing the model keeps: no argument waits for it, it lies in the
+    /// virtual line of the CPU's last data access (so on the same page,
+    /// whose DTLB entry is most recently used, and the same physical
+    /// line, already most recently used in L1), and it is no write to a
+    /// line not yet Modified. `Machine::mem` would find exactly that, after
+    /// the translation; the plugin asks this first and skips the rest.
+    #[inline(always)]
+    pub fn repeat(&self, cpu: usize, vaddr: u32, size: u32, write: bool) -> bool {
+        if self.ordered {
+            return false;
+        }
+        let (Some(c), Some(f)) = (self.cpus.get(cpu), self.fronts.get(cpu)) else {
+            return false;
+        };
+        let end = vaddr.wrapping_add(size.max(1) - 1);
+        vaddr >> self.line_shift == c.last_vline
+            && end >> self.line_shift == c.last_vline
+            && (c.last_line_dirty || !write)
+            && !f.waits_for_arg()
+    }
+
     /// A data access of `size` bytes at virtual `vaddr`, physical `paddr`,
     /// applied now: the pages it touches go through the DTLB, the lines
     /// through the caches. (A page-crossing access is taken as physically
@@ -268,6 +291,13 @@ impl Machine {
         for line in first..=last {
             stall += self.line(cpu, line, write);
         }
-        self.cpus[cpu].c.cycles += stall;
+        let c = &mut self.cpus[cpu];
+        c.c.cycles += stall;
+        let vline = vaddr >> self.line_shift;
+        c.last_vline = if first == last && end >> self.line_shift == vline {
+            vline
+        } else {
+            NO_LINE
+        };
     }
 }

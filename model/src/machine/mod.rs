@@ -59,6 +59,8 @@ const DESCRIPTOR_BYTES: u32 = 8;
 const TSS_ESP0_OFFSET: u32 = 4;
 const TSS_ESP0_SS0_BYTES: u32 = 8;
 const NO_PAGE: u32 = u32::MAX;
+/// No virtual line (an address shifted right by at least 5 bits never is).
+const NO_LINE: u32 = u32::MAX;
 
 /// An instruction counted by the plugin's inline add (see [`Step`]) adds
 /// `1 << INLINE_INSN_SHIFT | cost` to one 64-bit accumulator: instructions
@@ -183,6 +185,11 @@ struct Cpu {
     last_dpage: u32,
     last_line: u64,
     last_line_dirty: bool,
+    /// The virtual line (address >> line shift) of the last data access
+    /// when it lay in one line, or NO_LINE: the same virtual line is the
+    /// same physical one while the page's translation stands, which every
+    /// flush ends (`forget_pages`). One CPU's `Machine::repeat` reads it.
+    last_vline: u32,
     invlpg_page: Option<u32>,
     gdt: Option<u32>,
     tss: Option<u32>,
@@ -204,6 +211,7 @@ impl Cpu {
             last_dpage: NO_PAGE,
             last_line: u64::MAX,
             last_line_dirty: false,
+            last_vline: NO_LINE,
             invlpg_page: None,
             gdt: None,
             tss: None,
@@ -219,6 +227,7 @@ impl Cpu {
     fn forget_pages(&mut self) {
         self.last_ipage = NO_PAGE;
         self.last_dpage = NO_PAGE;
+        self.last_vline = NO_LINE;
     }
 }
 

@@ -135,6 +135,12 @@ pub(super) struct Front {
 }
 
 impl Front {
+    /// A marker waits for its argument: the next load is no access.
+    #[inline(always)]
+    pub(super) fn waits_for_arg(&self) -> bool {
+        self.pending_arg != 0
+    }
+
     pub(super) fn new() -> Front {
         Front {
             pending_arg: 0,
