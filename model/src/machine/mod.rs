@@ -267,6 +267,9 @@ pub struct Machine {
     /// The other lanes' bounds on one lane, kept while only it moves
     /// (`order`'s direct way); None: to be found again.
     bounds_of: Option<(usize, order::Bounds)>,
+    /// Events that may wait before the lowest-clock one is forced:
+    /// [`MAX_BUFFERED`] (a test sets fewer).
+    bound: usize,
     /// Events applied out of clock order because the queues were full.
     pub forced: u64,
     /// The IDT last announced by any CPU (a CPU that announced none uses it).
@@ -305,6 +308,7 @@ impl Machine {
             settled: false,
             reference: false,
             bounds_of: None,
+            bound: MAX_BUFFERED,
             forced: 0,
             idt: None,
             snaps: Vec::new(),
@@ -632,8 +636,8 @@ impl Machine {
         }
         if self.forced > 0 {
             out.push_str(&format!(
-                "forced events={} limit={MAX_BUFFERED}\n",
-                self.forced
+                "forced events={} limit={}\n",
+                self.forced, self.bound
             ));
         }
         out.push_str("end\n");

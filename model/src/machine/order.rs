@@ -381,7 +381,7 @@ impl Machine {
         };
         // The last drain applied all it could; if nothing it decides from
         // has changed since, it would apply nothing now either.
-        if self.settled && !self.reference && unchanged && self.buffered <= MAX_BUFFERED {
+        if self.settled && !self.reference && unchanged && self.buffered <= self.bound {
             return;
         }
         self.bounds_of = None;
@@ -425,8 +425,102 @@ impl Machine {
                 }
             }
             let Some((t, k)) = next else { return };
-            if !self.take_next(k, blocker < t, all) {
+            let blocked = blocker < t;
+            let go_on = if blocked && self.buffered > self.bound {
+                self.force(k)
+            } else {
+                self.take_next(k, blocked, all)
+            };
+            if !go_on {
                 return;
+            }
+        }
+    }
+
+    /// Lane `k`'s events applied out of clock order, one after another
+    /// (`drain` chose `k`, something behind it blocks it, and more than
+    /// the bound of events wait): what one `take_next` per `drain`
+    /// pass would do, the same events in the same order, counted the same
+    /// (a run's instructions one by one), without finding the choice again
+    /// while nothing it depends on changes. Nothing but lane `k` moves, so
+    /// the other lanes' bounds stand: `k` stays the choice while its clock
+    /// is below every candidate's before it and not above any after it,
+    /// and stays blocked (its clock only grows). It stops when the queues
+    /// are back within the bound (false: the drain stops, as `take_next`
+    /// says), when `k`'s head waits or its queue is empty, when `k` is no
+    /// longer the choice, and after an IPI's send (another lane's wake-up
+    /// may go now): the drain then looks again. If another lane's head
+    /// waits for one of `k`'s writes, one event only.
+    fn force(&mut self, k: usize) -> bool {
+        let b = self.bounds(k, false);
+        if b.waits_on_k {
+            return self.take_next(k, true, false);
+        }
+        loop {
+            if self.buffered <= self.bound {
+                return false;
+            }
+            let t = self.cpus[k].clock();
+            if t >= b.below || t > b.above || t <= b.blocker {
+                return true;
+            }
+            let ipis = self.ipi_clocks.len() as u64;
+            let lanes = &self.lanes;
+            let Some(head) = lanes[k].queue.front() else {
+                return true;
+            };
+            let waiting = match head {
+                Event::Wake { ipi } | Event::Interrupt { ipi, .. } => *ipi > ipis,
+                Event::Access {
+                    after: Some((a, serial)),
+                    ..
+                } => lanes[*a as usize].applied <= *serial,
+                _ => false,
+            };
+            if waiting {
+                return true;
+            }
+            self.forced += 1;
+            let head = *head;
+            let lane = &mut self.lanes[k];
+            match head {
+                // One instruction of the run, as `run` applies while blocked.
+                Event::Run(run) => {
+                    let rest = match run.split_first() {
+                        Some((&cost, rest)) => {
+                            let c = &mut self.cpus[k].c;
+                            c.insns += 1;
+                            c.cycles += u64::from(cost);
+                            self.buffered -= 1;
+                            rest
+                        }
+                        None => run,
+                    };
+                    if rest.is_empty() {
+                        lane.queue.pop_front();
+                        lane.applied += 1;
+                    } else if let Some(h) = lane.queue.front_mut() {
+                        *h = Event::Run(rest);
+                    }
+                }
+                // The instruction; its run stays at the head (`head_run`).
+                Event::ExecRun(insn, run) => {
+                    if let Some(h) = lane.queue.front_mut() {
+                        *h = Event::Run(run);
+                    }
+                    self.buffered -= 1;
+                    self.execute(k, &insn);
+                }
+                ev => {
+                    lane.queue.pop_front();
+                    self.buffered -= 1;
+                    self.apply(k, ev);
+                    self.lanes[k].applied += 1;
+                }
+            }
+            self.frontier = self.frontier.max(self.cpus[k].clock());
+            if matches!(head, Event::Apic { send: true }) {
+                return true;
             }
         }
     }
@@ -477,7 +571,7 @@ impl Machine {
     /// out of clock order and counted if it was blocked.
     fn take_next(&mut self, k: usize, blocked: bool, all: bool) -> bool {
         if blocked {
-            if self.buffered <= MAX_BUFFERED {
+            if self.buffered <= self.bound {
                 return false;
             }
             self.forced += 1;
@@ -523,7 +617,7 @@ impl Machine {
         if self.settled
             && !self.reference
             && self.holding == 0
-            && self.buffered + run.len() <= MAX_BUFFERED
+            && self.buffered + run.len() <= self.bound
         {
             let lane = &mut self.lanes[cpu];
             if !lane.stopped {
@@ -643,7 +737,7 @@ impl Machine {
         self.lanes[cpu].applied += 1;
         let t = self.cpus[cpu].clock();
         self.frontier = self.frontier.max(t);
-        if t >= below.min(b.above) || self.buffered > MAX_BUFFERED {
+        if t >= below.min(b.above) || self.buffered > self.bound {
             // Another lane's head may go now.
             self.bounds_of = None;
             self.drain(false);

@@ -626,8 +626,21 @@ type Planned = (Vec<u8>, u32, Vec<u32>);
 /// `on[i % on.len()]` of a machine of `ncpus`. `all_calls`: as before the
 /// plan, every instruction a call, and the machine in reference mode.
 fn run_planned(blocks: &[Vec<Planned>], ncpus: usize, on: &[usize], all_calls: bool) -> String {
+    run_bounded(blocks, ncpus, on, all_calls, MAX_BUFFERED)
+}
+
+/// [`run_planned`] with at most `bound` events waiting before the
+/// lowest-clock one is forced.
+fn run_bounded(
+    blocks: &[Vec<Planned>],
+    ncpus: usize,
+    on: &[usize],
+    all_calls: bool,
+    bound: usize,
+) -> String {
     let mut m = Machine::new(profile(&[]), Options::default(), ncpus).unwrap();
     m.set_reference(all_calls);
+    m.bound = bound;
     let (mut acc, mut costs, mut last) = (0, Vec::new(), 0);
     let flush = |m: &mut Machine, acc: &mut u64, costs: &mut Vec<u32>, last: usize| {
         let run: &'static [u32] = Box::leak(std::mem::take(costs).into_boxed_slice());
@@ -882,4 +895,65 @@ fn snapshots_sum_every_cpus_ipis_sent() {
     one.mem(0, eoi, 4, true, || None);
     assert_eq!(one.counters(0).ipis, 1);
     assert_eq!(one.counters(0).cycles, 70 + 1000 + 70);
+}
+
+#[test]
+fn events_forced_in_a_row_are_the_ones_forced_one_at_a_time() {
+    // CPU 2 runs a little at the start of each turn and then nothing, so
+    // it holds back CPU 0, whose long turns wait behind it until more than
+    // the bound wait and the lowest-clock events are forced: runs of
+    // inline instructions, instructions, stores and loads to words CPU 1
+    // also writes, snapshots, and IPI sends that wake CPU 1 from `hlt`
+    // (after a send the drain looks again: CPU 1's wake-up may go first).
+    let code = KERNEL_PAGE + 0x3000;
+    let data = KERNEL_PAGE + 0x5000;
+    let nop = || vec![0x90];
+    let snap = || marker(SNAP_KERNEL).to_vec();
+    let work = |i: u32| -> Vec<Planned> {
+        vec![
+            (nop(), code, vec![data + 8 * (i % 4)]),
+            (nop(), code + 1, vec![]),
+            (nop(), code + 2, vec![]),
+            (nop(), code + 3, vec![data + 4 + 8 * (i % 3)]),
+            (nop(), code + 4, vec![]),
+            (snap(), code + 5, vec![]),
+            (nop(), code + 12, vec![]),
+        ]
+    };
+    let ipi = vec![(nop(), code + 0x100, vec![LAPIC_ICR_LOW])];
+    let blocker = vec![(nop(), code + 0x200, vec![data + 64])];
+    let woken = vec![
+        (snap(), code + 0x300, vec![]),
+        (nop(), code + 0x307, vec![data, data + 12]),
+    ];
+    let halt = vec![(vec![0xf4], code + 0x400, vec![])];
+    let (mut blocks, mut on) = (vec![halt.clone()], vec![1]);
+    for turn in 0..6u32 {
+        blocks.push(blocker.clone());
+        on.push(2);
+        for i in 0..40 {
+            let ipi_here = i == 17 || i == 30;
+            blocks.push(if ipi_here {
+                ipi.clone()
+            } else {
+                work(turn + i)
+            });
+            on.push(0);
+        }
+        blocks.extend([woken.clone(), halt.clone()]);
+        on.extend([1, 1]);
+    }
+    // `run_bounded` puts block i on on[i % len]: one entry per block.
+    assert_eq!(blocks.len(), on.len());
+    for bound in [8, 32] {
+        let fast = run_bounded(&blocks, 3, &on, false, bound);
+        let reference = run_bounded(&blocks, 3, &on, true, bound);
+        assert_eq!(fast, reference, "bound {bound}");
+        assert!(fast.lines().filter(|l| l.starts_with("snap")).count() > 200);
+        let forced = fast
+            .lines()
+            .find_map(|l| l.strip_prefix("forced events="))
+            .unwrap_or_else(|| panic!("bound {bound}: nothing forced:\n{fast}"));
+        assert!(forced.ends_with(&format!("limit={bound}")), "{forced}");
+    }
 }
