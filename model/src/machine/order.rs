@@ -106,6 +106,21 @@ pub(super) enum Event {
     },
 }
 
+/// Whether `lane`'s head waits, so that its CPU neither runs nor holds
+/// anybody back: a wake-up or an interrupt whose IPI is not applied yet
+/// (`ipis` are), or an access whose write (by lane `a`, its event
+/// `serial`) is not.
+fn head_waits(lanes: &[Lane], lane: &Lane, ipis: u64) -> bool {
+    match lane.queue.front() {
+        Some(Event::Wake { ipi }) | Some(Event::Interrupt { ipi, .. }) => *ipi > ipis,
+        Some(Event::Access {
+            after: Some((a, serial)),
+            ..
+        }) => lanes[*a as usize].applied <= *serial,
+        _ => false,
+    }
+}
+
 /// What the other lanes say of one lane `k` going on with its events: it
 /// is still the one `drain` chooses while its clock is below `below` (the
 /// lowest candidate's clock among the lanes before it: ties go to the
@@ -402,15 +417,7 @@ impl Machine {
             // candidate is neither empty nor held, so it is no blocker.
             let (mut next, mut blocker): (Option<(u64, usize)>, u64) = (None, u64::MAX);
             for (i, lane) in self.lanes.iter().enumerate() {
-                let waiting = match lane.queue.front() {
-                    Some(Event::Wake { ipi }) | Some(Event::Interrupt { ipi, .. }) => *ipi > ipis,
-                    Some(Event::Access {
-                        after: Some((a, serial)),
-                        ..
-                    }) => self.lanes[*a as usize].applied <= *serial,
-                    _ => false,
-                };
-                if waiting {
+                if head_waits(&self.lanes, lane, ipis) {
                     continue;
                 }
                 let held = lane.held();
@@ -464,28 +471,19 @@ impl Machine {
             if t >= b.below || t > b.above || t <= b.blocker {
                 return true;
             }
-            let ipis = self.ipi_clocks.len() as u64;
-            let lanes = &self.lanes;
-            let Some(head) = lanes[k].queue.front() else {
+            let lane = &self.lanes[k];
+            let Some(&head) = lane.queue.front() else {
                 return true;
             };
-            let waiting = match head {
-                Event::Wake { ipi } | Event::Interrupt { ipi, .. } => *ipi > ipis,
-                Event::Access {
-                    after: Some((a, serial)),
-                    ..
-                } => lanes[*a as usize].applied <= *serial,
-                _ => false,
-            };
-            if waiting {
+            if head_waits(&self.lanes, lane, self.ipi_clocks.len() as u64) {
                 return true;
             }
             self.forced += 1;
-            let head = *head;
-            let lane = &mut self.lanes[k];
             match head {
-                // One instruction of the run, as `run` applies while blocked.
+                // One instruction of the run, as `run` applies while
+                // blocked (without finding the bounds again).
                 Event::Run(run) => {
+                    let lane = &mut self.lanes[k];
                     let rest = match run.split_first() {
                         Some((&cost, rest)) => {
                             let c = &mut self.cpus[k].c;
@@ -502,23 +500,13 @@ impl Machine {
                     } else if let Some(h) = lane.queue.front_mut() {
                         *h = Event::Run(rest);
                     }
+                    self.frontier = self.frontier.max(self.cpus[k].clock());
                 }
-                // The instruction; its run stays at the head (`head_run`).
-                Event::ExecRun(insn, run) => {
-                    if let Some(h) = lane.queue.front_mut() {
-                        *h = Event::Run(run);
-                    }
-                    self.buffered -= 1;
-                    self.execute(k, &insn);
-                }
-                ev => {
-                    lane.queue.pop_front();
-                    self.buffered -= 1;
-                    self.apply(k, ev);
-                    self.lanes[k].applied += 1;
+                // Any other head as `take_next` applies it (counted above).
+                _ => {
+                    self.take_next(k, false, false);
                 }
             }
-            self.frontier = self.frontier.max(self.cpus[k].clock());
             if matches!(head, Event::Apic { send: true }) {
                 return true;
             }
@@ -534,14 +522,7 @@ impl Machine {
             // A CPU whose wake-up waits for its IPI is still halted, and one
             // whose access waits for the write it saw cannot move before
             // that write: neither runs nor holds anybody back.
-            let waiting = |lane: &Lane| match lane.queue.front() {
-                Some(Event::Wake { ipi }) | Some(Event::Interrupt { ipi, .. }) => *ipi > ipis,
-                Some(Event::Access {
-                    after: Some((a, serial)),
-                    ..
-                }) => lanes[*a as usize].applied <= *serial,
-                _ => false,
-            };
+            let waiting = |lane: &Lane| head_waits(lanes, lane, ipis);
             for (i, lane) in self.lanes.iter().enumerate() {
                 if !lane.queue.is_empty() && !waiting(lane) && (all || !lane.held()) {
                     let t = self.cpus[i].clock();
@@ -649,18 +630,14 @@ impl Machine {
             if j == k {
                 continue;
             }
-            let waiting = match lane.queue.front() {
-                Some(Event::Wake { ipi }) | Some(Event::Interrupt { ipi, .. }) => *ipi > ipis,
-                Some(Event::Access {
-                    after: Some((a, serial)),
-                    ..
-                }) => {
-                    b.waits_on_k |= *a as usize == k;
-                    lanes[*a as usize].applied <= *serial
-                }
-                _ => false,
-            };
-            if waiting {
+            if let Some(Event::Access {
+                after: Some((a, _)),
+                ..
+            }) = lane.queue.front()
+            {
+                b.waits_on_k |= *a as usize == k;
+            }
+            if head_waits(lanes, lane, ipis) {
                 continue;
             }
             let t = self.cpus[j].clock();
