@@ -526,18 +526,26 @@ mod tests {
         assert_eq!(rows[0][0], "h tcg QEMU SP");
         assert_eq!(rows[0][3], "2.00");
         assert!(read_export("{\"kind\": \"bench\"}").is_err());
+        // The row of forktest's figure in an export of `label` whose
+        // metric carries `flag`.
+        let flagged_row = |label: &str, flag: &str| {
+            let text = export(label, 2, 900.0, 300.0).replace(
+                "modelled cycles per operation, lower is better",
+                &format!("modelled cycles per operation, lower is better; {flag}"),
+            );
+            let rows = export_rows(
+                &[read_export(&text).unwrap()],
+                None,
+                &["forktest.fork_exit".to_string()],
+            );
+            rows[0].clone()
+        };
         // A figure one CPU did alone says so in its row.
-        let flagged = export("modelled, profile modern, virt ept", 2, 900.0, 300.0).replace(
-            "modelled cycles per operation, lower is better",
-            "modelled cycles per operation, lower is better; one CPU: CPU 0 did 64 of 64 rounds: not a 2-CPU figure",
-        );
-        let rows = export_rows(
-            &[read_export(&flagged).unwrap()],
-            None,
-            &["forktest.fork_exit".to_string()],
-        );
         assert_eq!(
-            rows[0],
+            flagged_row(
+                "modelled, profile modern, virt ept",
+                "one CPU: CPU 0 did 64 of 64 rounds: not a 2-CPU figure"
+            ),
             [
                 "modelled, profile modern, virt ept MP (2 CPUs)",
                 "new",
@@ -547,17 +555,11 @@ mod tests {
             .map(String::from)
         );
         // And one whose CPUs barely overlapped in modelled time.
-        let apart = export("modelled, profile p4", 2, 900.0, 300.0).replace(
-            "modelled cycles per operation, lower is better",
-            "modelled cycles per operation, lower is better; apart: CPU 1 worked during 3% of CPU 0's timed modelled time: not a concurrent figure",
-        );
-        let rows = export_rows(
-            &[read_export(&apart).unwrap()],
-            None,
-            &["forktest.fork_exit".to_string()],
-        );
         assert_eq!(
-            rows[0][2],
+            flagged_row(
+                "modelled, profile p4",
+                "apart: CPU 1 worked during 3% of CPU 0's timed modelled time: not a concurrent figure"
+            )[2],
             "forktest.fork_exit [CPUs apart in modelled time]"
         );
         assert_eq!(
