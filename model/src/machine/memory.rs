@@ -230,10 +230,11 @@ impl Machine {
     /// whose DTLB entry is most recently used, and the same physical
     /// line, already most recently used in L1), and it is no write to a
     /// line not yet Modified. `Machine::mem` would find exactly that, after
-    /// the translation; the plugin asks this first and skips the rest.
+    /// the translation; the plugin asks this first and skips the rest. Not
+    /// in reference mode, whose boots the tests hold this to.
     #[inline(always)]
     pub fn repeat(&self, cpu: usize, vaddr: u32, size: u32, write: bool) -> bool {
-        if self.ordered {
+        if self.ordered || self.reference {
             return false;
         }
         let (Some(c), Some(f)) = (self.cpus.get(cpu), self.fronts.get(cpu)) else {
