@@ -224,17 +224,18 @@ impl Machine {
         stall
     }
 
-    /// Whether a data access as the plugin sees it, on one CPU, changes
-    /// nothing the model keeps: no argument waits for it, it lies in the
-    /// virtual line of the CPU's last data access (so on the same page,
-    /// whose DTLB entry is most recently used, and the same physical
-    /// line, already most recently used in L1), and it is no write to a
-    /// line not yet Modified. `Machine::mem` would find exactly that, after
-    /// the translation; the plugin asks this first and skips the rest. Not
-    /// in reference mode, whose boots the tests hold this to.
+    /// Whether a data access as the plugin sees it changes nothing the
+    /// model keeps, so the plugin may skip the rest: no argument waits for
+    /// it, it lies in the virtual line of the CPU's last data access (so on
+    /// the same page, whose DTLB entry is most recently used, and the same
+    /// physical line, already most recently used in L1), and it is no
+    /// write to a line not yet Modified. `Machine::mem` would find exactly
+    /// that, after the translation. With several CPUs it must also be an
+    /// access `direct` would apply at once ([`Machine::repeat_ordered`]).
+    /// Not in reference mode, whose boots the tests hold this to.
     #[inline(always)]
-    pub fn repeat(&self, cpu: usize, vaddr: u32, size: u32, write: bool) -> bool {
-        if self.ordered || self.reference {
+    pub fn repeat(&mut self, cpu: usize, vaddr: u32, size: u32, write: bool) -> bool {
+        if self.reference {
             return false;
         }
         let (Some(c), Some(f)) = (self.cpus.get(cpu), self.fronts.get(cpu)) else {
@@ -245,6 +246,7 @@ impl Machine {
             && end >> self.line_shift == c.last_vline
             && (c.last_line_dirty || !write)
             && !f.waits_for_arg()
+            && (!self.ordered || self.repeat_ordered(cpu, vaddr, write))
     }
 
     /// A data access of `size` bytes at virtual `vaddr`, physical `paddr`,

@@ -260,6 +260,9 @@ pub struct Machine {
     /// The last `drain` applied everything it could (`submit` may skip the
     /// next when nothing it decides from has changed).
     settled: bool,
+    /// The last `drain` found no lane to choose (each queued lane is held
+    /// or its head waits).
+    unmoved: bool,
     /// Reference mode: every event waits in its lane and every arrival
     /// drains (no direct way, no skipped drain), as before those were
     /// added; the tests hold the fast ways to it.
@@ -306,6 +309,7 @@ impl Machine {
             holding: 0,
             buffered: 0,
             settled: false,
+            unmoved: false,
             reference: false,
             bounds_of: None,
             bound: MAX_BUFFERED,
@@ -458,7 +462,7 @@ impl Machine {
         self.ensure(cpu);
         if self.ordered && !run.is_empty() {
             debug_assert_eq!(run.len() as u64, acc >> INLINE_INSN_SHIFT);
-            self.queue_run(cpu, run);
+            self.queue_run(cpu, run, acc & ((1 << INLINE_INSN_SHIFT) - 1));
         } else {
             let c = &mut self.cpus[cpu.min(MAX_CPUS - 1)].c;
             c.insns += acc >> INLINE_INSN_SHIFT;

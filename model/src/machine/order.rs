@@ -54,6 +54,8 @@ pub(super) const LAPIC_ICR_LOW: u32 = LAPIC_BASE + 0x300;
 const LAPIC_BYTES: u32 = 0x1000;
 /// Entries of the tables of last writes per 4-byte word (multi-CPU only).
 pub(super) const WORDS: usize = 1 << 20;
+// `drain` keeps the lanes whose writes a head waits for as bits of a u32.
+const _: () = assert!(MAX_CPUS <= 32);
 /// Events that may wait for clock order before the oldest is forced
 /// (48 bytes each: at most about 200 MB of queue).
 pub const MAX_BUFFERED: usize = 4 << 20;
@@ -127,13 +129,22 @@ fn head_waits(lanes: &[Lane], lane: &Lane, ipis: u64) -> bool {
 /// lower lane) and not above `above` (among the lanes after it), and
 /// nobody holds it back while its clock is not above `blocker` (the
 /// lowest clock of a running lane with nothing queued, or held).
-/// `waits_on_k`: another lane's head waits for one of `k`'s writes.
+/// `release`: the lowest serial among `k`'s writes that another lane's
+/// head waits for (`u64::MAX`: none); once `k` has applied it, that lane
+/// may go.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Bounds {
     below: u64,
     above: u64,
     blocker: u64,
-    waits_on_k: bool,
+    release: u64,
+}
+
+impl Bounds {
+    /// Another lane's head waits for one of `k`'s writes.
+    fn waits_on_k(&self) -> bool {
+        self.release != u64::MAX
+    }
 }
 
 /// The plugin-side state of a CPU, kept in QEMU's order: what QEMU's own
@@ -219,7 +230,25 @@ impl Machine {
         }
         let from_user = std::mem::replace(&mut f.in_user, insn.vaddr >= USER_BASE);
         if self.ordered {
-            self.submit(cpu, Event::Exec(*insn));
+            // An instruction that only adds its cost (no marker, flush,
+            // interrupt or `hlt`, on the page of the CPU's last one).
+            let only_cost = !matches!(
+                insn.decoded.class,
+                Class::Marker
+                    | Class::MovCr3
+                    | Class::MovCrPaging
+                    | Class::Invlpg
+                    | Class::IntN
+                    | Class::Hlt
+            );
+            let lane = cpu.min(MAX_CPUS - 1);
+            let cost = u64::from(insn.cost);
+            if !(only_cost
+                && insn.vaddr >> PAGE_SHIFT == self.cpus[lane].last_ipage
+                && self.quick_add(lane, 1, cost, cost))
+            {
+                self.submit(cpu, Event::Exec(*insn));
+            }
         } else {
             self.execute(cpu, insn);
         }
@@ -395,8 +424,14 @@ impl Machine {
             _ => 1,
         };
         // The last drain applied all it could; if nothing it decides from
-        // has changed since, it would apply nothing now either.
-        if self.settled && !self.reference && unchanged && self.buffered <= self.bound {
+        // has changed since, it would apply nothing now either: not even
+        // past the bound when it found no lane to choose (the bound forces
+        // only a chosen lane's events).
+        if self.settled
+            && !self.reference
+            && unchanged
+            && (self.buffered <= self.bound || self.unmoved)
+        {
             return;
         }
         self.bounds_of = None;
@@ -412,12 +447,24 @@ impl Machine {
         }
         loop {
             let ipis = self.ipi_clocks.len() as u64;
-            // One pass: the lowest-clock candidate (ties to the lower lane)
-            // and the lowest clock of a lane that holds others back. The
-            // candidate is neither empty nor held, so it is no blocker.
-            let (mut next, mut blocker): (Option<(u64, usize)>, u64) = (None, u64::MAX);
+            // One pass: the lowest-clock candidate (ties to the lower lane),
+            // the lowest of the others (what the chosen lane's bounds come
+            // from), the lowest clock of a lane that holds others back (the
+            // candidate is neither empty nor held, so it is no blocker),
+            // and the lanes whose writes a head waits for.
+            let mut next: Option<(u64, usize)> = None;
+            let mut second: Option<(u64, usize)> = None;
+            let mut blocker = u64::MAX;
+            let mut waited_on = 0u32;
             for (i, lane) in self.lanes.iter().enumerate() {
                 if head_waits(&self.lanes, lane, ipis) {
+                    if let Some(Event::Access {
+                        after: Some((a, _)),
+                        ..
+                    }) = lane.queue.front()
+                    {
+                        waited_on |= 1 << a;
+                    }
                     continue;
                 }
                 let held = lane.held();
@@ -425,86 +472,121 @@ impl Machine {
                 if !empty && (all || !held) {
                     let t = self.cpus[i].clock();
                     if next.is_none_or(|(nt, _)| t < nt) {
+                        second = next;
                         next = Some((t, i));
+                    } else if second.is_none_or(|(st, _)| t < st) {
+                        second = Some((t, i));
                     }
                 } else if !all && !lane.stopped {
                     blocker = blocker.min(self.cpus[i].clock());
                 }
             }
-            let Some((t, k)) = next else { return };
-            let blocked = blocker < t;
-            let go_on = if blocked && self.buffered > self.bound {
-                self.force(k)
-            } else {
-                self.take_next(k, blocked, all)
+            let Some((t, k)) = next else {
+                self.unmoved = true;
+                return;
             };
-            if !go_on {
+            self.unmoved = false;
+            // Lanes are visited in order and a tie keeps the first, so
+            // `second` is the least (clock, lane) after `k`'s: the one `k`
+            // must stay ahead of (what `bounds` finds, in this pass).
+            let (below, above) = match second {
+                Some((st, j)) if j < k => (st, u64::MAX),
+                Some((st, _)) => (u64::MAX, st),
+                None => (u64::MAX, u64::MAX),
+            };
+            let release = if waited_on & 1 << k != 0 {
+                self.release(k)
+            } else {
+                u64::MAX
+            };
+            let b = Bounds {
+                below,
+                above,
+                blocker,
+                release,
+            };
+            if !self.go(k, b, blocker < t, all) {
                 return;
             }
         }
     }
 
-    /// Lane `k`'s events applied out of clock order, one after another
-    /// (`drain` chose `k`, something behind it blocks it, and more than
-    /// the bound of events wait): what one `take_next` per `drain`
-    /// pass would do, the same events in the same order, counted the same
-    /// (a run's instructions one by one), without finding the choice again
-    /// while nothing it depends on changes. Nothing but lane `k` moves, so
-    /// the other lanes' bounds stand: `k` stays the choice while its clock
-    /// is below every candidate's before it and not above any after it,
-    /// and stays blocked (its clock only grows). It stops when the queues
-    /// are back within the bound (false: the drain stops, as `take_next`
-    /// says), when `k`'s head waits or its queue is empty, when `k` is no
-    /// longer the choice, and after an IPI's send (another lane's wake-up
-    /// may go now): the drain then looks again. If another lane's head
-    /// waits for one of `k`'s writes, one event only.
-    fn force(&mut self, k: usize) -> bool {
-        let b = self.bounds(k, false);
-        if b.waits_on_k {
-            return self.take_next(k, true, false);
-        }
+    /// Lane `k`'s events, which `drain` chose with the other lanes' bounds
+    /// `b` (`blocked`: something behind it holds it back), applied one
+    /// after another as one `take_next` per `drain` pass would apply them:
+    /// the same events in the same order,
+    /// counted the same, without finding the choice again while nothing
+    /// it depends on changes. Nothing but lane `k` moves, so the other
+    /// lanes' bounds stand: `k` stays the choice while its clock is below
+    /// every candidate's before it and not above any after it; unblocked,
+    /// it stays so while its clock is not above the blocker's; blocked, it
+    /// stays blocked (its clock only grows) and goes on only while more
+    /// than the bound of events wait (each one forced and counted; false
+    /// when back within the bound, as `take_next` says). It stops when
+    /// `k`'s head waits or its queue is empty, when `k` is no longer the
+    /// choice, after an IPI's send (another lane's wake-up may go now, and
+    /// `k` is held), and once `k` has applied a write another lane's head
+    /// waits for (that lane may go now): the drain then looks again.
+    fn go(&mut self, k: usize, b: Bounds, blocked: bool, all: bool) -> bool {
+        // Unblocked, a run's instructions go while this holds (as `run`).
+        let upto = b.above.min(b.blocker);
         loop {
-            if self.buffered <= self.bound {
+            if blocked && self.buffered <= self.bound {
                 return false;
             }
             let t = self.cpus[k].clock();
-            if t >= b.below || t > b.above || t <= b.blocker {
+            let still_blocked = t > b.blocker;
+            if t >= b.below || t > b.above || (!all && still_blocked != blocked) {
                 return true;
             }
             let lane = &self.lanes[k];
+            if lane.applied > b.release {
+                return true;
+            }
             let Some(&head) = lane.queue.front() else {
                 return true;
             };
             if head_waits(&self.lanes, lane, self.ipi_clocks.len() as u64) {
                 return true;
             }
-            self.forced += 1;
             match head {
-                // One instruction of the run, as `run` applies while
-                // blocked (without finding the bounds again).
                 Event::Run(run) => {
-                    let lane = &mut self.lanes[k];
-                    let rest = match run.split_first() {
-                        Some((&cost, rest)) => {
-                            let c = &mut self.cpus[k].c;
-                            c.insns += 1;
-                            c.cycles += u64::from(cost);
-                            self.buffered -= 1;
-                            rest
+                    let c = &mut self.cpus[k];
+                    let mut done = 0;
+                    for &cost in run {
+                        // Forced, one instruction at a time (each counted);
+                        // else as long as `k` stays the unblocked choice.
+                        if done > 0 && (blocked || c.clock() >= b.below || c.clock() > upto) {
+                            break;
                         }
-                        None => run,
-                    };
-                    if rest.is_empty() {
+                        c.c.insns += 1;
+                        c.c.cycles += u64::from(cost);
+                        done += 1;
+                    }
+                    self.forced += u64::from(blocked);
+                    self.buffered -= done;
+                    self.frontier = self.frontier.max(self.cpus[k].clock());
+                    let lane = &mut self.lanes[k];
+                    if done == run.len() {
                         lane.queue.pop_front();
                         lane.applied += 1;
                     } else if let Some(h) = lane.queue.front_mut() {
-                        *h = Event::Run(rest);
+                        *h = Event::Run(&run[done..]);
                     }
+                }
+                // An instruction as `take_next` applies it.
+                Event::Exec(insn) => {
+                    self.forced += u64::from(blocked);
+                    self.lanes[k].queue.pop_front();
+                    self.buffered -= 1;
+                    self.execute(k, &insn);
+                    self.lanes[k].applied += 1;
                     self.frontier = self.frontier.max(self.cpus[k].clock());
                 }
-                // Any other head as `take_next` applies it (counted above).
+                // Any other head as `take_next` applies it (it counts a
+                // forced one).
                 _ => {
-                    self.take_next(k, false, false);
+                    self.take_next(k, blocked, all);
                 }
             }
             if matches!(head, Event::Apic { send: true }) {
@@ -588,32 +670,59 @@ impl Machine {
         true
     }
 
-    /// A run of inline instructions on `cpu` (`Machine::credit`): when the
-    /// lane is running, already waits and the last drain applied all it
-    /// could, nothing `drain` decides from changes (as in `submit`), and a
-    /// run behind a waiting `Exec` joins it. Else the ordinary way.
+    /// A run of inline instructions on `cpu` (`Machine::credit`), `cycles`
+    /// their costs' sum: the quick way when it only adds to the counters
+    /// at once ([`Machine::quick_add`]). Else, when the lane already waits
+    /// and is running, no other lane's hold is to be released and the last
+    /// drain applied all it could (and the queues have room, or it found
+    /// no lane to choose), nothing `drain` decides from changes (as in
+    /// `submit`): the run waits behind the others, joined to a waiting
+    /// `Exec`. Else the ordinary way.
     #[inline]
-    pub(super) fn queue_run(&mut self, cpu: usize, run: &'static [u32]) {
+    pub(super) fn queue_run(&mut self, cpu: usize, run: &'static [u32], cycles: u64) {
         let cpu = cpu.min(MAX_CPUS - 1);
+        if let Some(&last) = run.last() {
+            if self.quick_add(cpu, run.len() as u64, cycles, u64::from(last)) {
+                return;
+            }
+        }
+        let lane = &mut self.lanes[cpu];
         if self.settled
             && !self.reference
-            && self.holding == 0
-            && self.buffered + run.len() <= self.bound
+            && !lane.stopped
+            && self.holding <= usize::from(lane.hold)
+            && (self.buffered + run.len() <= self.bound || self.unmoved)
         {
-            let lane = &mut self.lanes[cpu];
-            if !lane.stopped {
-                if let Some(back) = lane.queue.back_mut() {
-                    match *back {
-                        Event::Exec(insn) => *back = Event::ExecRun(insn, run),
-                        _ => lane.queue.push_back(Event::Run(run)),
-                    }
-                    self.buffered += run.len();
-                    self.bounds_of = None;
-                    return;
+            if let Some(back) = lane.queue.back_mut() {
+                match *back {
+                    Event::Exec(insn) => *back = Event::ExecRun(insn, run),
+                    _ => lane.queue.push_back(Event::Run(run)),
                 }
+                self.buffered += run.len();
+                self.bounds_of = None;
+                return;
             }
         }
         self.submit(cpu, Event::Run(run));
+    }
+
+    /// The lowest serial among lane `k`'s writes that another lane's head
+    /// waits for, or `u64::MAX` (see [`Bounds`]).
+    fn release(&self, k: usize) -> u64 {
+        let applied = self.lanes[k].applied;
+        let mut release = u64::MAX;
+        for lane in &self.lanes {
+            if let Some(Event::Access {
+                after: Some((a, serial)),
+                ..
+            }) = lane.queue.front()
+            {
+                if *a as usize == k && applied <= *serial {
+                    release = release.min(*serial);
+                }
+            }
+        }
+        release
     }
 
     /// What the other lanes say of lane `k` going on (see [`Bounds`]).
@@ -624,20 +733,10 @@ impl Machine {
             below: u64::MAX,
             above: u64::MAX,
             blocker: u64::MAX,
-            waits_on_k: false,
+            release: self.release(k),
         };
         for (j, lane) in lanes.iter().enumerate() {
-            if j == k {
-                continue;
-            }
-            if let Some(Event::Access {
-                after: Some((a, _)),
-                ..
-            }) = lane.queue.front()
-            {
-                b.waits_on_k |= *a as usize == k;
-            }
-            if head_waits(lanes, lane, ipis) {
+            if j == k || head_waits(lanes, lane, ipis) {
                 continue;
             }
             let t = self.cpus[j].clock();
@@ -675,7 +774,7 @@ impl Machine {
         };
         // An access that waits for another CPU's write, or another lane
         // that waits for one of this CPU's: the ordinary way.
-        if b.waits_on_k || matches!(ev, Event::Access { after: Some(_), .. }) {
+        if b.waits_on_k() || matches!(ev, Event::Access { after: Some(_), .. }) {
             return false;
         }
         let (below, upto) = (b.below, b.above.min(b.blocker));
@@ -720,6 +819,101 @@ impl Machine {
             self.drain(false);
             self.settled = true;
         }
+        true
+    }
+
+    /// The other lanes' bounds on lane `cpu` when events may take the
+    /// direct way with no drain before them: the lane is empty, running and
+    /// not held, no other lane's hold is to be released, the last drain
+    /// left nothing to apply and the bounds `direct` found for this CPU
+    /// stand (nothing but this CPU has moved since). None: the ordinary way.
+    #[inline(always)]
+    fn quick(&self, cpu: usize) -> Option<Bounds> {
+        let (k, b) = self.bounds_of?;
+        let lane = &self.lanes[cpu];
+        let ready = k == cpu
+            && !b.waits_on_k()
+            && self.settled
+            && self.buffered <= self.bound
+            && !lane.stopped
+            && lane.queue.is_empty()
+            && !lane.held()
+            && self.holding <= usize::from(lane.hold);
+        ready.then_some(b)
+    }
+
+    /// `n` instructions on `cpu` that only add their costs (`cycles` in
+    /// all, the last one's `last`), taken the direct way when `direct`
+    /// would apply them at once, one after another, with no drain after
+    /// them: each goes while the clock before it is below the bounds (the
+    /// last one's is `end - last`), and no drain follows while the clock
+    /// after stays below every candidate's. They only add to its counters
+    /// and count as one event, as an `Exec` or a `Run` would. False,
+    /// having done nothing, for the ordinary way.
+    #[inline(always)]
+    fn quick_add(&mut self, cpu: usize, n: u64, cycles: u64, last: u64) -> bool {
+        let Some(b) = self.quick(cpu) else {
+            return false;
+        };
+        let end = self.cpus[cpu].clock() + cycles;
+        if end - last > b.blocker || end >= b.below || end >= b.above {
+            return false;
+        }
+        let c = &mut self.cpus[cpu].c;
+        c.insns += n;
+        c.cycles += cycles;
+        self.lanes[cpu].applied += 1;
+        self.frontier = self.frontier.max(end);
+        true
+    }
+
+    /// [`Machine::repeat`]'s access with several CPUs, which changes
+    /// nothing in the caches: when it is an `Access` that `direct` would
+    /// apply at once without a drain after it (the lane is empty, running
+    /// and not held, no other lane's hold is to be released, the bounds
+    /// found for this CPU stand and its clock stays inside them), and it
+    /// saw no other CPU's write, it is taken here: its serial, and for a
+    /// write the tables of last writes, as `submit` and `apply` would set
+    /// them. False, having done nothing, for the ordinary way.
+    #[inline(never)]
+    pub(super) fn repeat_ordered(&mut self, cpu: usize, vaddr: u32, write: bool) -> bool {
+        let Some(b) = self.quick(cpu) else {
+            return false;
+        };
+        let t = self.cpus[cpu].clock();
+        if t >= b.below || t >= b.above || t > b.blocker {
+            return false;
+        }
+        // The physical address, as `mem` finds it (without asking QEMU).
+        let paddr = if vaddr < KERNEL_MAP_END {
+            u64::from(vaddr)
+        } else {
+            let vpage = vaddr >> PAGE_SHIFT;
+            match self.fronts[cpu].xlate[vpage as usize % XLATE_ENTRIES] {
+                (tag, ppage) if tag == vpage && ppage != IO_PAGE => {
+                    u64::from(ppage) << PAGE_SHIFT | u64::from(vaddr & (PAGE_SIZE - 1))
+                }
+                _ => return false,
+            }
+        };
+        // The line `data` would find (the same unless the page was mapped
+        // anew without a flush).
+        if paddr >> self.line_shift != self.cpus[cpu].last_line {
+            return false;
+        }
+        let word = word_of(paddr);
+        let slot = word as usize & (WORDS - 1);
+        let (tag, by, _) = self.front_writes[slot];
+        if tag == word && by as usize != cpu {
+            return false;
+        }
+        let serial = self.lanes[cpu].applied;
+        if write {
+            self.front_writes[slot] = (word, cpu as u8, serial);
+            self.applied_writes[slot] = (word, cpu as u8, serial, t);
+        }
+        self.lanes[cpu].applied += 1;
+        self.frontier = self.frontier.max(t);
         true
     }
 
