@@ -343,7 +343,7 @@ impl Machine {
         // Another CPU runs: the IPI senders wait no longer (their target, if
         // it was halted, is this CPU or will wake at the send's clock).
         let mut released = false;
-        if self.holding > 0 {
+        if self.holding > usize::from(self.lanes[cpu].hold) {
             for (j, lane) in self.lanes.iter_mut().enumerate() {
                 if j != cpu && lane.hold {
                     released |= lane.held();
@@ -574,7 +574,17 @@ impl Machine {
                         *h = Event::Run(&run[done..]);
                     }
                 }
-                // An instruction as `take_next` applies it.
+                // An instruction, and one with a run after it (the run is
+                // the head then), as `take_next` applies them.
+                Event::ExecRun(insn, run) => {
+                    self.forced += u64::from(blocked);
+                    if let Some(h) = self.lanes[k].queue.front_mut() {
+                        *h = Event::Run(run);
+                    }
+                    self.buffered -= 1;
+                    self.execute(k, &insn);
+                    self.frontier = self.frontier.max(self.cpus[k].clock());
+                }
                 Event::Exec(insn) => {
                     self.forced += u64::from(blocked);
                     self.lanes[k].queue.pop_front();
