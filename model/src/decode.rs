@@ -203,6 +203,22 @@ impl Class {
     pub fn index(self) -> usize {
         CLASSES.iter().position(|&c| c == self).unwrap_or(0)
     }
+
+    /// An instruction of this class does nothing in the model but cost
+    /// its cycles when it is on the page of the instruction before it: it
+    /// is no marker, flush, software interrupt or `hlt` (the machine's
+    /// `execute` and the multi-CPU order do something more for those).
+    pub fn only_costs(self) -> bool {
+        !matches!(
+            self,
+            Class::Marker
+                | Class::MovCr3
+                | Class::MovCrPaging
+                | Class::Invlpg
+                | Class::IntN
+                | Class::Hlt
+        )
+    }
 }
 
 #[cfg(test)]

@@ -414,16 +414,7 @@ impl Machine {
             .iter()
             .map(|insn| {
                 let page = insn.vaddr >> PAGE_SHIFT;
-                let plain = !matches!(
-                    insn.decoded.class,
-                    Class::Marker
-                        | Class::MovCr3
-                        | Class::MovCrPaging
-                        | Class::Invlpg
-                        | Class::IntN
-                        | Class::Hlt
-                );
-                let step = if plain
+                let step = if insn.decoded.class.only_costs()
                     && known == Some(page)
                     && insn.cost < INLINE_MAX_COST
                     && run < INLINE_MAX_RUN

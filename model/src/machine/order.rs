@@ -230,20 +230,11 @@ impl Machine {
         }
         let from_user = std::mem::replace(&mut f.in_user, insn.vaddr >= USER_BASE);
         if self.ordered {
-            // An instruction that only adds its cost (no marker, flush,
-            // interrupt or `hlt`, on the page of the CPU's last one).
-            let only_cost = !matches!(
-                insn.decoded.class,
-                Class::Marker
-                    | Class::MovCr3
-                    | Class::MovCrPaging
-                    | Class::Invlpg
-                    | Class::IntN
-                    | Class::Hlt
-            );
+            // An instruction that only adds its cost takes the quick way
+            // when it can.
             let lane = cpu.min(MAX_CPUS - 1);
             let cost = u64::from(insn.cost);
-            if !(only_cost
+            if !(insn.decoded.class.only_costs()
                 && insn.vaddr >> PAGE_SHIFT == self.cpus[lane].last_ipage
                 && self.quick_add(lane, 1, cost, cost))
             {
