@@ -580,8 +580,9 @@ extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_voi
             s.credit_apart();
         }
         let (size, store) = s.kinds.get(api, info);
-        // Most accesses on one CPU repeat the last one's line: this
-        // function stays small for them, the rest is `access`.
+        // Most accesses repeat the CPU's last line (on several CPUs, when
+        // they would take their turn at once): this function stays small
+        // for them, the rest is `access`.
         if !s.machine.repeat(vcpu, vaddr as u32, size, store) {
             access(s, api, vcpu, info, vaddr, size, store);
         }
