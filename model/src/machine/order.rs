@@ -519,6 +519,9 @@ impl Machine {
     /// `k` is held), and once `k` has applied a write another lane's head
     /// waits for (that lane may go now): the drain then looks again.
     fn go(&mut self, k: usize, b: Bounds, blocked: bool, all: bool) -> bool {
+        if !blocked && b.below == u64::MAX && b.above.min(b.blocker) == u64::MAX {
+            return self.go_alone(k, b.release);
+        }
         // Unblocked, a run's instructions go while this holds (as `run`).
         let upto = b.above.min(b.blocker);
         loop {
@@ -590,6 +593,38 @@ impl Machine {
                     self.take_next(k, blocked, all);
                 }
             }
+            if matches!(head, Event::Apic { send: true }) {
+                return true;
+            }
+        }
+    }
+
+    /// [`Machine::go`] when no other lane bounds lane `k` (no candidate,
+    /// no blocker: the others are stopped, or waiting): its events go one
+    /// after another, each whole (a run at once), with nothing to compare
+    /// but whether its head waits, until an IPI's send or until it has
+    /// applied the write `release` another lane waits for, as `go` would.
+    fn go_alone(&mut self, k: usize, release: u64) -> bool {
+        loop {
+            let lane = &self.lanes[k];
+            if lane.applied > release {
+                return true;
+            }
+            let Some(&head) = lane.queue.front() else {
+                return true;
+            };
+            if head_waits(&self.lanes, lane, self.ipi_clocks.len() as u64) {
+                return true;
+            }
+            self.lanes[k].queue.pop_front();
+            self.buffered -= match head {
+                Event::Run(run) => run.len(),
+                Event::ExecRun(_, run) => 1 + run.len(),
+                _ => 1,
+            };
+            self.apply(k, head);
+            self.lanes[k].applied += 1;
+            self.frontier = self.frontier.max(self.cpus[k].clock());
             if matches!(head, Event::Apic { send: true }) {
                 return true;
             }
