@@ -123,6 +123,26 @@ fn head_waits(lanes: &[Lane], lane: &Lane, ipis: u64) -> bool {
     }
 }
 
+/// Counts a run's instructions on CPU `c`: the first, then each next one
+/// while the clock before it is below `below` and not above `upto` (the
+/// lane stays the drain's choice and nobody holds it back). Returns how
+/// many it counted.
+fn take_run(c: &mut super::Cpu, run: &[u32], below: u64, upto: u64) -> usize {
+    let mut done = 0;
+    for &cost in run {
+        if done > 0 {
+            let t = c.clock();
+            if t >= below || t > upto {
+                break;
+            }
+        }
+        c.c.insns += 1;
+        c.c.cycles += u64::from(cost);
+        done += 1;
+    }
+    done
+}
+
 /// What the other lanes say of one lane `k` going on with its events: it
 /// is still the one `drain` chooses while its clock is below `below` (the
 /// lowest candidate's clock among the lanes before it: ties go to the
@@ -533,40 +553,16 @@ impl Machine {
             if t >= b.below || t > b.above || (!all && still_blocked != blocked) {
                 return true;
             }
-            let lane = &self.lanes[k];
-            if lane.applied > b.release {
-                return true;
-            }
-            let Some(&head) = lane.queue.front() else {
+            let Some(head) = self.next_head(k, b.release) else {
                 return true;
             };
-            if head_waits(&self.lanes, lane, self.ipi_clocks.len() as u64) {
-                return true;
-            }
             match head {
                 Event::Run(run) => {
-                    let c = &mut self.cpus[k];
-                    let mut done = 0;
-                    for &cost in run {
-                        // Forced, one instruction at a time (each counted);
-                        // else as long as `k` stays the unblocked choice.
-                        if done > 0 && (blocked || c.clock() >= b.below || c.clock() > upto) {
-                            break;
-                        }
-                        c.c.insns += 1;
-                        c.c.cycles += u64::from(cost);
-                        done += 1;
-                    }
+                    // Forced, one instruction at a time, each counted (the
+                    // clock is already above the blocker's); else as long
+                    // as `k` stays the unblocked choice.
                     self.forced += u64::from(blocked);
-                    self.buffered -= done;
-                    self.frontier = self.frontier.max(self.cpus[k].clock());
-                    let lane = &mut self.lanes[k];
-                    if done == run.len() {
-                        lane.queue.pop_front();
-                        lane.applied += 1;
-                    } else if let Some(h) = lane.queue.front_mut() {
-                        *h = Event::Run(&run[done..]);
-                    }
+                    self.run_head(k, run, b.below, upto);
                 }
                 // An instruction, and one with a run after it (the run is
                 // the head then), as `take_next` applies them.
@@ -599,6 +595,18 @@ impl Machine {
         }
     }
 
+    /// Lane `k`'s head, if `k` may apply it now as far as its own lane
+    /// says: it has not yet applied the write `release` another lane waits
+    /// for, and its head is there and does not wait.
+    fn next_head(&self, k: usize, release: u64) -> Option<Event> {
+        let lane = &self.lanes[k];
+        if lane.applied > release {
+            return None;
+        }
+        let head = *lane.queue.front()?;
+        (!head_waits(&self.lanes, lane, self.ipi_clocks.len() as u64)).then_some(head)
+    }
+
     /// [`Machine::go`] when no other lane bounds lane `k` (no candidate,
     /// no blocker: the others are stopped, or waiting): its events go one
     /// after another, each whole (a run at once), with nothing to compare
@@ -606,16 +614,9 @@ impl Machine {
     /// applied the write `release` another lane waits for, as `go` would.
     fn go_alone(&mut self, k: usize, release: u64) -> bool {
         loop {
-            let lane = &self.lanes[k];
-            if lane.applied > release {
-                return true;
-            }
-            let Some(&head) = lane.queue.front() else {
+            let Some(head) = self.next_head(k, release) else {
                 return true;
             };
-            if head_waits(&self.lanes, lane, self.ipi_clocks.len() as u64) {
-                return true;
-            }
             self.lanes[k].queue.pop_front();
             self.buffered -= match head {
                 Event::Run(run) => run.len(),
@@ -820,19 +821,7 @@ impl Machine {
         }
         match ev {
             Event::Run(run) => {
-                let c = &mut self.cpus[cpu];
-                let mut done = 0;
-                for &cost in run {
-                    if done > 0 {
-                        let t = c.clock();
-                        if t >= below || t > upto {
-                            break;
-                        }
-                    }
-                    c.c.insns += 1;
-                    c.c.cycles += u64::from(cost);
-                    done += 1;
-                }
+                let done = take_run(&mut self.cpus[cpu], run, below, upto);
                 if done < run.len() {
                     // The rest waits its turn, as in `run`.
                     self.frontier = self.frontier.max(self.cpus[cpu].clock());
@@ -962,22 +951,15 @@ impl Machine {
     /// its clock is not above any blocking lane's.
     fn run(&mut self, k: usize, run: &'static [u32], all: bool) {
         let b = self.bounds(k, all);
-        let (below, upto) = (b.below, b.above.min(b.blocker));
-        let c = &mut self.cpus[k];
-        let mut done = 0;
-        for &cost in run {
-            if done > 0 {
-                let t = c.clock();
-                if t >= below || t > upto {
-                    break;
-                }
-            }
-            c.c.insns += 1;
-            c.c.cycles += u64::from(cost);
-            done += 1;
-        }
+        self.run_head(k, run, b.below, b.above.min(b.blocker));
+    }
+
+    /// Applies the run at the head of lane `k` as [`take_run`] does within
+    /// `below` and `upto`; what it did not apply stays the head.
+    fn run_head(&mut self, k: usize, run: &'static [u32], below: u64, upto: u64) {
+        let done = take_run(&mut self.cpus[k], run, below, upto);
         self.buffered -= done;
-        self.frontier = self.frontier.max(c.clock());
+        self.frontier = self.frontier.max(self.cpus[k].clock());
         let lane = &mut self.lanes[k];
         if done == run.len() {
             lane.queue.pop_front();
