@@ -137,16 +137,30 @@ impl Cache {
     /// Looks `line` up. A hit makes it most recently used and returns its
     /// state (a write makes it `Modified`); a miss returns `Invalid` and
     /// leaves the cache as it was (the caller fills it with [`Cache::fill`]).
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, line: u64, write: bool) -> LineState {
+        // Most hits are on the most recently used way of the set: nothing
+        // moves, and this stays small enough to inline.
+        let s = (line & self.set_mask) as usize * self.ways;
+        let w = &mut self.array[s];
+        if w.line != line || w.state == LineState::Invalid {
+            return self.lookup_deeper(line, write);
+        }
+        let before = w.state;
+        if write {
+            w.state = LineState::Modified;
+        }
+        before
+    }
+
+    /// [`Cache::lookup`] past the most recently used way.
+    #[inline(never)]
+    fn lookup_deeper(&mut self, line: u64, write: bool) -> LineState {
         let set = self.set(line);
         let hit = |w: &Way| w.line == line && w.state != LineState::Invalid;
-        // Most hits are on the most recently used way: nothing moves.
-        if !hit(&set[0]) {
-            match set.iter().skip(1).position(hit) {
-                Some(i) => to_front(set, i + 1),
-                None => return LineState::Invalid,
-            }
+        match set.iter().skip(1).position(hit) {
+            Some(i) => to_front(set, i + 1),
+            None => return LineState::Invalid,
         }
         let before = set[0].state;
         if write {

@@ -190,13 +190,6 @@ impl State {
             self.machine.credit(self.last_vcpu, acc, run);
         }
     }
-
-    /// [`State::credit`] as a call of its own (off the data accesses'
-    /// common path).
-    #[inline(never)]
-    fn credit_apart(&mut self) {
-        self.credit();
-    }
 }
 
 /// Slots of [`Kinds`], a power of two.
@@ -213,9 +206,21 @@ impl Kinds {
         Kinds([(u64::MAX, 0, false); KINDS])
     }
 
+    #[inline(always)]
+    fn slot(info: MemInfo) -> usize {
+        (info ^ info >> 8 ^ info >> 16) as usize % KINDS
+    }
+
+    /// The size and direction of `info` if it is remembered.
+    #[inline(always)]
+    fn known(&self, info: MemInfo) -> Option<(u32, bool)> {
+        let slot = &self.0[Kinds::slot(info)];
+        (slot.0 == u64::from(info)).then_some((slot.1, slot.2))
+    }
+
     #[inline]
     fn get(&mut self, api: &Api, info: MemInfo) -> (u32, bool) {
-        let slot = &mut self.0[(info ^ info >> 8 ^ info >> 16) as usize % KINDS];
+        let slot = &mut self.0[Kinds::slot(info)];
         if slot.0 != u64::from(info) {
             Kinds::ask(slot, api, info);
         }
@@ -570,36 +575,45 @@ extern "C" fn on_exec(vcpu: c_uint, udata: *mut c_void) {
 }
 
 extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_void) {
-    let Some(api) = API.get() else { return };
     with_state(|s| {
         let vcpu = vcpu as usize;
-        // The instructions inlined before this access come first, in
-        // clock order. With one CPU the counters only add up, so they can
-        // wait for the next call (nothing reads the counters in between).
-        if s.machine.ordered() || vcpu != s.last_vcpu {
-            s.credit_apart();
+        // Most accesses of one CPU are of a kind seen before and repeat its
+        // last line: this function stays small for them (its only call, to
+        // the rest, comes last). The instructions inlined before the access
+        // can wait for the next call: with one CPU the counters only add
+        // up, and nothing reads them in between.
+        if !s.machine.ordered() && vcpu == s.last_vcpu {
+            if let Some((size, store)) = s.kinds.known(info) {
+                if !s.machine.repeat(vcpu, vaddr as u32, size, store) {
+                    access(s, vcpu, info, vaddr, size, store);
+                }
+                return;
+            }
         }
-        let (size, store) = s.kinds.get(api, info);
-        // Most accesses repeat the CPU's last line (on several CPUs, when
-        // they would take their turn at once): this function stays small
-        // for them, the rest is `access`.
-        if !s.machine.repeat(vcpu, vaddr as u32, size, store) {
-            access(s, api, vcpu, info, vaddr, size, store);
-        }
+        in_order(s, vcpu, info, vaddr);
     });
+}
+
+/// A data access on several CPUs, of a new kind, or on another vCPU than
+/// the last callback's.
+#[inline(never)]
+fn in_order(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64) {
+    let Some(api) = API.get() else { return };
+    // The instructions inlined before this access come first, in clock
+    // order.
+    s.credit();
+    let (size, store) = s.kinds.get(api, info);
+    // On several CPUs too, an access that repeats the CPU's last line may
+    // skip the rest (when it would take its turn at once).
+    if !s.machine.repeat(vcpu, vaddr as u32, size, store) {
+        access(s, vcpu, info, vaddr, size, store);
+    }
 }
 
 /// A data access beyond [`Machine::repeat`]'s case.
 #[inline(never)]
-fn access(
-    s: &mut State,
-    api: &Api,
-    vcpu: usize,
-    info: MemInfo,
-    vaddr: u64,
-    size: u32,
-    store: bool,
-) {
+fn access(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64, size: u32, store: bool) {
+    let Some(api) = API.get() else { return };
     s.machine.mem(vcpu, vaddr as u32, size, store, || {
         let h = (api.get_hwaddr)(info, vaddr);
         if h.is_null() || (api.hwaddr_is_io)(h) {

@@ -72,14 +72,19 @@ impl Tlb {
     /// Whether `page` hits, making it most recently used. A miss does not
     /// fill: the caller walks (or asks the next level) and then calls
     /// [`Tlb::fill`].
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, page: u32) -> bool {
+        // Most hits are on the most recently used entry of the set: nothing
+        // moves, and this stays small enough to inline.
+        let e = &self.array[(page & self.set_mask) as usize * self.ways];
+        (e.valid && e.page == page) || self.lookup_deeper(page)
+    }
+
+    /// [`Tlb::lookup`] past the most recently used entry.
+    #[inline(never)]
+    fn lookup_deeper(&mut self, page: u32) -> bool {
         let set = self.set(page);
         let hit = |e: &Entry| e.valid && e.page == page;
-        // Most hits are on the most recently used entry: nothing moves.
-        if hit(&set[0]) {
-            return true;
-        }
         match set.iter().skip(1).position(hit) {
             Some(i) => {
                 to_front(set, i + 1);

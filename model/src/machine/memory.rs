@@ -16,8 +16,24 @@ impl Machine {
     }
 
     /// A TLB lookup of `page`; returns its cost (0 on a first-level hit).
-    #[inline]
+    #[inline(always)]
     pub(super) fn tlb(&mut self, cpu: usize, page: u32, instruction: bool) -> u64 {
+        let c = &mut self.cpus[cpu];
+        let first = if instruction {
+            &mut c.itlb
+        } else {
+            &mut c.dtlb
+        };
+        if first.lookup(page) {
+            return 0;
+        }
+        self.tlb_miss(cpu, page, instruction)
+    }
+
+    /// [`Machine::tlb`] past a first-level miss: the entry is filled, from
+    /// the STLB if it hits, else by a page walk.
+    #[inline(never)]
+    fn tlb_miss(&mut self, cpu: usize, page: u32, instruction: bool) -> u64 {
         let global = self.is_global(page);
         let (stlb_latency, walk) = (
             self.profile.stlb_latency,
@@ -29,9 +45,6 @@ impl Machine {
         } else {
             &mut c.dtlb
         };
-        if first.lookup(page) {
-            return 0;
-        }
         first.fill(page, global);
         if let Some(s) = &mut c.stlb {
             if s.lookup(page) {
@@ -102,6 +115,7 @@ impl Machine {
     }
 
     /// One cache line of a data access; returns its stall.
+    #[inline(always)]
     fn line(&mut self, cpu: usize, line: u64, write: bool) -> u64 {
         let c = &mut self.cpus[cpu];
         if line == c.last_line && (c.last_line_dirty || !write) {
@@ -110,13 +124,23 @@ impl Machine {
         c.last_line = line;
         c.last_line_dirty = write;
         let before = c.l1.lookup(line, write);
-        if before != LineState::Invalid {
-            if self.ordered && write && before != LineState::Modified {
-                // S: an upgrade that invalidates the sharers; E: silent.
-                let out = self.dir.write(cpu, line, before);
-                return self.coherence(cpu, line, &out).1;
-            }
+        // An L1 hit costs nothing more, unless it is a write to a line
+        // other CPUs may share.
+        if before != LineState::Invalid && !(self.ordered && write && before != LineState::Modified)
+        {
             return 0;
+        }
+        self.line_beyond_l1(cpu, line, write, before)
+    }
+
+    /// [`Machine::line`] past L1 (`before`: the line's state there): a
+    /// write to a line held Shared or Exclusive on several CPUs, or a miss.
+    #[inline(never)]
+    fn line_beyond_l1(&mut self, cpu: usize, line: u64, write: bool, before: LineState) -> u64 {
+        if before != LineState::Invalid {
+            // S: an upgrade that invalidates the sharers; E: silent.
+            let out = self.dir.write(cpu, line, before);
+            return self.coherence(cpu, line, &out).1;
         }
         self.cpus[cpu].c.l1_misses += 1;
         // Coherence first: another CPU may have to give the line up.
@@ -291,7 +315,8 @@ impl Machine {
         self.cpus[cpu].last_dpage = last_page;
         let first = paddr >> self.line_shift;
         let last = (paddr + u64::from(size) - 1) >> self.line_shift;
-        for line in first..=last {
+        // (A half-open range: an inclusive one costs a check per step.)
+        for line in first..last + 1 {
             stall += self.line(cpu, line, write);
         }
         let c = &mut self.cpus[cpu];

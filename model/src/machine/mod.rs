@@ -484,20 +484,12 @@ impl Machine {
     /// An instruction, applied now.
     #[inline]
     fn execute(&mut self, cpu: usize, insn: &Insn) {
-        let c = &mut self.cpus[cpu];
-        c.c.insns += 1;
         if insn.decoded.class == Class::Marker {
+            self.cpus[cpu].c.insns += 1;
             self.marker(cpu, insn.decoded.marker);
             return;
         }
-        c.c.cycles += u64::from(insn.cost);
-        let page = insn.vaddr >> PAGE_SHIFT;
-        if page != c.last_ipage {
-            let cost = self.tlb(cpu, page, true);
-            let c = &mut self.cpus[cpu];
-            c.c.cycles += cost;
-            c.last_ipage = page;
-        }
+        self.count(cpu, insn);
         let c = &mut self.cpus[cpu];
         match insn.decoded.class {
             Class::MovCr3 => {
@@ -536,6 +528,22 @@ impl Machine {
                 self.deliver(cpu, insn.decoded.vector, from_user);
             }
             _ => {}
+        }
+    }
+
+    /// What every instruction but a marker does: it counts, costs, and
+    /// looks its page up in the ITLB unless it is the last instruction's.
+    #[inline(always)]
+    fn count(&mut self, cpu: usize, insn: &Insn) {
+        let c = &mut self.cpus[cpu];
+        c.c.insns += 1;
+        c.c.cycles += u64::from(insn.cost);
+        let page = insn.vaddr >> PAGE_SHIFT;
+        if page != c.last_ipage {
+            let cost = self.tlb(cpu, page, true);
+            let c = &mut self.cpus[cpu];
+            c.c.cycles += cost;
+            c.last_ipage = page;
         }
     }
 

@@ -236,8 +236,22 @@ impl Machine {
     // ---- The front: events as QEMU delivers them. ----
 
     /// An instruction executes on `cpu` (before its data accesses).
-    #[inline]
+    #[inline(always)]
     pub fn exec(&mut self, cpu: usize, insn: &Insn) {
+        // With one CPU, an instruction that only costs changes the front's
+        // mode and the CPU's counters and ITLB, nothing else: most calls
+        // stop here.
+        if !self.ordered && insn.decoded.class.only_costs() && cpu < self.cpus.len() {
+            self.fronts[cpu].in_user = insn.vaddr >= USER_BASE;
+            self.count(cpu, insn);
+            return;
+        }
+        self.exec_front(cpu, insn);
+    }
+
+    /// [`Machine::exec`] beyond its one-CPU case.
+    #[inline(never)]
+    fn exec_front(&mut self, cpu: usize, insn: &Insn) {
         self.ensure(cpu);
         let f = &mut self.fronts[cpu];
         match insn.decoded.class {
