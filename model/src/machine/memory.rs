@@ -279,9 +279,8 @@ impl Machine {
     /// contiguous.)
     #[inline]
     pub fn data(&mut self, cpu: usize, vaddr: u32, paddr: u64, size: u32, write: bool) {
-        // The common case first: one line, the CPU's last data line, on its
-        // last data page, and no write to a line not yet Modified. Nothing
-        // changes then, as below: the TLB lookup and the line are skipped.
+        // The common case first: one line on the CPU's last data page, so
+        // no TLB lookup (its entry is the most recently used), as below.
         let shift = self.line_shift;
         if let Some(c) = self.cpus.get(cpu) {
             let end = vaddr.wrapping_add(size.max(1) - 1);
@@ -289,9 +288,12 @@ impl Machine {
             if vaddr >> PAGE_SHIFT == c.last_dpage
                 && end >> PAGE_SHIFT == c.last_dpage
                 && (paddr + u64::from(size.max(1)) - 1) >> shift == line
-                && line == c.last_line
-                && (c.last_line_dirty || !write)
             {
+                let stall = self.line(cpu, line, write);
+                let c = &mut self.cpus[cpu];
+                c.c.cycles += stall;
+                // One physical line on one page: one virtual line.
+                c.last_vline = vaddr >> shift;
                 return;
             }
         }
@@ -299,6 +301,7 @@ impl Machine {
     }
 
     /// [`Machine::data`] beyond its common case.
+    #[inline(never)]
     fn data_lines(&mut self, cpu: usize, vaddr: u32, paddr: u64, size: u32, write: bool) {
         self.ensure(cpu);
         let size = size.max(1);

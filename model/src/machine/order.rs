@@ -315,12 +315,12 @@ impl Machine {
         let f = &mut self.fronts[cpu];
         if f.pending_arg != 0 && !write {
             let id = std::mem::take(&mut f.pending_arg);
-            self.submit(cpu, Event::Arg(id, vaddr));
+            self.submit_apart(cpu, Event::Arg(id, vaddr));
             return;
         }
         if (LAPIC_BASE..LAPIC_BASE + LAPIC_BYTES).contains(&vaddr) {
             let send = write && vaddr == LAPIC_ICR_LOW;
-            self.submit(cpu, Event::Apic { send });
+            self.submit_apart(cpu, Event::Apic { send });
             return;
         }
         let paddr = if vaddr < KERNEL_MAP_END {
@@ -343,17 +343,31 @@ impl Machine {
             u64::from(ppage) << PAGE_SHIFT | u64::from(vaddr & (PAGE_SIZE - 1))
         };
         if self.ordered {
-            let access = Event::Access {
-                vaddr,
-                paddr,
-                size,
-                write,
-                after: None,
-            };
-            self.submit(cpu, access);
+            self.submit_access(cpu, vaddr, paddr, size, write);
         } else {
             self.data(cpu, vaddr, paddr, size, write);
         }
+    }
+
+    /// A data access joins the order (apart from [`Machine::mem`], which
+    /// stays small for one CPU).
+    #[inline(never)]
+    fn submit_access(&mut self, cpu: usize, vaddr: u32, paddr: u64, size: u32, write: bool) {
+        let access = Event::Access {
+            vaddr,
+            paddr,
+            size,
+            write,
+            after: None,
+        };
+        self.submit(cpu, access);
+    }
+
+    /// [`Machine::submit`] for the front's rarer events, kept out of the
+    /// data accesses' path.
+    #[inline(never)]
+    fn submit_apart(&mut self, cpu: usize, ev: Event) {
+        self.submit(cpu, ev);
     }
 
     // ---- The order: lanes, applied by clock. ----
