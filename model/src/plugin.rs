@@ -182,7 +182,12 @@ impl State {
     /// next ones of `pending`, on the vCPU of the last callback.
     #[inline(always)]
     fn credit(&mut self) {
-        let acc = take_inline();
+        self.credit_acc(take_inline());
+    }
+
+    /// [`State::credit`] of an accumulator already taken.
+    #[inline(always)]
+    fn credit_acc(&mut self, acc: u64) {
         if acc != 0 {
             let n = ((acc >> crate::machine::INLINE_INSN_SHIFT) as usize).min(self.pending.len());
             let (run, rest) = self.pending.split_at(n);
@@ -567,11 +572,26 @@ extern "C" fn on_exec(vcpu: c_uint, udata: *mut c_void) {
     // SAFETY: `udata` is an interned, leaked `Site` (on_translate).
     let site = unsafe { &*(udata as *const Site) };
     with_state(|s| {
-        s.credit();
-        s.last_vcpu = vcpu as usize;
-        s.pending = site.run;
-        s.machine.exec(vcpu as usize, &site.insn)
+        let vcpu = vcpu as usize;
+        let acc = take_inline();
+        // Most calls of one CPU: this function stays small for them.
+        if s.machine.exec_alone(vcpu, &site.insn, acc) {
+            s.last_vcpu = vcpu;
+            s.pending = site.run;
+        } else {
+            exec(s, vcpu, site, acc);
+        }
     });
+}
+
+/// A call beyond [`Machine::exec_alone`]'s case: the inline instructions
+/// before it (`acc`, on the vCPU of the last call), then its instruction.
+#[inline(never)]
+fn exec(s: &mut State, vcpu: usize, site: &'static Site, acc: u64) {
+    s.credit_acc(acc);
+    s.last_vcpu = vcpu;
+    s.pending = site.run;
+    s.machine.exec(vcpu, &site.insn);
 }
 
 extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_void) {

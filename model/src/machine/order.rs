@@ -37,7 +37,7 @@ use abi::model::{device_interrupt_vector, interrupt_vector};
 use crate::coherence::MAX_CPUS;
 use crate::decode::Class;
 
-use super::{Insn, Machine, NO_PAGE, PAGE_SHIFT};
+use super::{Insn, Machine, INLINE_INSN_SHIFT, NO_PAGE, PAGE_SHIFT};
 
 /// Entries of each CPU's cache of virtual-to-physical page translations
 /// (plugin bookkeeping, not a modelled structure).
@@ -234,6 +234,29 @@ impl Machine {
     }
 
     // ---- The front: events as QEMU delivers them. ----
+
+    /// The quick case of a call with one CPU: `acc`, the inline
+    /// instructions before it (packed as [`Machine::credit`] takes them),
+    /// then an instruction that only costs, on the CPU's last instruction
+    /// page: each only adds its count and cycles, and the front notes the
+    /// mode. Returns false, having done nothing, for any other call.
+    #[inline(always)]
+    pub fn exec_alone(&mut self, cpu: usize, insn: &Insn, acc: u64) -> bool {
+        if self.ordered || !insn.decoded.class.only_costs() {
+            return false;
+        }
+        let (Some(c), Some(f)) = (self.cpus.get_mut(cpu), self.fronts.get_mut(cpu)) else {
+            return false;
+        };
+        if insn.vaddr >> PAGE_SHIFT != c.last_ipage {
+            return false;
+        }
+        // One CPU: the inline instructions ran on this one.
+        c.c.insns += (acc >> INLINE_INSN_SHIFT) + 1;
+        c.c.cycles += (acc & ((1 << INLINE_INSN_SHIFT) - 1)) + u64::from(insn.cost);
+        f.in_user = insn.vaddr >= USER_BASE;
+        true
+    }
 
     /// An instruction executes on `cpu` (before its data accesses).
     #[inline(always)]
