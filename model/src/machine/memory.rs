@@ -279,23 +279,28 @@ impl Machine {
     /// contiguous.)
     #[inline]
     pub fn data(&mut self, cpu: usize, vaddr: u32, paddr: u64, size: u32, write: bool) {
-        // The common case first: one line on the CPU's last data page, so
-        // no TLB lookup (its entry is the most recently used), as below.
+        // The common case first: one line, so one page (whose TLB lookup
+        // is skipped when it is the last data page, the most recently used
+        // entry), as below.
         let shift = self.line_shift;
-        if let Some(c) = self.cpus.get(cpu) {
-            let end = vaddr.wrapping_add(size.max(1) - 1);
-            let line = paddr >> shift;
-            if vaddr >> PAGE_SHIFT == c.last_dpage
-                && end >> PAGE_SHIFT == c.last_dpage
-                && (paddr + u64::from(size.max(1)) - 1) >> shift == line
-            {
-                let stall = self.line(cpu, line, write);
-                let c = &mut self.cpus[cpu];
-                c.c.cycles += stall;
-                // One physical line on one page: one virtual line.
-                c.last_vline = vaddr >> shift;
-                return;
+        let size = size.max(1);
+        let end = vaddr.wrapping_add(size - 1);
+        let (page, line) = (vaddr >> PAGE_SHIFT, paddr >> shift);
+        if end >> PAGE_SHIFT == page
+            && (paddr + u64::from(size) - 1) >> shift == line
+            && cpu < self.cpus.len()
+        {
+            let mut stall = 0;
+            if page != self.cpus[cpu].last_dpage {
+                stall += self.tlb(cpu, page, false);
+                self.cpus[cpu].last_dpage = page;
             }
+            stall += self.line(cpu, line, write);
+            let c = &mut self.cpus[cpu];
+            c.c.cycles += stall;
+            // One physical line on one page: one virtual line.
+            c.last_vline = vaddr >> shift;
+            return;
         }
         self.data_lines(cpu, vaddr, paddr, size, write);
     }
