@@ -602,9 +602,9 @@ extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_voi
         // the rest, comes last). The instructions inlined before the access
         // can wait for the next call: with one CPU the counters only add
         // up, and nothing reads them in between.
-        if !s.machine.ordered() && vcpu == s.last_vcpu {
+        if s.machine.alone() && vcpu == s.last_vcpu {
             if let Some((size, store)) = s.kinds.known(info) {
-                if !s.machine.repeat(vcpu, vaddr as u32, size, store) {
+                if !s.machine.repeat_alone(vcpu, vaddr as u32, size, store) {
                     access(s, vcpu, info, vaddr, size, store);
                 }
                 return;
@@ -614,8 +614,8 @@ extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_voi
     });
 }
 
-/// A data access on several CPUs, of a new kind, or on another vCPU than
-/// the last callback's.
+/// A data access on several CPUs (or in reference mode), of a new kind,
+/// or on another vCPU than the last callback's.
 #[inline(never)]
 fn in_order(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64) {
     let Some(api) = API.get() else { return };

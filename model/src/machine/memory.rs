@@ -273,6 +273,20 @@ impl Machine {
             && (!self.ordered || self.repeat_ordered(cpu, vaddr, write))
     }
 
+    /// [`Machine::repeat`] when [`Machine::alone`] holds (one CPU, not in
+    /// reference mode), for an access of `size` bytes (at least one).
+    #[inline(always)]
+    pub fn repeat_alone(&self, cpu: usize, vaddr: u32, size: u32, write: bool) -> bool {
+        let (Some(c), Some(f)) = (self.cpus.get(cpu), self.fronts.get(cpu)) else {
+            return false;
+        };
+        let vline = vaddr >> self.line_shift;
+        vline == c.last_vline
+            && vaddr.wrapping_add(size - 1) >> self.line_shift == vline
+            && (c.last_line_dirty || !write)
+            && !f.waits_for_arg()
+    }
+
     /// A data access of `size` bytes at virtual `vaddr`, physical `paddr`,
     /// applied now: the pages it touches go through the DTLB, the lines
     /// through the caches. (A page-crossing access is taken as physically

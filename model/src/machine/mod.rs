@@ -267,6 +267,9 @@ pub struct Machine {
     /// drains (no direct way, no skipped drain), as before those were
     /// added; the tests hold the fast ways to it.
     reference: bool,
+    /// One CPU, not in reference mode: the plugin's quick cases
+    /// ([`Machine::repeat_alone`]) apply.
+    alone: bool,
     /// The other lanes' bounds on one lane, kept while only it moves
     /// (`order`'s direct way); None: to be found again.
     bounds_of: Option<(usize, order::Bounds)>,
@@ -311,6 +314,7 @@ impl Machine {
             settled: false,
             unmoved: false,
             reference: false,
+            alone: ncpus <= 1,
             bounds_of: None,
             bound: MAX_BUFFERED,
             forced: 0,
@@ -326,6 +330,13 @@ impl Machine {
     /// Reference mode (see the field): the plain way, for comparisons.
     pub fn set_reference(&mut self, on: bool) {
         self.reference = on;
+        self.alone = !self.ordered && !on;
+    }
+
+    /// One CPU, outside reference mode (see [`Machine::repeat_alone`]).
+    #[inline(always)]
+    pub fn alone(&self) -> bool {
+        self.alone
     }
 
     pub fn profile(&self) -> &Profile {
@@ -367,6 +378,7 @@ impl Machine {
             }
         }
         self.ordered |= self.cpus.len() > 1;
+        self.alone &= !self.ordered;
         if self.ordered && self.front_writes.is_empty() {
             self.front_writes = vec![(u32::MAX, 0, 0); WORDS];
             self.applied_writes = vec![(u32::MAX, 0, 0, 0); WORDS];
