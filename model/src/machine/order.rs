@@ -273,7 +273,7 @@ impl Machine {
     }
 
     /// [`Machine::exec`] beyond its one-CPU case.
-    #[inline(never)]
+    #[inline]
     fn exec_front(&mut self, cpu: usize, insn: &Insn) {
         self.ensure(cpu);
         let f = &mut self.fronts[cpu];
@@ -372,9 +372,8 @@ impl Machine {
         }
     }
 
-    /// A data access joins the order (apart from [`Machine::mem`], which
-    /// stays small for one CPU).
-    #[inline(never)]
+    /// A data access joins the order.
+    #[inline]
     fn submit_access(&mut self, cpu: usize, vaddr: u32, paddr: u64, size: u32, write: bool) {
         let access = Event::Access {
             vaddr,
