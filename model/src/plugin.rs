@@ -24,7 +24,7 @@
 //! clear refusal instead of a failed `dlopen`. The declarations below follow
 //! the documented v1 API (include/qemu/qemu-plugin.h in QEMU 7.2).
 
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
@@ -151,6 +151,43 @@ struct Site {
     run: &'static [u32],
 }
 
+/// A translated instruction, decoded, and the kinds of its last data
+/// accesses: the user data of its memory callback, which finds the size
+/// and direction of most accesses here (an instruction's reads are of one
+/// kind, its writes of one) rather than in [`Kinds`]. A slot holds an
+/// `info` (u64::MAX: none), its size and whether it is a store; only the
+/// thread that owns the state reads or writes them (inside `with_state`).
+struct Interned {
+    insn: Insn,
+    kinds: [Cell<(u64, u32, bool)>; 2],
+}
+
+// SAFETY: `kinds` is only reached from the thread that owns the state,
+// inside `Owned::with` (on_mem, in_order), one callback at a time, as the
+// state itself is; `insn` is never written after the translation.
+unsafe impl Sync for Interned {}
+
+impl Interned {
+    /// The size and direction of `info` if one of the slots holds it.
+    #[inline(always)]
+    fn kind(&self, info: MemInfo) -> Option<(u32, bool)> {
+        let [a, b] = [self.kinds[0].get(), self.kinds[1].get()];
+        if a.0 == u64::from(info) {
+            Some((a.1, a.2))
+        } else if b.0 == u64::from(info) {
+            Some((b.1, b.2))
+        } else {
+            None
+        }
+    }
+
+    /// Remembers `info`'s kind, a load's in the first slot and a store's
+    /// in the second.
+    fn remember(&self, info: MemInfo, size: u32, store: bool) {
+        self.kinds[usize::from(store)].set((u64::from(info), size, store));
+    }
+}
+
 /// What the inline adds of [`Step::Inline`] instructions sum to (packed:
 /// `machine::INLINE_INSN_SHIFT`); QEMU's generated code adds to it
 /// directly, and [`take_inline`] empties it into the model.
@@ -163,8 +200,8 @@ struct State {
     out: PathBuf,
     ncpus: usize,
     /// Decoded instructions, one per (address, bytes): their addresses are
-    /// the callbacks' user data and live as long as QEMU.
-    interned: HashMap<(u32, Vec<u8>), &'static Insn>,
+    /// the memory callbacks' user data and live as long as QEMU.
+    interned: HashMap<(u32, Vec<u8>), &'static Interned>,
     /// Call sites, one per (instruction, inlined costs after it).
     sites: HashMap<(usize, Vec<u32>), &'static Site>,
     kinds: Kinds,
@@ -211,21 +248,9 @@ impl Kinds {
         Kinds([(u64::MAX, 0, false); KINDS])
     }
 
-    #[inline(always)]
-    fn slot(info: MemInfo) -> usize {
-        (info ^ info >> 8 ^ info >> 16) as usize % KINDS
-    }
-
-    /// The size and direction of `info` if it is remembered.
-    #[inline(always)]
-    fn known(&self, info: MemInfo) -> Option<(u32, bool)> {
-        let slot = &self.0[Kinds::slot(info)];
-        (slot.0 == u64::from(info)).then_some((slot.1, slot.2))
-    }
-
     #[inline]
     fn get(&mut self, api: &Api, info: MemInfo) -> (u32, bool) {
-        let slot = &mut self.0[Kinds::slot(info)];
+        let slot = &mut self.0[(info ^ info >> 8 ^ info >> 16) as usize % KINDS];
         if slot.0 != u64::from(info) {
             Kinds::ask(slot, api, info);
         }
@@ -508,18 +533,26 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut Tb) {
             let bytes = unsafe { std::slice::from_raw_parts(data, size) };
             let vaddr = (api.insn_vaddr)(h) as u32;
             let machine = &s.machine;
-            let insn: &'static Insn = s
+            let interned: &'static Interned = s
                 .interned
                 .entry((vaddr, bytes.to_vec()))
-                .or_insert_with(|| Box::leak(Box::new(machine.decode(bytes, vaddr))));
-            block.push((h, insn));
+                .or_insert_with(|| {
+                    Box::leak(Box::new(Interned {
+                        insn: machine.decode(bytes, vaddr),
+                        kinds: [
+                            Cell::new((u64::MAX, 0, false)),
+                            Cell::new((u64::MAX, 0, false)),
+                        ],
+                    }))
+                });
+            block.push((h, interned));
         }
-        let insns: Vec<Insn> = block.iter().map(|(_, insn)| **insn).collect();
+        let insns: Vec<Insn> = block.iter().map(|(_, i)| i.insn).collect();
         let mut plan = s.machine.plan(&insns);
         if s.reference {
             plan.fill(Step::Call);
         }
-        for (i, ((h, insn), step)) in block.iter().zip(&plan).enumerate() {
+        for (i, ((h, interned), step)) in block.iter().zip(&plan).enumerate() {
             match *step {
                 Step::Call => {
                     // The costs of the inline instructions up to the next call.
@@ -529,12 +562,12 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut Tb) {
                         .take_while(|(_, st)| matches!(st, Step::Inline(_)))
                         .map(|(x, _)| x.cost)
                         .collect();
-                    let key = (*insn as *const Insn as usize, run);
+                    let key = (*interned as *const Interned as usize, run);
                     let site: &'static Site = match s.sites.get(&key) {
                         Some(site) => site,
                         None => {
                             let site = Box::leak(Box::new(Site {
-                                insn: **insn,
+                                insn: interned.insn,
                                 run: Box::leak(key.1.clone().into_boxed_slice()),
                             }));
                             s.sites.insert(key, site);
@@ -551,7 +584,8 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut Tb) {
                     add,
                 ),
             }
-            (api.register_vcpu_mem_cb)(*h, on_mem, CB_NO_REGS, MEM_RW, std::ptr::null_mut());
+            let udata = *interned as *const Interned as *mut c_void;
+            (api.register_vcpu_mem_cb)(*h, on_mem, CB_NO_REGS, MEM_RW, udata);
         }
     });
 }
@@ -594,7 +628,9 @@ fn exec(s: &mut State, vcpu: usize, site: &'static Site, acc: u64) {
     s.machine.exec(vcpu, &site.insn);
 }
 
-extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_void) {
+extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, udata: *mut c_void) {
+    // SAFETY: `udata` is an interned, leaked `Interned` (on_translate).
+    let interned = unsafe { &*(udata as *const Interned) };
     with_state(|s| {
         let vcpu = vcpu as usize;
         // Most accesses of one CPU are of a kind seen before and repeat its
@@ -603,26 +639,27 @@ extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, _udata: *mut c_voi
         // can wait for the next call: with one CPU the counters only add
         // up, and nothing reads them in between.
         if s.machine.alone() && vcpu == s.last_vcpu {
-            if let Some((size, store)) = s.kinds.known(info) {
+            if let Some((size, store)) = interned.kind(info) {
                 if !s.machine.repeat_alone(vcpu, vaddr as u32, size, store) {
                     access(s, vcpu, info, vaddr, size, store);
                 }
                 return;
             }
         }
-        in_order(s, vcpu, info, vaddr);
+        in_order(s, vcpu, info, vaddr, interned);
     });
 }
 
 /// A data access on several CPUs (or in reference mode), of a new kind,
 /// or on another vCPU than the last callback's.
 #[inline(never)]
-fn in_order(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64) {
+fn in_order(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64, interned: &Interned) {
     let Some(api) = API.get() else { return };
     // The instructions inlined before this access come first, in clock
     // order.
     s.credit();
     let (size, store) = s.kinds.get(api, info);
+    interned.remember(info, size, store);
     // On several CPUs too, an access that repeats the CPU's last line may
     // skip the rest (when it would take its turn at once).
     if !s.machine.repeat(vcpu, vaddr as u32, size, store) {
@@ -633,15 +670,22 @@ fn in_order(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64) {
 /// A data access beyond [`Machine::repeat`]'s case.
 #[inline(never)]
 fn access(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64, size: u32, store: bool) {
-    let Some(api) = API.get() else { return };
-    s.machine.mem(vcpu, vaddr as u32, size, store, || {
-        let h = (api.get_hwaddr)(info, vaddr);
-        if h.is_null() || (api.hwaddr_is_io)(h) {
-            None
-        } else {
-            Some((api.hwaddr_phys_addr)(h))
-        }
-    })
+    s.machine
+        .mem(vcpu, vaddr as u32, size, store, || translate(info, vaddr))
+}
+
+/// The physical address QEMU gives `vaddr` (None: MMIO), asked once per
+/// page until the next flush (a call apart from the accesses' path).
+#[cold]
+#[inline(never)]
+fn translate(info: MemInfo, vaddr: u64) -> Option<u64> {
+    let api = API.get()?;
+    let h = (api.get_hwaddr)(info, vaddr);
+    if h.is_null() || (api.hwaddr_is_io)(h) {
+        None
+    } else {
+        Some((api.hwaddr_phys_addr)(h))
+    }
 }
 
 /// The file's one line when callbacks came from several threads.
