@@ -141,16 +141,27 @@ impl Cache {
     pub fn lookup(&mut self, line: u64, write: bool) -> LineState {
         // Most hits are on the most recently used way of the set: nothing
         // moves, and this stays small enough to inline.
+        match self.lookup_first(line, write) {
+            Some(before) => before,
+            None => self.lookup_deeper(line, write),
+        }
+    }
+
+    /// [`Cache::lookup`] when `line` is the most recently used way of its
+    /// set (its state before, the way made `Modified` by a write); None,
+    /// changing nothing, when it is not.
+    #[inline(always)]
+    pub fn lookup_first(&mut self, line: u64, write: bool) -> Option<LineState> {
         let s = (line & self.set_mask) as usize * self.ways;
         let w = &mut self.array[s];
         if w.line != line || w.state == LineState::Invalid {
-            return self.lookup_deeper(line, write);
+            return None;
         }
         let before = w.state;
         if write {
             w.state = LineState::Modified;
         }
-        before
+        Some(before)
     }
 
     /// [`Cache::lookup`] past the most recently used way.

@@ -640,7 +640,9 @@ extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, udata: *mut c_void
         // up, and nothing reads them in between.
         if s.machine.alone() && vcpu == s.last_vcpu {
             if let Some((size, store)) = interned.kind(info) {
-                if !s.machine.repeat_alone(vcpu, vaddr as u32, size, store) {
+                if !s.machine.repeat_alone(vcpu, vaddr as u32, size, store)
+                    && !s.machine.access_alone(vcpu, vaddr as u32, size, store)
+                {
                     access(s, vcpu, info, vaddr, size, store);
                 }
                 return;

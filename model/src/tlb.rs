@@ -76,8 +76,15 @@ impl Tlb {
     pub fn lookup(&mut self, page: u32) -> bool {
         // Most hits are on the most recently used entry of the set: nothing
         // moves, and this stays small enough to inline.
+        self.hits_first(page) || self.lookup_deeper(page)
+    }
+
+    /// Whether `page` is the most recently used entry of its set: a hit
+    /// that changes nothing.
+    #[inline(always)]
+    pub fn hits_first(&self, page: u32) -> bool {
         let e = &self.array[(page & self.set_mask) as usize * self.ways];
-        (e.valid && e.page == page) || self.lookup_deeper(page)
+        e.valid && e.page == page
     }
 
     /// [`Tlb::lookup`] past the most recently used entry.

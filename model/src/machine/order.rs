@@ -187,6 +187,22 @@ impl Front {
         self.pending_arg != 0
     }
 
+    /// The physical address of `vaddr` when it is known without asking
+    /// QEMU: in the kernel's identity map, or on a page translated since
+    /// the last flush to memory (not MMIO). The front never holds the
+    /// local APIC's page (`Machine::mem` takes its accesses first).
+    #[inline(always)]
+    pub(super) fn known_paddr(&self, vaddr: u32) -> Option<u64> {
+        if vaddr < KERNEL_MAP_END {
+            // Identity-mapped in every address space (abi::layout).
+            return Some(u64::from(vaddr));
+        }
+        let vpage = vaddr >> PAGE_SHIFT;
+        let (tag, ppage) = self.xlate[vpage as usize % XLATE_ENTRIES];
+        (tag == vpage && ppage != IO_PAGE)
+            .then(|| u64::from(ppage) << PAGE_SHIFT | u64::from(vaddr & (PAGE_SIZE - 1)))
+    }
+
     pub(super) fn new() -> Front {
         Front {
             pending_arg: 0,
