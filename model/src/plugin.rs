@@ -640,9 +640,7 @@ extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, udata: *mut c_void
         // up, and nothing reads them in between.
         if s.machine.alone() && vcpu == s.last_vcpu {
             if let Some((size, store)) = interned.kind(info) {
-                if !s.machine.repeat_alone(vcpu, vaddr as u32, size, store)
-                    && !s.machine.access_alone(vcpu, vaddr as u32, size, store)
-                {
+                if !s.machine.repeat_alone(vcpu, vaddr as u32, size, store) {
                     access(s, vcpu, info, vaddr, size, store);
                 }
                 return;
@@ -669,9 +667,18 @@ fn in_order(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64, interned: &In
     }
 }
 
-/// A data access beyond [`Machine::repeat`]'s case.
+/// A data access beyond [`Machine::repeat`]'s case: on one CPU most cost
+/// nothing ([`Machine::access_alone`]), and the rest is `apply_access`.
 #[inline(never)]
 fn access(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64, size: u32, store: bool) {
+    if !(s.machine.alone() && s.machine.access_alone(vcpu, vaddr as u32, size, store)) {
+        apply_access(s, vcpu, info, vaddr, size, store);
+    }
+}
+
+/// A data access through [`Machine::mem`].
+#[inline(never)]
+fn apply_access(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64, size: u32, store: bool) {
     s.machine
         .mem(vcpu, vaddr as u32, size, store, || translate(info, vaddr))
 }
