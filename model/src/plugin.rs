@@ -633,14 +633,16 @@ extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, udata: *mut c_void
     let interned = unsafe { &*(udata as *const Interned) };
     with_state(|s| {
         let vcpu = vcpu as usize;
-        // Most accesses of one CPU are of a kind seen before and repeat its
-        // last line: this function stays small for them (its only call, to
-        // the rest, comes last). The instructions inlined before the access
-        // can wait for the next call: with one CPU the counters only add
-        // up, and nothing reads them in between.
+        // Most accesses of one CPU are of a kind the instruction made
+        // before, and repeat its last line or cost nothing: they make no
+        // call (the only one, to the rest, comes last). The instructions
+        // inlined before the access can wait for the next call: with one
+        // CPU the counters only add up, and nothing reads them in between.
         if s.machine.alone() && vcpu == s.last_vcpu {
             if let Some((size, store)) = interned.kind(info) {
-                if !s.machine.repeat_alone(vcpu, vaddr as u32, size, store) {
+                if !s.machine.repeat_alone(vcpu, vaddr as u32, size, store)
+                    && !s.machine.access_alone(vcpu, vaddr as u32, size, store)
+                {
                     access(s, vcpu, info, vaddr, size, store);
                 }
                 return;
@@ -667,18 +669,10 @@ fn in_order(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64, interned: &In
     }
 }
 
-/// A data access beyond [`Machine::repeat`]'s case: on one CPU most cost
-/// nothing ([`Machine::access_alone`]), and the rest is `apply_access`.
+/// A data access beyond the quick cases ([`Machine::repeat`],
+/// [`Machine::access_alone`]).
 #[inline(never)]
 fn access(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64, size: u32, store: bool) {
-    if !(s.machine.alone() && s.machine.access_alone(vcpu, vaddr as u32, size, store)) {
-        apply_access(s, vcpu, info, vaddr, size, store);
-    }
-}
-
-/// A data access through [`Machine::mem`].
-#[inline(never)]
-fn apply_access(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64, size: u32, store: bool) {
     s.machine
         .mem(vcpu, vaddr as u32, size, store, || translate(info, vaddr))
 }

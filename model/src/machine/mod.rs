@@ -267,8 +267,9 @@ pub struct Machine {
     /// drains (no direct way, no skipped drain), as before those were
     /// added; the tests hold the fast ways to it.
     reference: bool,
-    /// One CPU, not in reference mode: the plugin's quick cases
-    /// ([`Machine::repeat_alone`]) apply.
+    /// One CPU, not in reference mode: the quick cases
+    /// ([`Machine::exec_alone`], [`Machine::repeat_alone`],
+    /// [`Machine::access_alone`]) apply.
     alone: bool,
     /// The other lanes' bounds on one lane, kept while only it moves
     /// (`order`'s direct way); None: to be found again.

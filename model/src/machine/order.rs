@@ -251,14 +251,14 @@ impl Machine {
 
     // ---- The front: events as QEMU delivers them. ----
 
-    /// The quick case of a call with one CPU: `acc`, the inline
+    /// The quick case of a call with one CPU ([`Machine::alone`]): `acc`, the inline
     /// instructions before it (packed as [`Machine::credit`] takes them),
     /// then an instruction that only costs, on the CPU's last instruction
     /// page: each only adds its count and cycles, and the front notes the
     /// mode. Returns false, having done nothing, for any other call.
     #[inline(always)]
     pub fn exec_alone(&mut self, cpu: usize, insn: &Insn, acc: u64) -> bool {
-        if self.ordered || !insn.decoded.class.only_costs() {
+        if !self.alone || !insn.decoded.class.only_costs() {
             return false;
         }
         let (Some(c), Some(f)) = (self.cpus.get_mut(cpu), self.fronts.get_mut(cpu)) else {
@@ -279,8 +279,8 @@ impl Machine {
     pub fn exec(&mut self, cpu: usize, insn: &Insn) {
         // With one CPU, an instruction that only costs changes the front's
         // mode and the CPU's counters and ITLB, nothing else: most calls
-        // stop here.
-        if !self.ordered && insn.decoded.class.only_costs() && cpu < self.cpus.len() {
+        // stop here (not in reference mode, which takes the plain way).
+        if self.alone && insn.decoded.class.only_costs() && cpu < self.cpus.len() {
             self.fronts[cpu].in_user = insn.vaddr >= USER_BASE;
             self.count(cpu, insn);
             return;
