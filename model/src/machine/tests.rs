@@ -982,23 +982,27 @@ fn events_forced_in_a_row_are_the_ones_forced_one_at_a_time() {
     }
 }
 
+/// A fixed sequence of numbers from `seed` (xorshift64), the same on
+/// every run: each call gives one below `n`.
+fn numbers(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}
+
 #[test]
 fn one_cpu_random_streams_take_the_quick_ways_to_the_reference_figures() {
     // Blocks of plain and costly instructions and snapshots on 12 code
     // pages, with 4-byte loads and stores near the last one, in a few lines
     // of 6 pages, or anywhere in 40 (some across a line or a page), so that
     // the 4-entry TLBs and the 4-line L1 miss, evict and hit on entries
-    // other than the most recent: the
-    // quick cases (exec_alone, repeat_alone, access_alone, the inline
-    // runs) must give reference mode's report, byte for byte.
-    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-    let mut next = move |n: u64| {
-        // xorshift64: a fixed sequence, the same on every run.
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    // other than the most recent: the quick cases (exec_alone,
+    // repeat_alone, access_alone, the inline runs) must give reference
+    // mode's report, byte for byte.
+    let mut next = numbers(0x2545_f491_4f6c_dd1d);
     let data = KERNEL_PAGE + 0x10_0000;
     let mut blocks = Vec::new();
     let mut last = data;
@@ -1046,14 +1050,7 @@ fn random_streams_take_the_fast_ways_to_the_reference_figures() {
     // before the fast ways; not understood yet).
     let code = KERNEL_PAGE + 0x7000;
     let data = KERNEL_PAGE + 0x8000;
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next = move |n: u64| {
-        // xorshift64: a fixed sequence, the same on every run.
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut next = numbers(0x9e37_79b9_7f4a_7c15);
     for (wakes, bounds) in [(false, &[16, MAX_BUFFERED][..]), (true, &[MAX_BUFFERED])] {
         for ncpus in [2usize, 3] {
             let (mut blocks, mut on) = (Vec::new(), Vec::new());
