@@ -251,11 +251,12 @@ impl Machine {
 
     // ---- The front: events as QEMU delivers them. ----
 
-    /// The quick case of a call with one CPU ([`Machine::alone`]): `acc`, the inline
-    /// instructions before it (packed as [`Machine::credit`] takes them),
-    /// then an instruction that only costs, on the CPU's last instruction
-    /// page: each only adds its count and cycles, and the front notes the
-    /// mode. Returns false, having done nothing, for any other call.
+    /// The quick case of a call with one CPU ([`Machine::alone`]): `acc`,
+    /// the inline instructions before it (packed as [`Machine::credit`]
+    /// takes them), then an instruction that only costs, on the CPU's last
+    /// instruction page: each only adds its count and cycles, and the
+    /// front notes the mode. Returns false, having done nothing, for any
+    /// other call.
     #[inline(always)]
     pub fn exec_alone(&mut self, cpu: usize, insn: &Insn, acc: u64) -> bool {
         if !self.alone || !insn.decoded.class.only_costs() {
