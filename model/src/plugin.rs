@@ -154,9 +154,10 @@ struct Site {
 /// A translated instruction, decoded, and the kinds of its last data
 /// accesses: the user data of its memory callback, which finds the size
 /// and direction of most accesses here (an instruction's reads are of one
-/// kind, its writes of one) rather than in [`Kinds`]. A slot holds an
-/// `info` (u64::MAX: none), its size and whether it is a store; only the
-/// thread that owns the state reads or writes them (inside `with_state`).
+/// kind, its writes of one) rather than asking QEMU (two calls). A slot
+/// holds an `info` (u64::MAX: none), its size and whether it is a store;
+/// only the thread that owns the state reads or writes them (inside
+/// `with_state`).
 struct Interned {
     insn: Insn,
     kinds: [Cell<(u64, u32, bool)>; 2],
@@ -181,10 +182,21 @@ impl Interned {
         }
     }
 
-    /// Remembers `info`'s kind, a load's in the first slot and a store's
-    /// in the second.
-    fn remember(&self, info: MemInfo, size: u32, store: bool) {
+    /// The size and direction of `info`, asked of QEMU unless a slot
+    /// holds it, and then remembered: a load's in the first slot, a
+    /// store's in the second.
+    #[inline]
+    fn get(&self, api: &Api, info: MemInfo) -> (u32, bool) {
+        self.kind(info).unwrap_or_else(|| self.ask(api, info))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ask(&self, api: &Api, info: MemInfo) -> (u32, bool) {
+        let size = 1u32 << (api.mem_size_shift)(info);
+        let store = (api.mem_is_store)(info);
         self.kinds[usize::from(store)].set((u64::from(info), size, store));
+        (size, store)
     }
 }
 
@@ -204,7 +216,6 @@ struct State {
     interned: HashMap<(u32, Vec<u8>), &'static Interned>,
     /// Call sites, one per (instruction, inlined costs after it).
     sites: HashMap<(usize, Vec<u32>), &'static Site>,
-    kinds: Kinds,
     /// Every instruction a call (`reference=on`).
     reference: bool,
     /// The vCPU of the last callback, and the costs of the inline
@@ -231,37 +242,6 @@ impl State {
             self.pending = rest;
             self.machine.credit(self.last_vcpu, acc, run);
         }
-    }
-}
-
-/// Slots of [`Kinds`], a power of two.
-const KINDS: usize = 64;
-
-/// What QEMU says of a memory access's `info` (its size in bytes, whether
-/// it is a store), remembered: the same few values come back on every
-/// access, and asking costs two calls into QEMU. Direct-mapped by value;
-/// the key `u64::MAX` is no `info`.
-struct Kinds([(u64, u32, bool); KINDS]);
-
-impl Kinds {
-    fn new() -> Kinds {
-        Kinds([(u64::MAX, 0, false); KINDS])
-    }
-
-    #[inline]
-    fn get(&mut self, api: &Api, info: MemInfo) -> (u32, bool) {
-        let slot = &mut self.0[(info ^ info >> 8 ^ info >> 16) as usize % KINDS];
-        if slot.0 != u64::from(info) {
-            Kinds::ask(slot, api, info);
-        }
-        (slot.1, slot.2)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn ask(slot: &mut (u64, u32, bool), api: &Api, info: MemInfo) {
-        let size = 1u32 << (api.mem_size_shift)(info);
-        *slot = (u64::from(info), size, (api.mem_is_store)(info));
     }
 }
 
@@ -473,7 +453,6 @@ fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
         ncpus,
         interned: HashMap::new(),
         sites: HashMap::new(),
-        kinds: Kinds::new(),
         reference: a.reference,
         last_vcpu: 0,
         pending: &[],
@@ -660,8 +639,7 @@ fn in_order(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64, interned: &In
     // The instructions inlined before this access come first, in clock
     // order.
     s.credit();
-    let (size, store) = s.kinds.get(api, info);
-    interned.remember(info, size, store);
+    let (size, store) = interned.get(api, info);
     // On several CPUs too, an access that repeats the CPU's last line may
     // skip the rest (when it would take its turn at once).
     if !s.machine.repeat(vcpu, vaddr as u32, size, store) {

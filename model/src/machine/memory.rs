@@ -18,13 +18,7 @@ impl Machine {
     /// A TLB lookup of `page`; returns its cost (0 on a first-level hit).
     #[inline(always)]
     pub(super) fn tlb(&mut self, cpu: usize, page: u32, instruction: bool) -> u64 {
-        let c = &mut self.cpus[cpu];
-        let first = if instruction {
-            &mut c.itlb
-        } else {
-            &mut c.dtlb
-        };
-        if first.lookup(page) {
+        if self.cpus[cpu].first_tlb(instruction).lookup(page) {
             return 0;
         }
         self.tlb_miss(cpu, page, instruction)
@@ -40,12 +34,7 @@ impl Machine {
             self.profile.walk_cost(self.opts.virt),
         );
         let c = &mut self.cpus[cpu];
-        let first = if instruction {
-            &mut c.itlb
-        } else {
-            &mut c.dtlb
-        };
-        first.fill(page, global);
+        c.first_tlb(instruction).fill(page, global);
         if let Some(s) = &mut c.stlb {
             if s.lookup(page) {
                 return stlb_latency.into();
@@ -259,22 +248,14 @@ impl Machine {
     /// Not in reference mode, whose boots the tests hold this to.
     #[inline(always)]
     pub fn repeat(&mut self, cpu: usize, vaddr: u32, size: u32, write: bool) -> bool {
-        if self.reference {
-            return false;
-        }
-        let (Some(c), Some(f)) = (self.cpus.get(cpu), self.fronts.get(cpu)) else {
-            return false;
-        };
-        let end = vaddr.wrapping_add(size.max(1) - 1);
-        vaddr >> self.line_shift == c.last_vline
-            && end >> self.line_shift == c.last_vline
-            && (c.last_line_dirty || !write)
-            && !f.waits_for_arg()
+        !self.reference
+            && self.repeat_alone(cpu, vaddr, size.max(1), write)
             && (!self.ordered || self.repeat_ordered(cpu, vaddr, write))
     }
 
     /// [`Machine::repeat`] when [`Machine::alone`] holds (one CPU, not in
-    /// reference mode), for an access of `size` bytes (at least one).
+    /// reference mode), for an access of `size` bytes (at least one): the
+    /// line tests, which `repeat` makes too.
     #[inline(always)]
     pub fn repeat_alone(&self, cpu: usize, vaddr: u32, size: u32, write: bool) -> bool {
         let (Some(c), Some(f)) = (self.cpus.get(cpu), self.fronts.get(cpu)) else {

@@ -224,6 +224,16 @@ impl Cpu {
         self.c.cycles + self.idle
     }
 
+    /// The first-level TLB of instruction or of data pages.
+    #[inline(always)]
+    fn first_tlb(&mut self, instruction: bool) -> &mut Tlb {
+        if instruction {
+            &mut self.itlb
+        } else {
+            &mut self.dtlb
+        }
+    }
+
     fn forget_pages(&mut self) {
         self.last_ipage = NO_PAGE;
         self.last_dpage = NO_PAGE;
@@ -267,10 +277,6 @@ pub struct Machine {
     /// drains (no direct way, no skipped drain), as before those were
     /// added; the tests hold the fast ways to it.
     reference: bool,
-    /// One CPU, not in reference mode: the quick cases
-    /// ([`Machine::exec_alone`], [`Machine::repeat_alone`],
-    /// [`Machine::access_alone`]) apply.
-    alone: bool,
     /// The other lanes' bounds on one lane, kept while only it moves
     /// (`order`'s direct way); None: to be found again.
     bounds_of: Option<(usize, order::Bounds)>,
@@ -315,7 +321,6 @@ impl Machine {
             settled: false,
             unmoved: false,
             reference: false,
-            alone: ncpus <= 1,
             bounds_of: None,
             bound: MAX_BUFFERED,
             forced: 0,
@@ -331,13 +336,14 @@ impl Machine {
     /// Reference mode (see the field): the plain way, for comparisons.
     pub fn set_reference(&mut self, on: bool) {
         self.reference = on;
-        self.alone = !self.ordered && !on;
     }
 
-    /// One CPU, outside reference mode (see [`Machine::repeat_alone`]).
+    /// One CPU, not in reference mode: the quick cases
+    /// ([`Machine::exec_alone`], [`Machine::repeat_alone`],
+    /// [`Machine::access_alone`]) apply.
     #[inline(always)]
     pub fn alone(&self) -> bool {
-        self.alone
+        !self.ordered && !self.reference
     }
 
     pub fn profile(&self) -> &Profile {
@@ -379,7 +385,6 @@ impl Machine {
             }
         }
         self.ordered |= self.cpus.len() > 1;
-        self.alone &= !self.ordered;
         if self.ordered && self.front_writes.is_empty() {
             self.front_writes = vec![(u32::MAX, 0, 0); WORDS];
             self.applied_writes = vec![(u32::MAX, 0, 0, 0); WORDS];
@@ -497,12 +502,20 @@ impl Machine {
     /// An instruction, applied now.
     #[inline]
     fn execute(&mut self, cpu: usize, insn: &Insn) {
+        let c = &mut self.cpus[cpu];
+        c.c.insns += 1;
         if insn.decoded.class == Class::Marker {
-            self.cpus[cpu].c.insns += 1;
             self.marker(cpu, insn.decoded.marker);
             return;
         }
-        self.count(cpu, insn);
+        c.c.cycles += u64::from(insn.cost);
+        let page = insn.vaddr >> PAGE_SHIFT;
+        if page != c.last_ipage {
+            let cost = self.tlb(cpu, page, true);
+            let c = &mut self.cpus[cpu];
+            c.c.cycles += cost;
+            c.last_ipage = page;
+        }
         let c = &mut self.cpus[cpu];
         match insn.decoded.class {
             Class::MovCr3 => {
@@ -541,22 +554,6 @@ impl Machine {
                 self.deliver(cpu, insn.decoded.vector, from_user);
             }
             _ => {}
-        }
-    }
-
-    /// What every instruction but a marker does: it counts, costs, and
-    /// looks its page up in the ITLB unless it is the last instruction's.
-    #[inline(always)]
-    fn count(&mut self, cpu: usize, insn: &Insn) {
-        let c = &mut self.cpus[cpu];
-        c.c.insns += 1;
-        c.c.cycles += u64::from(insn.cost);
-        let page = insn.vaddr >> PAGE_SHIFT;
-        if page != c.last_ipage {
-            let cost = self.tlb(cpu, page, true);
-            let c = &mut self.cpus[cpu];
-            c.c.cycles += cost;
-            c.last_ipage = page;
         }
     }
 

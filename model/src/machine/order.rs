@@ -203,6 +203,23 @@ impl Front {
             .then(|| u64::from(ppage) << PAGE_SHIFT | u64::from(vaddr & (PAGE_SIZE - 1)))
     }
 
+    /// The physical address of `vaddr` (None: MMIO), asking `translate`
+    /// (QEMU) for a page the front has not translated since the last
+    /// flush.
+    #[inline(always)]
+    fn paddr(&mut self, vaddr: u32, translate: impl FnOnce() -> Option<u64>) -> Option<u64> {
+        if let Some(paddr) = self.known_paddr(vaddr) {
+            return Some(paddr);
+        }
+        let vpage = vaddr >> PAGE_SHIFT;
+        let slot = &mut self.xlate[vpage as usize % XLATE_ENTRIES];
+        if slot.0 != vpage {
+            let ppage = translate().map_or(IO_PAGE, |p| (p >> PAGE_SHIFT) as u32);
+            *slot = (vpage, ppage);
+        }
+        self.known_paddr(vaddr)
+    }
+
     pub(super) fn new() -> Front {
         Front {
             pending_arg: 0,
@@ -259,7 +276,7 @@ impl Machine {
     /// other call.
     #[inline(always)]
     pub fn exec_alone(&mut self, cpu: usize, insn: &Insn, acc: u64) -> bool {
-        if !self.alone || !insn.decoded.class.only_costs() {
+        if !self.alone() || !insn.decoded.class.only_costs() {
             return false;
         }
         let (Some(c), Some(f)) = (self.cpus.get_mut(cpu), self.fronts.get_mut(cpu)) else {
@@ -276,22 +293,8 @@ impl Machine {
     }
 
     /// An instruction executes on `cpu` (before its data accesses).
-    #[inline(always)]
-    pub fn exec(&mut self, cpu: usize, insn: &Insn) {
-        // With one CPU, an instruction that only costs changes the front's
-        // mode and the CPU's counters and ITLB, nothing else: most calls
-        // stop here (not in reference mode, which takes the plain way).
-        if self.alone && insn.decoded.class.only_costs() && cpu < self.cpus.len() {
-            self.fronts[cpu].in_user = insn.vaddr >= USER_BASE;
-            self.count(cpu, insn);
-            return;
-        }
-        self.exec_front(cpu, insn);
-    }
-
-    /// [`Machine::exec`] beyond its one-CPU case.
     #[inline]
-    fn exec_front(&mut self, cpu: usize, insn: &Insn) {
+    pub fn exec(&mut self, cpu: usize, insn: &Insn) {
         self.ensure(cpu);
         let f = &mut self.fronts[cpu];
         match insn.decoded.class {
@@ -363,43 +366,21 @@ impl Machine {
             self.submit_apart(cpu, Event::Apic { send });
             return;
         }
-        let paddr = if vaddr < KERNEL_MAP_END {
-            // Identity-mapped in every address space (abi::layout).
-            u64::from(vaddr)
-        } else {
-            let vpage = vaddr >> PAGE_SHIFT;
-            let slot = vpage as usize % XLATE_ENTRIES;
-            let (tag, ppage) = f.xlate[slot];
-            let ppage = if tag == vpage {
-                ppage
-            } else {
-                let ppage = translate().map_or(IO_PAGE, |p| (p >> PAGE_SHIFT) as u32);
-                f.xlate[slot] = (vpage, ppage);
-                ppage
-            };
-            if ppage == IO_PAGE {
-                return;
-            }
-            u64::from(ppage) << PAGE_SHIFT | u64::from(vaddr & (PAGE_SIZE - 1))
+        let Some(paddr) = f.paddr(vaddr, translate) else {
+            return;
         };
         if self.ordered {
-            self.submit_access(cpu, vaddr, paddr, size, write);
+            let access = Event::Access {
+                vaddr,
+                paddr,
+                size,
+                write,
+                after: None,
+            };
+            self.submit(cpu, access);
         } else {
             self.data(cpu, vaddr, paddr, size, write);
         }
-    }
-
-    /// A data access joins the order.
-    #[inline]
-    fn submit_access(&mut self, cpu: usize, vaddr: u32, paddr: u64, size: u32, write: bool) {
-        let access = Event::Access {
-            vaddr,
-            paddr,
-            size,
-            write,
-            after: None,
-        };
-        self.submit(cpu, access);
     }
 
     /// [`Machine::submit`] for the front's rarer events, kept out of the
