@@ -250,7 +250,7 @@ impl Machine {
     pub fn repeat(&mut self, cpu: usize, vaddr: u32, size: u32, write: bool) -> bool {
         !self.reference
             && self.repeat_alone(cpu, vaddr, size.max(1), write)
-            && (!self.ordered || self.repeat_ordered(cpu, vaddr, write))
+            && (!self.ordered || self.quick_for(cpu) && self.repeat_ordered(cpu, vaddr, write))
     }
 
     /// [`Machine::repeat`] when [`Machine::alone`] holds (one CPU, not in

@@ -499,6 +499,20 @@ impl Machine {
         }
     }
 
+    /// An instruction, applied now: [`Machine::execute`], with the common
+    /// case inline (an instruction that only costs, on the CPU's last
+    /// instruction page, which only adds its count and cost).
+    #[inline(always)]
+    fn execute_quick(&mut self, cpu: usize, insn: &Insn) {
+        let c = &mut self.cpus[cpu];
+        if insn.decoded.class.only_costs() && insn.vaddr >> PAGE_SHIFT == c.last_ipage {
+            c.c.insns += 1;
+            c.c.cycles += u64::from(insn.cost);
+        } else {
+            self.execute(cpu, insn);
+        }
+    }
+
     /// An instruction, applied now.
     #[inline]
     fn execute(&mut self, cpu: usize, insn: &Insn) {

@@ -29,8 +29,6 @@
 //! [`MAX_BUFFERED`] events wait, the lowest-clock event is applied anyway
 //! (counted, and reported when QEMU exits).
 
-use std::collections::VecDeque;
-
 use abi::layout::{KERNEL_MAP_END, PAGE_SIZE, USER_BASE};
 use abi::model::{device_interrupt_vector, interrupt_vector};
 
@@ -143,6 +141,14 @@ fn take_run(c: &mut super::Cpu, run: &[u32], below: u64, upto: u64) -> usize {
     done
 }
 
+/// Counts a whole run's instructions on CPU `c` (they only add their
+/// costs).
+#[inline(always)]
+fn add_run(c: &mut super::Cpu, run: &[u32]) {
+    c.c.insns += run.len() as u64;
+    c.c.cycles += run.iter().map(|&x| u64::from(x)).sum::<u64>();
+}
+
 /// What the other lanes say of one lane `k` going on with its events: it
 /// is still the one `drain` chooses while its clock is below `below` (the
 /// lowest candidate's clock among the lanes before it: ties go to the
@@ -229,10 +235,102 @@ impl Front {
     }
 }
 
+/// A lane's queue of events: a ring whose capacity is a power of two (a
+/// slot is a masked index), every call of it inline. (The standard
+/// `VecDeque`'s `push_back` is a call of its own; on a 2-CPU boot, whose
+/// events wait by the hundred million, that call cost 4% of the boot.)
+#[derive(Clone, Debug)]
+struct Ring {
+    /// As many as the capacity; those outside the queue are stale.
+    slots: Vec<Event>,
+    /// The capacity less one.
+    mask: usize,
+    head: usize,
+    len: usize,
+}
+
+impl Default for Ring {
+    fn default() -> Ring {
+        const CAPACITY: usize = 64;
+        Ring {
+            slots: vec![Event::Run(&[]); CAPACITY],
+            mask: CAPACITY - 1,
+            head: 0,
+            len: 0,
+        }
+    }
+}
+
+impl Ring {
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    fn slot(&self, i: usize) -> usize {
+        (self.head + i) & self.mask
+    }
+
+    #[inline(always)]
+    fn front(&self) -> Option<&Event> {
+        (self.len != 0).then(|| &self.slots[self.head])
+    }
+
+    #[inline(always)]
+    fn front_mut(&mut self) -> Option<&mut Event> {
+        (self.len != 0).then(|| &mut self.slots[self.head])
+    }
+
+    #[inline(always)]
+    fn back_mut(&mut self) -> Option<&mut Event> {
+        let i = self.slot(self.len.wrapping_sub(1));
+        (self.len != 0).then(|| &mut self.slots[i])
+    }
+
+    #[inline(always)]
+    fn push_back(&mut self, ev: Event) {
+        if self.len == self.slots.len() {
+            self.grow();
+        }
+        let i = self.slot(self.len);
+        self.slots[i] = ev;
+        self.len += 1;
+    }
+
+    #[inline(always)]
+    fn pop_front(&mut self) -> Option<Event> {
+        if self.len == 0 {
+            return None;
+        }
+        let ev = self.slots[self.head];
+        self.head = self.slot(1);
+        self.len -= 1;
+        Some(ev)
+    }
+
+    /// Twice the room, the queue first.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let capacity = 2 * self.slots.len();
+        let mut slots: Vec<Event> = (0..self.len).map(|i| self.slots[self.slot(i)]).collect();
+        slots.resize(capacity, Event::Run(&[]));
+        self.slots = slots;
+        self.mask = capacity - 1;
+        self.head = 0;
+    }
+}
+
 /// A CPU's queue of events and whether it is running.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Lane {
-    queue: VecDeque<Event>,
+    queue: Ring,
     /// Not yet started, or its last event was a `hlt`.
     stopped: bool,
     /// It sent an IPI, and no other CPU has produced an event since: once
@@ -311,11 +409,15 @@ impl Machine {
             // when it can.
             let lane = cpu.min(MAX_CPUS - 1);
             let cost = u64::from(insn.cost);
-            if !(insn.decoded.class.only_costs()
+            let quick = insn.decoded.class.only_costs()
                 && insn.vaddr >> PAGE_SHIFT == self.cpus[lane].last_ipage
-                && self.quick_add(lane, 1, cost, cost))
-            {
-                self.submit(cpu, Event::Exec(*insn));
+                && self.quick_add(lane, 1, cost, cost);
+            if !quick {
+                if insn.decoded.class != Class::Hlt && self.waits_behind(lane, 1) {
+                    self.wait_behind(lane, Event::Exec(*insn));
+                } else {
+                    self.submit(cpu, Event::Exec(*insn));
+                }
             }
         } else {
             self.execute(cpu, insn);
@@ -358,18 +460,31 @@ impl Machine {
         let f = &mut self.fronts[cpu];
         if f.pending_arg != 0 && !write {
             let id = std::mem::take(&mut f.pending_arg);
-            self.submit_apart(cpu, Event::Arg(id, vaddr));
+            self.submit(cpu, Event::Arg(id, vaddr));
             return;
         }
         if (LAPIC_BASE..LAPIC_BASE + LAPIC_BYTES).contains(&vaddr) {
             let send = write && vaddr == LAPIC_ICR_LOW;
-            self.submit_apart(cpu, Event::Apic { send });
+            self.submit(cpu, Event::Apic { send });
             return;
         }
         let Some(paddr) = f.paddr(vaddr, translate) else {
             return;
         };
         if self.ordered {
+            let lane = cpu.min(MAX_CPUS - 1);
+            if self.waits_behind(lane, 1) {
+                let after = self.note_access(lane, paddr, write);
+                let access = Event::Access {
+                    vaddr,
+                    paddr,
+                    size,
+                    write,
+                    after,
+                };
+                self.wait_behind(lane, access);
+                return;
+            }
             let access = Event::Access {
                 vaddr,
                 paddr,
@@ -383,16 +498,30 @@ impl Machine {
         }
     }
 
-    /// [`Machine::submit`] for the front's rarer events, kept out of the
-    /// data accesses' path.
-    #[inline(never)]
-    fn submit_apart(&mut self, cpu: usize, ev: Event) {
-        self.submit(cpu, ev);
-    }
-
     // ---- The order: lanes, applied by clock. ----
 
+    /// An access to `paddr` that arrives in lane `cpu`, in QEMU's order:
+    /// the last write to its word by another CPU, which it saw (its CPU
+    /// and serial), if any; a write becomes its word's last, with the
+    /// serial the access takes in the lane.
     #[inline(always)]
+    fn note_access(&mut self, cpu: usize, paddr: u64, write: bool) -> Option<(u8, u64)> {
+        let word = word_of(paddr);
+        let slot = &mut self.front_writes[word as usize & (WORDS - 1)];
+        let after = (slot.0 == word && slot.1 as usize != cpu).then_some((slot.1, slot.2));
+        if write {
+            let lane = &self.lanes[cpu];
+            *slot = (word, cpu as u8, lane.applied + lane.queue.len() as u64);
+        }
+        after
+    }
+
+    /// An event of `cpu`'s, in QEMU's order: applied at once with one CPU;
+    /// with several, placed in its lane (or applied the direct way), and
+    /// the lanes drained when what `drain` decides from has changed. A
+    /// call of its own: the front's quick ways and the events that only
+    /// wait behind others ([`Machine::waits_behind`]) take none.
+    #[inline(never)]
     pub(super) fn submit(&mut self, cpu: usize, ev: Event) {
         let cpu = cpu.min(MAX_CPUS - 1);
         if !self.ordered {
@@ -445,18 +574,10 @@ impl Machine {
                 write,
                 after,
                 ..
-            } => {
-                let word = word_of(*paddr);
-                let slot = &mut self.front_writes[word as usize & (WORDS - 1)];
-                if slot.0 == word && slot.1 as usize != cpu {
-                    *after = Some((slot.1, slot.2));
-                }
-                if *write {
-                    *slot = (word, cpu as u8, lane.applied + lane.queue.len() as u64);
-                }
-            }
+            } => *after = self.note_access(cpu, *paddr, *write),
             _ => {}
         }
+        let lane = &mut self.lanes[cpu];
         let unchanged = unchanged && !lane.stopped;
         let direct = self.settled
             && !self.reference
@@ -601,10 +722,14 @@ impl Machine {
             if t >= b.below || t > b.above || (!all && still_blocked != blocked) {
                 return true;
             }
-            let Some(head) = self.next_head(k, b.release) else {
+            let lane = &mut self.lanes[k];
+            if lane.applied > b.release {
+                return true;
+            }
+            let Some(head) = lane.queue.front_mut() else {
                 return true;
             };
-            match head {
+            match *head {
                 Event::Run(run) => {
                     // Forced, one instruction at a time, each counted (the
                     // clock is already above the blocker's); else as long
@@ -615,44 +740,39 @@ impl Machine {
                 // An instruction, and one with a run after it (the run is
                 // the head then), as `take_next` applies them.
                 Event::ExecRun(insn, run) => {
+                    *head = Event::Run(run);
                     self.forced += u64::from(blocked);
-                    if let Some(h) = self.lanes[k].queue.front_mut() {
-                        *h = Event::Run(run);
-                    }
                     self.buffered -= 1;
-                    self.execute(k, &insn);
+                    self.execute_quick(k, &insn);
                     self.frontier = self.frontier.max(self.cpus[k].clock());
                 }
                 Event::Exec(insn) => {
+                    lane.queue.pop_front();
                     self.forced += u64::from(blocked);
-                    self.lanes[k].queue.pop_front();
                     self.buffered -= 1;
-                    self.execute(k, &insn);
+                    self.execute_quick(k, &insn);
                     self.lanes[k].applied += 1;
                     self.frontier = self.frontier.max(self.cpus[k].clock());
                 }
-                // Any other head as `take_next` applies it (it counts a
-                // forced one).
-                _ => {
+                // Any other head, unless it waits, as `take_next` applies
+                // it (it counts a forced one).
+                head => {
+                    if self.head_waits(k) {
+                        return true;
+                    }
                     self.take_next(k, blocked, all);
+                    if matches!(head, Event::Apic { send: true }) {
+                        return true;
+                    }
                 }
-            }
-            if matches!(head, Event::Apic { send: true }) {
-                return true;
             }
         }
     }
 
-    /// Lane `k`'s head, if `k` may apply it now as far as its own lane
-    /// says: it has not yet applied the write `release` another lane waits
-    /// for, and its head is there and does not wait.
-    fn next_head(&self, k: usize, release: u64) -> Option<Event> {
-        let lane = &self.lanes[k];
-        if lane.applied > release {
-            return None;
-        }
-        let head = *lane.queue.front()?;
-        (!head_waits(&self.lanes, lane, self.ipi_clocks.len() as u64)).then_some(head)
+    /// Whether lane `k`'s head waits ([`head_waits`]).
+    #[inline(always)]
+    fn head_waits(&self, k: usize) -> bool {
+        head_waits(&self.lanes, &self.lanes[k], self.ipi_clocks.len() as u64)
     }
 
     /// [`Machine::go`] when no other lane bounds lane `k` (no candidate,
@@ -660,24 +780,54 @@ impl Machine {
     /// after another, each whole (a run at once), with nothing to compare
     /// but whether its head waits, until an IPI's send or until it has
     /// applied the write `release` another lane waits for, as `go` would.
+    /// Only `k`'s clock moves, and it only grows: the frontier takes it
+    /// before each event that may read the frontier, and at the end.
     fn go_alone(&mut self, k: usize, release: u64) -> bool {
         loop {
-            let Some(head) = self.next_head(k, release) else {
-                return true;
+            let lane = &mut self.lanes[k];
+            if lane.applied > release {
+                break;
+            }
+            let Some(&head) = lane.queue.front() else {
+                break;
             };
-            self.lanes[k].queue.pop_front();
-            self.buffered -= match head {
-                Event::Run(run) => run.len(),
-                Event::ExecRun(_, run) => 1 + run.len(),
-                _ => 1,
-            };
-            self.apply(k, head);
-            self.lanes[k].applied += 1;
-            self.frontier = self.frontier.max(self.cpus[k].clock());
-            if matches!(head, Event::Apic { send: true }) {
-                return true;
+            match head {
+                Event::Exec(insn) => {
+                    lane.queue.pop_front();
+                    lane.applied += 1;
+                    self.buffered -= 1;
+                    self.execute_quick(k, &insn);
+                }
+                Event::ExecRun(insn, run) => {
+                    lane.queue.pop_front();
+                    lane.applied += 1;
+                    self.buffered -= 1 + run.len();
+                    self.execute_quick(k, &insn);
+                    add_run(&mut self.cpus[k], run);
+                }
+                Event::Run(run) => {
+                    lane.queue.pop_front();
+                    lane.applied += 1;
+                    self.buffered -= run.len();
+                    add_run(&mut self.cpus[k], run);
+                }
+                head => {
+                    if self.head_waits(k) {
+                        break;
+                    }
+                    self.frontier = self.frontier.max(self.cpus[k].clock());
+                    self.lanes[k].queue.pop_front();
+                    self.buffered -= 1;
+                    self.apply(k, head);
+                    self.lanes[k].applied += 1;
+                    if matches!(head, Event::Apic { send: true }) {
+                        break;
+                    }
+                }
             }
         }
+        self.frontier = self.frontier.max(self.cpus[k].clock());
+        true
     }
 
     /// [`Machine::drain`] as it was first written (the reference mode's).
@@ -763,7 +913,7 @@ impl Machine {
     /// no lane to choose), nothing `drain` decides from changes (as in
     /// `submit`): the run waits behind the others, joined to a waiting
     /// `Exec`. Else the ordinary way.
-    #[inline]
+    #[inline(always)]
     pub(super) fn queue_run(&mut self, cpu: usize, run: &'static [u32], cycles: u64) {
         let cpu = cpu.min(MAX_CPUS - 1);
         if let Some(&last) = run.last() {
@@ -771,13 +921,8 @@ impl Machine {
                 return;
             }
         }
-        let lane = &mut self.lanes[cpu];
-        if self.settled
-            && !self.reference
-            && !lane.stopped
-            && self.holding <= usize::from(lane.hold)
-            && (self.buffered + run.len() <= self.bound || self.unmoved)
-        {
+        if self.waits_behind(cpu, run.len()) {
+            let lane = &mut self.lanes[cpu];
             if let Some(back) = lane.queue.back_mut() {
                 match *back {
                     Event::Exec(insn) => *back = Event::ExecRun(insn, run),
@@ -789,6 +934,33 @@ impl Machine {
             }
         }
         self.submit(cpu, Event::Run(run));
+    }
+
+    /// Queues an event of one instruction or access in lane `cpu`, for
+    /// which [`Machine::waits_behind`] holds: all `submit` would do.
+    #[inline(always)]
+    fn wait_behind(&mut self, cpu: usize, ev: Event) {
+        self.lanes[cpu].queue.push_back(ev);
+        self.buffered += 1;
+        self.bounds_of = None;
+    }
+
+    /// Whether an event of `n` instructions (1 for any other) that arrives
+    /// in lane `cpu` only waits behind the others (as `submit` finds): the
+    /// lane is running and not empty, no other lane's hold is to be
+    /// released, the last drain applied all it could and the queues have
+    /// room (or it found no lane to choose). Nothing `drain` decides from
+    /// changes then (unless the event is a `hlt` or an IPI's send), so no
+    /// drain follows.
+    #[inline(always)]
+    fn waits_behind(&self, cpu: usize, n: usize) -> bool {
+        let lane = &self.lanes[cpu];
+        self.settled
+            && !self.reference
+            && !lane.stopped
+            && !lane.queue.is_empty()
+            && self.holding <= usize::from(lane.hold)
+            && (self.buffered + n <= self.bound || self.unmoved)
     }
 
     /// The lowest serial among lane `k`'s writes that another lane's head
@@ -893,6 +1065,14 @@ impl Machine {
             self.settled = true;
         }
         true
+    }
+
+    /// Whether the bounds `direct` found are lane `cpu`'s: the first test
+    /// of [`Machine::quick`], made before a call of
+    /// [`Machine::repeat_ordered`].
+    #[inline(always)]
+    pub(super) fn quick_for(&self, cpu: usize) -> bool {
+        matches!(self.bounds_of, Some((k, _)) if k == cpu)
     }
 
     /// The other lanes' bounds on lane `cpu` when events may take the
@@ -1004,6 +1184,7 @@ impl Machine {
 
     /// Applies the run at the head of lane `k` as [`take_run`] does within
     /// `below` and `upto`; what it did not apply stays the head.
+    #[inline(always)]
     fn run_head(&mut self, k: usize, run: &'static [u32], below: u64, upto: u64) {
         let done = take_run(&mut self.cpus[k], run, below, upto);
         self.buffered -= done;
@@ -1032,11 +1213,7 @@ impl Machine {
                 self.execute(cpu, &insn);
                 self.apply(cpu, Event::Run(run));
             }
-            Event::Run(run) => {
-                let c = &mut self.cpus[cpu].c;
-                c.insns += run.len() as u64;
-                c.cycles += run.iter().map(|&x| u64::from(x)).sum::<u64>();
-            }
+            Event::Run(run) => add_run(&mut self.cpus[cpu], run),
             Event::Access {
                 vaddr,
                 paddr,
