@@ -289,8 +289,11 @@ impl Ring {
 
     #[inline(always)]
     fn back_mut(&mut self) -> Option<&mut Event> {
-        let i = self.slot(self.len.wrapping_sub(1));
-        (self.len != 0).then(|| &mut self.slots[i])
+        if self.len == 0 {
+            return None;
+        }
+        let i = self.slot(self.len - 1);
+        Some(&mut self.slots[i])
     }
 
     #[inline(always)]
