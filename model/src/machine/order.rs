@@ -78,8 +78,8 @@ pub(super) enum Event {
         size: u32,
         write: bool,
         /// The last write to this word by another CPU in QEMU's order (the
-        /// access saw its value): (CPU, that event's serial in its lane).
-        after: Option<(u8, u64)>,
+        /// access saw its value), if any.
+        after: Saw,
     },
     /// A marker's argument (the address of the load after it).
     Arg(u16, u32),
@@ -106,6 +106,35 @@ pub(super) enum Event {
     },
 }
 
+// Events wait by the million on several CPUs (an IPI's sender runs on for
+// the rest of its QEMU turn, every event of it queued): their bytes are
+// memory traffic, written once and read once. 32, not the 48 of an
+// access that kept `Option<(u8, u64)>`.
+const _: () = assert!(std::mem::size_of::<Event>() == 32);
+
+/// The write an access saw: (CPU, that event's serial in its lane), or
+/// none, in one word: the CPU plus one in the top byte (0: none), the
+/// serial below. A serial counts a lane's events; 2^56 of them would take
+/// QEMU years.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Saw(u64);
+
+impl Saw {
+    const SHIFT: u32 = 56;
+    pub(super) const NONE: Saw = Saw(0);
+
+    fn new(cpu: u8, serial: u64) -> Saw {
+        debug_assert!(serial < 1 << Saw::SHIFT);
+        Saw((u64::from(cpu) + 1) << Saw::SHIFT | serial)
+    }
+
+    #[inline(always)]
+    fn get(self) -> Option<(u8, u64)> {
+        let by = (self.0 >> Saw::SHIFT) as u8;
+        (by != 0).then(|| (by - 1, self.0 & ((1 << Saw::SHIFT) - 1)))
+    }
+}
+
 /// Whether `lane`'s head waits, so that its CPU neither runs nor holds
 /// anybody back: a wake-up or an interrupt whose IPI is not applied yet
 /// (`ipis` are), or an access whose write (by lane `a`, its event
@@ -113,10 +142,10 @@ pub(super) enum Event {
 fn head_waits(lanes: &[Lane], lane: &Lane, ipis: u64) -> bool {
     match lane.queue.front() {
         Some(Event::Wake { ipi }) | Some(Event::Interrupt { ipi, .. }) => *ipi > ipis,
-        Some(Event::Access {
-            after: Some((a, serial)),
-            ..
-        }) => lanes[*a as usize].applied <= *serial,
+        Some(Event::Access { after, .. }) => match after.get() {
+            Some((a, serial)) => lanes[a as usize].applied <= serial,
+            None => false,
+        },
         _ => false,
     }
 }
@@ -317,16 +346,16 @@ impl Ring {
         Some(ev)
     }
 
-    /// Twice the room, the queue first.
+    /// Twice the room, grown in place where the allocator can (a large
+    /// block is remapped, not copied, and its pages stay), the queue's
+    /// wrapped part (the slots before the head) moved after the old end.
     #[cold]
     #[inline(never)]
     fn grow(&mut self) {
-        let capacity = 2 * self.slots.len();
-        let mut slots: Vec<Event> = (0..self.len).map(|i| self.slots[self.slot(i)]).collect();
-        slots.resize(capacity, Event::Run(&[]));
-        self.slots = slots;
-        self.mask = capacity - 1;
-        self.head = 0;
+        let old = self.slots.len();
+        self.slots.resize(2 * old, Event::Run(&[]));
+        self.slots.copy_within(0..self.head, old);
+        self.mask = 2 * old - 1;
     }
 }
 
@@ -493,7 +522,7 @@ impl Machine {
                 paddr,
                 size,
                 write,
-                after: None,
+                after: Saw::NONE,
             };
             self.submit(cpu, access);
         } else {
@@ -508,10 +537,14 @@ impl Machine {
     /// and serial), if any; a write becomes its word's last, with the
     /// serial the access takes in the lane.
     #[inline(always)]
-    fn note_access(&mut self, cpu: usize, paddr: u64, write: bool) -> Option<(u8, u64)> {
+    fn note_access(&mut self, cpu: usize, paddr: u64, write: bool) -> Saw {
         let word = word_of(paddr);
         let slot = &mut self.front_writes[word as usize & (WORDS - 1)];
-        let after = (slot.0 == word && slot.1 as usize != cpu).then_some((slot.1, slot.2));
+        let after = if slot.0 == word && slot.1 as usize != cpu {
+            Saw::new(slot.1, slot.2)
+        } else {
+            Saw::NONE
+        };
         if write {
             let lane = &self.lanes[cpu];
             *slot = (word, cpu as u8, lane.applied + lane.queue.len() as u64);
@@ -641,12 +674,10 @@ impl Machine {
             let mut waited_on = 0u32;
             for (i, lane) in self.lanes.iter().enumerate() {
                 if head_waits(&self.lanes, lane, ipis) {
-                    if let Some(Event::Access {
-                        after: Some((a, _)),
-                        ..
-                    }) = lane.queue.front()
-                    {
-                        waited_on |= 1 << a;
+                    if let Some(Event::Access { after, .. }) = lane.queue.front() {
+                        if let Some((a, _)) = after.get() {
+                            waited_on |= 1 << a;
+                        }
                     }
                     continue;
                 }
@@ -972,13 +1003,11 @@ impl Machine {
         let applied = self.lanes[k].applied;
         let mut release = u64::MAX;
         for lane in &self.lanes {
-            if let Some(Event::Access {
-                after: Some((a, serial)),
-                ..
-            }) = lane.queue.front()
-            {
-                if *a as usize == k && applied <= *serial {
-                    release = release.min(*serial);
+            if let Some(Event::Access { after, .. }) = lane.queue.front() {
+                if let Some((a, serial)) = after.get() {
+                    if a as usize == k && applied <= serial {
+                        release = release.min(serial);
+                    }
                 }
             }
         }
@@ -1034,7 +1063,7 @@ impl Machine {
         };
         // An access that waits for another CPU's write, or another lane
         // that waits for one of this CPU's: the ordinary way.
-        if b.waits_on_k() || matches!(ev, Event::Access { after: Some(_), .. }) {
+        if b.waits_on_k() || matches!(ev, Event::Access { after, .. } if after != Saw::NONE) {
             return false;
         }
         let (below, upto) = (b.below, b.above.min(b.blocker));
@@ -1226,7 +1255,7 @@ impl Machine {
             } => {
                 let word = word_of(paddr);
                 let slot = word as usize & (WORDS - 1);
-                if let Some((a, serial)) = after {
+                if let Some((a, serial)) = after.get() {
                     // Not before the write it saw: the clock moves up to it.
                     let (tag, by, at_serial, at) = self.applied_writes[slot];
                     if tag == word && by == a && at_serial >= serial {
@@ -1295,4 +1324,42 @@ impl Machine {
 /// communication).
 fn word_of(paddr: u64) -> u32 {
     (paddr >> 2) as u32
+}
+
+#[cfg(test)]
+mod ring_tests {
+    use std::collections::VecDeque;
+
+    use super::{Event, Ring};
+
+    /// The ring against the standard deque: pushes and pops in random
+    /// order, through wrap-arounds and growths with the head anywhere.
+    #[test]
+    fn the_ring_keeps_the_order_of_a_deque() {
+        let (mut ring, mut deque) = (Ring::default(), VecDeque::new());
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for n in 0..200_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Pushes outnumber pops while n is low, then pops do.
+            if x % 100 < if n < 100_000 { 60 } else { 35 } {
+                ring.push_back(Event::Wake { ipi: n });
+                deque.push_back(n);
+            } else {
+                let got = ring.pop_front().map(|ev| match ev {
+                    Event::Wake { ipi } => ipi,
+                    _ => unreachable!(),
+                });
+                assert_eq!(got, deque.pop_front());
+            }
+            assert_eq!(ring.len(), deque.len());
+            let back = ring.back_mut().map(|ev| match *ev {
+                Event::Wake { ipi } => ipi,
+                _ => unreachable!(),
+            });
+            assert_eq!(back, deque.back().copied());
+        }
+        assert!(ring.slots.len() > 1 << 14, "the ring grew");
+    }
 }
