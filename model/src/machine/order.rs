@@ -55,7 +55,8 @@ pub(super) const WORDS: usize = 1 << 20;
 // `drain` keeps the lanes whose writes a head waits for as bits of a u32.
 const _: () = assert!(MAX_CPUS <= 32);
 /// Events that may wait for clock order before the oldest is forced
-/// (48 bytes each: at most about 200 MB of queue).
+/// (32 bytes each: about 130 MB of queue; more wait while no lane can be
+/// chosen, as behind an IPI's held sender, which the bound does not force).
 pub const MAX_BUFFERED: usize = 4 << 20;
 
 /// What a CPU did, as it waits for its turn in clock order.
