@@ -506,26 +506,25 @@ impl Machine {
         };
         if self.ordered {
             let lane = cpu.min(MAX_CPUS - 1);
-            if self.waits_behind(lane, 1) {
-                let after = self.note_access(lane, paddr, write);
-                let access = Event::Access {
-                    vaddr,
-                    paddr,
-                    size,
-                    write,
-                    after,
-                };
-                self.wait_behind(lane, access);
-                return;
-            }
+            let behind = self.waits_behind(lane, 1);
+            // `submit` notes the write it saw itself.
+            let after = if behind {
+                self.note_access(lane, paddr, write)
+            } else {
+                Saw::NONE
+            };
             let access = Event::Access {
                 vaddr,
                 paddr,
                 size,
                 write,
-                after: Saw::NONE,
+                after,
             };
-            self.submit(cpu, access);
+            if behind {
+                self.wait_behind(lane, access);
+            } else {
+                self.submit(cpu, access);
+            }
         } else {
             self.data(cpu, vaddr, paddr, size, write);
         }
@@ -1171,16 +1170,8 @@ impl Machine {
             return false;
         }
         // The physical address, as `mem` finds it (without asking QEMU).
-        let paddr = if vaddr < KERNEL_MAP_END {
-            u64::from(vaddr)
-        } else {
-            let vpage = vaddr >> PAGE_SHIFT;
-            match self.fronts[cpu].xlate[vpage as usize % XLATE_ENTRIES] {
-                (tag, ppage) if tag == vpage && ppage != IO_PAGE => {
-                    u64::from(ppage) << PAGE_SHIFT | u64::from(vaddr & (PAGE_SIZE - 1))
-                }
-                _ => return false,
-            }
+        let Some(paddr) = self.fronts[cpu].known_paddr(vaddr) else {
+            return false;
         };
         // The line `data` would find (the same unless the page was mapped
         // anew without a flush).
