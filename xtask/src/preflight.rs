@@ -29,9 +29,34 @@ const TOOLS: &[(&str, &str)] = &[
 
 pub fn install_command() -> String {
     format!(
-        "apt-get update && apt-get install -y --no-install-recommends {}",
+        "apt-get update && apt-get install -y --no-install-recommends {}{}",
+        qemu_utils_downgrade(),
         APT_PACKAGES.join(" ")
     )
+}
+
+/// A newer `qemu-utils` (a backport, 8.0 or later) declares that it breaks
+/// the distribution's `qemu-system-common` 7.2, and apt then refuses to
+/// install QEMU at all ("held broken packages"). When one is installed,
+/// the install line takes the release's own `qemu-utils` with it: the
+/// project's plugin is built for QEMU 7.2's plugin API.
+fn qemu_utils_downgrade() -> &'static str {
+    let newer = Command::new("dpkg-query")
+        .args(["-W", "-f=${Version}", "qemu-utils"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .and_then(|v| {
+            let upstream = v.split_once(':').map_or(v.as_str(), |(_, u)| u);
+            upstream.split('.').next()?.parse::<u32>().ok()
+        })
+        .is_some_and(|major| major >= 8);
+    if newer {
+        "--allow-downgrades qemu-utils/bookworm "
+    } else {
+        ""
+    }
 }
 
 fn on_path(tool: &str) -> bool {
