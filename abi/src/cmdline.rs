@@ -27,6 +27,7 @@ pub const KEYS: &[&str] = &[
     KEY_PMAP,
     KEY_FORK_PAGES,
     KEY_BENCH,
+    KEY_TURN,
 ];
 pub const KEY_MODE: &str = "mode";
 pub const KEY_PROG: &str = "prog";
@@ -46,6 +47,7 @@ pub const KEY_FORK: &str = "fork";
 pub const KEY_PMAP: &str = "pmap";
 pub const KEY_FORK_PAGES: &str = "fork_pages";
 pub const KEY_BENCH: &str = "bench";
+pub const KEY_TURN: &str = "turn";
 
 /// How `fork` gives the child its memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -233,6 +235,11 @@ pub struct Options<'a> {
     /// `bench=GROUP[,GROUP]`: the `lmbench` program's row groups
     /// (`crate::lmbench::GROUPS`, one bit each; all by default).
     pub lmbench: u32,
+    /// `turn=N`: with several CPUs under QEMU's icount, the interleaving
+    /// grain: each CPU in turn runs about N instructions of virtual time
+    /// while the others wait (the kernel's turn pacer, `arch::pacer`); 0,
+    /// the default, leaves the interleaving to the machine.
+    pub turn: u32,
 }
 
 /// The longest command line the kernel reads, in bytes without its NUL (the
@@ -260,6 +267,13 @@ pub const DEFAULT_FORK_PAGES: u32 = 64;
 /// Upper bound on `fork_pages` (16 MiB: the parent and a child fit in the
 /// memory of the default boot).
 pub const MAX_FORK_PAGES: u32 = 4096;
+/// Bounds on `turn` (instructions): below the lower one the pacer's own
+/// interrupt (some hundred instructions a turn on each CPU) would be a
+/// large part of every turn; the upper one is a tenth of the 1 kHz tick.
+pub const MIN_TURN: u32 = 1_000;
+pub const MAX_TURN: u32 = 100_000;
+/// The grain xtask asks for on several CPUs under icount (`--turn`).
+pub const DEFAULT_TURN: u32 = 10_000;
 
 impl Default for Options<'_> {
     fn default() -> Self {
@@ -282,6 +296,7 @@ impl Default for Options<'_> {
             pmap: Pmap::Window,
             fork_pages: DEFAULT_FORK_PAGES,
             lmbench: crate::lmbench::ALL,
+            turn: 0,
         }
     }
 }
@@ -385,6 +400,10 @@ impl<'a> Options<'a> {
                     None => bad(
                         "all, or a comma list of syscall, sig, proc, ctx, pipe, pagefault, bw_pipe, smack",
                     ),
+                },
+                KEY_TURN => match value.parse::<u32>() {
+                    Ok(n) if n == 0 || (MIN_TURN..=MAX_TURN).contains(&n) => o.turn = n,
+                    _ => bad("0 (off) or a whole number from 1000 to 100000"),
                 },
                 _ => warn(Warning::UnknownKey(key)),
             }

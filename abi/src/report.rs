@@ -221,6 +221,14 @@ pub mod kind {
     pub const POOL: &str = "pool";
     /// The CPUs of an SMP boot: `cpus found source`.
     pub const SMP: &str = "smp";
+    /// How the CPUs of a multi-CPU boot interleave: `cpus grain`, the turn
+    /// pacer's grain in instructions (`turn=`; 0: off, the machine's own
+    /// interleaving).
+    pub const TURN: &str = "turn";
+    /// What the turn pacer cost, at the end of a paced boot: `interrupts`
+    /// and `parked` (comma lists, CPU 0 first: the pacer's interrupts each
+    /// CPU took, and the `pause`s it ran while parked).
+    pub const PACER: &str = "pacer";
     /// The last record of a boot: `status` (`success`, `failure`).
     pub const END: &str = "end";
 }

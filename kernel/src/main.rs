@@ -199,9 +199,28 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     let pmc = report_pmc(arch::pmu::init(f, opts.pmc));
     // Every CPU the firmware lists starts, in every mode: user threads run
     // on all of them.
+    // The turn pacer runs on virtual time: only under icount (the model
+    // clock boots with clock=icount too), never on parallel CPUs.
+    let turn = if opts.clock == abi::cmdline::Clock::Icount && f.has.contains(cpu::Has::TSC) {
+        opts.turn
+    } else {
+        0
+    };
+    arch::pacer::configure(turn, tsc_hz, arch::pit::TICK_HZ as u64);
+    arch::pacer::set_park_poll(vm::pmap::shootdown::poll);
     let cpus = arch::smp::init(tsc_hz, f.has.contains(cpu::Has::APIC), ap_main);
     if cpus > 1 || opts.mode == Mode::Smp {
         kprintln!("smp: {cpus} CPU(s) started");
+    }
+    if cpus > 1 {
+        if turn > 0 {
+            arch::pacer::arm_this_cpu();
+            arch::pacer::share(cpus);
+            kprintln!(
+                "smp: turns of {turn} instructions each (the pacer: CPUs interleave at this grain under icount)"
+            );
+        }
+        record!(kind::TURN, "cpus" => cpus, "grain" => turn);
     }
     {
         use abi::syscall::Feature;
@@ -252,6 +271,9 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             opts.pool_align.and_then(sync::pool::Align::from_bytes),
         ),
     };
+    if arch::pacer::grain() > 0 && cpus > 1 {
+        report_pacer(cpus);
+    }
     record!(kind::END, "status" => if ok { "success" } else { "failure" });
     power::exit(if ok { exit::SUCCESS } else { exit::FAILURE })
 }
@@ -266,7 +288,12 @@ extern "C" fn ap_main(cpu: u32) -> ! {
     let stack_top = arch::smp::ap_init(cpu);
     entry::init_ap(stack_top);
     arch::pmu::init_ap();
-    arch::apic::start_timer(arch::pit::TICK_HZ as u32, arch::pit::tsc_hz());
+    if arch::pacer::grain() > 0 {
+        // Its scheduler ticks come from the pacer's interrupts.
+        arch::pacer::arm_this_cpu();
+    } else {
+        arch::apic::start_timer(arch::pit::TICK_HZ as u32, arch::pit::tsc_hz());
+    }
     // This context becomes the CPU's idle thread.
     let idle_ok = task::sched::become_idle(cpu).is_ok();
     let me = arch::smp::this_cpu();
@@ -278,15 +305,14 @@ extern "C" fn ap_main(cpu: u32) -> ! {
         if c == 0 {
             // SAFETY: the scheduler runs with interrupts off.
             unsafe { core::arch::asm!("cli", options(nomem, nostack)) };
-            if idle_ok {
+            // Only when a thread was made ready here: an idle CPU that the
+            // pacer wakes each turn leaves the scheduler lock alone.
+            if idle_ok && arch::smp::take_work() {
                 task::sched::idle_once();
             }
-            if me.command.load(Ordering::Acquire) == 0 {
-                // Nothing to do: sleep until an interrupt. STI's
-                // one-instruction shadow keeps an IPI from slipping in
-                // between the check and the HLT.
-                // SAFETY: only waits for an interrupt.
-                unsafe { core::arch::asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+            if me.command.load(Ordering::Acquire) == 0 && me.wake.load(Ordering::Acquire) == 0 {
+                // Nothing to do: sleep until an interrupt.
+                arch::smp::halt_idle();
             }
             continue;
         }
@@ -304,6 +330,27 @@ extern "C" fn ap_main(cpu: u32) -> ! {
         me.command.store(0, Ordering::Relaxed);
         me.done.store(1, Ordering::Release);
     }
+}
+
+/// The turn pacer's cost in this boot (`kind::PACER`).
+fn report_pacer(cpus: usize) {
+    /// A comma list of the first `.1` counters.
+    struct Counts<'a>(&'a [core::sync::atomic::AtomicU32], usize);
+    impl core::fmt::Display for Counts<'_> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            // No empty piece: the record escapes an empty value as `%00`.
+            for (i, c) in self.0[..self.1].iter().enumerate() {
+                if i > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "{}", c.load(Ordering::Relaxed))?;
+            }
+            Ok(())
+        }
+    }
+    let c = &arch::pacer::COUNTS;
+    record!(kind::PACER, "interrupts" => console::Text(Counts(&c.interrupts, cpus)),
+        "parked" => console::Text(Counts(&c.parked, cpus)));
 }
 
 fn warn(w: Warning) {

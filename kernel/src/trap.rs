@@ -55,6 +55,7 @@ const _: upcall::Stop = trap_debug_kill;
 const _: upcall::Interrupt = trap_timer;
 const _: upcall::Interrupt = trap_reschedule;
 const _: upcall::Interrupt = trap_apic_timer;
+const _: upcall::Interrupt = trap_pacer_tick;
 const _: entry::upcall::BadStack = trap_sysenter_bad_stack;
 const _: entry::upcall::BadStack = trap_syscall_bad_stack;
 
@@ -283,6 +284,13 @@ extern "fastcall" fn trap_reschedule(cs: u32) {
 #[unsafe(no_mangle)]
 extern "fastcall" fn trap_apic_timer(cs: u32) {
     apic::eoi();
+    trap_pacer_tick(cs);
+}
+
+/// An application processor's scheduler tick when the turn pacer has its
+/// local timer (`arch::pacer`, which has sent the end of interrupt).
+#[unsafe(no_mangle)]
+extern "fastcall" fn trap_pacer_tick(cs: u32) {
     sched::interrupt(cs & 3 == 3, true);
     if cs & 3 == 3 {
         signal::at_interrupt_return(&USER_MEM);

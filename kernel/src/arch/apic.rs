@@ -96,6 +96,22 @@ pub fn start_timer(hz: u32, tsc_hz: u64) {
     write(TIMER_INITIAL, count);
 }
 
+/// Divide configuration 0b1011: the bus clock itself (QEMU's APIC counts
+/// virtual nanoseconds, one per instruction under icount).
+const DIVIDE_BY_1: u32 = 0b1011;
+
+/// Makes this CPU's local timer one-shot with `vector` (the turn pacer's),
+/// stopped until [`one_shot`] loads a count.
+pub fn set_timer_vector(vector: u8) {
+    write(TIMER_DIVIDE, DIVIDE_BY_1);
+    write(LVT_TIMER, vector as u32);
+}
+
+/// Starts this CPU's one-shot timer: it fires `count + 1` bus clocks later.
+pub fn one_shot(count: u32) {
+    write(TIMER_INITIAL, count);
+}
+
 fn rdtsc() -> u64 {
     let (lo, hi): (u32, u32);
     // SAFETY: RDTSC reads a counter; the caller has a TSC.

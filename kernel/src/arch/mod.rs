@@ -53,6 +53,7 @@ pub mod gdt;
 pub mod idt;
 pub mod marker;
 pub mod msr;
+pub mod pacer;
 pub mod paging;
 pub mod pic;
 pub mod pit;
@@ -73,7 +74,7 @@ pub mod upcall {
     pub type HandlerTask = extern "C" fn();
     /// `trap_double_fault`, `trap_debug_kill`: never return.
     pub type Stop = extern "C" fn() -> !;
-    /// `trap_timer`, `trap_reschedule`, `trap_apic_timer`: ECX = the
-    /// interrupted CS (fastcall).
+    /// `trap_timer`, `trap_reschedule`, `trap_apic_timer`,
+    /// `trap_pacer_tick`: ECX = the interrupted CS (fastcall).
     pub type Interrupt = extern "fastcall" fn(u32);
 }

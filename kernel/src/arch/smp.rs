@@ -47,6 +47,44 @@ pub struct PerCpu {
     /// IPIs this CPU has taken (the TLB shootdown counts them).
     pub ipis: AtomicU32,
     pub started: AtomicU32,
+    /// 1 while this CPU waits in [`halt_idle`] (set by itself).
+    pub idle: AtomicU32,
+    /// 1 once a thread of this CPU was made ready and its idle loop has
+    /// not looked yet (set by any CPU, before the reschedule IPI).
+    pub wake: AtomicU32,
+}
+
+impl PerCpu {
+    /// Whether this CPU idles with nothing to do: the turn pacer gives its
+    /// turns away (`pacer`).
+    pub fn idles(&self) -> bool {
+        self.idle.load(Ordering::Acquire) == 1 && self.wake.load(Ordering::Acquire) == 0
+    }
+}
+
+/// Notes that CPU `cpu` has a thread to run (before its reschedule IPI).
+pub fn note_work(cpu: usize) {
+    percpu(cpu).wake.store(1, Ordering::Release);
+}
+
+/// Takes this CPU's work note: whether a thread was made ready for it since
+/// it last looked.
+pub fn take_work() -> bool {
+    percpu(super::gdt::cpu()).wake.swap(0, Ordering::AcqRel) != 0
+}
+
+/// Waits for an interrupt with nothing to do: interrupts on for exactly the
+/// HLT (STI's one-instruction shadow keeps an interrupt that is already
+/// pending from slipping in before it), and the idle mark set meanwhile.
+/// Returns with interrupts off.
+pub fn halt_idle() {
+    // Not `this_cpu`: on the boot CPU this runs after a system call's entry,
+    // which leaves the user's GS.
+    let me = percpu(super::gdt::cpu());
+    me.idle.store(1, Ordering::Release);
+    // SAFETY: only waits for an interrupt; the caller holds no lock.
+    unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+    me.idle.store(0, Ordering::Release);
 }
 
 const PERCPU_INIT: PerCpu = PerCpu {
@@ -58,6 +96,9 @@ const PERCPU_INIT: PerCpu = PerCpu {
     done: AtomicU32::new(0),
     ipis: AtomicU32::new(0),
     started: AtomicU32::new(0),
+    idle: AtomicU32::new(0),
+    // Each AP's idle loop looks once at the start.
+    wake: AtomicU32::new(1),
 };
 
 static PERCPU: BootCell<[PerCpu; MAX_CPUS]> = BootCell::new([PERCPU_INIT; MAX_CPUS]);
@@ -355,6 +396,14 @@ pub fn init(tsc_hz: u64, has_apic: bool, ap_main: ApMain) -> usize {
         ),
     );
     super::idt::set(
+        super::pacer::VECTOR_PACER,
+        super::idt::Gate::new(
+            &raw const pacer_entry as u32,
+            super::idt::GateKind::Interrupt,
+            0,
+        ),
+    );
+    super::idt::set(
         VECTOR_RESCHEDULE,
         super::idt::Gate::new(
             &raw const ipi_reschedule_entry as u32,
@@ -439,7 +488,7 @@ pub fn init(tsc_hz: u64, has_apic: bool, ap_main: ApMain) -> usize {
 global_asm!(
     r#"
     .pushsection .text.ipi, "ax"
-    .global ipi_reschedule_entry, apic_timer_entry
+    .global ipi_reschedule_entry, apic_timer_entry, pacer_entry
     /* Through interrupt gates (IF now clear). From ring 3 the CPU switched
        to this CPU's TSS.ESP0; from an idle HLT we are on a kernel stack.
        The same frame as a system-call entry, so the handler may switch
@@ -463,6 +512,24 @@ ipi_reschedule_entry:
     jmp 1f
 apic_timer_entry:
     smp_irq_enter {timer_marker}, trap_apic_timer
+    jmp 1f
+    /* The turn pacer's timer (arch/pacer.rs): no marker, since it is the
+       emulation's, not the modelled machine's. The same frame, because on
+       an application processor it carries the scheduler's tick, which may
+       switch threads. */
+pacer_entry:
+    pushl %ds
+    pushl %es
+    pushal
+    movl ${kdata}, %ecx
+    movl %ecx, %ds
+    movl %ecx, %es
+    cld
+    call arch_pace
+    testl %eax, %eax
+    jz 1f
+    movl {cs}(%esp), %ecx
+    call trap_pacer_tick
 1:  popal
     popl %es
     popl %ds
@@ -479,6 +546,7 @@ apic_timer_entry:
 unsafe extern "C" {
     static ipi_reschedule_entry: u8;
     static apic_timer_entry: u8;
+    static pacer_entry: u8;
 }
 
 /// Commands an AP runs (`PerCpu::command`). The benchmarks' go to their

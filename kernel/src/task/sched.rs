@@ -799,6 +799,7 @@ pub fn make_ready(i: usize) {
     t.blocked_on = None;
     t.seq = seq;
     let target = t.cpu as usize;
+    crate::arch::smp::note_work(target);
     if target != cpu() {
         crate::arch::apic::send_ipi(
             crate::arch::smp::percpu(target).apic_id as u8,
@@ -843,10 +844,10 @@ pub fn schedule() {
         }
         pit::start_ticks();
         unlock();
-        // SAFETY: wait for the next interrupt (a tick, or another CPU's
-        // reschedule IPI) with interrupts on for exactly the HLT; the tick
-        // handler only counts and wakes sleepers, since it interrupted ring 0.
-        unsafe { core::arch::asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+        // Wait for the next interrupt (a tick, or another CPU's reschedule
+        // IPI); the tick handler only counts and wakes sleepers, since it
+        // interrupted ring 0.
+        crate::arch::smp::halt_idle();
         lock();
     }
 }

@@ -83,6 +83,12 @@ pub struct BootArgs {
     /// the model's TLB (the plugin's pge=on; this kernel sets no CR4.PGE).
     #[arg(long)]
     pub pge: bool,
+    /// With several CPUs under icount (and the model): the interleaving
+    /// grain in instructions, each CPU's turn while the others wait (the
+    /// kernel's turn pacer); 0 leaves the interleaving to QEMU, whose CPU 1
+    /// then runs only while CPU 0 waits. Default 10000.
+    #[arg(long, value_name = "INSTRUCTIONS")]
+    pub turn: Option<u32>,
 }
 
 /// `--virt`'s value: how the hypervisor virtualises the guest's paging.
@@ -120,6 +126,7 @@ impl BootArgs {
             cpus: self.smp,
             clock: self.clock,
             grub: self.grub,
+            turn: self.turn,
             append: self.append.clone(),
             model: (self.profile.is_some() || self.virt.is_some() || self.pge).then(|| match &self
                 .profile
@@ -188,6 +195,7 @@ pub fn test_boot_args(cpu: Option<&str>) -> BootArgs {
         profile: None,
         virt: None,
         pge: false,
+        turn: None,
     }
 }
 

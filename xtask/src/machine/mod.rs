@@ -144,6 +144,11 @@ pub struct Spec {
     /// default would be icount (QEMU TCG), so the figures are cycles
     /// (`run`'s default; the tests and `bench` keep icount).
     pub cycles_by_default: bool,
+    /// The interleaving grain of several CPUs under icount (the kernel's
+    /// turn pacer, `turn=`): `None` is [`abi::cmdline::DEFAULT_TURN`], 0
+    /// leaves the interleaving to QEMU. Only for icount and model boots of
+    /// more than one CPU.
+    pub turn: Option<u32>,
 }
 
 /// Memory every boot gets.
@@ -163,6 +168,32 @@ impl Spec {
             append: String::new(),
             model: None,
             cycles_by_default: false,
+            turn: None,
+        }
+    }
+
+    /// The `turn=` word of a boot on `clock`, or why the grain cannot be
+    /// asked for. Paced: several CPUs under icount (the model too); on one
+    /// CPU there is nothing to interleave, and on real parallel CPUs (tsc)
+    /// the machine interleaves by itself.
+    pub fn turn_word(&self, clock: Clock) -> Result<Option<String>> {
+        let icount = matches!(clock, Clock::Icount | Clock::Model);
+        match self.turn {
+            Some(t) if t != 0 && !(abi::cmdline::MIN_TURN..=abi::cmdline::MAX_TURN).contains(&t) => bail!(
+                "--turn {t}: the grain is 0 (off) or from {} to {} instructions",
+                abi::cmdline::MIN_TURN,
+                abi::cmdline::MAX_TURN
+            ),
+            Some(t) if t != 0 && !icount => bail!(
+                "--turn paces several CPUs under icount (--clock icount or model); under clock={} the CPUs run in parallel",
+                clock.guest().key()
+            ),
+            _ if self.cpus < 2 || !icount => Ok(None),
+            t => Ok(Some(format!(
+                "{}={}",
+                abi::cmdline::KEY_TURN,
+                t.unwrap_or(abi::cmdline::DEFAULT_TURN)
+            ))),
         }
     }
 }
@@ -381,6 +412,7 @@ pub struct Machine {
 pub const HOST_WORDS: &[(&str, &str)] = &[
     (abi::cmdline::KEY_CLOCK, "--clock"),
     (abi::cmdline::KEY_ACCEL, "--accel (or --emulator)"),
+    (abi::cmdline::KEY_TURN, "--turn"),
 ];
 
 /// Refuses a word of [`HOST_WORDS`] in `words` (what `from` gave).
@@ -416,8 +448,12 @@ impl Machine {
         backend.check_cpu(spec.cpu.as_deref())?;
         refuse_host_words("--append", &spec.append)?;
         refuse_host_words("the kernel command line", words)?;
+        let turn = spec
+            .turn_word(clock)?
+            .map(|w| format!(" {w}"))
+            .unwrap_or_default();
         let cmdline = format!(
-            "{words} clock={} accel={} {}",
+            "{words} clock={} accel={}{turn} {}",
             clock.guest().key(),
             backend.accel_key(),
             spec.append
