@@ -229,6 +229,11 @@ pub mod kind {
     /// and `parked` (comma lists, CPU 0 first: the pacer's interrupts each
     /// CPU took, and the `pause`s it ran while parked).
     pub const PACER: &str = "pacer";
+    /// On several CPUs, after each task's `task` record: what each CPU did
+    /// in it, counted by the kernel: `prog forks shootdowns_sent
+    /// shootdowns_taken` (comma lists, CPU 0 first; a request is one target
+    /// CPU asked to flush, sent by the initiator and taken by the target).
+    pub const WORK: &str = "work";
     /// The last record of a boot: `status` (`success`, `failure`).
     pub const END: &str = "end";
 }

@@ -400,6 +400,7 @@ pub fn fork(frame: &EntryFrame) -> Result<Pid, i32> {
         (h.fork)(parent, child);
     }
     table().forks += 1;
+    FORKS_ON[sched::cpu()].fetch_add(1, Ordering::Relaxed);
     Ok(c.pid)
 }
 
@@ -581,6 +582,17 @@ pub fn reset() {
         *p = EMPTY;
     }
     t.init = None;
+}
+
+/// Forks each CPU made since the task began ([`reset_fork_counts`]).
+pub static FORKS_ON: [AtomicU32; abi::layout::MAX_CPUS] =
+    [const { AtomicU32::new(0) }; abi::layout::MAX_CPUS];
+
+/// Zeroes [`FORKS_ON`] (a task begins).
+pub fn reset_fork_counts() {
+    for c in FORKS_ON.iter() {
+        c.store(0, Ordering::Relaxed);
+    }
 }
 
 /// Forks since boot.

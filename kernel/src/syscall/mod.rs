@@ -162,9 +162,7 @@ extern "fastcall" fn sys_waitpid(r: &mut Regs) {
         if status == 0 {
             return Ok(());
         }
-        let out = usercopy::user_slice_mut(status, 4)?;
-        out.copy_from_slice(&v.to_le_bytes());
-        Ok(())
+        usercopy::copy_out(status, &v.to_le_bytes())
     };
     r.eax = match crate::proc::waitpid(pid, flags, store) {
         Ok(pid) => pid,
@@ -224,22 +222,23 @@ extern "fastcall" fn sys_record(r: &mut Regs) {
 fn record(buf: u32, len: u32) -> u32 {
     use abi::report::{check_user_record, KEY_PID, KEY_PROG, MARKER, MAX_USER_RECORD, SCHEMA};
     /// The copy of the record being checked and printed. Used only with
-    /// the console lock held, and no kernel code is preempted: one record
+    /// the scheduler lock held, and no kernel code is preempted: one record
     /// at a time on the whole machine.
     static mut COPY: [u8; MAX_USER_RECORD] = [0; MAX_USER_RECORD];
     if len == 0 || len as usize > MAX_USER_RECORD {
         return err(errno::EINVAL);
     }
-    let user = match usercopy::user_slice(buf, len, usercopy::Access::Read) {
-        Ok(b) => b,
-        Err(e) => return err(e),
-    };
-    let _held = crate::console::lock();
-    // SAFETY: COPY is touched only here, with the console lock held (so by
-    // one CPU), and this call runs to its end before another record call
+    // Lock order: the scheduler lock, then the console's. The copy may
+    // fault and the fault takes the scheduler lock (`proc::fault`).
+    let _g = task::sched::locked();
+    // SAFETY: COPY is touched only here, with the scheduler lock held (so
+    // by one CPU), and this call runs to its end before another record call
     // on this CPU can start; `len` is at most COPY's length, checked above.
-    let body = unsafe { &mut (&mut *core::ptr::addr_of_mut!(COPY))[..user.len()] };
-    usercopy::copy_bytes(body, user);
+    let body = unsafe { &mut (&mut *core::ptr::addr_of_mut!(COPY))[..len as usize] };
+    if let Err(e) = usercopy::copy_in(buf, body) {
+        return err(e);
+    }
+    let _held = crate::console::lock();
     let Ok(kind) = check_user_record(body) else {
         return err(errno::EINVAL);
     };
@@ -258,20 +257,24 @@ fn record(buf: u32, len: u32) -> u32 {
 /// piece at a time into a kernel buffer, each piece printed from the copy
 /// (`console::write_bytes` escapes every `@` of it). Another thread that
 /// rewrites the buffer meanwhile changes what is printed, never how it is
-/// escaped. The console lock is held throughout, so the write stays whole,
-/// and a character cut at a piece's end waits for the rest of it.
+/// escaped; one that unmaps it ends the write with `EFAULT` (what was
+/// printed stays printed). The console lock is held throughout, so the
+/// write stays whole, and a character cut at a piece's end waits for the
+/// rest of it; the scheduler lock before it, since a copy that faults
+/// takes that one (lock order: scheduler, then console).
 #[inline(never)]
-fn print_user(bytes: &[u8]) {
+fn print_user(ptr: u32, len: u32) -> Result<(), i32> {
     const PIECE: usize = 256;
+    let _g = task::sched::locked();
     let _held = crate::console::lock();
     let mut buf = [0u8; PIECE + UTF8_MAX_TAIL];
-    let (mut carry, mut rest) = (0, bytes);
-    while !rest.is_empty() {
-        let n = rest.len().min(PIECE);
-        usercopy::copy_bytes(&mut buf[carry..carry + n], &rest[..n]);
-        rest = &rest[n..];
+    let (mut carry, mut at, end_at) = (0, ptr, ptr + len);
+    while at < end_at {
+        let n = ((end_at - at) as usize).min(PIECE);
+        usercopy::copy_in(at, &mut buf[carry..carry + n])?;
+        at += n as u32;
         let end = carry + n;
-        let tail = if rest.is_empty() {
+        let tail = if at == end_at {
             0
         } else {
             utf8_tail(&buf[..end])
@@ -280,6 +283,7 @@ fn print_user(bytes: &[u8]) {
         buf.copy_within(end - tail..end, 0);
         carry = tail;
     }
+    Ok(())
 }
 
 /// The most bytes of a UTF-8 character that can end a piece unfinished.
@@ -304,31 +308,30 @@ fn utf8_tail(b: &[u8]) -> usize {
 /// `write(fd, buf, len)`.
 #[inline(never)]
 fn write(fd: u32, buf: u32, len: u32) -> u32 {
-    let bytes = match usercopy::user_slice(buf, len, usercopy::Access::Read) {
-        Ok(b) => b,
-        Err(e) => return err(e),
-    };
-    match fd {
-        fd::STDOUT | fd::STDERR => print_user(bytes),
-        fd::NULL => {}
-        fd::RING => return ring::write(bytes) as u32,
-        _ => return err(errno::EBADF),
+    if let Err(e) = usercopy::check(buf, len, usercopy::Access::Read) {
+        return err(e);
     }
-    len
+    let done = match fd {
+        fd::STDOUT | fd::STDERR => print_user(buf, len).map(|_| len),
+        fd::NULL => Ok(len),
+        fd::RING => ring::write(buf, len),
+        _ => Err(errno::EBADF),
+    };
+    done.unwrap_or_else(err)
 }
 
 /// `read(fd, buf, len)`.
 #[inline(never)]
 fn read(fd: u32, buf: u32, len: u32) -> u32 {
-    let bytes = match usercopy::user_slice_mut(buf, len) {
-        Ok(b) => b,
-        Err(e) => return err(e),
-    };
-    match fd {
-        fd::STDIN | fd::NULL => 0,
-        fd::RING => ring::read(bytes) as u32,
-        _ => err(errno::EBADF),
+    if let Err(e) = usercopy::check(buf, len, usercopy::Access::Write) {
+        return err(e);
     }
+    let done = match fd {
+        fd::STDIN | fd::NULL => Ok(0),
+        fd::RING => ring::read(buf, len),
+        _ => Err(errno::EBADF),
+    };
+    done.unwrap_or_else(err)
 }
 
 #[inline(never)]
@@ -341,12 +344,16 @@ fn cpuinfo(buf: u32, len: u32) -> u32 {
     if (len as usize) < core::mem::size_of::<CpuInfo>() {
         return err(errno::EINVAL);
     }
-    match usercopy::user_slice_mut(buf, core::mem::size_of::<CpuInfo>() as u32) {
-        Ok(out) => {
-            // SAFETY: `out` is exactly one CpuInfo of writable user memory.
-            unsafe { (out.as_mut_ptr() as *mut CpuInfo).write_unaligned(info) };
-            0
-        }
+    // SAFETY: a CpuInfo is plain integers (`repr(C)`, no padding read as
+    // anything but bytes): its bytes are what user space receives.
+    let bytes = unsafe {
+        core::slice::from_raw_parts(
+            (&raw const info) as *const u8,
+            core::mem::size_of::<CpuInfo>(),
+        )
+    };
+    match usercopy::copy_out(buf, bytes) {
+        Ok(()) => 0,
         Err(e) => err(e),
     }
 }
@@ -366,7 +373,7 @@ fn entry_floor(mechanism: u32, on: u32) -> u32 {
 mod ring {
     use abi::syscall::fd::RING_SIZE;
 
-    use super::usercopy::copy_bytes;
+    use super::usercopy::{copy_in, copy_out};
     use crate::sync::cell::BootCell;
 
     struct Ring {
@@ -381,43 +388,51 @@ mod ring {
         len: 0,
     });
 
-    /// Appends what fits; returns the count. Out of line, so the lock
-    /// it takes does not lengthen `write`'s other paths.
+    /// Appends what fits of the user bytes at `ptr`; returns the count, or
+    /// `EFAULT` when the first byte could not be read (a copy cut short
+    /// keeps what came before it). Out of line, so the lock it takes does
+    /// not lengthen `write`'s other paths.
     #[inline(never)]
-    pub fn write(b: &[u8]) -> usize {
+    pub fn write(ptr: u32, len: u32) -> Result<u32, i32> {
         let _g = crate::task::sched::locked();
         // SAFETY: the scheduler lock (held) guards the ring: threads on
         // other CPUs may call at once; on this CPU IF is clear.
         let r = unsafe { RING.get_mut() };
-        let n = b.len().min(RING_SIZE - r.len);
+        let n = (len as usize).min(RING_SIZE - r.len);
         let mut done = 0;
         while done < n {
             // At most two contiguous pieces: up to the end, then from 0.
             let tail = (r.head + r.len) % RING_SIZE;
             let k = (n - done).min(RING_SIZE - tail);
-            copy_bytes(&mut r.buf[tail..tail + k], &b[done..done + k]);
+            if let Err(e) = copy_in(ptr + done as u32, &mut r.buf[tail..tail + k]) {
+                return if done > 0 { Ok(done as u32) } else { Err(e) };
+            }
             r.len += k;
             done += k;
         }
-        n
+        Ok(n as u32)
     }
 
-    /// Takes up to `out.len()` bytes; returns the count.
+    /// Takes up to `len` bytes into user memory at `ptr`; returns the
+    /// count, or `EFAULT` when nothing could be written (bytes not copied
+    /// stay in the ring).
     #[inline(never)]
-    pub fn read(out: &mut [u8]) -> usize {
+    pub fn read(ptr: u32, len: u32) -> Result<u32, i32> {
         let _g = crate::task::sched::locked();
         // SAFETY: as in write.
         let r = unsafe { RING.get_mut() };
-        let n = out.len().min(r.len);
+        let n = (len as usize).min(r.len);
         let mut done = 0;
         while done < n {
             let k = (n - done).min(RING_SIZE - r.head);
-            copy_bytes(&mut out[done..done + k], &r.buf[r.head..r.head + k]);
+            if let Err(e) = copy_out(ptr + done as u32, &r.buf[r.head..r.head + k]) {
+                return if done > 0 { Ok(done as u32) } else { Err(e) };
+            }
             r.head = (r.head + k) % RING_SIZE;
             r.len -= k;
             done += k;
         }
-        n
+        Ok(n as u32)
     }
 
     /// Empties the ring (between user programs).

@@ -140,6 +140,8 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
         *ENDED.get_mut() = None;
         pid
     };
+    crate::proc::reset_fork_counts();
+    crate::vm::pmap::shootdown::reset_counts();
     {
         // The boot thread blocks holding the scheduler lock; the task's
         // first thread lets it go, and the task's end hands it back.
@@ -196,6 +198,7 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
                 "code" => 0, "name" => mechanism)
         }
     }
+    report_work(module.name);
     // SAFETY: between tasks.
     unsafe {
         *CURRENT.get_mut() = Task {
@@ -205,6 +208,36 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
         }
     };
     Ok(end)
+}
+
+/// On several CPUs, what each CPU did in the task that just ended
+/// (`kind::WORK`): its forks, and the TLB shootdown requests it sent and
+/// answered. Counted by the kernel, so a figure's share can be checked
+/// against work that happened, not work that was planned.
+fn report_work(prog: &str) {
+    use core::sync::atomic::{AtomicU32, Ordering};
+    /// A comma list of the first `.1` counters.
+    struct List<'a>(&'a [AtomicU32], usize);
+    impl core::fmt::Display for List<'_> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            // No empty piece: the record escapes an empty value as `%00`.
+            for (i, c) in self.0[..self.1].iter().enumerate() {
+                if i > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "{}", c.load(Ordering::Relaxed))?;
+            }
+            Ok(())
+        }
+    }
+    let cpus = crate::arch::smp::cpus().started;
+    if cpus < 2 {
+        return;
+    }
+    use crate::console::Text;
+    use crate::vm::pmap::shootdown::{SENT, TAKEN};
+    record!(kind::WORK, "prog" => prog, "forks" => Text(List(&crate::proc::FORKS_ON, cpus)),
+        "shootdowns_sent" => Text(List(&SENT, cpus)), "shootdowns_taken" => Text(List(&TAKEN, cpus)));
 }
 
 /// Puts back every piece of machine state a task may change, as the boot

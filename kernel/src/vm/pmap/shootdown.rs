@@ -22,6 +22,18 @@ pub const VECTOR_TLB_SHOOTDOWN: u8 = 0xF0;
 /// [`LEAVE`] (0 for nothing).
 static PENDING: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 const FLUSH: u32 = 1;
+
+/// Per CPU, since the task began ([`reset_counts`]): the requests it sent
+/// (one per target CPU) and the ones it answered, by IPI or by polling.
+pub static SENT: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+pub static TAKEN: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+
+/// Zeroes [`SENT`] and [`TAKEN`] (a task begins).
+pub fn reset_counts() {
+    for c in SENT.iter().chain(TAKEN.iter()) {
+        c.store(0, Ordering::Relaxed);
+    }
+}
 /// Load the kernel's directory: a space this CPU keeps loaded while it
 /// runs no user thread (lazily) is about to be freed.
 const LEAVE: u32 = 2;
@@ -80,12 +92,14 @@ extern "C" fn shootdown_irq() {
 /// Answers this CPU's pending flush, if any (the IPI handler, and the
 /// spin loops of the locks an initiator may hold).
 pub fn poll() {
-    let me = &PENDING[crate::arch::gdt::cpu()];
+    let cpu = crate::arch::gdt::cpu();
+    let me = &PENDING[cpu];
     match me.load(Ordering::Acquire) {
         FLUSH => paging::flush_all(),
         LEAVE => super::activate_kernel(),
         _ => return,
     }
+    TAKEN[cpu].fetch_add(1, Ordering::Relaxed);
     me.store(0, Ordering::Release);
 }
 
@@ -105,6 +119,7 @@ fn ask(cpus: u32, what: u32) {
     if cpus == 0 {
         return;
     }
+    SENT[crate::arch::gdt::cpu()].fetch_add(cpus.count_ones(), Ordering::Relaxed);
     for c in (0..MAX_CPUS).filter(|c| cpus & 1 << c != 0) {
         PENDING[c].store(what, Ordering::Release);
         apic::send_ipi(smp::percpu(c).apic_id as u8, VECTOR_TLB_SHOOTDOWN);
