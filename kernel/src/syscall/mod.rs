@@ -222,7 +222,9 @@ extern "fastcall" fn sys_record(r: &mut Regs) {
 /// the line printed would hold a newline and a record marker of its choice.
 #[inline(never)]
 fn record(buf: u32, len: u32) -> u32 {
-    use abi::report::{check_user_record, KEY_PID, KEY_PROG, MARKER, MAX_USER_RECORD, SCHEMA};
+    use abi::report::{
+        check_user_record, KEY_PID, KEY_PROG, KEY_TID, MARKER, MAX_USER_RECORD, SCHEMA,
+    };
     /// The copy of the record being checked and printed. Used only with
     /// the console lock held, and no kernel code is preempted: one record
     /// at a time on the whole machine.
@@ -234,6 +236,8 @@ fn record(buf: u32, len: u32) -> u32 {
         Ok(b) => b,
         Err(e) => return err(e),
     };
+    // Before the console lock: the scheduler lock is never taken under it.
+    let (pid, tid) = crate::proc::who();
     let _held = crate::console::lock();
     // SAFETY: COPY is touched only here, with the console lock held (so by
     // one CPU), and this call runs to its end before another record call
@@ -245,11 +249,9 @@ fn record(buf: u32, len: u32) -> u32 {
     };
     // Printable ASCII, checked: the rest of the line after the kind.
     let rest = core::str::from_utf8(&body[kind.len()..]).unwrap_or("");
-    let t = task::current();
     crate::kprintln!(
-        "{MARKER}{SCHEMA} {kind} {KEY_PROG}={} {KEY_PID}={}{rest}",
-        abi::report::Escaped(t.name),
-        t.pid
+        "{MARKER}{SCHEMA} {kind} {KEY_PROG}={} {KEY_PID}={pid} {KEY_TID}={tid}{rest}",
+        abi::report::Escaped(task::current().name),
     );
     0
 }
