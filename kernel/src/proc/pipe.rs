@@ -185,11 +185,12 @@ fn drop_ref(e: End) {
     }
 }
 
-/// Whether descriptor `fd` of the running process still names `e` (after a
-/// sleep: another thread may have closed it, and made a new pipe in the
-/// same slot or put another end behind the number).
-fn still_names(fd: u32, e: End) -> bool {
-    end_of(me(), fd) == Some(e)
+/// Whether descriptor `fd` of process `i` (the caller's, looked up once
+/// before the call's first sleep) still names `e` after a sleep: another
+/// thread may have closed it, and made a new pipe in the same slot or put
+/// another end behind the number.
+fn still_names(i: usize, fd: u32, e: End) -> bool {
+    end_of(i, fd) == Some(e)
 }
 
 /// `pipe(fds)`: the read and write ends' descriptors, stored at `fds`.
@@ -277,7 +278,8 @@ pub fn read(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
     let _g = sched::locked();
     // The buffer first, as for the fixed descriptors.
     (mem.check)(buf, len, true)?;
-    let e = end_of(me(), fd).ok_or(errno::EBADF)?;
+    let i = me();
+    let e = end_of(i, fd).ok_or(errno::EBADF)?;
     if e.write {
         return Err(errno::EBADF);
     }
@@ -309,7 +311,7 @@ pub fn read(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
         if super::sleep_interruptible(read_chan(k), 0) == Woken::Interrupted {
             return Err(errno::EINTR);
         }
-        if !still_names(fd, e) {
+        if !still_names(i, fd, e) {
             return Err(errno::EBADF);
         }
     }
@@ -319,7 +321,8 @@ pub fn read(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
 pub fn write(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
     let _g = sched::locked();
     (mem.check)(buf, len, false)?;
-    let e = end_of(me(), fd).ok_or(errno::EBADF)?;
+    let i = me();
+    let e = end_of(i, fd).ok_or(errno::EBADF)?;
     if !e.write {
         return Err(errno::EBADF);
     }
@@ -363,7 +366,7 @@ pub fn write(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
             continue;
         }
         let woken = super::sleep_interruptible(write_chan(k), 0);
-        let gone = !still_names(fd, e);
+        let gone = !still_names(i, fd, e);
         if woken == Woken::Interrupted || gone {
             return if done > 0 {
                 Ok(done as u32)
