@@ -202,6 +202,26 @@ pub enum X87 {
     Kept(Sharer),
 }
 
+/// The pipe cases ([`Act::PipeReuse`]): a thread sleeps in a pipe call
+/// while another closes every descriptor of that pipe and at once makes a
+/// new pipe, which takes the freed slot (the pool hands out the lowest
+/// free one), and uses it. The sleeper must come back with `EBADF` (its
+/// descriptor was closed), and the new pipe must hold exactly its own
+/// bytes: a sleeper only ever sees the pipe it slept on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PipeReuse {
+    /// A second thread sleeps in `read` of an empty pipe; the first makes
+    /// the new pipe and writes into it.
+    Read,
+    /// A second thread sleeps in `write` to a full pipe; the first makes
+    /// the new pipe, writes into it and reads it back.
+    Write,
+    /// A forked child's second thread sleeps in `read`, and the child's
+    /// first thread closes the child's descriptor; pid 1 then closes its
+    /// own, makes the new pipe and writes into it.
+    Process,
+}
+
 /// Where ESP points for [`Act::TfSyscallEsp`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TfStack {
@@ -352,6 +372,8 @@ pub enum Act {
     /// These EFLAGS bits set right before a floor entry (the cheapest
     /// round trip, no hygiene): the kernel lives, the user goes on.
     Floor(Mechanism, u32),
+    /// A pipe closed and its slot reused under a sleeping call.
+    PipeReuse(PipeReuse),
 }
 
 const fn case(name: &'static str, act: Act, expect: Expect) -> Case {
@@ -1207,6 +1229,23 @@ pub const FAULT_CASES: &[Case] = &[
         "pipe storing its descriptors into kernel memory (EFAULT)",
         call(nr::PIPE, [PTR, 0, 0], Pointer::Kernel),
         Expect::Errno(errno::EFAULT),
+    ),
+    // A pipe closed under a sleeping call and its slot taken by a new pipe
+    // at once: the sleeper gets EBADF, the new pipe keeps its own bytes.
+    case(
+        "pipe: a read asleep while its slot is reused gets EBADF, not the new pipe's bytes",
+        Act::PipeReuse(PipeReuse::Read),
+        OK,
+    ),
+    case(
+        "pipe: a write asleep while its slot is reused gets EBADF, puts nothing in the new pipe",
+        Act::PipeReuse(PipeReuse::Write),
+        OK,
+    ),
+    case(
+        "pipe: a child's read asleep while pid 1 reuses the slot never gets pid 1's bytes",
+        Act::PipeReuse(PipeReuse::Process),
+        OK,
     ),
     case(
         "kill to pid 0 (EINVAL)",

@@ -17,6 +17,9 @@ pub const USER_STACK_TOP: u32 = 0xB000_0000;
 /// Size of the user stack; the page below it is a guard page, never mapped.
 pub const USER_STACK_SIZE: u32 = 64 << 10;
 pub const PAGE_SIZE: u32 = 4096;
+/// The most Multiboot modules (user programs) the kernel keeps; a loader
+/// that passes more has the rest dropped, and the kernel says so at boot.
+pub const MAX_MODULES: usize = 16;
 /// The heap `sbrk` grows, page by page, demand-zero.
 pub const USER_HEAP_BASE: u32 = 0x8000_0000;
 /// The most the heap may grow (it stays far below the stack).

@@ -18,8 +18,8 @@
 //! console writes cannot hold the marker (the kernel prints each `@` in them
 //! as [`USER_AT`]), and [`Escaped`] values never hold an `@`; a user
 //! program's records go through the `record` system call, which checks
-//! them ([`check_user_record`]) and tags them with the program
-//! ([`KEY_PROG`], [`KEY_PID`]).
+//! them ([`check_user_record`]) and tags them with the program, its
+//! process and its thread ([`KEY_PROG`], [`KEY_PID`], [`KEY_TID`]).
 
 use core::fmt;
 
@@ -33,9 +33,13 @@ pub const SCHEMA: u32 = 1;
 pub const USER_AT: &str = "%40";
 
 /// The tags the kernel puts on a record it prints for a user program: the
-/// program's name and its task's pid. A user record may not carry them.
+/// program's name, the pid of the process and the tid of the thread that
+/// made the call. A user record may not carry them. The `task` record
+/// that ends the task says which pids its processes had
+/// (`pid..=last_pid`), so a reader can check every record's pid.
 pub const KEY_PROG: &str = "prog";
 pub const KEY_PID: &str = "pid";
+pub const KEY_TID: &str = "tid";
 
 /// The kinds a user program may report through the `record` system call;
 /// the rest (boot, cpu, test, task, end, ...) only the kernel writes.
@@ -65,7 +69,8 @@ pub enum BadRecord {
     /// A word that is not `key=value` (key `[A-Za-z0-9_]+`, value non-empty
     /// without `=`), or an empty word (two spaces, a space at an end).
     Field,
-    /// A key the kernel writes itself ([`KEY_PROG`], [`KEY_PID`]).
+    /// A key the kernel writes itself ([`KEY_PROG`], [`KEY_PID`],
+    /// [`KEY_TID`]).
     Reserved,
     /// A value that does not unescape to UTF-8: a `%` that does not start
     /// an escape of two hex digits, or escapes of bytes that are no UTF-8
@@ -144,7 +149,7 @@ pub fn check_user_record(body: &[u8]) -> Result<&str, BadRecord> {
         if !key_ok || value.is_empty() || value.contains('=') {
             return Err(BadRecord::Field);
         }
-        if key == KEY_PROG || key == KEY_PID {
+        if key == KEY_PROG || key == KEY_PID || key == KEY_TID {
             return Err(BadRecord::Reserved);
         }
         let mut utf8 = Utf8::default();
@@ -184,7 +189,9 @@ pub mod kind {
     /// `off` when a ring-3 RDPMC faulted during the run and the kernel
     /// turned them off) and `reason` (empty when on).
     pub const PERF: &str = "perf";
-    /// A user task ended: `prog pid how` (`exit` or `fault`) `code`.
+    /// A user task ended: `prog pid how` (`exit` or `fault`) `code`, and
+    /// `last_pid`: its processes had the pids `pid..=last_pid` (its first
+    /// process, pid 1 in the comments, has `pid`; its forks the next ones).
     pub const TASK: &str = "task";
     /// A mechanism's check from a user program: `name result detail`.
     pub const CHECK: &str = "check";
@@ -635,6 +642,7 @@ mod tests {
             (b"check detail=%C3", BadRecord::Escape),
             (b"check detail=%ED%A0%80", BadRecord::Escape),
             (b"clock pid=1", BadRecord::Reserved),
+            (b"bench name=x tid=3", BadRecord::Reserved),
         ] {
             assert_eq!(
                 check_user_record(body),

@@ -382,6 +382,13 @@ pub mod procs_arg {
     /// With this bit, the argument's other bits are a number of bare
     /// fork/exit/wait rounds to run (the leak test), not the cases.
     pub const ROUNDS: u32 = 1 << 31;
+    /// What a forked child of the cases prints before its fault, followed
+    /// by ` pid P tid T`: the host finds the same two numbers on the
+    /// child's `check` record named [`CHILD_RECORD`] and on the kernel's
+    /// line for the child's fault.
+    pub const CHILD_SAYS: &str = "procs: the forked child is";
+    /// That child's `check` record's name.
+    pub const CHILD_RECORD: &str = "forked child";
 }
 
 /// Processes the kernel holds at once (zombies included): past it, `fork`

@@ -134,6 +134,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     record!(kind::BOOT, "loader" => bi.loader, "protocol" => bi.protocol.key(),
         "cmdline" => bi.cmdline, "mem_kib" => bi.memory_kib(),
         "modules" => bi.modules().len(), "rev" => env!("TESTBED_REV"), "features" => FEATURES);
+    modules_dropped(&bi);
 
     let f = &cpu::detect();
     report_cpu(f);
@@ -376,6 +377,22 @@ fn warn(w: Warning) {
     }
 }
 
+/// Says so when the loader passed more modules than the kernel keeps: the
+/// ones past `abi::layout::MAX_MODULES` are dropped, never run.
+fn modules_dropped(bi: &BootInfo<'_>) {
+    let dropped = bi.dropped_modules();
+    if dropped == 0 {
+        return;
+    }
+    let kept = boot::info::MAX_MODULES;
+    kprintln!(
+        "boot: the loader passed {} modules; the kernel keeps the first {kept}: {dropped} dropped",
+        kept as u64 + dropped as u64
+    );
+    record!(kind::WARN, "text" => "boot modules dropped past the kernel's limit",
+        "key" => "modules", "value" => dropped, "kept" => kept);
+}
+
 /// Lays out the sync-object pools as `pool_align=` says, and reports it.
 fn sync_pools(opts: &Options) {
     use sync::pool::Align;
@@ -457,7 +474,13 @@ fn run_program(bi: &BootInfo<'static>, opts: &Options) -> bool {
         for m in bi.modules() {
             kprint!(" {}", m.name);
         }
-        kprintln!();
+        match bi.dropped_modules() {
+            0 => kprintln!(),
+            n => kprintln!(
+                " ({n} more dropped: the kernel keeps {})",
+                boot::info::MAX_MODULES
+            ),
+        }
         return false;
     };
     match task::run(m, arg) {

@@ -105,11 +105,8 @@ const PF_WRITE: u32 = 1 << 1;
 
 /// An exception in ring 3 that nothing mends: the task ends, reported.
 fn user_fault(f: &TrapFrame) -> ! {
-    kprintln!(
-        "task {} (pid {}):",
-        task::current().name,
-        task::current().pid
-    );
+    let (pid, tid) = crate::proc::who();
+    kprintln!("task {} (pid {pid}, tid {tid}):", task::current().name);
     exceptions::report(f, "user");
     task::end_current(task::End::Fault {
         vector: f.vector as u8,
@@ -212,11 +209,8 @@ extern "C" fn trap_debug() {
     if t.cs & 3 == 3 {
         // A single step in ring 3: the task ends, like any user fault. Leave
         // through `debug_kill`, in ring 0 on the thread's kernel stack.
-        kprintln!(
-            "task {} (pid {}):",
-            task::current().name,
-            task::current().pid
-        );
+        let (pid, tid) = crate::proc::who();
+        kprintln!("task {} (pid {pid}, tid {tid}):", task::current().name);
         if single_step {
             kprintln!(
                 "#DB debug (vector 1) in user mode: a single-step trap; the next instruction would be"

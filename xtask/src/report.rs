@@ -118,6 +118,111 @@ pub fn parse_log(log: &str) -> Result<Vec<Record>, ParseError> {
     Ok(out)
 }
 
+/// Who printed a user program's record: the tags the kernel put on it
+/// (`abi::report::KEY_PROG`, `KEY_PID`, `KEY_TID`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Origin<'a> {
+    pub prog: &'a str,
+    /// The process that made the `record` call.
+    pub pid: u32,
+    /// Its thread (`None` in logs from before the kernel named it).
+    pub tid: Option<u32>,
+}
+
+impl Record {
+    /// Who printed this record: a user program's (a user kind tagged
+    /// with `prog`), `None` for the kernel's own. An error, naming the
+    /// line, for a tag that is not a number.
+    pub fn origin(&self) -> Result<Option<Origin<'_>>, String> {
+        use abi::report::{KEY_PID, KEY_PROG, KEY_TID, USER_KINDS};
+        let Some(prog) = self
+            .get(KEY_PROG)
+            .filter(|_| USER_KINDS.contains(&self.kind.as_str()))
+        else {
+            return Ok(None);
+        };
+        let number = |key: &str, v: &str| {
+            v.parse::<u32>().map_err(|_| {
+                format!(
+                    "line {}: program {prog}'s {} record: {key}={v:?} is not a number",
+                    self.line, self.kind
+                )
+            })
+        };
+        let pid = self.get(KEY_PID).ok_or_else(|| {
+            format!(
+                "line {}: program {prog}'s {} record names no process ({KEY_PID})",
+                self.line, self.kind
+            )
+        })?;
+        Ok(Some(Origin {
+            prog,
+            pid: number(KEY_PID, pid)?,
+            tid: self.get(KEY_TID).map(|t| number(KEY_TID, t)).transpose()?,
+        }))
+    }
+}
+
+/// Every user program's record names a process of its task: the `task`
+/// record that ends the task (the first after it) names the same program,
+/// and the record's pid lies among the task's pids, `pid..=last_pid`
+/// (`pid` alone in logs from before `last_pid`). A record that no task
+/// record follows is refused when `whole` (the log says the boot ended
+/// well, so every task ended); otherwise it is left alone (the kernel
+/// stopped in the middle of the task, which is reported elsewhere).
+pub fn check_origins(records: &[Record], whole: bool) -> Result<(), String> {
+    use abi::report::kind;
+    // From the end: the task record that ends each record's task.
+    let mut task: Option<(&Record, &str, u32, u32)> = None;
+    for r in records.iter().rev() {
+        if r.kind == kind::TASK {
+            let number = |key: &str| {
+                let v = r.get(key)?;
+                Some(v.parse::<u32>().map_err(|_| {
+                    format!("line {}: task record: {key}={v:?} is not a number", r.line)
+                }))
+            };
+            let prog = r.get("prog").unwrap_or("");
+            let pid = number("pid")
+                .ok_or_else(|| format!("line {}: task record without pid", r.line))??;
+            let last = number("last_pid").transpose()?.unwrap_or(pid);
+            if last < pid {
+                return Err(format!(
+                    "line {}: task record: last_pid={last} below pid={pid}",
+                    r.line
+                ));
+            }
+            task = Some((r, prog, pid, last));
+            continue;
+        }
+        let Some(o) = r.origin()? else { continue };
+        match task {
+            None if whole => {
+                return Err(format!(
+                    "line {}: program {}'s {} record (pid {}): no task record after it says which processes its task had",
+                    r.line, o.prog, r.kind, o.pid
+                ))
+            }
+            None => {}
+            Some((t, prog, first, last)) => {
+                if o.prog != prog {
+                    return Err(format!(
+                        "line {}: a {} record of program {}, but the task that ended next (line {}) ran {prog}",
+                        r.line, r.kind, o.prog, t.line
+                    ));
+                }
+                if !(first..=last).contains(&o.pid) {
+                    return Err(format!(
+                        "line {}: program {}'s {} record says pid={}, but no process of its task had that pid (line {}: pids {first} to {last})",
+                        r.line, o.prog, r.kind, o.pid, t.line
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The records of kind `kind`.
 pub fn of_kind<'a>(records: &'a [Record], kind: &'a str) -> impl Iterator<Item = &'a Record> + 'a {
     records.iter().filter(move |r| r.kind == kind)
@@ -288,6 +393,66 @@ i386 testbed kernel abc
 
     fn record_start_count(text: &str) -> usize {
         text.lines().filter(|l| record_start(l).is_some()).count()
+    }
+
+    const TASK_LOG: &str = "\
+@@tb1 bench name=a prog=procs pid=3 tid=7
+@@tb1 check name=b prog=procs pid=5 tid=9
+@@tb1 test name=kernel result=pass
+@@tb1 task prog=procs pid=3 how=exit code=0 last_pid=5
+@@tb1 check name=c prog=utest pid=6 tid=10
+@@tb1 task prog=utest pid=6 how=exit code=0 last_pid=6
+";
+
+    #[test]
+    fn records_name_their_process_and_thread() {
+        let r = parse_log(TASK_LOG).unwrap();
+        assert_eq!(
+            r[1].origin(),
+            Ok(Some(Origin {
+                prog: "procs",
+                pid: 5,
+                tid: Some(9)
+            }))
+        );
+        // The kernel's own records have none, the task record included.
+        assert_eq!(r[2].origin(), Ok(None));
+        assert_eq!(r[3].origin(), Ok(None));
+        assert_eq!(check_origins(&r, true), Ok(()));
+        let bad = parse_log(&TASK_LOG.replace("pid=5 tid=9", "pid=5 tid=x")).unwrap();
+        let e = check_origins(&bad, true).unwrap_err();
+        assert!(e.contains("line 2") && e.contains("tid=\"x\""), "{e}");
+    }
+
+    /// A record whose pid no process of its task had (another task's, or
+    /// none at all), or whose program is not the task's, is refused.
+    #[test]
+    fn a_record_of_a_process_that_did_not_run_is_refused() {
+        for (from, to, want) in [
+            ("pid=5 tid=9", "pid=6 tid=9", "line 2: program procs's check record says pid=6, but no process of its task had that pid (line 4: pids 3 to 5)"),
+            ("pid=3 tid=7", "pid=1 tid=7", "says pid=1"),
+            ("name=c prog=utest", "name=c prog=procs", "line 5: a check record of program procs, but the task that ended next (line 6) ran utest"),
+            ("last_pid=5", "last_pid=2", "last_pid=2 below pid=3"),
+            ("prog=utest pid=6 how", "prog=utest pid=x how", "pid=\"x\" is not a number"),
+            ("pid=5 tid=9", "tid=9", "names no process"),
+        ] {
+            let log = TASK_LOG.replace(from, to);
+            let e = check_origins(&parse_log(&log).unwrap(), true).unwrap_err();
+            assert!(e.contains(want), "{to}: {e}");
+        }
+        // Before last_pid, a task's records all had its pid.
+        let old = TASK_LOG
+            .replace(" last_pid=5", "")
+            .replace("pid=5 tid=9", "pid=3");
+        assert_eq!(check_origins(&parse_log(&old).unwrap(), true), Ok(()));
+        // No task record after a record: refused in a whole log, left in
+        // one the kernel stopped in the middle of.
+        let cut: String = TASK_LOG.lines().take(5).map(|l| format!("{l}\n")).collect();
+        let r = parse_log(&cut).unwrap();
+        assert!(check_origins(&r, true)
+            .unwrap_err()
+            .contains("line 5: program utest's check record (pid 6): no task record"));
+        assert_eq!(check_origins(&r, false), Ok(()));
     }
 
     #[test]

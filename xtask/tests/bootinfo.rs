@@ -121,6 +121,62 @@ fn multiboot1_from_qemu() {
     }
 }
 
+/// More modules than the kernel keeps: the first `MAX_MODULES` are kept,
+/// the rest counted as dropped (the kernel announces them).
+#[test]
+fn modules_past_the_limit_are_counted_dropped() {
+    let mut cap = multiboot1();
+    let passed = info::MAX_MODULES as u32 + 1;
+    cap.bytes.resize(0x2000, 0);
+    put32(&mut cap.bytes, 20, passed);
+    put32(&mut cap.bytes, 24, BASE + 0x1000);
+    for i in 0..passed as usize {
+        let e = 0x1000 + i * 16;
+        put32(&mut cap.bytes, e, 0x0020_0000 + i as u32 * 0x1000);
+        put32(&mut cap.bytes, e + 4, 0x0020_1000 + i as u32 * 0x1000);
+        put32(&mut cap.bytes, e + 8, BASE + 0x1800 + i as u32 * 8);
+        put_str(&mut cap.bytes, 0x1800 + i * 8, &format!("p{i}"));
+    }
+    // SAFETY: as above.
+    let bi = unsafe { BootInfo::parse(MB1_MAGIC, BASE, &&cap) }.unwrap();
+    assert_eq!(bi.modules().len(), info::MAX_MODULES);
+    assert_eq!(bi.dropped_modules(), 1);
+    assert_eq!(bi.modules().last().unwrap().name, "p15");
+    assert!(bi.module("p16").is_none());
+    assert_eq!(multiboot1_parsed().dropped_modules(), 0);
+
+    use multiboot2::{Builder, ModuleTag};
+    let mut b = Builder::new();
+    for i in 0..passed {
+        let name = format!("p{i}");
+        b = b.add_module(ModuleTag::new(
+            0x0020_0000 + i * 0x1000,
+            0x0020_1000 + i * 0x1000,
+            &name,
+        ));
+    }
+    let mbi = b.build();
+    let ptr = &*mbi as *const _ as *const u8;
+    // SAFETY: the builder's structure starts with its u32 total size.
+    let total = unsafe { ptr.cast::<u32>().read() } as usize;
+    // SAFETY: `total` bytes are the structure.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr, total) };
+    let cap = Capture {
+        base: 0x0001_0000,
+        bytes: bytes.to_vec(),
+    };
+    // SAFETY: `ptr` is a valid structure built above; `cap` shows it at 0x10000.
+    let bi = unsafe { BootInfo::from_multiboot2(ptr.cast(), cap.base, &&cap) }.unwrap();
+    assert_eq!(bi.modules().len(), info::MAX_MODULES);
+    assert_eq!(bi.dropped_modules(), 1);
+}
+
+fn multiboot1_parsed() -> BootInfo<'static> {
+    let cap: &'static Capture = Box::leak(Box::new(multiboot1()));
+    // SAFETY: as above.
+    unsafe { BootInfo::parse(MB1_MAGIC, BASE, &cap) }.unwrap()
+}
+
 #[test]
 fn multiboot1_without_optional_parts() {
     let mut cap = multiboot1();

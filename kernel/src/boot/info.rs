@@ -15,7 +15,7 @@ pub const MB1_MAGIC: u32 = 0x2BAD_B002;
 pub const MB2_MAGIC: u32 = 0x36D7_6289;
 
 pub const MAX_REGIONS: usize = 32;
-pub const MAX_MODULES: usize = 16;
+pub use abi::layout::MAX_MODULES;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
@@ -58,6 +58,8 @@ pub struct BootInfo<'a> {
     nregions: usize,
     modules: [Module<'a>; MAX_MODULES],
     nmodules: usize,
+    /// Modules the loader passed past the first [`MAX_MODULES`]: not kept.
+    dropped_modules: u32,
     /// Where the information structure itself lies.
     pub info_start: u32,
     pub info_end: u32,
@@ -105,6 +107,7 @@ impl<'a> BootInfo<'a> {
             nregions: 0,
             modules: [Module::default(); MAX_MODULES],
             nmodules: 0,
+            dropped_modules: 0,
             info_start: 0,
             info_end: 0,
             extents: [(0, 0); MAX_EXTENTS],
@@ -183,8 +186,10 @@ impl<'a> BootInfo<'a> {
         }
         if flags & FLAG_MODS != 0 {
             let (count, addr) = (word(20), word(24));
-            bi.keep(addr, count.min(MAX_MODULES as u32) * 16);
-            for i in 0..count.min(MAX_MODULES as u32) {
+            let kept = count.min(MAX_MODULES as u32);
+            bi.dropped_modules = count - kept;
+            bi.keep(addr, kept * 16);
+            for i in 0..kept {
                 let m = mem.bytes(addr + i * 16, 16).ok_or(bad("module list"))?;
                 let w = |off: usize| u32::from_le_bytes(m[off..off + 4].try_into().unwrap());
                 let cmd = if w(8) != 0 {
@@ -280,12 +285,15 @@ impl<'a> BootInfo<'a> {
         }
     }
 
+    /// Keeps one more module, or counts it dropped past [`MAX_MODULES`].
     fn push_module(&mut self, start: u32, end: u32, cmdline: &'a str) {
         if self.nmodules < MAX_MODULES {
             let last = cmdline.split_ascii_whitespace().last().unwrap_or("");
             let name = last.rsplit('/').next().unwrap_or("");
             self.modules[self.nmodules] = Module { start, end, name };
             self.nmodules += 1;
+        } else {
+            self.dropped_modules = self.dropped_modules.saturating_add(1);
         }
     }
 
@@ -296,6 +304,12 @@ impl<'a> BootInfo<'a> {
 
     pub fn modules(&self) -> &[Module<'a>] {
         &self.modules[..self.nmodules]
+    }
+
+    /// How many modules the loader passed past the first [`MAX_MODULES`]:
+    /// dropped, never run (the kernel announces them at boot).
+    pub fn dropped_modules(&self) -> u32 {
+        self.dropped_modules
     }
 
     pub fn module(&self, name: &str) -> Option<&Module<'a>> {

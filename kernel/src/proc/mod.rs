@@ -514,6 +514,22 @@ pub fn waitpid(pid: i32, flags: u32, store: impl Fn(u32) -> Result<(), i32>) -> 
     }
 }
 
+/// Who is running, for the lines that name who did something (a user
+/// record, a fault): the process's pid (0 in a kernel thread) and the
+/// thread's tid. Takes the scheduler lock.
+pub fn who() -> (Pid, sched::Tid) {
+    let _g = sched::locked();
+    let pid = current().map_or(0, |i| get(i).pid);
+    (pid, sched::current_tid())
+}
+
+/// The last pid handed out: a task's processes are numbered from its
+/// pid 1's number up to this one.
+pub fn last_pid() -> Pid {
+    let _g = sched::locked();
+    table().next_pid - 1
+}
+
 /// The parent's pid of the running process (0 for pid 1).
 pub fn parent_pid() -> Pid {
     let _g = sched::locked();

@@ -16,6 +16,20 @@
 //! - Both waits are interruptible (`proc::sleep_interruptible`): a caught
 //!   signal makes the call return `-EINTR` (or the count written so far),
 //!   after its handler ran. No restart.
+//! - A sleeper only ever sees the pipe it went to sleep on. Each slot has a
+//!   generation, bumped when `pipe` takes it, and a descriptor names the
+//!   generation with the slot ([`End`]). After every wake-up the call looks
+//!   its descriptor up again and goes on only if it still names the same
+//!   end of the same generation; otherwise another thread closed it (and
+//!   perhaps made a new pipe in the slot, or put another end behind the
+//!   number) and the call returns `-EBADF`, as a fresh call on that
+//!   descriptor would, or the count written so far: no byte is taken from
+//!   or put into another pipe, in this process or another. The sleeper
+//!   holds no reference: a descriptor closed under it stops counting at
+//!   once (its writers may meet `EPIPE`, its readers end of file). Closing
+//!   a descriptor wakes the sleepers of its own end as well as, when it
+//!   was the last, those of the other, so a call whose descriptor went
+//!   comes back without waiting for a byte.
 //! - Readers sleep on the pipe's read channel and writers on its write
 //!   channel; each side wakes the other after it moved bytes, with the
 //!   sleepqueues' wake-up, which sends a reschedule IPI to a sleeper's CPU.
@@ -36,11 +50,13 @@ use crate::arch::frames;
 use crate::sync::cell::BootCell;
 use crate::task::{sched, sleepqueue};
 
-/// One pipe; a free slot has no buffer.
+/// One pipe; a free slot has no buffer. Every field is (s).
 #[derive(Clone, Copy)]
 struct Pipe {
     /// The buffer's frame (identity-mapped), 0 while the slot is free.
     buf: u32,
+    /// How many times `pipe` has taken this slot (kept while it is free).
+    generation: u32,
     /// Where the oldest byte is, and how many bytes there are.
     head: usize,
     len: usize,
@@ -51,17 +67,20 @@ struct Pipe {
 
 const FREE: Pipe = Pipe {
     buf: 0,
+    generation: 0,
     head: 0,
     len: 0,
     readers: 0,
     writers: 0,
 };
 
-/// What a descriptor holds: a pipe and which end of it.
+/// What a descriptor holds: a pipe (its slot and the slot's generation
+/// when `pipe` made it) and which end of it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct End {
     pipe: u8,
     write: bool,
+    generation: u32,
 }
 
 struct Pipes {
@@ -138,27 +157,40 @@ fn take_ref(e: End) {
     }
 }
 
-/// One descriptor on `e` goes: the other side learns it when this was the
-/// last of its end; the buffer goes back with the last descriptor.
+/// One descriptor on `e` goes: the sleepers of its end look at their
+/// descriptors again (the one asleep on this descriptor ends its call), the
+/// other side learns it when this was the last of its end; the buffer goes
+/// back with the last descriptor, the slot keeping its generation.
 fn drop_ref(e: End) {
     let k = e.pipe as usize;
     let p = &mut pipes().pipes[k];
-    if e.write {
+    let (mine, theirs) = if e.write {
         p.writers -= 1;
-        if p.writers == 0 {
-            sleepqueue::wakeup(read_chan(k), true);
-        }
+        (write_chan(k), (p.writers == 0).then(|| read_chan(k)))
     } else {
         p.readers -= 1;
-        if p.readers == 0 {
-            sleepqueue::wakeup(write_chan(k), true);
-        }
+        (read_chan(k), (p.readers == 0).then(|| write_chan(k)))
+    };
+    sleepqueue::wakeup(mine, true);
+    if let Some(c) = theirs {
+        sleepqueue::wakeup(c, true);
     }
     let p = &mut pipes().pipes[k];
     if p.readers == 0 && p.writers == 0 {
         frames::free(p.buf);
-        *p = FREE;
+        *p = Pipe {
+            generation: p.generation,
+            ..FREE
+        };
     }
+}
+
+/// Whether descriptor `fd` of process `i` (the caller's, looked up once
+/// before the call's first sleep) still names `e` after a sleep: another
+/// thread may have closed it, and made a new pipe in the same slot or put
+/// another end behind the number.
+fn still_names(i: usize, fd: u32, e: End) -> bool {
+    end_of(i, fd) == Some(e)
 }
 
 /// `pipe(fds)`: the read and write ends' descriptors, stored at `fds`.
@@ -176,8 +208,10 @@ pub fn pipe(fds: u32, mem: &UserMem) -> Result<(), i32> {
         .position(|p| p.buf == 0)
         .ok_or(errno::ENFILE)?;
     let buf = frames::alloc().ok_or(errno::ENFILE)?;
+    let generation = t.pipes[k].generation.wrapping_add(1);
     t.pipes[k] = Pipe {
         buf,
+        generation,
         readers: 1,
         writers: 1,
         ..FREE
@@ -186,10 +220,12 @@ pub fn pipe(fds: u32, mem: &UserMem) -> Result<(), i32> {
         End {
             pipe: k as u8,
             write: false,
+            generation,
         },
         End {
             pipe: k as u8,
             write: true,
+            generation,
         },
     );
     set_fd(me, r, Some(re));
@@ -242,7 +278,8 @@ pub fn read(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
     let _g = sched::locked();
     // The buffer first, as for the fixed descriptors.
     (mem.check)(buf, len, true)?;
-    let e = end_of(me(), fd).ok_or(errno::EBADF)?;
+    let i = me();
+    let e = end_of(i, fd).ok_or(errno::EBADF)?;
     if e.write {
         return Err(errno::EBADF);
     }
@@ -274,6 +311,9 @@ pub fn read(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
         if super::sleep_interruptible(read_chan(k), 0) == Woken::Interrupted {
             return Err(errno::EINTR);
         }
+        if !still_names(i, fd, e) {
+            return Err(errno::EBADF);
+        }
     }
 }
 
@@ -281,7 +321,8 @@ pub fn read(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
 pub fn write(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
     let _g = sched::locked();
     (mem.check)(buf, len, false)?;
-    let e = end_of(me(), fd).ok_or(errno::EBADF)?;
+    let i = me();
+    let e = end_of(i, fd).ok_or(errno::EBADF)?;
     if !e.write {
         return Err(errno::EBADF);
     }
@@ -324,9 +365,13 @@ pub fn write(fd: u32, buf: u32, len: u32, mem: &UserMem) -> Result<u32, i32> {
             }
             continue;
         }
-        if super::sleep_interruptible(write_chan(k), 0) == Woken::Interrupted {
+        let woken = super::sleep_interruptible(write_chan(k), 0);
+        let gone = !still_names(i, fd, e);
+        if woken == Woken::Interrupted || gone {
             return if done > 0 {
                 Ok(done as u32)
+            } else if gone {
+                Err(errno::EBADF)
             } else {
                 Err(errno::EINTR)
             };
@@ -369,7 +414,10 @@ pub fn reset() {
             frames::free(p.buf);
             left += 1;
         }
-        *p = FREE;
+        *p = Pipe {
+            generation: p.generation,
+            ..FREE
+        };
     }
     t.fds = [[None; PIPE_FDS as usize]; MAX_PROCS];
     t.used = [0; MAX_PROCS];

@@ -220,7 +220,9 @@ extern "fastcall" fn sys_record(r: &mut Regs) {
 /// the line printed would hold a newline and a record marker of its choice.
 #[inline(never)]
 fn record(buf: u32, len: u32) -> u32 {
-    use abi::report::{check_user_record, KEY_PID, KEY_PROG, MARKER, MAX_USER_RECORD, SCHEMA};
+    use abi::report::{
+        check_user_record, KEY_PID, KEY_PROG, KEY_TID, MARKER, MAX_USER_RECORD, SCHEMA,
+    };
     /// The copy of the record being checked and printed. Used only with
     /// the scheduler lock held, and no kernel code is preempted: one record
     /// at a time on the whole machine.
@@ -231,6 +233,7 @@ fn record(buf: u32, len: u32) -> u32 {
     // Lock order: the scheduler lock, then the console's. The copy may
     // fault and the fault takes the scheduler lock (`proc::fault`).
     let _g = task::sched::locked();
+    let (pid, tid) = crate::proc::who();
     // SAFETY: COPY is touched only here, with the scheduler lock held (so
     // by one CPU), and this call runs to its end before another record call
     // on this CPU can start; `len` is at most COPY's length, checked above.
@@ -244,11 +247,9 @@ fn record(buf: u32, len: u32) -> u32 {
     };
     // Printable ASCII, checked: the rest of the line after the kind.
     let rest = core::str::from_utf8(&body[kind.len()..]).unwrap_or("");
-    let t = task::current();
     crate::kprintln!(
-        "{MARKER}{SCHEMA} {kind} {KEY_PROG}={} {KEY_PID}={}{rest}",
-        abi::report::Escaped(t.name),
-        t.pid
+        "{MARKER}{SCHEMA} {kind} {KEY_PROG}={} {KEY_PID}={pid} {KEY_TID}={tid}{rest}",
+        abi::report::Escaped(task::current().name),
     );
     0
 }

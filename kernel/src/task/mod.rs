@@ -169,9 +169,11 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
     crate::arch::smp::on_every_ap(crate::arch::smp::command::RESET);
     // SAFETY: set by end_current before leave_user.
     let end = unsafe { ENDED.get_mut().take() }.expect("a task ends through end_current");
+    let last = crate::proc::last_pid();
     match end {
         End::Exit(code) => {
-            record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "exit", "code" => code)
+            record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "exit", "code" => code,
+                "last_pid" => last)
         }
         End::Fault { vector, eip } => {
             kprintln!(
@@ -182,11 +184,12 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
                 eip
             );
             record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "fault",
-                "code" => vector, "name" => abi::exit::vector_name(vector))
+                "code" => vector, "name" => abi::exit::vector_name(vector), "last_pid" => last)
         }
         End::Deadlock => {
             kprintln!("task {} (pid {}) ended: deadlock", module.name, pid);
-            record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "deadlock", "code" => 0)
+            record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "deadlock", "code" => 0,
+                "last_pid" => last)
         }
         End::BadStack { mechanism } => {
             kprintln!(
@@ -195,7 +198,7 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
                 pid
             );
             record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "badstack",
-                "code" => 0, "name" => mechanism)
+                "code" => 0, "name" => mechanism, "last_pid" => last)
         }
     }
     report_work(module.name);

@@ -13,8 +13,8 @@ use core::arch::{asm, global_asm};
 
 use userland::abi::cases::eflags::{self, AC, DF, HOSTILE, ID, IF, NT, RESERVED_1, TF};
 use userland::abi::cases::{
-    Act, Before, Call, DataSelector, HeldOnto, Privileged, Sharer, Start, SysenterStack, TfStack,
-    EXIT_SKIPPED, FAULT_CASES, KERNEL_ADDRESS, PTR, UNMAPPED_USER_ADDRESS, X87,
+    Act, Before, Call, DataSelector, HeldOnto, PipeReuse, Privileged, Sharer, Start, SysenterStack,
+    TfStack, EXIT_SKIPPED, FAULT_CASES, KERNEL_ADDRESS, PTR, UNMAPPED_USER_ADDRESS, X87,
 };
 use userland::abi::layout::{selector, USER_BASE, USER_STACK_SIZE, USER_STACK_TOP, USER_TOP};
 use userland::abi::syscall::{argsum, decode, fd, nr, CpuInfo};
@@ -213,6 +213,7 @@ extern "C" fn main(case: u32) -> i32 {
         Act::X87(x) => return x87(x),
         Act::Floor(m, _) if !info.has(m) => return EXIT_SKIPPED,
         Act::Floor(m, flags) => return floor(&info, m, flags),
+        Act::PipeReuse(how) => return pipe_reuse(how),
     }
     // Reaching here means the act did not end the task.
     EXIT_NOT_ENDED
@@ -1492,4 +1493,184 @@ fn floor(info: &CpuInfo, m: Mechanism, flags: u32) -> i32 {
         return wrong("EFLAGS after the floor", after, flags | IF);
     }
     0
+}
+
+// A pipe closed under a sleeping call, its slot reused at once
+// (`Act::PipeReuse`). Every thread of these cases runs on this CPU, so the
+// sleeper, made ready by the close, runs only once the first thread sleeps:
+// after the new pipe holds its bytes.
+
+/// What the sleeping thread's pipe call returned (its result word), or
+/// [`NOT_BACK`] while it has not come back.
+static PIPE_CALL: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(NOT_BACK);
+/// No call's result: a count is below 2^31, `-errno` above `-4096`.
+const NOT_BACK: u32 = 0x8000_0000;
+/// Ticks the first thread gives the sleeper to fall asleep in its call.
+const SETTLE: u32 = 3;
+/// The most ticks to wait for the sleeper to come back.
+const BACK_WITHIN: u32 = 200;
+/// What the new pipe carries.
+const NEW_BYTES: &[u8] = b"the new pipe's own bytes";
+/// Fills a pipe whole, so the next write sleeps.
+static FILL: [u8; fd::PIPE_SIZE] = [b'o'; fd::PIPE_SIZE];
+
+fn pipe_reuse(how: PipeReuse) -> i32 {
+    let Ok((r, w)) = sys::pipe() else {
+        return wrong("pipe", 0, 0);
+    };
+    let r = match how {
+        PipeReuse::Read => sleep_in(sleeping_read, r).and_then(|()| reuse(&[r, w], None)),
+        PipeReuse::Write => {
+            let ignored =
+                sys::sigaction(userland::abi::syscall::sig::SIGPIPE, sys::Handler::Ignore);
+            if ignored.is_err() || sys::write_fd(w, &FILL) != Ok(fd::PIPE_SIZE) {
+                return wrong("filling the pipe", 0, 0);
+            }
+            sleep_in(sleeping_write, w).and_then(|()| reuse(&[w, r], None))
+        }
+        PipeReuse::Process => match sys::fork() {
+            Ok(0) => {
+                // The child: its read sleeps, its first thread closes the
+                // child's descriptors; pid 1 still holds both ends.
+                let _ = sys::close(w);
+                if let Err(e) = sleep_in(sleeping_read, r) {
+                    sys::exit(e);
+                }
+                let _ = sys::close(r);
+                sys::exit(match back() {
+                    b if b == ebadf() => 0,
+                    NOT_BACK => CHILD_ASLEEP,
+                    0 => CHILD_EOF,
+                    b if b < NOT_BACK => CHILD_GOT_BYTES,
+                    _ => CHILD_OTHER,
+                })
+            }
+            Ok(pid) => {
+                // Long after the child's close.
+                threads::sleep(4 * SETTLE);
+                reuse(&[r, w], Some(pid))
+            }
+            Err(e) => Err(wrong("fork", e as u32, 0)),
+        },
+    };
+    r.err().unwrap_or(0)
+}
+
+/// The child's exit codes in [`PipeReuse::Process`] (0: `EBADF`).
+const CHILD_ASLEEP: i32 = 10;
+const CHILD_EOF: i32 = 11;
+const CHILD_GOT_BYTES: i32 = 12;
+const CHILD_OTHER: i32 = 13;
+
+fn ebadf() -> u32 {
+    (-userland::abi::syscall::errno::EBADF) as u32
+}
+
+fn sleeping_read(fd: u32) {
+    let mut b = [0u8; 64];
+    let len = b.len() as u32;
+    let r = sys::call(
+        Mechanism::Int80,
+        nr::READ,
+        [fd, b.as_mut_ptr() as u32, len, 0, 0, 0],
+    );
+    PIPE_CALL.store(r, core::sync::atomic::Ordering::Release);
+}
+
+fn sleeping_write(fd: u32) {
+    let b = [b'x'; 16];
+    let len = b.len() as u32;
+    let r = sys::call(
+        Mechanism::Int80,
+        nr::WRITE,
+        [fd, b.as_ptr() as u32, len, 0, 0, 0],
+    );
+    PIPE_CALL.store(r, core::sync::atomic::Ordering::Release);
+}
+
+/// Starts `call(fd)` in a second thread on this CPU and lets it fall
+/// asleep in the kernel; `Err` with the status when it could not.
+fn sleep_in(call: fn(u32), fd: u32) -> Result<(), i32> {
+    PIPE_CALL.store(NOT_BACK, core::sync::atomic::Ordering::Relaxed);
+    if let Err(e) = threads::spawn(call, fd, abi_prio()) {
+        return Err(wrong("spawn", e as u32, 0));
+    }
+    threads::sleep(SETTLE);
+    match back_now() {
+        NOT_BACK => Ok(()),
+        r => Err(wrong(
+            "the pipe call came back before its pipe closed",
+            r,
+            NOT_BACK,
+        )),
+    }
+}
+
+fn back_now() -> u32 {
+    PIPE_CALL.load(core::sync::atomic::Ordering::Acquire)
+}
+
+/// The sleeper's result once it is back, or [`NOT_BACK`] after
+/// [`BACK_WITHIN`] ticks.
+fn back() -> u32 {
+    for _ in 0..BACK_WITHIN {
+        if back_now() != NOT_BACK {
+            break;
+        }
+        threads::sleep(1);
+    }
+    back_now()
+}
+
+/// Closes `fds` (the old pipe's, in that order), makes the new pipe at once
+/// and writes [`NEW_BYTES`] into it, lets the sleeper (or the child `pid`)
+/// come back, then reads the new pipe to its end: it must hold exactly
+/// those bytes, and the sleeper must have got `EBADF`.
+fn reuse(fds: &[u32], child: Option<u32>) -> Result<(), i32> {
+    for &f in fds {
+        let _ = sys::close(f);
+    }
+    let Ok((r, w)) = sys::pipe() else {
+        return Err(wrong("the new pipe", 0, 0));
+    };
+    if sys::write_fd(w, NEW_BYTES) != Ok(NEW_BYTES.len()) {
+        return Err(wrong("the write into the new pipe", 0, 0));
+    }
+    let sleeper = match child {
+        None => back(),
+        Some(pid) => match wait_child(pid) {
+            0 => ebadf(),
+            CHILD_ASLEEP => NOT_BACK,
+            CHILD_EOF => 0,
+            CHILD_GOT_BYTES => {
+                println!("faults: the child's read returned bytes of pid 1's new pipe");
+                1
+            }
+            code => return Err(wrong("the child's exit code", code as u32, 0)),
+        },
+    };
+    let _ = sys::close(w);
+    let mut got = [0u8; 128];
+    let mut n = 0;
+    while n < got.len() {
+        match sys::read(r, &mut got[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) => return Err(wrong("a read of the new pipe", e as u32, 0)),
+        }
+    }
+    let _ = sys::close(r);
+    let mut status = Ok(());
+    if &got[..n] != NEW_BYTES {
+        println!(
+            "faults: the new pipe held {n} bytes, {:?}, not its own {} bytes",
+            core::str::from_utf8(&got[..n]).unwrap_or("(not UTF-8)"),
+            NEW_BYTES.len()
+        );
+        status = Err(EXIT_WRONG);
+    }
+    if sleeper != ebadf() {
+        status = Err(wrong("the sleeping call's result", sleeper, ebadf()));
+    }
+    status
 }

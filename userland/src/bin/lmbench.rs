@@ -167,6 +167,20 @@ impl Run {
     }
 }
 
+/// Why the rows that go through a chosen mechanism were not measured.
+const NO_MECHANISM: &str = "entry= allows no mechanism this CPU has";
+
+/// Why a fork failed, for a row's "not measured" line: `EAGAIN` is the
+/// kernel's process or thread table (each CPU's idle thread holds a
+/// thread slot too), so a ring too large for the machine says so.
+fn fork_failed(e: i32) -> &'static str {
+    if e == userland::abi::errno::EAGAIN {
+        "fork: EAGAIN (the kernel's process or thread table is full)"
+    } else {
+        "fork failed"
+    }
+}
+
 /// This CPU's bit, for a figure's `cpus`.
 fn cpu_bit() -> u32 {
     1 << threads::cpu().min(31)
@@ -246,7 +260,9 @@ fn reap(pid: u32) -> bool {
 /// `write(/dev/null)`) through the first mechanism `entry=` allows.
 fn lat_syscall(run: &mut Run) {
     let Some(m) = Mechanism::ALL.into_iter().find(|&m| run.info.wanted(m)) else {
-        run.fail(lm::LAT_SYSCALL_NULL, "entry= allows no usable mechanism");
+        for name in [lm::LAT_SYSCALL_NULL, lm::LAT_SYSCALL_WRITE] {
+            run.fail(name, NO_MECHANISM);
+        }
         return;
     };
     use userland::bench::*;
@@ -414,11 +430,14 @@ fn lat_pipe(run: &mut Run) {
     });
     p::close(ar);
     p::close(bw);
-    let Ok(child) = child else {
-        p::close(aw);
-        p::close(br);
-        run.fail(lm::LAT_PIPE, "fork failed");
-        return;
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            p::close(aw);
+            p::close(br);
+            run.fail(lm::LAT_PIPE, fork_failed(e));
+            return;
+        }
     };
     let row = Row {
         name: lm::LAT_PIPE,
@@ -471,10 +490,13 @@ fn bw_pipe(run: &mut Run) {
         0
     });
     p::close(w);
-    let Ok(child) = child else {
-        p::close(r);
-        run.fail(lm::BW_PIPE, "fork failed");
-        return;
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            p::close(r);
+            run.fail(lm::BW_PIPE, fork_failed(e));
+            return;
+        }
     };
     // SAFETY: this process's own copy; one thread.
     let buf = unsafe { &mut *(&raw mut BW_BUF) };
@@ -643,10 +665,10 @@ fn ring(run: &mut Run, name: &str, n: u32, kib: u32) -> Result<(), &'static str>
     let home = threads::cpu();
     let mut prev_r = first_r;
     let mut pids = [0u32; 8];
-    let mut ok = true;
+    let mut why = None;
     for k in 1..n {
         let Ok((r, w)) = p::pipe() else {
-            ok = false;
+            why = Some("pipe() failed");
             break;
         };
         let from = prev_r;
@@ -664,8 +686,8 @@ fn ring(run: &mut Run, name: &str, n: u32, kib: u32) -> Result<(), &'static str>
         prev_r = r;
         match child {
             Ok(pid) => pids[k as usize - 1] = pid,
-            Err(_) => {
-                ok = false;
+            Err(e) => {
+                why = Some(fork_failed(e));
                 break;
             }
         }
@@ -682,7 +704,7 @@ fn ring(run: &mut Run, name: &str, n: u32, kib: u32) -> Result<(), &'static str>
         ops: laps * n,
     };
     let me = cpu_bit() as u8;
-    if ok {
+    if why.is_none() {
         if let Ok((or, ow)) = own {
             run.row(&row, |ph| match ph {
                 Phase::Timed => (0..laps).all(|_| {
@@ -710,15 +732,16 @@ fn ring(run: &mut Run, name: &str, n: u32, kib: u32) -> Result<(), &'static str>
     }
     p::close(first_w);
     p::close(back);
+    let mut members_ok = true;
     for &pid in pids.iter().take(n as usize - 1) {
         if pid != 0 {
-            ok &= reap(pid);
+            members_ok &= reap(pid);
         }
     }
-    if ok {
-        Ok(())
-    } else {
-        Err("the ring could not be built or a member failed")
+    match (why, members_ok) {
+        (Some(why), _) => Err(why),
+        (None, false) => Err("a ring member failed"),
+        (None, true) => Ok(()),
     }
 }
 
@@ -804,6 +827,10 @@ fn serve(q: &[u8; QUERY], a: &mut [u8; ANSWER]) {
 /// up in an index of [`lm::SMACK_ROWS`] rows and answers over another;
 /// every read and write on both sides goes through the mechanism.
 fn smack(run: &mut Run) {
+    if !Mechanism::ALL.into_iter().any(|m| run.info.wanted(m)) {
+        run.fail(lm::SMACK, NO_MECHANISM);
+        return;
+    }
     build_index();
     for m in Mechanism::ALL {
         if !run.info.wanted(m) {
@@ -839,10 +866,13 @@ fn smack_one(run: &mut Run, name: &str, m: Mechanism) -> Result<(), &'static str
     });
     p::close(qr);
     p::close(aw);
-    let Ok(server) = server else {
-        p::close(qw);
-        p::close(ar);
-        return Err("fork failed");
+    let server = match server {
+        Ok(s) => s,
+        Err(e) => {
+            p::close(qw);
+            p::close(ar);
+            return Err(fork_failed(e));
+        }
     };
     let row = Row {
         name,
@@ -942,6 +972,12 @@ extern "C" fn main(_arg: u32) -> i32 {
         return 0;
     }
     let fence = Fence::for_cpu(&info);
+    if info.batches as usize > MAX_BATCHES {
+        println!(
+            "lmbench: batches={} asked: lmbench keeps at most {MAX_BATCHES} per row",
+            info.batches
+        );
+    }
     let mut run = Run {
         info,
         fence,

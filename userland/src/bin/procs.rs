@@ -13,6 +13,7 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use userland::abi::report::kind;
 use userland::abi::syscall::{
     errno, fd, nr, procs_arg, sig, wait, Mechanism, CPU_ANY, MAX_THREADS, PRIO_USER,
 };
@@ -180,6 +181,31 @@ fn child_faults() -> Result<(), &'static str> {
         unsafe { core::arch::asm!("ud2") };
         0
     })?;
+    match sys::waitpid(pid as i32, 0) {
+        Ok((p, status)) if p == pid => match wait::fault_vector(status) {
+            Some(6) => Ok(()),
+            _ => Err("the status does not say #UD"),
+        },
+        _ => Err("waitpid failed"),
+    }
+}
+
+/// A forked child prints its pid and tid, a record and faults: the host
+/// checks that all three name the child (`procs_arg::CHILD_SAYS`).
+fn child_names_itself() -> Result<(), &'static str> {
+    let pid = spawn_child(|| {
+        let (pid, tid) = (sys::getpid(), threads::gettid());
+        println!("{} pid {pid} tid {tid}", procs_arg::CHILD_SAYS);
+        let name = userland::abi::report::Escaped(procs_arg::CHILD_RECORD);
+        userland::record!(kind::CHECK, "mech" => "procs", "name" => name,
+            "result" => "pass", "got" => pid);
+        // SAFETY: not safe: #UD on purpose; the kernel ends this process alone.
+        unsafe { core::arch::asm!("ud2") };
+        0
+    })?;
+    if pid == sys::getpid() {
+        return Err("the child has its parent's pid");
+    }
     match sys::waitpid(pid as i32, 0) {
         Ok((p, status)) if p == pid => match wait::fault_vector(status) {
             Some(6) => Ok(()),
@@ -1110,6 +1136,10 @@ extern "C" fn main(arg: u32) -> i32 {
     t.check(
         "a child that faults ends alone, its status says why",
         child_faults(),
+    );
+    t.check(
+        "a forked child's record and fault name its own pid and tid",
+        child_names_itself(),
     );
     t.check("an orphan is handed to pid 1, which reaps it", orphans());
     t.check(

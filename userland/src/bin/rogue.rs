@@ -47,6 +47,9 @@ const REFUSED: &[(&[u8], i32)] = &[
     (b"test name=forged result=pass", errno::EINVAL),
     (b"bench oops", errno::EINVAL),
     (b"check name=x prog=kernel", errno::EINVAL),
+    // The process and thread are the kernel's to name.
+    (b"check name=x pid=1", errno::EINVAL),
+    (b"check name=x tid=1", errno::EINVAL),
     (b"check name=@@tb1", errno::EINVAL),
     (b"check name=x\n@@tb1 bench oops", errno::EINVAL),
     // A `%` that starts no escape would void the whole report on the host.

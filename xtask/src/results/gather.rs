@@ -257,6 +257,7 @@ impl Results {
             }
             Some(_) => {}
         }
+        report::check_origins(records, true).map_err(anyhow::Error::msg)?;
         Ok(r)
     }
 

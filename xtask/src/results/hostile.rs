@@ -8,7 +8,8 @@ const LOG: &str = "\
 @@tb1 cpu vendor=GenuineIntel brand=QEMU%20Virtual%20CPU family=6 model=6 stepping=3
 @@tb1 clock clock=icount fence=lfence+rdtsc tsc_hz=1000000000 batches=2 batch_size=64 prog=bench pid=1
 @@tb1 bench name=int80.null mech=int80 path=full call=null n=2 min=24.0000 p25=24.0000 median=24.0000 mean=24.0000 p75=24.0000 max=24.0000 sd=0.0000 outliers=0 prog=bench pid=1
-@@tb1 samples name=int80.null batch_size=64 values=1536,1536 prog=bench pid=1
+@@tb1 samples name=int80.null batch_size=64 values=1536,1536 prog=bench pid=1 tid=1
+@@tb1 task prog=bench pid=1 how=exit code=0 last_pid=1
 @@tb1 end status=success
 ";
 
@@ -62,7 +63,7 @@ fn a_log_of_two_boots_is_refused() {
     let two = format!("{LOG}{}", LOG.replace("clock%3Dicount", "clock%3Dtsc"));
     let e = refused(&two);
     assert!(
-        e.contains("line 7: a second boot record (the first is on line 1)"),
+        e.contains("line 8: a second boot record (the first is on line 1)"),
         "{e}"
     );
 }
@@ -90,7 +91,8 @@ fn a_summary_that_contradicts_its_samples_is_refused() {
 
 #[test]
 fn a_second_samples_record_is_refused() {
-    let line = "@@tb1 samples name=int80.null batch_size=64 values=1536,1536 prog=bench pid=1\n";
+    let line =
+        "@@tb1 samples name=int80.null batch_size=64 values=1536,1536 prog=bench pid=1 tid=1\n";
     let e = refused(&LOG.replace(
         line,
         &format!("{line}{}", line.replace("1536,1536", "64,64")),
@@ -109,4 +111,31 @@ fn a_second_samples_record_is_refused() {
 fn batch_size_zero_is_refused() {
     let e = refused(&LOG.replace("batch_size=64 values", "batch_size=0 values"));
     assert!(e.contains("line 5") && e.contains("batch_size=0"), "{e}");
+}
+
+/// A user record whose pid no process of its task had (the kernel ran
+/// pid 1 alone), or that no task record accounts for, is refused.
+#[test]
+fn a_record_of_a_process_that_never_ran_is_refused() {
+    let e = refused(&LOG.replace(
+        "values=1536,1536 prog=bench pid=1",
+        "values=1536,1536 prog=bench pid=4",
+    ));
+    assert!(
+        e.contains("line 5: program bench's samples record says pid=4, but no process of its task had that pid (line 6: pids 1 to 1)"),
+        "{e}"
+    );
+    let e = refused(&LOG.replace(
+        "@@tb1 task prog=bench pid=1 how=exit code=0 last_pid=1\n",
+        "",
+    ));
+    assert!(e.contains("no task record after it"), "{e}");
+    // A child's record (pid 2 of pids 1 to 2) is a process that ran.
+    let forked = LOG
+        .replace(
+            "values=1536,1536 prog=bench pid=1",
+            "values=1536,1536 prog=bench pid=2",
+        )
+        .replace("last_pid=1", "last_pid=2");
+    assert!(Results::from_log(&forked, "x", "qemu").is_ok());
 }

@@ -80,7 +80,7 @@ fn perf_records_in_order() {
 fn shared_log(found: &str) -> String {
     LOCKS_LOG.replace(
         "@@tb1 end status=success",
-        &format!("@@tb1 share prog=locks pid=1 name=ebizzy.128 work=records per_cpu={found}\n@@tb1 end status=success"),
+        &format!("@@tb1 share prog=locks pid=1 name=ebizzy.128 work=records per_cpu={found}\n@@tb1 task prog=locks pid=1 how=exit code=0 last_pid=1\n@@tb1 end status=success"),
     )
 }
 

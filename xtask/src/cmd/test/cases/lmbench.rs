@@ -8,7 +8,7 @@ use crate::machine::BootLog;
 use crate::report::Record;
 use crate::results::Results;
 
-use super::checks::{clock_is, has_bench, succeeded, ICOUNT};
+use super::checks::{clock_is, contains, has_bench, outcome, succeeded, ICOUNT};
 use super::{Case, CASE};
 
 /// Batches per row in these boots (`batches=`).
@@ -82,7 +82,36 @@ fn every_row(log: &BootLog, r: &[Record], cow: bool, cpus: u32) -> Result<(), St
     Ok(())
 }
 
+/// lmbench with hostile arguments (qemu32: no AMD syscall): `entry=`
+/// allows only a mechanism the CPU lacks, and `batches=` asks past the
+/// program's cap. Every row that goes through a mechanism is named as not
+/// measured, the run fails, and no figure is made; the cap is said.
+fn hostile_arguments(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    outcome(log, abi::exit::Outcome::Failure)?;
+    for row in [lm::LAT_SYSCALL_NULL, lm::LAT_SYSCALL_WRITE, lm::SMACK] {
+        contains(
+            log,
+            &format!("lmbench: {row}: not measured: entry= allows no mechanism this CPU has"),
+        )?;
+    }
+    contains(log, "lmbench: 3 row(s) not measured")?;
+    contains(
+        log,
+        "lmbench: batches=1024 asked: lmbench keeps at most 32 per row",
+    )?;
+    match crate::report::of_kind(r, abi::report::kind::BENCH).next() {
+        None => Ok(()),
+        Some(b) => Err(format!("a figure was made: {:?}", b.get("name"))),
+    }
+}
+
 pub(super) const LMBENCH: &[Case] = &[
+    Case {
+        name: "lmbench with hostile arguments: entry= allowing no usable mechanism names each row it cannot measure and fails, batches= past the cap is said",
+        cmdline: "mode=run prog=lmbench bench=syscall,smack entry=syscall batches=1024",
+        check: hostile_arguments,
+        ..CASE
+    },
     Case {
         name: "lmbench: every row present with its samples (1 CPU, fork=cow), and the table renders",
         cmdline: "mode=run prog=lmbench batches=4 batch_size=64 fork=cow",

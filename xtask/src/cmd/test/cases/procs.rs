@@ -13,16 +13,55 @@ use crate::results::Results;
 use super::checks::{all_tests_pass, clock_is, contains, has_bench, succeeded, ICOUNT};
 use super::{Case, CASE};
 
-/// A `procs` boot: every case passed, as the program counts them.
-fn procs_pass(log: &BootLog, _: &[Record]) -> Result<(), String> {
+/// A `procs` boot: every case passed, as the program counts them, and the
+/// forked child's lines name it.
+fn procs_pass(log: &BootLog, r: &[Record]) -> Result<(), String> {
     succeeded(log)?;
     if let Some(l) = log.serial.lines().find(|l| l.starts_with("procs: FAIL")) {
         return Err(l.to_string());
     }
     contains(
         log,
-        &format!("procs: {} passed, 0 failed", 20 + SPACE_KEY_CASES),
-    )
+        &format!("procs: {} passed, 0 failed", 21 + SPACE_KEY_CASES),
+    )?;
+    child_named(log, r)
+}
+
+/// The forked child of the `procs` cases printed its pid and tid
+/// (`procs_arg::CHILD_SAYS`): its `check` record carries the same two,
+/// and so does the kernel's line for its fault; its pid is not its
+/// task's first (pid 1's).
+fn child_named(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    use abi::syscall::procs_arg::{CHILD_RECORD, CHILD_SAYS};
+    let said = log
+        .serial
+        .lines()
+        .find_map(|l| l.strip_prefix(CHILD_SAYS))
+        .ok_or_else(|| format!("no line {CHILD_SAYS:?}"))?;
+    let ids = match said.split_whitespace().collect::<Vec<_>>()[..] {
+        ["pid", p, "tid", t] => p.parse::<u32>().ok().zip(t.parse::<u32>().ok()),
+        _ => None,
+    };
+    let (pid, tid) = ids.ok_or_else(|| format!("the child said {said:?}"))?;
+    let task = report::of_kind(r, kind::TASK)
+        .find(|t| t.get("prog") == Some("procs"))
+        .ok_or("no task record of procs")?;
+    if task.get("pid") == Some(pid.to_string().as_str()) {
+        return Err(format!("the forked child has pid {pid}, its task's first"));
+    }
+    let rec = report::of_kind(r, kind::CHECK)
+        .find(|c| c.get("name") == Some(CHILD_RECORD))
+        .ok_or_else(|| format!("no check record {CHILD_RECORD:?}"))?;
+    let origin = rec
+        .origin()?
+        .ok_or("the child's record is not a program's")?;
+    if (origin.pid, origin.tid) != (pid, Some(tid)) || rec.get("got") != Some(&pid.to_string()) {
+        return Err(format!(
+            "the child (pid {pid} tid {tid}) printed a record tagged pid={} tid={:?} (line {})",
+            origin.pid, origin.tid, rec.line
+        ));
+    }
+    contains(log, &format!("task procs (pid {pid}, tid {tid}):"))
 }
 
 /// The `procs` cases of wait channels and user mutexes keyed by (space,
@@ -127,7 +166,7 @@ macro_rules! procs_case {
                 $pmap,
                 " fork=",
                 $fork,
-                ": fork through every mechanism, private writes, exit status, WNOHANG, ECHILD and EFAULT, a faulting child, orphans to pid 1, fork with threads, sbrk, a fork bomb, pipes (EOF, EPIPE, across CPUs, 10^6 bytes), signals (EINTR, catch, SIGKILL, forged sigreturn frames), wait channels and user mutexes per process, a child ending with a lock waiter"
+                ": fork through every mechanism, private writes, exit status, WNOHANG, ECHILD and EFAULT, a faulting child, a child's record and fault naming its pid and tid, orphans to pid 1, fork with threads, sbrk, a fork bomb, pipes (EOF, EPIPE, across CPUs, 10^6 bytes), signals (EINTR, catch, SIGKILL, forged sigreturn frames), wait channels and user mutexes per process, a child ending with a lock waiter"
             ),
             cmdline: concat!("mode=run prog=procs pmap=", $pmap, " fork=", $fork),
             cpus: $cpus,
