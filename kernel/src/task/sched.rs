@@ -817,6 +817,9 @@ pub fn make_ready(i: usize) {
 pub fn schedule() {
     debug_assert!(held_here(), "schedule without the scheduler lock");
     loop {
+        // This CPU looks now: a thread made ready before this point is in
+        // the pick (the turn pacer counts an idle CPU with a note as busy).
+        crate::arch::smp::take_work();
         if let Some(next) = pick() {
             switch_to(next);
             return;
