@@ -535,6 +535,7 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
         .location()
         .map(|l| (l.file(), l.line()))
         .unwrap_or(("?", 0));
+    console::take_over();
     kprintln!("kernel panic at {file}:{line}: {}", info.message());
     record!(kind::EXCEPTION, "vector" => 255u32, "name" => "panic", "mode" => "kernel",
         "file" => file, "line" => line);

@@ -43,6 +43,8 @@ enum Cmd {
     Run(cmd::run::RunArgs),
     /// Host unit tests, then the kernel's own tests booted in QEMU.
     Test(cmd::test::TestArgs),
+    /// The kernel and user tests booted again and again under multi-threaded TCG (the CPUs in parallel): races show.
+    Soak(cmd::test::soak::SoakArgs),
     /// Build a GRUB hybrid image (CD or USB stick) for real hardware.
     Iso(cmd::iso::IsoArgs),
     /// Install what the testbed needs (rust-src, QEMU, GRUB tools).
@@ -80,6 +82,7 @@ pub fn main() -> ! {
         Cmd::Build => cmd::build::build(),
         Cmd::Run(a) => cmd::run::run(a),
         Cmd::Test(a) => cmd::test::run(a),
+        Cmd::Soak(a) => cmd::test::soak::soak(a),
         Cmd::Iso(a) => cmd::iso::make_iso(a),
         Cmd::Setup => cmd::setup::setup(),
         Cmd::Lava(a) => cmd::lava::lava(a),

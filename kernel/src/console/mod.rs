@@ -56,6 +56,12 @@ pub fn lock() -> Held {
     Held(true)
 }
 
+/// Takes the console lock whoever holds it: for a panic, which must print
+/// even when the holder is another CPU stuck for good (the boot ends next).
+pub fn take_over() {
+    LOCK.store(crate::arch::gdt::cpu() as u32 + 1, Ordering::Release);
+}
+
 #[doc(hidden)]
 pub fn _print(args: fmt::Arguments) {
     let _held = lock();

@@ -253,6 +253,7 @@ static OWNER: AtomicU32 = AtomicU32::new(0);
 
 /// Takes the scheduler lock for this CPU, after every CPU that asked
 /// before it.
+#[track_caller]
 pub fn lock() {
     let me = cpu() as u32 + 1;
     assert!(
@@ -270,7 +271,16 @@ pub fn lock() {
 }
 
 /// Lets the scheduler lock go to the CPU with the next ticket.
+#[track_caller]
 pub fn unlock() {
+    assert!(
+        OWNER.load(Ordering::Relaxed) == cpu() as u32 + 1,
+        "scheduler lock released by a CPU that does not hold it"
+    );
+    assert!(
+        NEXT_TICKET.load(Ordering::Relaxed) != SERVING.load(Ordering::Relaxed),
+        "scheduler lock released with no ticket out (released twice)"
+    );
     OWNER.store(0, Ordering::Relaxed);
     SERVING.fetch_add(1, Ordering::Release);
 }
@@ -331,7 +341,12 @@ switch_stacks:
     /* FS and GS too: no entry stub saves them (the kernel uses neither
        for itself on the way in), and SYSEXIT, SYSRET and an IRET that
        finds them valid reload nothing, so a thread that blocked in a
-       system call would otherwise return with the last thread's. */
+       system call would otherwise return with the last thread's. And
+       EFLAGS: an interrupt from ring 3 keeps the user's AC (an interrupt
+       gate clears IF, TF, NT and RF only: SDM Vol. 3A §6.12.1), and a
+       switch in its handler would hand that AC to the next thread, whose
+       SYSEXIT or SYSRET returns with the kernel's EFLAGS. */
+    pushfl
     pushl %fs
     pushl %gs
     /* Above the SwitchFrame just pushed: the two arguments. */
@@ -340,6 +355,7 @@ switch_stacks:
     movl {arg_next}(%esp), %esp
     popl %gs
     popl %fs
+    popfl
     popl %edi
     popl %esi
     popl %ebx
@@ -508,6 +524,7 @@ fn new_thread(prio: u32, user: bool) -> Result<usize, CreateError> {
 struct SwitchFrame {
     gs: u32,
     fs: u32,
+    eflags: u32,
     edi: u32,
     esi: u32,
     ebx: u32,
@@ -523,6 +540,9 @@ impl SwitchFrame {
         SwitchFrame {
             gs: (selector::PERCPU_BASE + 8 * cpu as u16) as u32,
             fs: selector::KERNEL_DATA as u32,
+            // The kernel's known flags (interrupts off: the start routine
+            // runs under the scheduler lock).
+            eflags: abi::eflags::KERNEL_ENTRY,
             edi: 0,
             esi: 0,
             ebx: 0,

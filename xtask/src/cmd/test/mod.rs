@@ -8,6 +8,7 @@ mod cases;
 pub(crate) use cases::PATH_LENGTH_LIMITS;
 mod lab;
 mod model;
+pub mod soak;
 mod teaching;
 
 use std::path::{Path, PathBuf};
@@ -164,6 +165,35 @@ fn run_case(c: &Case, art: &Artifacts, dir: &Path, repeat: u32) -> Result<(), St
         }
     }
     Ok(())
+}
+
+/// One boot of case `c` (the soak's `boot`-th), checked; a failed boot's
+/// serial log is written to `keep` as `fail-<cpus>cpu-<boot>.log`, and the
+/// error names it.
+pub(crate) fn run_case_kept(
+    c: &Case,
+    art: &Artifacts,
+    dir: &Path,
+    boot: u32,
+    keep: &Path,
+) -> Result<(), String> {
+    let m = Machine::build(&c.spec(), art, c.cmdline, dir).map_err(|e| format!("{e:#}"))?;
+    let log = m.boot(&mut |_| {}).map_err(|e| format!("{e:#}"))?;
+    let checked = report::parse_log(&log.serial)
+        .map_err(|e| e.to_string())
+        .and_then(|records| {
+            let ended_well = report::of_kind(&records, abi::report::kind::END)
+                .any(|e| e.get("status") == Some("success"));
+            report::check_origins(&records, ended_well).and_then(|()| (c.check)(&log, &records))
+        });
+    checked.map_err(|e| {
+        let path = keep.join(format!("fail-{}cpu-{boot}.log", c.cpus));
+        let kept = match std::fs::write(&path, &log.serial) {
+            Ok(()) => format!("the serial log is in {}", path.display()),
+            Err(w) => format!("its log could not be kept ({}: {w})", path.display()),
+        };
+        format!("{e}; {kept}\n{}", log.explain(12))
+    })
 }
 
 /// A Bochs boot test: a case, or an agreement check (a Bochs boot and a QEMU one).

@@ -36,6 +36,7 @@ use lmbench::LMBENCH;
 use matrix::{hostile_all_expected, MATRIX};
 use procs::PROCS;
 use smp::{smp_check_on, SMP};
+pub(crate) use smp::SOAK;
 
 pub type Check = fn(&BootLog, &[Record]) -> Result<(), String>;
 

@@ -593,3 +593,35 @@ fn race_clean(log: &BootLog, r: &[Record]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// The boots `cargo xtask soak` repeats: the kernel and user tests with
+/// the hostile suite, under multi-threaded TCG (the CPUs truly in
+/// parallel, one host thread each) on 2 and 4 CPUs.
+pub(crate) const SOAK: &[Case] = &[
+    Case {
+        name: "soak: kernel and user tests on 2 CPUs under multi-threaded TCG, the hostile suite on CPU 1",
+        cmdline: "mode=test",
+        timeout: 120,
+        cpus: 2,
+        threads: Threads::Multi,
+        check: |log, r| {
+            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            hostile_on(r, 1)?;
+            smp_user_check(log, r, 2, 3)
+        },
+        ..CASE
+    },
+    Case {
+        name: "soak: kernel and user tests on 4 CPUs under multi-threaded TCG, the hostile suite on CPU 3",
+        cmdline: "mode=test",
+        timeout: 120,
+        cpus: 4,
+        threads: Threads::Multi,
+        check: |log, r| {
+            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            hostile_on(r, 3)?;
+            smp_user_check(log, r, 4, 3)
+        },
+        ..CASE
+    },
+];
