@@ -17,6 +17,9 @@ use crate::cmd::bench::baseline::{self, Provenance};
 use crate::cmd::{import, table};
 use crate::{lava, model, report, results};
 
+/// How the names of seeds that a reader must refuse start (see the tests).
+pub const HOSTILE_SEED: &str = "hostile-";
+
 /// The NUL-separated parts of a fuzz input, each as text (lossy, as
 /// `import` reads a log). At most `max` parts; the last takes the rest.
 fn parts(data: &[u8], max: usize) -> Vec<String> {
@@ -185,8 +188,18 @@ mod tests {
         }
     }
 
-    /// Every seed is read by its target: the seeds stay real inputs as
-    /// the formats change (a seed that is refused fuzzes only the refusal).
+    /// What a seed's name says it must be: a seed named `hostile-*` is an
+    /// input its reader must refuse (beyond a bound, or a figure that
+    /// cannot be), every other seed one it reads.
+    fn refused_by_design(seed: &std::path::Path) -> bool {
+        seed.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(HOSTILE_SEED))
+    }
+
+    /// Every seed is read by its target (the seeds stay real inputs as the
+    /// formats change: a seed that is refused fuzzes only the refusal), and
+    /// every hostile seed refused, without a panic.
     #[test]
     fn every_seed_is_read_by_its_target() {
         let root = crate::kbuild::root().join("fuzz/seeds");
@@ -194,8 +207,34 @@ mod tests {
             for e in std::fs::read_dir(root.join(t)).unwrap() {
                 let p = e.unwrap().path();
                 let data = std::fs::read(&p).unwrap();
-                assert!(run(t, &data), "{t}: seed {} is refused", p.display());
+                if refused_by_design(&p) {
+                    assert!(!run(t, &data), "{t}: hostile seed {} is read", p.display());
+                } else {
+                    assert!(run(t, &data), "{t}: seed {} is refused", p.display());
+                }
             }
+        }
+    }
+
+    /// The hostile seeds of `import`: each refused with the message that
+    /// names its bound.
+    #[test]
+    fn hostile_import_seeds_say_why() {
+        let root = crate::kbuild::root().join("fuzz/seeds/import");
+        for (seed, says) in [
+            (
+                "hostile-deep-nesting.log",
+                "line 2: mappings and sequences nested deeper than 32 levels",
+            ),
+            (
+                "hostile-long-line.log",
+                "line 2: 131073 bytes on one line, more than any LAVA log message",
+            ),
+        ] {
+            let text = std::fs::read_to_string(root.join(seed)).unwrap();
+            let lab = lava::Lab::default();
+            let e = import::from_lava(&text, None, lab, "x").unwrap_err();
+            assert!(format!("{e:#}").starts_with(says), "{seed}: {e:#}");
         }
     }
 }
