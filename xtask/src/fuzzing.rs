@@ -70,7 +70,8 @@ pub fn import(data: &[u8]) -> bool {
             device_type: "qemu".into(),
             job: "1".into(),
         };
-        return match import::from_lava(log, second, lab, "fuzz") {
+        let results = second.map(|t| (Path::new("results.yaml"), t));
+        return match import::from_lava(log, results, lab, "fuzz") {
             Ok(r) => {
                 render(&r);
                 true
@@ -217,7 +218,7 @@ mod tests {
     }
 
     /// The hostile seeds of `import`: each refused with the message that
-    /// names its bound.
+    /// names its bound or its bad figure.
     #[test]
     fn hostile_import_seeds_say_why() {
         let root = crate::kbuild::root().join("fuzz/seeds/import");
@@ -230,11 +231,27 @@ mod tests {
                 "hostile-long-line.log",
                 "line 2: 131073 bytes on one line, more than any LAVA log message",
             ),
+            (
+                "hostile-lava-results-nan.log",
+                "the LAVA results file results.yaml: line 4: test case int80_null of suite testbed: measurement \"NaN\" is not a finite number",
+            ),
+            (
+                "hostile-model-ncpus-zero.log",
+                "model.txt is not a finished model plugin file: the model file: line 1: ncpus=0: the model runs 1 to 16 CPUs",
+            ),
         ] {
-            let text = std::fs::read_to_string(root.join(seed)).unwrap();
-            let lab = lava::Lab::default();
-            let e = import::from_lava(&text, None, lab, "x").unwrap_err();
-            assert!(format!("{e:#}").starts_with(says), "{seed}: {e:#}");
+            let data = std::fs::read(root.join(seed)).unwrap();
+            let p = parts(&data, 2);
+            let (log, second) = (&p[0], p.get(1).map(String::as_str));
+            let e = if lava::log::is_lava_log(log) {
+                let results = second.map(|t| (Path::new("results.yaml"), t));
+                import::from_lava(log, results, lava::Lab::default(), "x").map(|_| ())
+            } else {
+                let model = second.map(|t| (Path::new("model.txt"), t));
+                import::from_serial(log, Path::new("serial.log"), model, "x").map(|_| ())
+            };
+            let e = format!("{:#}", e.unwrap_err());
+            assert!(e.starts_with(says), "{seed}: {e}");
         }
     }
 }

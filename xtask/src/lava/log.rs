@@ -328,6 +328,8 @@ pub fn is_lava_log(text: &str) -> bool {
 /// A LAVA test case: from a log's `results` line or a results file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TestCase {
+    /// Where it is: its line in the log, or its first in a results file.
+    pub line: usize,
     pub suite: String,
     pub case: String,
     pub result: String,
@@ -377,26 +379,41 @@ pub fn parse_log(text: &str) -> Result<JobLog> {
                 continue;
             }
         };
-        let lvl = node.text("lvl").unwrap_or("");
-        let msg = node.get("msg");
+        // Every message has a level and a message; a level that is no text
+        // is a line nobody can place (its serial output would be lost).
+        let (Some(Node::Str(lvl)), Some(msg)) = (node.get("lvl"), node.get("msg")) else {
+            bail!(
+                "line {}: not a LAVA log message: no text `lvl` and a `msg`: {}",
+                n + 1,
+                excerpt(line)
+            );
+        };
         if log.job_id.is_none() {
-            log.job_id = msg.and_then(Node::str).and_then(job_of_path);
+            log.job_id = msg.str().and_then(job_of_path);
         }
-        match lvl {
-            "target" | "feedback" => {
-                if let Some(m) = msg.and_then(Node::str) {
-                    // LAVA writes a `"` of the serial output as `\"`.
+        match lvl.as_str() {
+            "target" | "feedback" => match msg.str() {
+                // LAVA writes a `"` of the serial output as `\"`.
+                Some(m) => {
                     log.serial.push_str(&m.replace("\\\"", "\""));
                     log.serial.push('\n');
                 }
-            }
-            "results" => {
-                if let Some(m) = msg {
-                    log.cases.push(case_of(m, "definition", "case"));
-                }
-            }
+                None => bail!(
+                    "line {}: a {lvl} message (serial output) that is not text: {}",
+                    n + 1,
+                    excerpt(line)
+                ),
+            },
+            "results" => match msg {
+                m @ Node::Map(_) => log.cases.push(case_of(m, "definition", "case", n + 1)),
+                _ => bail!(
+                    "line {}: a results message that is not a mapping of a test case: {}",
+                    n + 1,
+                    excerpt(line)
+                ),
+            },
             "error" | "exception" => {
-                if let Some(m) = msg.and_then(Node::str) {
+                if let Some(m) = msg.str() {
                     log.errors.push(m.to_string());
                 }
             }
@@ -415,7 +432,7 @@ fn job_of_path(msg: &str) -> Option<String> {
 
 /// A test case from a mapping whose suite and case are under `suite` and
 /// `case` (a log's `definition`/`case`, a results file's `suite`/`name`).
-fn case_of(m: &Node, suite: &str, case: &str) -> TestCase {
+fn case_of(m: &Node, suite: &str, case: &str, line: usize) -> TestCase {
     let text = |k: &str| m.text(k).map(str::to_string);
     let meta = m.get("metadata");
     let error = text("error_msg")
@@ -429,10 +446,19 @@ fn case_of(m: &Node, suite: &str, case: &str) -> TestCase {
             }
         });
     TestCase {
+        line,
         suite: text(suite).unwrap_or_default(),
         case: text(case).unwrap_or_default(),
         result: text("result").unwrap_or_default(),
-        measurement: text("measurement").filter(|s| !s.is_empty() && s != "None"),
+        // A measurement that is no scalar is kept as what it is, so that
+        // `figures` refuses it rather than passing over it.
+        measurement: match m.get("measurement") {
+            Some(Node::Str(s)) => Some(s.clone()),
+            Some(Node::Map(_)) => Some("(a mapping)".into()),
+            Some(Node::Seq(_)) => Some("(a sequence)".into()),
+            None => None,
+        }
+        .filter(|s| !s.is_empty() && s != "None"),
         units: text("units")
             .or_else(|| text("unit"))
             .filter(|s| !s.is_empty() && s != "None"),
@@ -468,11 +494,15 @@ pub fn verdict(cases: &[TestCase]) -> Verdict {
     }
 }
 
+/// A field of a results file's item: its indent, key and value.
+type Field = (usize, String, String);
+
 /// Reads `lavacli results <job> --yaml`: a block list of mappings. Only
 /// the scalars are kept; a nested mapping's (`metadata:`) keys are read
 /// into it.
 pub fn parse_results(text: &str) -> Result<Vec<TestCase>> {
-    let mut items: Vec<Vec<(usize, String, String)>> = Vec::new();
+    // Each item's first line and its fields.
+    let mut items: Vec<(usize, Vec<Field>)> = Vec::new();
     for (n, raw) in text.lines().enumerate() {
         if raw.len() > MAX_LINE {
             bail!(
@@ -490,12 +520,12 @@ pub fn parse_results(text: &str) -> Result<Vec<TestCase>> {
         let mut depth = indent;
         if let Some(rest) = body.strip_prefix("- ") {
             if indent == 0 {
-                items.push(Vec::new());
+                items.push((n + 1, Vec::new()));
             }
             body = rest;
             depth += 2;
         }
-        let Some(item) = items.last_mut() else {
+        let Some((_, item)) = items.last_mut() else {
             bail!(
                 "line {}: not a YAML list of test cases: {}",
                 n + 1,
@@ -505,19 +535,23 @@ pub fn parse_results(text: &str) -> Result<Vec<TestCase>> {
         let Some((k, v)) = body.split_once(':') else {
             continue;
         };
-        let v = v.trim();
+        let (k, v) = (k.trim(), v.trim());
         let v = match Parser::scalar(v) {
             Some(s) => s,
+            // A nested mapping (or a block scalar) follows: `metadata`'s
+            // keys are read into it; another key's value is no scalar on
+            // its line, and kept as such.
+            None if k != "metadata" => "(not a scalar)".to_string(),
             None => continue,
         };
-        item.push((depth, k.trim().to_string(), v));
+        item.push((depth, k.to_string(), v));
     }
     if items.is_empty() {
         bail!("no test cases (is it `lavacli results JOB --yaml`'s output?)");
     }
-    Ok(items
+    items
         .into_iter()
-        .map(|fields| {
+        .map(|(line, fields)| {
             let mut top_level: Vec<(String, Node)> = Vec::new();
             let mut meta: Vec<(String, Node)> = Vec::new();
             let base = fields.first().map_or(0, |f| f.0);
@@ -529,9 +563,13 @@ pub fn parse_results(text: &str) -> Result<Vec<TestCase>> {
                 }
             }
             top_level.push(("metadata".into(), Node::Map(meta)));
-            case_of(&Node::Map(top_level), "suite", "name")
+            let c = case_of(&Node::Map(top_level), "suite", "name", line);
+            if c.suite.is_empty() || c.case.is_empty() {
+                bail!("line {line}: a test case without a suite or a name (lavacli's name both)");
+            }
+            Ok(c)
         })
-        .collect())
+        .collect()
 }
 
 /// The test cases of `text` when it is a LAVA results file (`lavacli
@@ -544,9 +582,7 @@ pub fn results_file(text: &str) -> Option<Vec<TestCase>> {
     if !first.starts_with("- ") || is_lava_log(text) {
         return None;
     }
-    parse_results(text)
-        .ok()
-        .filter(|c| c.iter().all(|c| !c.suite.is_empty()))
+    parse_results(text).ok()
 }
 
 impl Parser<'_> {
@@ -564,8 +600,10 @@ impl Parser<'_> {
 }
 
 /// The figures LAVA recorded as test cases of the testbed's suite, by the
-/// benchmark's name (LAVA's case id is the name with `.` made `_`).
-pub fn figures(cases: &[TestCase]) -> BTreeMap<String, (f64, Option<String>)> {
+/// benchmark's name (LAVA's case id is the name with `.` made `_`). A
+/// measurement that is not a finite number is refused, naming its line:
+/// compared with the kernel's figure, `NaN` would pass any check.
+pub fn figures(cases: &[TestCase]) -> Result<BTreeMap<String, (f64, Option<String>)>> {
     cases
         .iter()
         // A server may number suites (`0_testbed`).
@@ -575,9 +613,16 @@ pub fn figures(cases: &[TestCase]) -> BTreeMap<String, (f64, Option<String>)> {
                     s == super::SUITE && n.chars().all(|d| d.is_ascii_digit())
                 })
         })
-        .filter_map(|c| {
-            let m = c.measurement.as_ref()?.parse::<f64>().ok()?;
-            Some((c.case.clone(), (m, c.units.clone())))
+        .filter_map(|c| Some((c, c.measurement.as_ref()?)))
+        .map(|(c, m)| match m.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() => Ok((c.case.clone(), (x, c.units.clone()))),
+            _ => bail!(
+                "line {}: test case {} of suite {}: measurement {} is not a finite number",
+                c.line,
+                c.case,
+                c.suite,
+                excerpt(m)
+            ),
         })
         .collect()
 }
@@ -605,7 +650,7 @@ mod tests {
         );
         assert_eq!(verdict(&l.cases), Verdict::Complete);
         assert_eq!(l.job_id.as_deref(), Some("17"));
-        let f = figures(&l.cases);
+        let f = figures(&l.cases).unwrap();
         assert_eq!(f["int80_null"], (24.0, Some("instructions".into())));
         // The server's stored log: the same lines as a YAML list.
         let stored: String = LOG.lines().map(|l| format!("- {l}\n")).collect();
@@ -656,7 +701,7 @@ mod tests {
             Verdict::Failed("Infrastructure: Connection closed".into())
         );
         assert_eq!(
-            figures(&c)["int80_null"],
+            figures(&c).unwrap()["int80_null"],
             (24.0, Some("instructions".into()))
         );
         assert!(parse_results("").is_err());
@@ -751,5 +796,108 @@ mod tests {
             "{peak} bytes for a {}-byte log",
             big.len()
         );
+    }
+
+    /// A figure LAVA recorded that is not a finite number is refused,
+    /// naming its line: a `NaN` passed the check against the kernel's
+    /// figure, and a measurement of text, a sequence or a mapping was
+    /// passed over, so the check it asked for never ran.
+    #[test]
+    fn a_measurement_that_is_no_number_is_refused() {
+        let result = |m: &str| {
+            line(
+                "results",
+                &format!("{{\"case\": \"int80_null\", \"definition\": \"testbed\", \"measurement\": {m}, \"result\": \"pass\"}}"),
+            )
+        };
+        for (m, shown) in [
+            ("\"NaN\"", "\"NaN\""),
+            ("\"-inf\"", "\"-inf\""),
+            ("\"lots\"", "\"lots\""),
+            ("[\"24.0\"]", "\"(a sequence)\""),
+            ("{\"a\": \"24.0\"}", "\"(a mapping)\""),
+        ] {
+            let l = parse_log(&format!("{LOG}{}", result(m))).unwrap();
+            let e = figures(&l.cases).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!("line 7: test case int80_null of suite testbed: measurement {shown} is not a finite number"),
+                "{m}"
+            );
+        }
+        let file = |m: &str| {
+            format!("- suite: lava\n  name: job\n  result: pass\n- suite: testbed\n  name: int80_null\n  result: pass\n  measurement: {m}\n")
+        };
+        for (m, shown) in [
+            ("'NaN'", "\"NaN\""),
+            ("abc", "\"abc\""),
+            ("[1, 2]", "\"[1, 2]\""),
+            ("\n    a: 1", "\"(not a scalar)\""),
+        ] {
+            let e = figures(&parse_results(&file(m)).unwrap())
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                e,
+                format!("line 4: test case int80_null of suite testbed: measurement {shown} is not a finite number"),
+                "{m}"
+            );
+        }
+        assert_eq!(
+            figures(&parse_results(&file("'-24.5'")).unwrap()).unwrap()["int80_null"].0,
+            -24.5
+        );
+    }
+
+    /// What is not a test case or a log message is refused, naming its
+    /// line: it was passed over, and the serial output or the verdict it
+    /// held with it.
+    #[test]
+    fn what_is_no_test_case_or_message_is_refused() {
+        for (text, says) in [
+            (
+                "- name: x\n  result: pass\n",
+                "line 1: a test case without a suite or a name",
+            ),
+            (
+                "- suite: lava\n  name: job\n- :\n  ::\n",
+                "line 3: a test case without a suite or a name",
+            ),
+            (
+                "- a:\n  - b:\n    - c:\n",
+                "line 1: a test case without a suite or a name",
+            ),
+        ] {
+            let e = parse_results(text).unwrap_err().to_string();
+            assert!(e.starts_with(says), "{text:?}: {e}");
+        }
+        for (bad, says) in [
+            (
+                line("results", "\"garbage\""),
+                "line 7: a results message that is not a mapping of a test case",
+            ),
+            (
+                line("target", "{\"a\": 1}"),
+                "line 7: a target message (serial output) that is not text",
+            ),
+            (
+                line("feedback", "[\"x\"]"),
+                "line 7: a feedback message (serial output) that is not text",
+            ),
+            (
+                "{\"dt\": \"x\", \"lvl\": [\"target\"], \"msg\": \"@@tb1 end status=success\"}\n"
+                    .to_string(),
+                "line 7: not a LAVA log message: no text `lvl` and a `msg`",
+            ),
+            (
+                "{\"dt\": \"x\", \"lvl\": \"target\"}\n".to_string(),
+                "line 7: not a LAVA log message: no text `lvl` and a `msg`",
+            ),
+        ] {
+            let e = parse_log(&format!("{LOG}{bad}{LOG}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(says), "{bad}: {e}");
+        }
     }
 }
