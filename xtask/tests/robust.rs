@@ -263,7 +263,7 @@ fn hostile_files_are_refused_with_a_status_and_a_reason() {
     )
     .unwrap();
     let p = |p: &Path| p.to_str().unwrap().to_string();
-    let cases: Vec<(Vec<String>, &str)> = vec![
+    let mut cases: Vec<(Vec<String>, &str)> = vec![
         (
             [
                 vec!["import".into(), p(&deep)],
@@ -341,6 +341,18 @@ fn hostile_files_are_refused_with_a_status_and_a_reason() {
             "the log ends before the kernel's end record",
         ),
     ];
+    // Without --job the id is looked for in the log: its error, not "give --job".
+    cases.push((
+        vec![
+            "import".into(),
+            p(&deep),
+            "--device".into(),
+            "d".into(),
+            "--device-type".into(),
+            "q".into(),
+        ],
+        "nothing imported: line 2: mappings and sequences nested deeper than 32 levels",
+    ));
     for (args, says) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (code, out, err) = run(&mut xtask(&args));

@@ -216,9 +216,10 @@ fn import_lava(a: &ImportArgs, text: &str) -> Result<i32> {
     }
     let job = match &a.job {
         Some(j) => j.clone(),
+        // A log that cannot be read says why, not that its id is missing.
         None => lava::log::parse_log(text)
-            .ok()
-            .and_then(|l| l.job_id)
+            .with_context(|| format!("{}: nothing imported", a.log.display()))?
+            .job_id
             .context("the log does not show its job id: give --job ID")?,
     };
     let (Some(device), Some(device_type)) = (&a.device, &a.device_type) else {
