@@ -217,6 +217,53 @@ mod tests {
         }
     }
 
+    /// The hostile seeds of `records`, `model_file` and `ministat`: each
+    /// refused for what it was made to hold, not for something else.
+    #[test]
+    fn hostile_seeds_say_why() {
+        let root = crate::kbuild::root().join("fuzz/seeds");
+        let text = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+        for (seed, says) in [
+            (
+                "records/hostile-negative-rate.log",
+                "line 70: program bench's macro record of int80: ops_per_s=-1",
+            ),
+            (
+                "records/hostile-zero-frequency.log",
+                "line 15: program bench's clock record: tsc_hz=0",
+            ),
+        ] {
+            let e = results::Results::from_log(&text(seed), "x", "x").unwrap_err();
+            assert!(e.to_string().starts_with(says), "{seed}: {e}");
+        }
+        let e = model::parse_file(&text("model_file/hostile-ncpus-zero.model")).unwrap_err();
+        assert!(e.to_string().contains("ncpus=0"), "{e}");
+        for (seed, says) in [
+            (
+                "ministat/hostile-nan-second-file",
+                "ministat: Invalid data on line 2 in 2: nan is not a finite number",
+            ),
+            (
+                "ministat/hostile-huge-values",
+                "ministat: Invalid data on line 3 in 2: 1e308 is beyond 1e+100",
+            ),
+        ] {
+            let data = std::fs::read(root.join(seed)).unwrap();
+            let (head, rest) = data.split_at(data.iter().position(|&b| b == b'\n').unwrap());
+            let words = String::from_utf8_lossy(head)
+                .split_whitespace()
+                .map(OsString::from)
+                .collect();
+            let inputs: Vec<Vec<u8>> = rest[1..].split(|&b| b == 0).map(<[u8]>::to_vec).collect();
+            let mut open = |name: Option<&std::ffi::OsStr>| -> io::Result<Box<dyn io::BufRead>> {
+                let i = name.map_or(0, |n| n.to_str().unwrap().parse().unwrap());
+                Ok(Box::new(io::Cursor::new(inputs[i].clone())))
+            };
+            let f = crate::ministat::execute_words(words, 74, &mut open).unwrap_err();
+            assert!(f.stderr.starts_with(says), "{seed}: {}", f.stderr);
+        }
+    }
+
     /// The hostile seeds of `import`: each refused with the message that
     /// names its bound or its bad figure.
     #[test]
