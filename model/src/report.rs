@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::coherence::MAX_CPUS;
 use crate::machine::Counters;
 use crate::profile::Virt;
 
@@ -125,9 +126,18 @@ fn fields(line: &str, n: usize) -> Result<BTreeMap<&str, &str>, String> {
         .skip(1)
         .map(|kv| {
             kv.split_once('=')
-                .ok_or_else(|| format!("line {n}: {kv:?} is not key=value"))
+                .ok_or_else(|| format!("line {n}: {} is not key=value", quoted(kv)))
         })
         .collect()
+}
+
+/// `text` quoted for an error, its first 80 characters when it is longer
+/// (a hostile file's line may be megabytes).
+fn quoted(text: &str) -> String {
+    match text.char_indices().nth(80) {
+        None => format!("{text:?}"),
+        Some((at, _)) => format!("{:?}... ({} bytes)", &text[..at], text.len()),
+    }
 }
 
 fn num<T: std::str::FromStr>(f: &BTreeMap<&str, &str>, key: &str, n: usize) -> Result<T, String> {
@@ -137,8 +147,13 @@ fn num<T: std::str::FromStr>(f: &BTreeMap<&str, &str>, key: &str, n: usize) -> R
         .map_err(|_| format!("line {n}: {key} is not a number"))
 }
 
+/// The longest profile name a file may give (the embedded ones are a few
+/// letters).
+const MAX_PROFILE_NAME: usize = 64;
+
 /// Parses a snapshot file; a missing header or `end` line (QEMU killed
-/// before its exit) is an error.
+/// before its exit) is an error, and so is a CPU count the model does not
+/// run or a line about a CPU beyond it.
 pub fn parse(text: &str) -> Result<SnapshotFile, String> {
     let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
     let (n, head) = lines.next().ok_or("empty model file")?;
@@ -147,7 +162,7 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
         return Err(format!("the plugin gave no figures: {why}"));
     }
     if !head.starts_with("model1 ") {
-        return Err(format!("line {n}: not a model1 file: {head:?}"));
+        return Err(format!("line {n}: not a model1 file: {}", quoted(head)));
     }
     let h = fields(head, n)?;
     let mut file = SnapshotFile {
@@ -160,6 +175,28 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
         capped: BTreeMap::new(),
         forced: (0, 0),
         index: BTreeMap::new(),
+    };
+    if file.profile.len() > MAX_PROFILE_NAME {
+        return Err(format!(
+            "line {n}: profile {}: no profile's name is that long",
+            quoted(&file.profile)
+        ));
+    }
+    if !(1..=MAX_CPUS).contains(&file.ncpus) {
+        return Err(format!(
+            "line {n}: ncpus={}: the model runs 1 to {MAX_CPUS} CPUs",
+            file.ncpus
+        ));
+    }
+    // A snapshot or cap of a CPU the file does not have.
+    let no_such_cpu = |cpu: usize, n: usize, what: &str| -> Result<(), String> {
+        if cpu >= file.ncpus {
+            return Err(format!(
+                "line {n}: {what} of CPU {cpu}, in a file of ncpus={}",
+                file.ncpus
+            ));
+        }
+        Ok(())
     };
     let mut ended = false;
     // The line of each snapshot, for the monotonicity check.
@@ -200,6 +237,7 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
                     counters,
                     clock: num(&f, "clock", n)?,
                 };
+                no_such_cpu(snap.cpu, n, "a snapshot")?;
                 let key = (snap.cpu, snap.stream, snap.seq);
                 if file.index.insert(key, file.snaps.len()).is_some() {
                     return Err(format!(
@@ -213,6 +251,7 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
             Some("capped") => {
                 let f = fields(line, n)?;
                 let key = (num(&f, "cpu", n)?, num(&f, "stream", n)?);
+                no_such_cpu(key.0, n, "a capped line")?;
                 let v = (num(&f, "kept", n)?, num(&f, "dropped", n)?);
                 if file.capped.insert(key, v).is_some() {
                     return Err(format!("line {n}: a second capped line for one stream"));
@@ -226,7 +265,7 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
                 file.forced = (num(&f, "events", n)?, num(&f, "limit", n)?);
             }
             Some("end") => ended = true,
-            _ => return Err(format!("line {n}: unknown line {line:?}")),
+            _ => return Err(format!("line {n}: unknown line {}", quoted(line))),
         }
     }
     if !ended {
@@ -446,5 +485,57 @@ mod tests {
             .check_profile()
             .unwrap_err()
             .contains("unknown profile"));
+    }
+
+    /// A CPU count the model does not run, and snapshots of a CPU beyond
+    /// the count, are refused (`ncpus=0` was imported and stored, and so
+    /// was `ncpus=4000000000`, a table row of "MP (4000000000 CPUs)"); so
+    /// is a profile name of megabytes, and a long line is quoted cut.
+    #[test]
+    fn cpus_beyond_the_file_s_count_are_refused() {
+        let snap = |cpu: usize| {
+            format!("snap cpu={cpu} stream=1 seq=0 insns=1 cycles=1 l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 clock=1\n")
+        };
+        let file = |ncpus: &str, body: &str| {
+            format!("model1 profile=p4 virt=0 ncpus={ncpus}\n{body}end\n")
+        };
+        assert_eq!(parse(&file("2", &(snap(0) + &snap(1)))).unwrap().ncpus, 2);
+        for (ncpus, body, says) in [
+            (
+                "0",
+                String::new(),
+                "line 1: ncpus=0: the model runs 1 to 16 CPUs",
+            ),
+            (
+                "4000000000",
+                String::new(),
+                "line 1: ncpus=4000000000: the model runs 1 to 16 CPUs",
+            ),
+            (
+                "2",
+                snap(2),
+                "line 2: a snapshot of CPU 2, in a file of ncpus=2",
+            ),
+            (
+                "1",
+                "capped cpu=1 stream=1 kept=1 dropped=1\n".to_string(),
+                "line 2: a capped line of CPU 1, in a file of ncpus=1",
+            ),
+        ] {
+            let e = parse(&file(ncpus, &body)).unwrap_err();
+            assert_eq!(e, says);
+        }
+        let long = format!(
+            "model1 profile={} virt=0 ncpus=1\nend\n",
+            "[".repeat(40_000)
+        );
+        let e = parse(&long).unwrap_err();
+        assert!(
+            e.starts_with("line 1: profile \"[[[[")
+                && e.ends_with("... (40000 bytes): no profile's name is that long"),
+            "{e}"
+        );
+        let e = parse(&file("1", &format!("{}\n", "x".repeat(1 << 20)))).unwrap_err();
+        assert!(e.len() < 200, "{e}");
     }
 }

@@ -17,6 +17,9 @@ use crate::cmd::bench::baseline::{self, Provenance};
 use crate::cmd::{import, table};
 use crate::{lava, model, report, results};
 
+/// How the names of seeds that a reader must refuse start (see the tests).
+pub const HOSTILE_SEED: &str = "hostile-";
+
 /// The NUL-separated parts of a fuzz input, each as text (lossy, as
 /// `import` reads a log). At most `max` parts; the last takes the rest.
 fn parts(data: &[u8], max: usize) -> Vec<String> {
@@ -67,7 +70,8 @@ pub fn import(data: &[u8]) -> bool {
             device_type: "qemu".into(),
             job: "1".into(),
         };
-        return match import::from_lava(log, second, lab, "fuzz") {
+        let results = second.map(|t| (Path::new("results.yaml"), t));
+        return match import::from_lava(log, results, lab, "fuzz") {
             Ok(r) => {
                 render(&r);
                 true
@@ -185,8 +189,18 @@ mod tests {
         }
     }
 
-    /// Every seed is read by its target: the seeds stay real inputs as
-    /// the formats change (a seed that is refused fuzzes only the refusal).
+    /// What a seed's name says it must be: a seed named `hostile-*` is an
+    /// input its reader must refuse (beyond a bound, or a figure that
+    /// cannot be), every other seed one it reads.
+    fn refused_by_design(seed: &std::path::Path) -> bool {
+        seed.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(HOSTILE_SEED))
+    }
+
+    /// Every seed is read by its target (the seeds stay real inputs as the
+    /// formats change: a seed that is refused fuzzes only the refusal), and
+    /// every hostile seed refused, without a panic.
     #[test]
     fn every_seed_is_read_by_its_target() {
         let root = crate::kbuild::root().join("fuzz/seeds");
@@ -194,8 +208,97 @@ mod tests {
             for e in std::fs::read_dir(root.join(t)).unwrap() {
                 let p = e.unwrap().path();
                 let data = std::fs::read(&p).unwrap();
-                assert!(run(t, &data), "{t}: seed {} is refused", p.display());
+                if refused_by_design(&p) {
+                    assert!(!run(t, &data), "{t}: hostile seed {} is read", p.display());
+                } else {
+                    assert!(run(t, &data), "{t}: seed {} is refused", p.display());
+                }
             }
+        }
+    }
+
+    /// The hostile seeds of `records`, `model_file` and `ministat`: each
+    /// refused for what it was made to hold, not for something else.
+    #[test]
+    fn hostile_seeds_say_why() {
+        let root = crate::kbuild::root().join("fuzz/seeds");
+        let text = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+        for (seed, says) in [
+            (
+                "records/hostile-negative-rate.log",
+                "line 70: program bench's macro record of int80: ops_per_s=-1",
+            ),
+            (
+                "records/hostile-zero-frequency.log",
+                "line 15: program bench's clock record: tsc_hz=0",
+            ),
+        ] {
+            let e = results::Results::from_log(&text(seed), "x", "x").unwrap_err();
+            assert!(e.to_string().starts_with(says), "{seed}: {e}");
+        }
+        let e = model::parse_file(&text("model_file/hostile-ncpus-zero.model")).unwrap_err();
+        assert!(e.to_string().contains("ncpus=0"), "{e}");
+        for (seed, says) in [
+            (
+                "ministat/hostile-nan-second-file",
+                "ministat: Invalid data on line 2 in 2: nan is not a finite number",
+            ),
+            (
+                "ministat/hostile-huge-values",
+                "ministat: Invalid data on line 3 in 2: 1e308 is beyond 1e+100",
+            ),
+        ] {
+            let data = std::fs::read(root.join(seed)).unwrap();
+            let (head, rest) = data.split_at(data.iter().position(|&b| b == b'\n').unwrap());
+            let words = String::from_utf8_lossy(head)
+                .split_whitespace()
+                .map(OsString::from)
+                .collect();
+            let inputs: Vec<Vec<u8>> = rest[1..].split(|&b| b == 0).map(<[u8]>::to_vec).collect();
+            let mut open = |name: Option<&std::ffi::OsStr>| -> io::Result<Box<dyn io::BufRead>> {
+                let i = name.map_or(0, |n| n.to_str().unwrap().parse().unwrap());
+                Ok(Box::new(io::Cursor::new(inputs[i].clone())))
+            };
+            let f = crate::ministat::execute_words(words, 74, &mut open).unwrap_err();
+            assert!(f.stderr.starts_with(says), "{seed}: {}", f.stderr);
+        }
+    }
+
+    /// The hostile seeds of `import`: each refused with the message that
+    /// names its bound or its bad figure.
+    #[test]
+    fn hostile_import_seeds_say_why() {
+        let root = crate::kbuild::root().join("fuzz/seeds/import");
+        for (seed, says) in [
+            (
+                "hostile-deep-nesting.log",
+                "line 2: mappings and sequences nested deeper than 32 levels",
+            ),
+            (
+                "hostile-long-line.log",
+                "line 2: 131073 bytes on one line, more than any LAVA log message",
+            ),
+            (
+                "hostile-lava-results-nan.log",
+                "the LAVA results file results.yaml: line 4: test case int80_null of suite testbed: measurement \"NaN\" is not a finite number",
+            ),
+            (
+                "hostile-model-ncpus-zero.log",
+                "model.txt is not a finished model plugin file: the model file: line 1: ncpus=0: the model runs 1 to 16 CPUs",
+            ),
+        ] {
+            let data = std::fs::read(root.join(seed)).unwrap();
+            let p = parts(&data, 2);
+            let (log, second) = (&p[0], p.get(1).map(String::as_str));
+            let e = if lava::log::is_lava_log(log) {
+                let results = second.map(|t| (Path::new("results.yaml"), t));
+                import::from_lava(log, results, lava::Lab::default(), "x").map(|_| ())
+            } else {
+                let model = second.map(|t| (Path::new("model.txt"), t));
+                import::from_serial(log, Path::new("serial.log"), model, "x").map(|_| ())
+            };
+            let e = format!("{:#}", e.unwrap_err());
+            assert!(e.starts_with(says), "{seed}: {e}");
         }
     }
 }

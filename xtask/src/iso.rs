@@ -65,6 +65,7 @@ pub fn grub_cfg(entries: &[Entry], programs: &[String], timeout: u32) -> String 
 
 /// Builds the image at `out`.
 pub fn build(a: &Artifacts, entries: &[Entry], timeout: u32, out: &Path) -> Result<PathBuf> {
+    crate::machine::check_modules(&a.programs)?;
     let tree = out.with_extension("d");
     let _ = std::fs::remove_dir_all(&tree);
     let boot = tree.join("boot");

@@ -106,6 +106,28 @@ pub fn build_in(
     Ok(a)
 }
 
+/// `git` run on the repository at `dir`, whatever repository the
+/// environment names: git's hooks and `git rebase --exec` export `GIT_DIR`
+/// (and may export the variables beside it), which would make every command
+/// here act on that repository instead (a `git init` in a scratch
+/// directory reinitialised it as a bare one).
+pub fn git_in(dir: &Path) -> Command {
+    let mut c = Command::new("git");
+    for v in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_PREFIX",
+    ] {
+        c.env_remove(v);
+    }
+    c.current_dir(dir);
+    c
+}
+
 /// The revision of the tree at `dir` as the kernel reports it: `git
 /// describe`, and for a tree with uncommitted changes `-dirty.` and the
 /// first 12 hex digits of the hash git gives the diff against HEAD (so two
@@ -113,9 +135,8 @@ pub fn build_in(
 pub fn revision(dir: &Path) -> String {
     let git = |args: &[&str], input: Option<&[u8]>| -> Option<String> {
         use std::io::Write as _;
-        let mut child = Command::new("git")
+        let mut child = git_in(dir)
             .args(args)
-            .current_dir(dir)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -185,10 +206,9 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let git = |args: &[&str]| {
-            let ok = Command::new("git")
+            let ok = git_in(&dir)
                 .args(["-c", "user.name=t", "-c", "user.email=t@t"])
                 .args(args)
-                .current_dir(&dir)
                 .output()
                 .unwrap()
                 .status

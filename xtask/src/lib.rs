@@ -21,6 +21,8 @@ mod model;
 mod preflight;
 mod report;
 mod results;
+#[cfg(test)]
+mod testalloc;
 
 use clap::{Parser, Subcommand};
 

@@ -517,6 +517,21 @@ fn last_snapshot(span: &Span) -> Option<u64> {
 /// `model` object, and the run's profile and parameters. A benchmark the
 /// guest gave no snapshots keeps `model: None`.
 pub fn apply(results: &mut Results, log: &str, file: &SnapshotFile) -> Result<()> {
+    // The model saw every CPU the boot's figures name.
+    for b in &results.benches {
+        let named = b
+            .share
+            .as_ref()
+            .map_or(0, |s| s.per_cpu.len())
+            .max(b.cpus.iter().max().map_or(0, |&c| c as usize + 1));
+        if named > file.ncpus {
+            bail!(
+                "benchmark {}: the log names {named} CPUs, the model file ncpus={}",
+                b.name,
+                file.ncpus
+            );
+        }
+    }
     let (mut figs, incomplete) = merge_log(log, file)?;
     results.model_incomplete = incomplete;
     (results.model_forced, results.model_forced_limit) = file.forced;
@@ -1043,6 +1058,27 @@ mod tests {
         assert_eq!(
             rows[0],
             ["modelled, profile p4 SP", "after", "int80.null", "2.00"].map(String::from)
+        );
+    }
+
+    /// A model file that saw fewer CPUs than the boot's figures name is
+    /// not that boot's: the 2-CPU forktest boot with `ncpus=1` was read,
+    /// and stored as a 1-CPU model run.
+    #[test]
+    fn a_model_file_of_fewer_cpus_than_the_log_names_is_refused() {
+        let root = crate::kbuild::root().join("fuzz/seeds");
+        let log = std::fs::read_to_string(root.join("model_file.serial.log")).unwrap();
+        let text = std::fs::read_to_string(root.join("model_file/forktest-modern-virt-smp2.model"))
+            .unwrap();
+        let mut r = Results::from_log(&log, "x", "import").unwrap();
+        apply(&mut r, &log, &parse_file(&text).unwrap()).unwrap();
+        assert_eq!(r.model_cpus, 2);
+        let one = parse_file(&text.replacen("ncpus=2", "ncpus=1", 1)).unwrap();
+        let mut r = Results::from_log(&log, "x", "import").unwrap();
+        let e = apply(&mut r, &log, &one).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "benchmark forktest.fork_exit: the log names 2 CPUs, the model file ncpus=1"
         );
     }
 }

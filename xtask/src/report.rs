@@ -25,15 +25,36 @@ impl Record {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParseError {
     pub line: usize,
+    /// The line's text, its first 121 characters when it is longer.
     pub text: String,
+    /// The whole line's length in bytes.
+    pub len: usize,
     pub why: String,
 }
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}: {:?}", self.line, self.why, self.text)
+        // A hostile line may be megabytes: its start says which it is.
+        const SHOWN: usize = 120;
+        match self.text.char_indices().nth(SHOWN) {
+            None => write!(f, "line {}: {}: {:?}", self.line, self.why, self.text),
+            Some((at, _)) => write!(
+                f,
+                "line {}: {}: {:?}... ({} bytes)",
+                self.line,
+                self.why,
+                &self.text[..at],
+                self.len
+            ),
+        }
     }
 }
+
+/// The longest record line this reader takes, in bytes from the marker: no
+/// record the kernel writes is longer (a user program's record body is at
+/// most `abi::report::MAX_USER_RECORD`, a `samples` record of the most
+/// batches some 21 KiB), so a longer one is no record of this kernel.
+pub const MAX_RECORD: usize = 2 * abi::report::MAX_USER_RECORD;
 
 impl std::error::Error for ParseError {}
 
@@ -59,9 +80,21 @@ pub fn parse_line(text: &str, line: usize) -> Result<Option<Record>, ParseError>
     };
     let err = |why: String| ParseError {
         line,
-        text: text.to_string(),
+        // What the message shows of it (see `Display`), not a copy of a
+        // hostile line's megabytes.
+        text: text.chars().take(121).collect(),
+        len: text.len(),
         why,
     };
+    if text.len() - at > MAX_RECORD {
+        return Err(ParseError {
+            why: format!(
+                "a record of {} bytes, longer than any the kernel writes (at most {MAX_RECORD})",
+                text.len() - at
+            ),
+            ..err(String::new())
+        });
+    }
     let rest = text[at + MARKER.len()..].trim_end_matches(|c: char| !c.is_ascii_graphic());
     if let Some(c) = rest.chars().find(|&c| !(c.is_ascii_graphic() || c == ' ')) {
         return Err(err(format!(
@@ -292,6 +325,29 @@ mod tests {
             assert!(e.why.contains(why), "{text}: {}", e.why);
             assert!(e.to_string().starts_with("line 2:"));
         }
+    }
+
+    /// A record line of megabytes is refused by its length, and the
+    /// message quotes its start: the whole line was quoted (a 50 MB line
+    /// of control bytes took 30 s and printed 200 MB), and a long record
+    /// was stored.
+    #[test]
+    fn a_record_longer_than_the_kernel_writes_is_refused() {
+        let long = format!("@@tb1 warn key=a text={}", "x\u{1}".repeat(MAX_RECORD));
+        let e = parse_log(&format!("ok\n{long}\n")).unwrap_err();
+        assert_eq!(e.line, 2);
+        let text = e.to_string();
+        assert!(
+            text.starts_with("line 2: a record of 98326 bytes, longer than any the kernel writes (at most 49152): \"@@tb1 warn key=a text=x\\u{1}")
+                && text.ends_with("... (98326 bytes)")
+                && text.len() < 1000,
+            "{text}"
+        );
+        // At the bound, a record reads; noise before it does not count.
+        let at = format!("@@tb1 warn key=a text={}", "x".repeat(MAX_RECORD - 22));
+        assert_eq!(at.len(), MAX_RECORD);
+        let noisy = format!("{}{at}", "n".repeat(1 << 20));
+        assert!(parse_line(&noisy, 1).unwrap().is_some());
     }
 
     #[test]

@@ -223,3 +223,156 @@ fn truncated_results_file_is_refused() {
     assert!(err.contains("cannot read"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Hostile input to `import`, `import --model`, `import --lava-results` and
+/// `ministat`, through the real binary: each ends with exit status 1 (2 for
+/// ministat) and a message naming what is wrong, never an abort (20 KB of
+/// brackets overflowed the LAVA reader's stack: status 134) or a success
+/// that stores a figure the input does not hold.
+#[test]
+fn hostile_files_are_refused_with_a_status_and_a_reason() {
+    let dir = scratch("hostile");
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds");
+    // The hostile seeds that hold two files (a NUL between them) split.
+    let split = |seed: &str| -> (PathBuf, PathBuf) {
+        let data = std::fs::read(seeds.join("import").join(seed)).unwrap();
+        let at = data.iter().position(|&b| b == 0).unwrap();
+        let (a, b) = (dir.join(format!("{seed}.1")), dir.join(format!("{seed}.2")));
+        std::fs::write(&a, &data[..at]).unwrap();
+        std::fs::write(&b, &data[at + 1..]).unwrap();
+        (a, b)
+    };
+    let lava = [
+        "--device",
+        "d",
+        "--device-type",
+        "qemu",
+        "--job",
+        "1",
+        "--no-save",
+    ];
+    let deep = seeds.join("import/hostile-deep-nesting.log");
+    let (job, results) = split("hostile-lava-results-nan.log");
+    let (log, model) = split("hostile-model-ncpus-zero.log");
+    let empty = dir.join("empty");
+    std::fs::write(&empty, "").unwrap();
+    let garbage = dir.join("garbage");
+    std::fs::write(
+        &garbage,
+        (0..=255u8).cycle().take(4096).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let p = |p: &Path| p.to_str().unwrap().to_string();
+    let mut cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            [
+                vec!["import".into(), p(&deep)],
+                lava.map(String::from).to_vec(),
+            ]
+            .concat(),
+            "line 2: mappings and sequences nested deeper than 32 levels",
+        ),
+        (
+            [
+                vec![
+                    "import".into(),
+                    p(&job),
+                    "--lava-results".into(),
+                    p(&results),
+                ],
+                lava.map(String::from).to_vec(),
+            ]
+            .concat(),
+            "measurement \"NaN\" is not a finite number",
+        ),
+        (
+            [
+                vec!["import".into(), p(&job), "--lava-results".into(), p(&empty)],
+                lava.map(String::from).to_vec(),
+            ]
+            .concat(),
+            "no test cases",
+        ),
+        (
+            [
+                vec![
+                    "import".into(),
+                    p(&job),
+                    "--lava-results".into(),
+                    p(&garbage),
+                ],
+                lava.map(String::from).to_vec(),
+            ]
+            .concat(),
+            "cannot read the LAVA results file",
+        ),
+        (
+            vec![
+                "import".into(),
+                "--no-save".into(),
+                p(&log),
+                "--model".into(),
+                p(&model),
+            ],
+            "ncpus=0: the model runs 1 to 16 CPUs",
+        ),
+        (
+            vec![
+                "import".into(),
+                "--no-save".into(),
+                p(&log),
+                "--model".into(),
+                p(&empty),
+            ],
+            "empty model file",
+        ),
+        (
+            vec![
+                "import".into(),
+                "--no-save".into(),
+                p(&log),
+                "--model".into(),
+                p(&garbage),
+            ],
+            "cannot read the model file",
+        ),
+        (
+            vec!["import".into(), "--no-save".into(), p(&empty)],
+            "the log ends before the kernel's end record",
+        ),
+    ];
+    // Without --job the id is looked for in the log: its error, not "give --job".
+    cases.push((
+        vec![
+            "import".into(),
+            p(&deep),
+            "--device".into(),
+            "d".into(),
+            "--device-type".into(),
+            "q".into(),
+        ],
+        "nothing imported: line 2: mappings and sequences nested deeper than 32 levels",
+    ));
+    for (args, says) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = run(&mut xtask(&args));
+        assert_eq!(code, 1, "{args:?}: status {code}\n{out}{err}");
+        assert!(
+            err.starts_with("error: ") && err.contains(says),
+            "{args:?}: {err}"
+        );
+        assert!(out.is_empty(), "{args:?} printed {out}");
+    }
+    let nan = dir.join("nan.dat");
+    std::fs::write(&nan, "1\nnan\n3\n").unwrap();
+    let ok = dir.join("ok.dat");
+    std::fs::write(&ok, "1\n2\n3\n").unwrap();
+    let (code, _, err) = run(&mut xtask(&["ministat", &p(&ok), &p(&nan)]));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("Invalid data on line 2 in ")
+            && err.contains("nan.dat: nan is not a finite number"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

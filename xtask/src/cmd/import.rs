@@ -216,9 +216,10 @@ fn import_lava(a: &ImportArgs, text: &str) -> Result<i32> {
     }
     let job = match &a.job {
         Some(j) => j.clone(),
+        // A log that cannot be read says why, not that its id is missing.
         None => lava::log::parse_log(text)
-            .ok()
-            .and_then(|l| l.job_id)
+            .with_context(|| format!("{}: nothing imported", a.log.display()))?
+            .job_id
             .context("the log does not show its job id: give --job ID")?,
     };
     let (Some(device), Some(device_type)) = (&a.device, &a.device_type) else {
@@ -235,15 +236,24 @@ fn import_lava(a: &ImportArgs, text: &str) -> Result<i32> {
     let lava_results = a
         .lava_results
         .as_ref()
-        .map(|p| std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display())))
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .map(|t| (p.as_path(), t))
+                .with_context(|| format!("cannot read the LAVA results file {}", p.display()))
+        })
         .transpose()?;
     let label = if a.label == "import" {
         format!("lava-{}", lab.job)
     } else {
         a.label.clone()
     };
-    let results = from_lava(text, lava_results.as_deref(), lab, &label)
-        .with_context(|| format!("{}: nothing imported", a.log.display()))?;
+    let results = from_lava(
+        text,
+        lava_results.as_ref().map(|(p, t)| (*p, t.as_str())),
+        lab,
+        &label,
+    )
+    .with_context(|| format!("{}: nothing imported", a.log.display()))?;
     if a.json {
         print!("{}", results.to_json()?);
     } else {
@@ -257,22 +267,37 @@ fn import_lava(a: &ImportArgs, text: &str) -> Result<i32> {
 }
 
 /// The results of a LAVA job from its log `text` (and its results file,
-/// `lavacli results --yaml`, when given): the job must have completed,
-/// the kernel must have ended with success, and every figure LAVA recorded
-/// must be the one the kernel's records hold.
+/// `lavacli results --yaml`, its path and text, when given): the job must
+/// have completed, the kernel must have ended with success, and every
+/// figure LAVA recorded must be a finite number and the one the kernel's
+/// records hold.
 pub fn from_lava(
     text: &str,
-    lava_results: Option<&str>,
+    lava_results: Option<(&Path, &str)>,
     lab: Lab,
     label: &str,
 ) -> Result<results::Results> {
     let log = lava::log::parse_log(text)?;
     let mut cases = log.cases.clone();
-    if let Some(r) = lava_results {
-        let more = lava::log::parse_results(r).context("the LAVA results file")?;
+    // Every figure LAVA recorded, in the log and in the results file: each
+    // is checked, one source never hiding the other's.
+    let mut figures: Vec<(String, f64)> = lava::log::figures(&log.cases)
+        .context("the job's log")?
+        .into_iter()
+        .map(|(case, (m, _))| (case, m))
+        .collect();
+    if let Some((path, r)) = lava_results {
+        let file = || format!("the LAVA results file {}", path.display());
+        let more = lava::log::parse_results(r).with_context(file)?;
         if let Verdict::Failed(e) = lava::log::verdict(&more) {
             bail!("job {} ended early: {e}", lab.job);
         }
+        figures.extend(
+            lava::log::figures(&more)
+                .with_context(file)?
+                .into_iter()
+                .map(|(case, (m, _))| (case, m)),
+        );
         cases.extend(more);
     }
     match lava::log::verdict(&cases) {
@@ -298,7 +323,7 @@ pub fn from_lava(
     }
     let mut r = results::Results::from_log(&log.serial, label, LAVA_SOURCE)
         .context("the job's serial output")?;
-    for (case, (m, _)) in lava::log::figures(&cases) {
+    for (case, m) in figures {
         let Some(b) = r.benches.iter().find(|b| case_id(&b.name) == case) else {
             bail!("LAVA recorded a figure {case} = {m} that no record of the kernel holds");
         };

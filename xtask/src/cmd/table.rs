@@ -70,11 +70,48 @@ fn machine_of(r: &Results) -> String {
     )
 }
 
+/// Why the medians `without` and `with` give no speed-up `s`, or `None`
+/// when they do: both must be positive normal numbers (a median of 0, a
+/// negative one or a subnormal such as 5e-324 is no time or rate anything
+/// took), and so must their ratio (30 over 5e-324 is `inf`).
+fn unusable(without: f64, with: f64, s: f64) -> Option<String> {
+    // Very large and very small numbers in exponent form (Rust writes
+    // every digit of 5e-324 otherwise).
+    let show = |x: f64| {
+        if x != 0.0 && x.is_finite() && !(1e-6..1e15).contains(&x.abs()) {
+            format!("{x:e}")
+        } else {
+            format!("{x}")
+        }
+    };
+    let pair = format!("median {} against {}", show(with), show(without));
+    if !(with > 0.0 && without > 0.0) {
+        return Some(format!("{pair} (a speed-up needs two positive medians)"));
+    }
+    if let Some(x) = [with, without].into_iter().find(|x| !x.is_normal()) {
+        return Some(format!(
+            "{pair} ({} is not a normal number: no time or rate a benchmark measures is {})",
+            show(x),
+            if x.is_infinite() {
+                "infinite"
+            } else {
+                "that small"
+            }
+        ));
+    }
+    if !s.is_normal() {
+        return Some(format!(
+            "{pair} (their ratio is {s}, beyond what a number holds)"
+        ));
+    }
+    None
+}
+
 /// Speed-up = time without the change / time with it (for a throughput:
 /// rate with / rate without), per system and benchmark. Runs that each
 /// measured one pool layout (`pool_align=`) pair layout against layout.
-/// Also returns the pairs left out because a median is zero or negative
-/// (no ratio of times or rates means anything then), each in a sentence.
+/// Also returns the pairs left out because a median or their ratio is not
+/// a positive normal number (see [`unusable`]), each in a sentence.
 pub fn speedup_rows(
     results: &[Results],
     base: Option<&str>,
@@ -150,21 +187,21 @@ pub fn speedup_rows(
                 }
                 let measure = infos.get(&name).map_or(Default::default(), |i| i.measure);
                 let Some(&w) = with.get(&name) else { continue };
-                if w > 0.0 && without > 0.0 {
-                    rows.push([
+                let s = speedup(measure, without, w);
+                match unusable(without, w, s) {
+                    None => rows.push([
                         system.clone(),
                         r.label.clone(),
                         match flagged.get(&name) {
                             Some(mark) => format!("{name} {mark}"),
                             None => name.clone(),
                         },
-                        format!("{:.2}", speedup(measure, without, w)),
-                    ]);
-                } else {
-                    dropped.push(format!(
-                        "{system}: {name} of {:?} against {:?} left out: median {w} against {without} (a speed-up needs two positive medians)",
+                        format!("{s:.2}"),
+                    ]),
+                    Some(why) => dropped.push(format!(
+                        "{system}: {name} of {:?} against {:?} left out: {why}",
                         r.label, b.label
-                    ));
+                    )),
                 }
             }
         }
@@ -290,9 +327,15 @@ fn read_export(text: &str) -> Result<Export> {
 }
 
 /// The speed-up rows of bench exports: each variant against the first (or
-/// the one `base` names), per metric.
-pub fn export_rows(exports: &[Export], base: Option<&str>, benches: &[String]) -> Vec<[String; 4]> {
+/// the one `base` names), per metric; and the pairs left out, as in
+/// [`speedup_rows`].
+pub fn export_rows(
+    exports: &[Export],
+    base: Option<&str>,
+    benches: &[String],
+) -> (Vec<[String; 4]>, Vec<String>) {
     let mut rows = Vec::new();
+    let mut dropped = Vec::new();
     for e in exports {
         let Some(base) = base.or_else(|| e.medians.first().map(|m| m.0.as_str())) else {
             continue;
@@ -305,14 +348,18 @@ pub fn export_rows(exports: &[Export], base: Option<&str>, benches: &[String]) -
             else {
                 continue;
             };
-            if *with <= 0.0 || *without <= 0.0 {
-                continue;
-            }
             let s = if e.higher_better.contains(metric) {
                 with / without
             } else {
                 without / with
             };
+            if let Some(why) = unusable(*without, *with, s) {
+                dropped.push(format!(
+                    "{}: {metric} of {variant:?} against {base:?} left out: {why}",
+                    e.system
+                ));
+                continue;
+            }
             rows.push([
                 e.system.clone(),
                 variant.clone(),
@@ -327,7 +374,7 @@ pub fn export_rows(exports: &[Export], base: Option<&str>, benches: &[String]) -
             ]);
         }
     }
-    rows
+    (rows, dropped)
 }
 
 /// `files` with each directory replaced by the JSON files in it and the
@@ -406,12 +453,20 @@ pub(crate) fn from_texts(
 
 pub fn table(a: TableArgs) -> Result<i32> {
     let (results, exports) = load(&a.files, true)?;
-    let (mut rows, dropped) = if results.is_empty() {
+    let (mut rows, mut dropped) = if results.is_empty() {
         (Vec::new(), Vec::new())
     } else {
         speedup_rows(&results, a.base.as_deref(), &a.benches)?
     };
-    rows.extend(export_rows(&exports, a.base.as_deref(), &a.benches));
+    let (more, left_out) = export_rows(&exports, a.base.as_deref(), &a.benches);
+    rows.extend(more);
+    dropped.extend(left_out);
+    if rows.is_empty() && !dropped.is_empty() {
+        bail!(
+            "no pairs to compare: every pair was left out: {}",
+            dropped.join("; ")
+        );
+    }
     if rows.is_empty() {
         bail!("no pairs to compare: a bench export needs two variants, a system's runs a base and another");
     }
@@ -500,7 +555,7 @@ mod tests {
         };
         let a = read_export(&export("modelled, profile p4", 1, 300.0, 200.0)).unwrap();
         let b = read_export(&export("modelled, profile p4, virt", 2, 900.0, 300.0)).unwrap();
-        let rows = export_rows(&[a, b], None, &["forktest.fork_exit".to_string()]);
+        let rows = export_rows(&[a, b], None, &["forktest.fork_exit".to_string()]).0;
         assert_eq!(
             rows,
             [
@@ -522,7 +577,7 @@ mod tests {
         );
         // A throughput is better when higher.
         let c = read_export(&export("", 1, 1.0, 1.0)).unwrap();
-        let rows = export_rows(&[c], None, &["ebizzy.128".to_string()]);
+        let rows = export_rows(&[c], None, &["ebizzy.128".to_string()]).0;
         assert_eq!(rows[0][0], "h tcg QEMU SP");
         assert_eq!(rows[0][3], "2.00");
         assert!(read_export("{\"kind\": \"bench\"}").is_err());
@@ -537,7 +592,8 @@ mod tests {
                 &[read_export(&text).unwrap()],
                 None,
                 &["forktest.fork_exit".to_string()],
-            );
+            )
+            .0;
             rows[0].clone()
         };
         // A figure one CPU did alone says so in its row.
@@ -744,5 +800,66 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("every pair was left out"), "{e}");
+    }
+
+    /// A median of 5e-324 (a subnormal) made a speed-up of `inf`; medians
+    /// that are not positive normal numbers, and ratios beyond what a
+    /// number holds, are left out and said, in results and exports alike.
+    #[test]
+    fn a_speedup_of_numbers_that_are_no_times_is_left_out() {
+        let mk = |label: &str, median: f64| {
+            let mut r = Results {
+                label: label.into(),
+                ..Results::default()
+            };
+            r.benches.push(crate::results::Bench {
+                name: "int80.null".into(),
+                median,
+                ..Default::default()
+            });
+            r
+        };
+        for (before, after, says) in [
+            (
+                30.0,
+                5e-324,
+                "int80.null of \"after\" against \"before\" left out: median 5e-324 against 30 (5e-324 is not a normal number: no time or rate a benchmark measures is that small)",
+            ),
+            (
+                f64::MIN_POSITIVE / 2.0,
+                1.0,
+                "is not a normal number",
+            ),
+            (
+                1e300,
+                1e-300,
+                "median 1e-300 against 1e300 (their ratio is inf, beyond what a number holds)",
+            ),
+            (f64::INFINITY, 1.0, "inf is not a normal number"),
+        ] {
+            let e = speedup_rows(&[mk("before", before), mk("after", after)], None, &[])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{before} {after}: {e}");
+        }
+        let export = serde_json::json!({
+            "schema": 1, "kind": "bench",
+            "sets": [
+                {"name": "old", "provenance": {"clock": "icount", "accel": "tcg", "emulator": "QEMU 7.2",
+                    "cpu_model": "qemu32", "cpu": "QEMU", "rev": "r", "dirty": false, "diff": "",
+                    "cmdline": "", "batches": "4", "batch_size": "8", "host": "h", "host_cpu": "c",
+                    "profile": "", "cpus": 1}},
+                {"name": "new", "provenance": {}}
+            ],
+            "metrics": {},
+            "values": {"old": {"int80.null": [30.0]}, "new": {"int80.null": [5e-324]}}
+        })
+        .to_string();
+        let (rows, dropped) = export_rows(&[read_export(&export).unwrap()], None, &[]);
+        assert!(rows.is_empty(), "{rows:?}");
+        assert_eq!(
+            dropped,
+            ["h tcg QEMU SP: int80.null of \"new\" against \"old\" left out: median 5e-324 against 30 (5e-324 is not a normal number: no time or rate a benchmark measures is that small)"]
+        );
     }
 }

@@ -303,6 +303,25 @@ pub fn check_length(cmdline: &str, kernel: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a boot of more program modules than the kernel keeps
+/// (`abi::layout::MAX_MODULES`): it would cut the rest, and a program among
+/// them would be missing from a boot that names it.
+pub fn check_modules(programs: &[(PathBuf, String)]) -> Result<()> {
+    let most = abi::layout::MAX_MODULES;
+    if programs.len() > most {
+        anyhow::bail!(
+            "{} program modules, but the kernel keeps at most {most} boot modules (abi::layout::MAX_MODULES): the rest would be cut ({})",
+            programs.len(),
+            programs[most..]
+                .iter()
+                .map(|(_, n)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// What is wrong with kernel command-line words, found on the host with the
 /// kernel's own parser before any boot: words the kernel would warn about
 /// (`invalid`), and keys given more than once (`repeated`: the last wins).
@@ -461,6 +480,7 @@ impl Machine {
         .trim()
         .to_string();
         check_length(&cmdline, &art.kernel)?;
+        check_modules(&art.programs)?;
         let loader = if spec.grub || backend.grub_only() {
             std::fs::create_dir_all(scratch)?;
             let entry = iso::Entry {
@@ -817,6 +837,31 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("command line is too long"), "{e}");
+    }
+
+    /// More program modules than the kernel keeps: refused before any
+    /// boot, naming the limit and the programs that would be cut.
+    #[test]
+    fn more_modules_than_the_kernel_keeps_are_refused() {
+        let mut a = art();
+        a.programs = (0..abi::layout::MAX_MODULES)
+            .map(|i| (PathBuf::from(format!("/k/p{i}")), format!("p{i}")))
+            .collect();
+        let spec = tcg(qemu::Threads::Single);
+        assert!(Machine::build(&spec, &a, "mode=run", Path::new("/nonexistent")).is_ok());
+        a.programs.push(("/k/p16".into(), "p16".into()));
+        a.programs.push(("/k/p17".into(), "p17".into()));
+        let e = Machine::build(&spec, &a, "mode=run", Path::new("/nonexistent"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "18 program modules, but the kernel keeps at most 16 boot modules (abi::layout::MAX_MODULES): the rest would be cut (p16, p17)"
+        );
+        let iso = crate::iso::build(&a, &[], 0, Path::new("/nonexistent/run.iso"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(iso, e);
     }
 
     #[test]

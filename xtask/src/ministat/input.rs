@@ -8,12 +8,22 @@
 //! reads it (decimal, exponent, `inf`, `nan`, hexadecimal `0x1.8p3`), or the
 //! set is rejected. White space at the end of a line is dropped first, as
 //! today's FreeBSD does, so files with CRLF line ends read.
+//!
+//! Where we part from the C tools: a number that is not finite (`nan`,
+//! `inf`) or beyond ±[`MAX_MAGNITUDE`] is refused, naming its file and
+//! line. No measurement is either, and the C tools print `nan` and `inf`
+//! statistics of them or crash plotting them.
 
 use std::fmt;
 use std::io::{self, BufRead};
 
 /// Fewest points a set may have: a sample variance needs two, ministat asks three.
 pub const MIN_POINTS: usize = 3;
+
+/// The largest magnitude a value may have. Its square stays far from the
+/// largest double (about 1.8e308) however many values are summed, so no
+/// mean, variance or plot span overflows to `inf`.
+pub const MAX_MAGNITUDE: f64 = 1e100;
 
 /// Why a set (or the command line naming the sets) was refused. Every one
 /// of these makes the command exit with status 2.
@@ -27,6 +37,15 @@ pub enum Error {
     Invalid { line: usize, name: String },
     /// The set has fewer than [`MIN_POINTS`] points.
     TooFew { name: String },
+    /// The chosen field of a line is a number that is not finite or whose
+    /// magnitude is beyond [`MAX_MAGNITUDE`] (`field`: its text, `why`:
+    /// which).
+    Unusable {
+        line: usize,
+        name: String,
+        field: String,
+        why: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
@@ -41,6 +60,12 @@ impl fmt::Display for Error {
                 f,
                 "Dataset {name} must contain at least {MIN_POINTS} data points"
             ),
+            Error::Unusable {
+                line,
+                name,
+                field,
+                why,
+            } => write!(f, "Invalid data on line {line} in {name}: {field} is {why}"),
         }
     }
 }
@@ -135,6 +160,9 @@ pub fn read_set(
     set.finish()
 }
 
+/// How much of a refused field an error quotes.
+const SHOWN: usize = 40;
+
 /// A set being read: the numbers taken so far from the lines of `name`
 /// (`number` of them read), each the field `column` of fields cut at
 /// `delimiters`.
@@ -174,6 +202,24 @@ impl<'a> Set<'a> {
             line: self.number,
             name: self.name.to_string(),
         })?;
+        if !v.is_finite() || v.abs() > MAX_MAGNITUDE {
+            // The field is a number, so printable; a long one is cut.
+            let text = String::from_utf8_lossy(field);
+            let text = text.trim();
+            return Err(Error::Unusable {
+                line: self.number,
+                name: self.name.to_string(),
+                field: match text.char_indices().nth(SHOWN) {
+                    Some((at, _)) => format!("{}...", &text[..at]),
+                    None => text.to_string(),
+                },
+                why: if v.is_finite() {
+                    "beyond 1e+100 in magnitude (no measurement is, and the sums of squares would overflow)"
+                } else {
+                    "not a finite number (no measurement is)"
+                },
+            });
+        }
         self.values.push(v);
         Ok(())
     }

@@ -25,11 +25,13 @@
 //! - the plot is as tall as the last set's tallest stack (an earlier set's
 //!   taller stacks are cut), as the C tool draws it.
 //!
-//! Where the C tool has no defined output we say why instead: a plot of a
-//! set that holds `nan` or `inf`, and `-w 1`, crash it (they index memory
-//! with NaN), so we refuse them (exit 2) and `-A`/`-n` show such sets'
-//! statistics as FreeBSD prints them. A `-` after the first file makes the
-//! C tool read an uninitialised stream; we read standard input there.
+//! Where the C tool has no defined output we say why instead: `-w 1`
+//! crashes it (it indexes memory with NaN), so we refuse it (exit 2). A
+//! `-` after the first file makes the C tool read an uninitialised stream;
+//! we read standard input there. We part from it on purpose in one place:
+//! a value that is `nan`, `inf` or beyond ±1e100 is refused (exit 2),
+//! naming its file and line, in every mode; the C tool prints `nan` and
+//! `inf` statistics of such sets, or crashes plotting them.
 //!
 //! `--exact` ([`Formula::Exact`]) keeps those formulas with the exact
 //! two-sided t quantile for any degrees of freedom and any level (`-c 97.5`),
@@ -106,9 +108,9 @@ By default the output is byte for byte today's FreeBSD ministat's (usr.bin/minis
 an even count = mean of the two middle values; variance summed around the mean; percentage
 interval from each set's own relative spread; t from FreeBSD's 3-decimal table (its row for
 infinity past 100 degrees of freedom); the plot cut to the last set's tallest stack; FreeBSD's
-messages and exit statuses. Data may hold nan and inf (as strtod reads them): -A and -n print
-their statistics as FreeBSD does (nan, inf); a plot of them, and -w 1, crash FreeBSD's tool, so
-they are refused here.
+messages and exit statuses. -w 1 crashes FreeBSD's tool, so it is refused here; so is a value
+that is nan, inf or beyond 1e100 in magnitude (FreeBSD's tool prints nan and inf statistics of
+it, or crashes plotting it), naming its file and line.
 --exact: the same formulas with the exact Student's t quantile for any degrees of freedom and any
 -c level between 0 and 100 (levels FreeBSD's table lacks, e.g. 97.5), and a plot that keeps
 every point.

@@ -51,6 +51,9 @@ fn extent(sets: &[PlotSet]) -> (f64, f64) {
 /// median, mean and mean ± stddev, and that is out of its buffer (a crash)
 /// when the quotient is NaN or infinite: a `nan` or `inf` in the data, or
 /// `-w 1` (dx = span / 0). With a zero span it draws nothing and is safe.
+/// (The readers refuse non-finite values and values beyond
+/// `input::MAX_MAGNITUDE`, so a span is finite here; the check stays for
+/// any set that reaches the plot.)
 /// Every formula refuses `-w 1` (the C tools crash alike), the others `-w
 /// 0` too; only [`Formula::FreeBsd`] refuses non-finite data, the others
 /// say there is no plot.

@@ -89,8 +89,20 @@ fn run_case(case: &Case, extra: &[&str]) -> Result<String, Failure> {
     run(&args, case.stdin.as_deref())
 }
 
+/// The FreeBSD fixture cases whose data hold `nan` or `inf`, which
+/// FreeBSD's tool reads (printing `nan` and `inf` statistics) and we
+/// refuse: each case's first such value, as the message names it.
+const REFUSED_NONFINITE: &[(&str, &str)] = &[
+    ("nonfinite-n", "line 3 in nonfinite.dat: nan"),
+    ("nonfinite-A", "line 3 in nonfinite.dat: nan"),
+    ("nan-sort-A", "line 3 in nan11.dat: NaN"),
+    ("inf-A", "line 2 in inf.dat: inf"),
+    ("nan-sort-big", "line 3 in nanbig.dat: nan"),
+];
+
 /// Every FreeBSD fixture: stdout, stderr and exit status byte for byte as
-/// FreeBSD's ministat gave them (tests/data/ministat/freebsd/regen.sh).
+/// FreeBSD's ministat gave them (tests/data/ministat/freebsd/regen.sh),
+/// but for [`REFUSED_NONFINITE`], refused with status 2.
 #[test]
 fn default_matches_freebsd_ministat() {
     let dir = fixtures().join("freebsd");
@@ -107,6 +119,16 @@ fn default_matches_freebsd_ministat() {
             Ok(text) => (text, String::new(), 0),
             Err(f) => (String::new(), f.stderr, f.status),
         };
+        if let Some((_, at)) = REFUSED_NONFINITE.iter().find(|(n, _)| *n == case.name) {
+            let refused = format!(
+                "ministat: Invalid data on {at} is not a finite number (no measurement is)\n"
+            );
+            if got != (String::new(), refused, 2) {
+                eprintln!("=== {}: not refused as {at}: {got:?}", case.name);
+                failed.push(case.name.clone());
+            }
+            continue;
+        }
         if got != (out.clone(), err.clone(), status) {
             eprintln!(
                 "=== {}: expected (status {status})\n{out}{err}=== got (status {})\n{}{}",
@@ -225,30 +247,54 @@ fn exact_takes_any_confidence_level() {
     assert!(Cli::try_parse_from(["ministat", "--exact", "--classic"]).is_err());
 }
 
-/// Issue 17: nan and inf are data to strtod, and so to FreeBSD's ministat.
-/// Its -A and -n tables are in the fixtures (nonfinite-*, nan-sort-A,
-/// inf-A); its plot of such a set indexes memory with NaN and crashes, so
-/// the default refuses that plot, naming the set; --exact and --classic
-/// say there is no plot.
+/// nan and inf are numbers to strtod, and FreeBSD's ministat printed
+/// their statistics (issue 17) or crashed plotting them; no measurement is
+/// one, so every formula refuses them, naming the file and line that holds
+/// one, whichever file comes first on the command line. `ministat a b`
+/// blamed `a` when `b` held inf (the plot's span was inf, every set's
+/// points unplottable). A value beyond 1e100 in magnitude (whose square
+/// nears the largest double) is refused as well.
 #[test]
-fn nan_and_inf() {
-    let e = fails(&["odd.dat", "nonfinite.dat"]);
+fn nan_and_inf_are_refused_naming_file_and_line() {
+    let nan = "ministat: Invalid data on line 3 in nonfinite.dat: nan is not a finite number (no measurement is)\n";
+    for args in [
+        &["odd.dat", "nonfinite.dat"][..],
+        &["nonfinite.dat", "odd.dat"],
+        &["-n", "nonfinite.dat"],
+        &["--exact", "-A", "odd.dat", "nonfinite.dat"],
+        &["--classic", "-n", "nonfinite.dat"],
+    ] {
+        assert_eq!(fails(args), nan, "{args:?}");
+    }
+    let e = fails(&["odd.dat", "inf.dat"]);
     assert_eq!(
         e,
-        "ministat: cannot plot nonfinite.dat: it holds nan or inf (FreeBSD's ministat crashes \
-         on that plot); -A or -n print its statistics\n"
+        "ministat: Invalid data on line 2 in inf.dat: inf is not a finite number (no measurement is)\n"
     );
-    let e = fails(&["inf.dat"]);
-    assert!(e.starts_with("ministat: cannot plot inf.dat: "), "{e}");
-    for mode in ["--exact", "--classic"] {
-        let text = run(&[mode, "odd.dat", "inf.dat"], None).unwrap();
-        assert!(text.contains("[no plot, span is not finite]\n"), "{text}");
-    }
-    // FreeBSD prints a NaN without its sign; Debian's glibc build with it.
-    let text = run(&["-n", "nan11.dat"], None).unwrap();
-    assert!(text.ends_with("           nan           nan\n"), "{text}");
-    let text = run(&["--classic", "-n", "nan11.dat"], None).unwrap();
-    assert!(text.contains("nan"), "{text}");
+    let e = fails(&["--classic", "-n", "nan11.dat"]);
+    assert!(
+        e.starts_with("ministat: Invalid data on line 3 in nan11.dat: NaN is not"),
+        "{e}"
+    );
+    // Finite, but too large to sum squares of; and what is not, cut.
+    let huge = |text: &str| {
+        super::input::read_set(text.as_bytes(), "big.dat", 1, b" ")
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        huge("1\n2\n-1e308\n"),
+        "Invalid data on line 3 in big.dat: -1e308 is beyond 1e+100 in magnitude (no measurement is, and the sums of squares would overflow)"
+    );
+    let e = huge(&format!("1\n{}\n3\n", "9".repeat(400)));
+    assert!(
+        e.starts_with(&format!(
+            "Invalid data on line 2 in big.dat: {}... is not a finite",
+            "9".repeat(40)
+        )),
+        "{e}"
+    );
+    assert!(super::input::read_set("1e100\n-1e100\n0\n".as_bytes(), "f", 1, b" ").is_ok());
 }
 
 /// -w 1 makes FreeBSD's plot divide by zero and crash; -w 0 draws an empty

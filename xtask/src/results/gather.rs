@@ -45,6 +45,11 @@ impl Results {
         // a real machine), so it decides the clock.
         let mut boot_line: Option<usize> = None;
         let mut host_clock: Option<String> = None;
+        // The frequency each program's clock record gave (the kernel's
+        // under `None`): its rates are ticks over it.
+        let mut hz_of: BTreeMap<Option<String>, u64> = BTreeMap::new();
+        // Each bench record's line and the frequency its rates stand on.
+        let mut bench_at: Vec<(usize, u64)> = Vec::new();
         for rec in records {
             match rec.kind.as_str() {
                 kind::BOOT => {
@@ -86,6 +91,14 @@ impl Results {
                 }),
                 kind::CLOCK => {
                     let c = field(rec, "clock")?;
+                    if !CLOCK_KEYS.contains(&c) {
+                        bail!(
+                            "line {}: {} clock record: clock={c:?} is none of {}",
+                            rec.line,
+                            who(rec),
+                            CLOCK_KEYS.join(", ")
+                        );
+                    }
                     if let Some(h) = host_clock.as_deref().filter(|h| c != *h && c != "none") {
                         bail!(
                             "line {}: {} clock record says clock={c}, but the host booted clock={h}: the host decides the clock, unit and accelerator, so the record is refused",
@@ -94,14 +107,16 @@ impl Results {
                         );
                     }
                     r.clock = c.into();
-                    r.tsc_hz = num(rec, "tsc_hz")?;
+                    r.tsc_hz = check_clock(rec, c)?;
+                    hz_of.insert(rec.get(abi::report::KEY_PROG).map(str::to_string), r.tsc_hz);
                     for (k, v) in &rec.fields {
                         if !matches!(k.as_str(), "clock" | "tsc_hz") {
                             r.timing.insert(k.clone(), v.clone());
                         }
                     }
                 }
-                kind::BENCH => r.benches.push(Bench {
+                kind::BENCH => {
+                    r.benches.push(Bench {
                     name: field(rec, "name")?.into(),
                     mech: field(rec, "mech")?.into(),
                     path: field(rec, "path")?.into(),
@@ -145,7 +160,12 @@ impl Results {
                     batch_size: 0,
                     samples: vec![],
                     model: None,
-                }),
+                    });
+                    if let Some(b) = r.benches.last() {
+                        check_bench_fields(rec, b)?;
+                    }
+                    bench_at.push((rec.line, frequency(&hz_of, rec, r.tsc_hz)));
+                }
                 kind::SHARE => {
                     let name = field(rec, "name")?.to_string();
                     let work = field(rec, "work")?;
@@ -192,14 +212,18 @@ impl Results {
                     })?;
                     samples.insert(name, (size, values, rec.line));
                 }
-                kind::MACRO => r.macros.push(Macro {
-                    mech: field(rec, "mech")?.into(),
-                    ops: num(rec, "ops")?,
-                    ticks_per_op: real(rec, "ticks_per_op")?,
-                    ops_per_s: real(rec, "ops_per_s")?,
-                    syscalls_per_op: num(rec, "syscalls_per_op")?,
-                    model: None,
-                }),
+                kind::MACRO => {
+                    let m = Macro {
+                        mech: field(rec, "mech")?.into(),
+                        ops: num(rec, "ops")?,
+                        ticks_per_op: real(rec, "ticks_per_op")?,
+                        ops_per_s: real(rec, "ops_per_s")?,
+                        syscalls_per_op: num(rec, "syscalls_per_op")?,
+                        model: None,
+                    };
+                    check_macro(rec, &m, frequency(&hz_of, rec, r.tsc_hz))?;
+                    r.macros.push(m);
+                }
                 _ => {}
             }
         }
@@ -215,7 +239,7 @@ impl Results {
             None => "ticks",
         }
         .into();
-        for b in &mut r.benches {
+        for (b, &(bench_line, hz)) in r.benches.iter_mut().zip(&bench_at) {
             let (size, values, line) = samples.remove(&b.name).ok_or_else(|| {
                 anyhow!(
                     "benchmark {} has no samples record (a truncated log?)",
@@ -235,7 +259,7 @@ impl Results {
             }
             b.batch_size = size;
             b.samples = values;
-            check_summary(b, line)?;
+            check_summary(b, bench_line, line, hz)?;
             if let Some((share, line)) = shares.remove(&b.name) {
                 check_share(b, &share, line)?;
                 b.share = Some(share);
@@ -350,11 +374,6 @@ fn who(rec: &Record) -> String {
     }
 }
 
-/// A `bench` record's summary must be its samples': in order (min <= p25
-/// <= median <= p75 <= max, the mean between min and max), and for a
-/// per-operation figure the same numbers the guest's own summary gives
-/// for those samples (`abi::stats`, to the 4 decimals the record prints).
-/// `line`: the samples record's.
 /// Where a share record says each CPU's part of each batch lies in the
 /// model's snapshots (`stream`, `snap_first`, `snap_per_batch`: all three
 /// or none; a list per CPU, as `per_cpu`); `None` in records that name no
@@ -442,7 +461,14 @@ fn check_share(b: &Bench, share: &Share, line: usize) -> Result<()> {
     Ok(())
 }
 
-fn check_summary(b: &Bench, line: usize) -> Result<()> {
+/// A `bench` record's summary must be its samples': in order (min <= p25
+/// <= median <= p75 <= max, the mean between min and max), and the same
+/// numbers the guest's own summary gives for those samples (`abi::stats`
+/// over `abi::report::Figure::value`, to the 4 decimals the record
+/// prints): ticks per operation, or for a throughput operations per
+/// second at the clock's frequency `hz`, every batch having taken time.
+/// `bench_line` and `line`: the bench and samples records'.
+fn check_summary(b: &Bench, bench_line: usize, line: usize, hz: u64) -> Result<()> {
     let order = [
         ("min", b.min),
         ("p25", b.p25),
@@ -452,7 +478,7 @@ fn check_summary(b: &Bench, line: usize) -> Result<()> {
     ];
     if let Some(w) = order.windows(2).find(|w| w[0].1 > w[1].1) {
         bail!(
-            "benchmark {}: its summary says {}={} above {}={}: a summary that contradicts itself is refused",
+            "line {bench_line}: benchmark {}: its summary says {}={} above {}={}: a summary that contradicts itself is refused",
             b.name,
             w[0].0,
             w[0].1,
@@ -462,27 +488,57 @@ fn check_summary(b: &Bench, line: usize) -> Result<()> {
     }
     if !(b.min..=b.max).contains(&b.mean) {
         bail!(
-            "benchmark {}: its summary's mean={} lies outside min={} and max={}",
+            "line {bench_line}: benchmark {}: its summary's mean={} lies outside min={} and max={}",
             b.name,
             b.mean,
             b.min,
             b.max
         );
     }
-    if b.measure != Measure::PerOp || b.samples.is_empty() {
+    if b.samples.is_empty() {
         return Ok(());
     }
-    let mut vals: Vec<f64> = b
-        .samples
-        .iter()
-        .map(|&t| t as f64 / b.batch_size as f64)
-        .collect();
+    if b.measure == Measure::Throughput {
+        if hz == 0 {
+            bail!(
+                "line {bench_line}: benchmark {} is a throughput, and no clock record gives the frequency that turns its ticks into a rate",
+                b.name
+            );
+        }
+        if let Some(i) = b.samples.iter().position(|&t| t == 0) {
+            bail!(
+                "line {line}: benchmark {}: batch {} took 0 ticks: a throughput of a batch that took no time is no rate",
+                b.name,
+                i + 1
+            );
+        }
+    }
+    let figure = abi::report::Figure {
+        name: &b.name,
+        mech: &b.mech,
+        path: &b.path,
+        call: &b.call,
+        measure: b.measure,
+        unit: &b.unit,
+        batch_size: u32::try_from(b.batch_size).unwrap_or(u32::MAX),
+        samples: &b.samples,
+        tsc_hz: hz,
+        counters: None,
+        cpus: 0,
+        snaps: None,
+    };
+    let mut vals = vec![0.0; b.samples.len()];
     let mut scratch = vec![0.0; vals.len()];
-    let s = abi::stats::summarize(&mut vals, &mut scratch);
+    let s = figure.summarize(&mut vals, &mut scratch);
     for (k, said, is) in [
         ("min", b.min, s.min),
+        ("p25", b.p25, s.p25),
         ("median", b.median, s.median),
+        ("mean", b.mean, s.mean),
+        ("p75", b.p75, s.p75),
         ("max", b.max, s.max),
+        ("sd", b.sd, s.sd),
+        ("outliers", b.outliers as f64, s.outliers as f64),
     ] {
         // The record prints 4 decimals: a difference beyond the rounding
         // is a summary of other samples.
@@ -492,6 +548,151 @@ fn check_summary(b: &Bench, line: usize) -> Result<()> {
                 b.name
             );
         }
+    }
+    Ok(())
+}
+
+/// The clocks a clock record may name: the guest's two, and `none` (a CPU
+/// without a TSC, whose program measures nothing).
+const CLOCK_KEYS: [&str; 3] = ["icount", "tsc", "none"];
+
+/// The fastest time-stamp counter a clock record may claim, in Hz: no
+/// CPU's runs at 100 GHz (the fastest run near 6).
+pub const MAX_TSC_HZ: u64 = 100_000_000_000;
+
+/// A clock record's figures: `tsc_hz` from 1 Hz to [`MAX_TSC_HZ`] (0 only
+/// with `clock=none`, which has no counter), and where given `batches`
+/// and `batch_size` within the kernel's bounds and `timer_overhead` a
+/// count. Returns `tsc_hz`.
+fn check_clock(rec: &Record, clock: &str) -> Result<u64> {
+    let hz: u64 = num(rec, "tsc_hz")?;
+    let bad = |why: String| -> Result<u64> {
+        bail!("line {}: {} clock record: {why}", rec.line, who(rec))
+    };
+    match (clock, hz) {
+        ("none", 0) => {}
+        ("none", _) => return bad(format!(
+            "tsc_hz={hz} with clock=none: a CPU without a time-stamp counter has no frequency"
+        )),
+        (_, 0) => return bad(format!(
+            "tsc_hz=0: clock={clock} counts ticks, and a clock of no frequency turns no tick into a time or a rate"
+        )),
+        (_, hz) if hz > MAX_TSC_HZ => return bad(format!(
+            "tsc_hz={hz}: faster than any time-stamp counter (at most {MAX_TSC_HZ} Hz)"
+        )),
+        _ => {}
+    }
+    for (k, most) in [
+        ("batches", u64::from(abi::cmdline::MAX_BATCHES)),
+        ("batch_size", u64::from(abi::cmdline::MAX_BATCH_SIZE)),
+    ] {
+        if rec.get(k).is_some() {
+            let n: u64 = num(rec, k)?;
+            if !(1..=most).contains(&n) {
+                return bad(format!(
+                    "{k}={n}: the kernel takes 1 to {most} (a batch of no operations has no per-operation figure)"
+                ));
+            }
+        }
+    }
+    if rec.get("timer_overhead").is_some() {
+        num::<u64>(rec, "timer_overhead")?;
+    }
+    Ok(hz)
+}
+
+/// What a bench record carries besides its summary: a standard deviation
+/// and counter figures that are not negative, and no more outliers than
+/// values.
+fn check_bench_fields(rec: &Record, b: &Bench) -> Result<()> {
+    let bad = |why: String| -> Result<()> {
+        bail!(
+            "line {}: {} bench record of {}: {why}",
+            rec.line,
+            who(rec),
+            b.name
+        )
+    };
+    if b.outliers > b.n {
+        return bad(format!("outliers={} among n={} values", b.outliers, b.n));
+    }
+    for (k, v) in [
+        ("sd", Some(b.sd)),
+        ("instructions", b.instructions),
+        ("cycles", b.cycles),
+    ] {
+        if let Some(v) = v.filter(|&v| v < 0.0) {
+            return bad(format!("{k}={v}: a negative spread or count"));
+        }
+    }
+    Ok(())
+}
+
+/// The frequency under a record's rates: its program's clock record's
+/// (the kernel's for a record without `prog=`), else the boot's last.
+fn frequency(hz_of: &BTreeMap<Option<String>, u64>, rec: &Record, last: u64) -> u64 {
+    hz_of
+        .get(&rec.get(abi::report::KEY_PROG).map(str::to_string))
+        .copied()
+        .unwrap_or(last)
+}
+
+/// A macro record's figures: every count at least 1, ticks per operation
+/// above 0, and the rate those ticks give at the clock's frequency `hz`
+/// (`ops_per_s = hz / ticks_per_op`, both printed to 4 decimals).
+fn check_macro(rec: &Record, m: &Macro, hz: u64) -> Result<()> {
+    let bad = |why: String| -> Result<()> {
+        bail!(
+            "line {}: {} macro record of {}: {why}",
+            rec.line,
+            who(rec),
+            m.mech
+        )
+    };
+    let batches: u64 = num(rec, "batches")?;
+    for (k, n) in [
+        ("ops", m.ops),
+        ("batches", batches),
+        ("syscalls_per_op", u64::from(m.syscalls_per_op)),
+    ] {
+        if n == 0 {
+            return bad(format!("{k}=0: a mix of nothing"));
+        }
+    }
+    if m.ticks_per_op <= 0.0 {
+        return bad(format!(
+            "ticks_per_op={}: an operation of system calls takes time",
+            m.ticks_per_op
+        ));
+    }
+    if m.ops_per_s <= 0.0 {
+        return bad(format!(
+            "ops_per_s={}: a rate of operations that took time is above 0",
+            m.ops_per_s
+        ));
+    }
+    if hz == 0 {
+        return bad(format!(
+            "ops_per_s={}, but no clock record gives a frequency to turn ticks into a rate",
+            m.ops_per_s
+        ));
+    }
+    // Each figure within half its last printed digit.
+    const HALF: f64 = 0.5e-4;
+    let hz = hz as f64;
+    let most = if m.ticks_per_op > HALF {
+        hz / (m.ticks_per_op - HALF)
+    } else {
+        f64::INFINITY
+    };
+    let least = hz / (m.ticks_per_op + HALF);
+    if !(least - HALF..=most + HALF).contains(&m.ops_per_s) {
+        return bad(format!(
+            "ops_per_s={}, but ticks_per_op={} at tsc_hz={hz} is {:.4} operations per second",
+            m.ops_per_s,
+            m.ticks_per_op,
+            hz / m.ticks_per_op
+        ));
     }
     Ok(())
 }

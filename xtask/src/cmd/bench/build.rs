@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::kbuild::{self, Artifacts};
+use crate::kbuild::{self, git_in, Artifacts};
 
 use super::plan::Variant;
 
@@ -55,10 +55,9 @@ pub(super) const CACHED_REVS: usize = 4;
 
 /// The commit `rev` names in the repository at `root`.
 pub(super) fn resolve_commit(root: &Path, rev: &str) -> Result<String> {
-    let o = std::process::Command::new("git")
+    let o = git_in(root)
         .args(["rev-parse", "--verify", "--quiet"])
         .arg(format!("{rev}^{{commit}}"))
-        .current_dir(root)
         .output()
         .context("cannot run git")?;
     if !o.status.success() {
@@ -87,9 +86,8 @@ pub fn stale_worktrees(
 
 /// A checked-out worktree of `commit` at `dir`, reused when it is there.
 pub(super) fn worktree(root: &Path, dir: &Path, commit: &str) -> Result<()> {
-    let head = std::process::Command::new("git")
+    let head = git_in(dir)
         .args(["rev-parse", "HEAD"])
-        .current_dir(dir)
         .output()
         .ok()
         .filter(|o| o.status.success())
@@ -97,16 +95,14 @@ pub(super) fn worktree(root: &Path, dir: &Path, commit: &str) -> Result<()> {
     if head.as_deref() == Some(commit) && dir.join("Cargo.toml").is_file() {
         return Ok(());
     }
-    let _ = std::process::Command::new("git")
+    let _ = git_in(root)
         .args(["worktree", "remove", "--force"])
         .arg(dir)
-        .current_dir(root)
         .output();
-    let o = std::process::Command::new("git")
+    let o = git_in(root)
         .args(["worktree", "add", "--detach", "--force"])
         .arg(dir)
         .arg(commit)
-        .current_dir(root)
         .output()
         .context("cannot run git")?;
     if !o.status.success() {
@@ -136,14 +132,10 @@ fn prune_worktrees(root: &Path, tmp: &Path, used: &[String]) {
         .collect();
     for name in stale_worktrees(cached, used, CACHED_REVS) {
         eprintln!("bench: removing the cached worktree {name}");
-        let _ = std::process::Command::new("git")
+        let _ = git_in(root)
             .args(["worktree", "remove", "--force"])
             .arg(tmp.join(&name))
-            .current_dir(root)
             .output();
     }
-    let _ = std::process::Command::new("git")
-        .args(["worktree", "prune"])
-        .current_dir(root)
-        .output();
+    let _ = git_in(root).args(["worktree", "prune"]).output();
 }

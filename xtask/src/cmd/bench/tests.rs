@@ -229,10 +229,9 @@ fn a_revision_worktree_is_reused_by_commit() {
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
     let git = |args: &[&str]| {
-        let o = std::process::Command::new("git")
+        let o = crate::kbuild::git_in(&root)
             .args(["-c", "user.name=t", "-c", "user.email=t@t"])
             .args(args)
-            .current_dir(&root)
             .output()
             .unwrap();
         assert!(o.status.success(), "git {args:?}");

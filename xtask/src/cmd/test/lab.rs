@@ -95,7 +95,7 @@ fn same_as_direct(lab: &Results, job: &log::JobLog, direct: &Results) -> Result<
         !lab.benches.is_empty() && !lab.macros.is_empty(),
         "no figures imported"
     );
-    let figures = log::figures(&job.cases);
+    let figures = log::figures(&job.cases)?;
     for b in lab
         .benches
         .iter()
