@@ -237,57 +237,53 @@ pub fn stack_guards() -> impl Iterator<Item = u32> {
 pub use crate::arch::gdt::cpu;
 
 /// The scheduler lock: the thread table, the run states, the turnstiles and
-/// the sleepqueues. A ticket lock: each CPU that wants it draws the next
-/// ticket and waits until the lock serves that ticket, so the CPUs get it
-/// in the order they asked (Linux's ticket spinlock, 2.6.25 to 4.1). A
-/// plain test-and-set lock lets the CPU that just released it take it
-/// again before a waiting CPU sees it free; under QEMU's TCG, where a
-/// waiting CPU's `pause` ends its turn and it looks again only at its next
-/// turn, that CPU almost never sees the lock free while another keeps
-/// taking it (docs/threads.md, "Fair hand-offs").
-static NEXT_TICKET: AtomicU32 = AtomicU32::new(0);
-/// The ticket the lock serves now.
-static SERVING: AtomicU32 = AtomicU32::new(0);
-/// The holder's CPU index + 1, 0 while free (what [`held_here`] reads).
-static OWNER: AtomicU32 = AtomicU32::new(0);
+/// the sleepqueues. Holds this CPU's index + 1 while taken.
+///
+/// A test-and-set lock. Under QEMU's icount a CPU that waits for it ends
+/// its turn at every `pause` and looks again only at its next turn, so it
+/// can miss every moment the lock is free: the turn pacer (`arch::pacer`)
+/// parks CPUs only where they hold no lock, so the CPU whose turn it is
+/// finds the lock free (docs/threads.md, "Turns").
+static LOCK: AtomicU32 = AtomicU32::new(0);
 
-/// Takes the scheduler lock for this CPU, after every CPU that asked
-/// before it.
+/// Takes the scheduler lock for this CPU.
 #[track_caller]
 pub fn lock() {
     let me = cpu() as u32 + 1;
     assert!(
-        OWNER.load(Ordering::Relaxed) != me,
+        LOCK.load(Ordering::Relaxed) != me,
         "scheduler lock taken twice on one CPU"
     );
-    let ticket = NEXT_TICKET.fetch_add(1, Ordering::Relaxed);
-    while SERVING.load(Ordering::Acquire) != ticket {
+    while LOCK
+        .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
         // The holder may be waiting for this CPU to flush its TLB, which
         // the IPI cannot ask of it with interrupts off.
         crate::vm::pmap::shootdown::poll();
         core::hint::spin_loop();
     }
-    OWNER.store(me, Ordering::Relaxed);
 }
 
-/// Lets the scheduler lock go to the CPU with the next ticket.
+/// Lets the scheduler lock go; only its holder may (FreeBSD's
+/// `mtx_assert(MA_OWNED)` before `mtx_unlock`).
 #[track_caller]
 pub fn unlock() {
-    assert!(
-        OWNER.load(Ordering::Relaxed) == cpu() as u32 + 1,
-        "scheduler lock released by a CPU that does not hold it"
-    );
-    assert!(
-        NEXT_TICKET.load(Ordering::Relaxed) != SERVING.load(Ordering::Relaxed),
-        "scheduler lock released with no ticket out (released twice)"
-    );
-    OWNER.store(0, Ordering::Relaxed);
-    SERVING.fetch_add(1, Ordering::Release);
+    let me = cpu() as u32 + 1;
+    let held = LOCK.load(Ordering::Relaxed);
+    if held != me {
+        crate::console::take_over();
+        panic!(
+            "scheduler lock released by CPU {} while it is held by {held} (0: nobody)",
+            me - 1
+        );
+    }
+    LOCK.store(0, Ordering::Release);
 }
 
 /// Whether this CPU holds the scheduler lock (what the sync objects assert).
 pub fn held_here() -> bool {
-    OWNER.load(Ordering::Relaxed) == cpu() as u32 + 1
+    LOCK.load(Ordering::Relaxed) == cpu() as u32 + 1
 }
 
 /// The lock for a scope: released when the guard goes.

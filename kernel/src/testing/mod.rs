@@ -527,6 +527,11 @@ fn user_pointer_checks() -> Result<(), &'static str> {
 
 fn extable_fixup() -> Result<(), &'static str> {
     let got: u32;
+    // A kernel stack's guard page: unmapped under every `pmap=` (the direct
+    // map maps all of RAM at USER_TOP, which this test once read).
+    let unmapped = crate::task::sched::stack_guards()
+        .next()
+        .ok_or("no kernel stack guard page to read")?;
     // SAFETY: the load faults on purpose (unmapped page); the exception
     // table entry sends it to label 3, which sets the result.
     unsafe {
@@ -540,7 +545,7 @@ fn extable_fixup() -> Result<(), &'static str> {
             ".long 1b, 3b",
             ".popsection",
             r = out(reg) got,
-            p = in(reg) USER_TOP,
+            p = in(reg) unmapped,
             options(att_syntax)
         );
     }

@@ -218,6 +218,21 @@ pub(super) const PROCS: &[Case] = &[
         ..CASE
     },
     Case {
+        name: "processes: 10,000 fork/exit/wait rounds leave every frame and page where they were, and no pipe open (2 CPUs, pmap=window fork=cow)",
+        cmdline: "mode=test test=processes pmap=window fork=cow",
+        cpus: 2,
+        timeout: 120,
+        check: leaks_pass,
+        ..CASE
+    },
+    Case {
+        name: "processes: 10,000 fork/exit/wait rounds leave every frame and page where they were, and no pipe open (1 CPU, pmap=direct fork=copy)",
+        cmdline: "mode=test test=processes pmap=direct fork=copy",
+        timeout: 120,
+        check: leaks_pass,
+        ..CASE
+    },
+    Case {
         name: "forktest: forktest.fork_exit with its samples (1 CPU, 8 pages, 8 batches)",
         cmdline: "mode=run prog=forktest fork_pages=8 batches=8",
         check: |log, r| forktest_figure(log, r, &[0]),

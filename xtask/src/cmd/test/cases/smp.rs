@@ -74,6 +74,39 @@ pub(super) const SMP: &[Case] = &[
         ..CASE
     },
     Case {
+        name: "kernel and user tests on 2 CPUs under pmap=apte fork=cow: every test, the hostile suite on CPU 1",
+        cmdline: "mode=test pmap=apte fork=cow",
+        timeout: 120,
+        cpus: 2,
+        check: |log, r| {
+            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            hostile_on(r, 1)
+        },
+        ..CASE
+    },
+    Case {
+        name: "kernel and user tests on 2 CPUs under pmap=cr3: every test, the hostile suite on CPU 1",
+        cmdline: "mode=test pmap=cr3",
+        timeout: 120,
+        cpus: 2,
+        check: |log, r| {
+            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            hostile_on(r, 1)
+        },
+        ..CASE
+    },
+    Case {
+        name: "kernel and user tests on 2 CPUs under pmap=direct fork=cow: every test (the exception-table test among them), the hostile suite on CPU 1",
+        cmdline: "mode=test pmap=direct fork=cow",
+        timeout: 120,
+        cpus: 2,
+        check: |log, r| {
+            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            hostile_on(r, 1)
+        },
+        ..CASE
+    },
+    Case {
         name: "phenom on 2 CPUs (icount): AMD syscall, sysenter, int 0x80 and the call gate from every CPU, the hostile suite on CPU 1",
         cpu: Some("phenom"),
         cmdline: "mode=test",
