@@ -64,7 +64,9 @@ const REFUSED: &[(&[u8], i32)] = &[
 #[unsafe(no_mangle)]
 extern "C" fn main(arg: u32) -> i32 {
     let r = match arg {
-        rogue::FORGE if sys::cpuinfo().cpus > 1 => forge().and_then(|()| race()),
+        rogue::FORGE if sys::cpuinfo().cpus > 1 => {
+            forge().and_then(|()| race()).and_then(|()| copy_race())
+        }
         rogue::FORGE => forge(),
         rogue::SPOIL_EXIT | rogue::SPOIL_FAULT | rogue::SPOIL_THREAD_EXIT => spoil(arg),
         _ => Err("no such act"),
@@ -266,5 +268,75 @@ fn race() -> Result<(), &'static str> {
         threads::yield_now();
     }
     println!("rogue: race: {taken} bodies taken, {refused} refused, on CPUs {me} and {other}");
+    Ok(())
+}
+
+/// The heap the copy race works on, and how much of it.
+const COPY_BYTES: usize = 16 * 1024;
+/// The copy race's calls (each a write and a read of the ring).
+const COPY_CALLS: u32 = 1_000;
+static COPY_DONE: AtomicU32 = AtomicU32::new(0);
+static SHRINKER_DONE: AtomicU32 = AtomicU32::new(0);
+/// The shrinker's rounds: shrinks of the heap under the copies.
+static SHRINKS: AtomicU32 = AtomicU32::new(0);
+
+/// The copy race's other thread: takes the heap's last `COPY_BYTES` away
+/// and gives them back (fresh demand-zero pages), and with `fork=cow`
+/// forks (every page of the process read-only until written), over and
+/// over, under the other thread's copies.
+fn shrinker(_: u32) {
+    while COPY_DONE.load(Ordering::Acquire) == 0 {
+        if sys::sbrk(-(COPY_BYTES as i32)).is_ok() {
+            let _ = sys::sbrk(COPY_BYTES as i32);
+        }
+        if let Ok(0) = sys::fork() {
+            sys::exit(0);
+        }
+        let _ = sys::waitpid(-1, 0);
+        SHRINKS.fetch_add(1, Ordering::Relaxed);
+    }
+    SHRINKER_DONE.store(1, Ordering::Release);
+}
+
+/// Copies between the kernel and a heap buffer that another thread, on
+/// another CPU, unmaps, maps again and makes copy-on-write meanwhile: the
+/// ring's `write` copies from it, its `read` copies into it. Each call
+/// must return a count or `EFAULT`, and the kernel must not stop: a copy
+/// that meets a page gone is the exception table's, whatever the other
+/// CPU did since the check.
+fn copy_race() -> Result<(), &'static str> {
+    let cpus = sys::cpuinfo().cpus;
+    let me = threads::cpu();
+    let other = (me + 1) % cpus;
+    let heap = sys::sbrk(COPY_BYTES as i32).map_err(|_| "no heap for the copy race")?;
+    threads::spawn_on(shrinker, 0, userland::abi::syscall::PRIO_USER, other)
+        .map_err(|_| "no thread for the shrinker")?;
+    let (mut done, mut faults) = (0u32, 0u32);
+    for _ in 0..COPY_CALLS {
+        let out = [
+            call(nr::WRITE, [fd::RING, heap, COPY_BYTES as u32, 0, 0, 0]),
+            call(nr::READ, [fd::RING, heap, COPY_BYTES as u32, 0, 0, 0]),
+        ];
+        for r in out {
+            match decode(r) {
+                Ok(n) if n as usize <= COPY_BYTES => done += 1,
+                Err(errno::EFAULT) => faults += 1,
+                _ => return Err("a copy race call returned neither a count nor EFAULT"),
+            }
+        }
+    }
+    COPY_DONE.store(1, Ordering::Release);
+    while SHRINKER_DONE.load(Ordering::Acquire) == 0 {
+        threads::yield_now();
+    }
+    // Empty the ring for whoever comes next.
+    let mut sink = [0u8; 64];
+    while matches!(decode(call(nr::READ, [fd::RING, sink.as_mut_ptr() as u32, 64, 0, 0, 0])), Ok(n) if n > 0)
+    {
+    }
+    println!(
+        "rogue: copy race: {done} copies whole or cut, {faults} answered EFAULT, {} shrinks and forks under them, on CPUs {me} and {other}",
+        SHRINKS.load(Ordering::Relaxed)
+    );
     Ok(())
 }

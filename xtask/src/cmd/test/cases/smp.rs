@@ -28,6 +28,16 @@ pub(super) const SMP: &[Case] = &[
         ..CASE
     },
     Case {
+        name: "user copies through a race, repeated: under multi-threaded TCG on 2 CPUs with fork=cow, a thread unmaps, maps again and forks the heap that the other's ring writes and reads copy; every call a count or EFAULT, 0 kernel stops",
+        cmdline: "mode=run prog=rogue fork=cow",
+        timeout: 60,
+        cpus: 2,
+        threads: Threads::Multi,
+        repeat: REPEATED_BOOTS,
+        check: race_clean,
+        ..CASE
+    },
+    Case {
         name: "forged records through a race, repeated: the same on 4 CPUs",
         cmdline: "mode=run prog=rogue",
         timeout: 30,
@@ -608,6 +618,7 @@ const SMP_BATCHES: usize = 8;
 fn race_clean(log: &BootLog, r: &[Record]) -> Result<(), String> {
     succeeded(log)?;
     contains(log, "rogue: race: ")?;
+    contains(log, "rogue: copy race: ")?;
     let cpus: Vec<&Record> = report::of_kind(r, kind::CPU).collect();
     if cpus.len() != 1 || cpus[0].get("brand") == Some("Forged CPU") {
         return Err(format!(
