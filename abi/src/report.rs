@@ -43,7 +43,7 @@ pub const KEY_TID: &str = "tid";
 
 /// The kinds a user program may report through the `record` system call;
 /// the rest (boot, cpu, test, task, end, ...) only the kernel writes.
-pub const USER_KINDS: [&str; 7] = [
+pub const USER_KINDS: [&str; 8] = [
     kind::CHECK,
     kind::CLOCK,
     kind::BENCH,
@@ -51,6 +51,7 @@ pub const USER_KINDS: [&str; 7] = [
     kind::SHARE,
     kind::MACRO,
     kind::FUZZ,
+    kind::TURNS,
 ];
 
 /// The longest record body the `record` system call takes (a `samples`
@@ -232,6 +233,12 @@ pub mod kind {
     /// pacer's grain in instructions (`turn=`; 0: off, the machine's own
     /// interleaving).
     pub const TURN: &str = "turn";
+    /// How one CPU's instructions came in runs (a user program measures
+    /// it, forktest on several CPUs): `cpu runs window hist`, `hist` a comma
+    /// list of counts of runs of `[2^k, 2^(k+1))` ticks, k from 0 (a run
+    /// ends where the TSC, virtual time under icount, jumped: other CPUs
+    /// ran).
+    pub const TURNS: &str = "turns";
     /// What the turn pacer cost, at the end of a paced boot: `interrupts`
     /// and `parked` (comma lists, CPU 0 first: the pacer's interrupts each
     /// CPU took, and the `pause`s it ran while parked).

@@ -60,6 +60,89 @@ static FIRST: AtomicU32 = AtomicU32::new(0);
 /// where its parts begin (the share record's `snap_first`).
 static SNAP_FIRST: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 
+/// The turns measurement: every CPU reads the TSC in a loop for this many
+/// ticks of virtual time (under icount, instructions of all CPUs).
+const TURN_WINDOW: u64 = 4_000_000;
+/// A step between two reads longer than this is other CPUs' work: the run
+/// of this CPU's instructions before it ended (one loop is some ten
+/// instructions).
+const TURN_GAP: u64 = 64;
+/// log2 buckets of run lengths: 2^0 to 2^23 ticks.
+const TURN_BUCKETS: usize = 24;
+static TURN_GO: AtomicU32 = AtomicU32::new(0);
+static TURN_DONE: AtomicU32 = AtomicU32::new(0);
+static TURN_HIST: [[AtomicU32; TURN_BUCKETS]; MAX_CPUS] =
+    [const { [const { AtomicU32::new(0) }; TURN_BUCKETS] }; MAX_CPUS];
+
+fn rdtsc() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: RDTSC reads a counter (the program checked the TSC exists).
+    unsafe { core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack)) };
+    ((hi as u64) << 32) | lo as u64
+}
+
+/// This CPU's runs for [`TURN_WINDOW`] ticks, from when CPU 0 says go:
+/// the length of each stretch of its own instructions between two jumps
+/// of the TSC, into its histogram.
+fn measure_turns(cpu: usize) {
+    while TURN_GO.load(Ordering::Acquire) == 0 {
+        core::hint::spin_loop();
+    }
+    let start = rdtsc();
+    let (mut last, mut run) = (start, start);
+    let hist = &TURN_HIST[cpu % MAX_CPUS];
+    let note = |len: u64| {
+        let k = (63 - len.max(1).leading_zeros() as usize).min(TURN_BUCKETS - 1);
+        hist[k].fetch_add(1, Ordering::Relaxed);
+    };
+    loop {
+        let now = rdtsc();
+        if now - last > TURN_GAP {
+            note(last - run);
+            run = now;
+        }
+        last = now;
+        if now - start > TURN_WINDOW {
+            break;
+        }
+    }
+    note(last - run);
+}
+
+fn turn_measurer(_: u32) {
+    measure_turns(threads::cpu() as usize);
+    TURN_DONE.fetch_add(1, Ordering::Release);
+}
+
+/// How the CPUs' instructions interleave, before anything is timed: a
+/// `turns` record per CPU (a histogram of its runs).
+#[inline(never)]
+fn report_turns(cpus: u32) {
+    use core::fmt::Write;
+    let mut started = 0;
+    for c in 1..cpus {
+        if threads::spawn_on(turn_measurer, c, PRIO_USER, c).is_ok() {
+            started += 1;
+        }
+    }
+    TURN_GO.store(1, Ordering::Release);
+    measure_turns(0);
+    while TURN_DONE.load(Ordering::Acquire) < started {
+        threads::sleep(1);
+    }
+    for c in 0..(cpus as usize).min(MAX_CPUS) {
+        let mut hist = userland::Line::new();
+        let mut runs = 0u32;
+        for (k, b) in TURN_HIST[c].iter().enumerate() {
+            let n = b.load(Ordering::Relaxed);
+            runs += n;
+            let _ = write!(hist, "{}{n}", if k == 0 { "" } else { "," });
+        }
+        record!(kind::TURNS, "cpu" => c, "runs" => runs, "window" => TURN_WINDOW,
+            "hist" => hist.as_str());
+    }
+}
+
 /// One round: fork, the child exits at once, the parent reaps it.
 #[inline(always)]
 fn round() -> bool {
@@ -245,6 +328,9 @@ extern "C" fn main(_arg: u32) -> i32 {
         "tsc_hz" => info.tsc_hz, "timer_overhead" => overhead, "batches" => batches,
         "batch_size" => ROUNDS);
     let cpus = info.cpus.max(1);
+    if cpus > 1 {
+        report_turns(cpus);
+    }
     let mut started = 0;
     for c in 1..cpus {
         if threads::spawn_on(forker, c, PRIO_USER, c).is_ok() {
