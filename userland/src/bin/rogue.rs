@@ -194,8 +194,20 @@ fn spoil(act: u32) -> Result<(), &'static str> {
         POOL_ALIGN_EVERY | 64 | 128 => 0,
         _ => 128,
     };
-    if call(nr::POOL_ALIGN, [other, 0, 0, 0, 0, 0]) != 0 {
-        return Err("pool_align refused a layout");
+    // The pools change only while one user thread lives (EBUSY else), and
+    // a spoiler counts itself in SPOILED before it exits: on CPUs truly in
+    // parallel this thread can get here first. So wait for them to be
+    // gone, a tick at a time, for at most a second.
+    let mut tries = 0;
+    loop {
+        match decode(call(nr::POOL_ALIGN, [other, 0, 0, 0, 0, 0])) {
+            Ok(_) => break,
+            Err(errno::EBUSY) if tries < 1000 => {
+                tries += 1;
+                threads::sleep(1);
+            }
+            Err(_) => return Err("pool_align refused a layout"),
+        }
     }
     let left = b"left for the next task";
     if sys::write(fd::RING, left) != left.len() as u32 {
