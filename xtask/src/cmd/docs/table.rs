@@ -43,6 +43,9 @@ pub enum Table {
     /// Every lmbench row under every model profile, bare and under `--virt`
     /// (shadow paging), beside its instructions (icount).
     Lmbench,
+    /// forktest's TLB flushes per round under each `pmap=` strategy, beside
+    /// the count `cargo xtask test` asserts.
+    ForkFlushes,
 }
 
 /// One kind of instruction on a round trip that a profile charges more than
@@ -921,6 +924,55 @@ fn targets() -> Result<String> {
     Ok(out)
 }
 
+/// The fork-flush table: one model boot per `pmap=` strategy, with the
+/// settings and the profile of the test that asserts the counts.
+fn fork_flushes() -> Result<String> {
+    use crate::cmd::test::{FORK_FLUSHES, FORK_FLUSH_PROFILE, FORK_FLUSH_WORDS};
+    let name = abi::report::names::FORKTEST_FORK_EXIT;
+    let mut out = String::from(
+        "| `pmap=` | TLB flushes per round (asserted by `cargo xtask test`) | TLB flushes now | TLB misses | modelled cycles | instructions |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for &(pmap, want) in FORK_FLUSHES {
+        let words = format!("{FORK_FLUSH_WORDS} pmap={pmap}");
+        let r = results_of(&[
+            "run",
+            "--no-save",
+            "--json",
+            "--clock",
+            "model",
+            "--profile",
+            FORK_FLUSH_PROFILE,
+            "--append",
+            &words,
+        ])?;
+        let bench = r["benches"]
+            .as_array()
+            .and_then(|b| b.iter().find(|b| b["name"] == name))
+            .with_context(|| format!("pmap={pmap}: no {name} in the results"))?;
+        let m = &bench["model"];
+        let (Some(flushes), Some(misses), Some(cycles), Some(insns)) = (
+            m["tlb_flushes"].as_f64(),
+            m["tlb_misses"].as_f64(),
+            m["cycles"].as_f64(),
+            m["insns"].as_f64(),
+        ) else {
+            bail!("pmap={pmap}: {name} has no model figures");
+        };
+        out.push_str(&format!(
+            "| `{pmap}` | {want} | {} | {} | {} | {} |\n",
+            cell(flushes),
+            cell(misses),
+            cycles_cell(cycles),
+            cell(insns)
+        ));
+    }
+    out.push_str(&format!(
+        "\nPer fork + exit + wait round (the parent's), medians of the batches; a flush is a CR3 write or an `invlpg`, as the model counts them. \
+         QEMU TCG, 1 CPU, one boot per row: `cargo xtask run --clock model --profile {FORK_FLUSH_PROFILE} --append \"{FORK_FLUSH_WORDS} pmap=S\"`."
+    ));
+    Ok(out)
+}
+
 /// The lmbench table's boots: small batches (the rows' figures are per
 /// operation; more batches narrow nothing under the model), fork=cow so
 /// `lat_pagefault.cow` is a copy-on-write fault.
@@ -1053,6 +1105,7 @@ pub fn print(table: Table) -> Result<i32> {
         Table::Locks => locks()?,
         Table::Targets => targets()?,
         Table::Lmbench => lmbench()?,
+        Table::ForkFlushes => fork_flushes()?,
     };
     println!("{text}");
     Ok(0)

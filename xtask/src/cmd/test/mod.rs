@@ -8,6 +8,7 @@ mod cases;
 pub(crate) use cases::PATH_LENGTH_LIMITS;
 mod lab;
 mod model;
+pub(crate) use model::{FORK_FLUSHES, FORK_FLUSH_PROFILE, FORK_FLUSH_WORDS};
 pub mod soak;
 mod teaching;
 

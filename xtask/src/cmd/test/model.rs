@@ -11,6 +11,8 @@
 //!   caches; words 64 bytes apart (with the pair prefetch on: `p4`) and
 //!   4 KiB apart cause no coherence miss after the warm-up batch; a remote
 //!   shootdown takes at least the IPI's send, flight and delivery.
+//! - forktest flushes the TLB exactly as often a round as each `pmap=`
+//!   strategy's code does.
 //! - lmbench's `lat_ctx` rings spread over 2 CPUs send one reschedule IPI
 //!   per hand-off, exactly; on 1 CPU none.
 //! - An unknown profile is refused before booting, with the known ones.
@@ -410,10 +412,9 @@ fn line_distances(r: &Results, profile: &str) -> Result<String> {
 /// model's, the packed pool false-shares and the 128-byte one does not,
 /// and the TLB figures show what the code does: each local
 /// `invlpg` round one flush and one refill walk (the kernel announced the
-/// page), each fork four flushes (two `invlpg` and two CR3 writes through
-/// a window, four CR3 writes the other way); a remote shootdown waits at
-/// least for the IPI's APIC write, its flight and its delivery; the line
-/// distances as [`line_distances`] says.
+/// page); a remote shootdown waits at least for the IPI's APIC write, its
+/// flight and its delivery; the line distances as [`line_distances`] says.
+/// (A fork's flushes are [`fork_flushes`]'s.)
 fn smp_figures(art: &Artifacts, dir: &Path) -> Result<String> {
     let r = smp_twice(art, dir, model::DEFAULT_PROFILE, 2)?;
     for b in &r.benches {
@@ -637,6 +638,50 @@ fn forktest_virt(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
         "{profile}: bare {:.0}, shadow {:.0} ({:.0} flushes exit), EPT {:.0} ({:.0} misses walk {ept_walk} instead of {walk}) cycles per round",
         bare.cycles, shadow.cycles, shadow.tlb_flushes, ept.cycles, ept.tlb_misses
     ))
+}
+
+/// The forktest boots of the fork-flush test (1 CPU): `fork=cow`, the
+/// parent's 64 touched pages, 4 batches of 8 rounds; `pmap=` follows.
+pub(crate) const FORK_FLUSH_WORDS: &str = "mode=run prog=forktest fork=cow fork_pages=64 batches=4";
+
+/// The profile of the fork-flush test's boots.
+pub(crate) const FORK_FLUSH_PROFILE: &str = model::DEFAULT_PROFILE;
+
+/// TLB flushes (CR3 writes and `invlpg`, as the model counts them) per
+/// forktest round under each `pmap=` strategy, with [`FORK_FLUSH_WORDS`]:
+/// what the code does, asserted exactly in every batch after the first
+/// (icount and the model are deterministic). `direct` reaches the other
+/// space for nothing, so its flushes are the ones every strategy pays;
+/// the others add those of their way into the child's space.
+pub(crate) const FORK_FLUSHES: &[(&str, u64)] =
+    &[("direct", 5), ("window", 14), ("apte", 16), ("cr3", 21)];
+
+/// One forktest boot per `pmap=` strategy under [`FORK_FLUSH_PROFILE`]:
+/// each batch after the first flushes the TLB exactly [`FORK_FLUSHES`]
+/// times a round (the first may differ: it warms up).
+fn fork_flushes(art: &Artifacts, dir: &Path) -> Result<String> {
+    let name = abi::report::names::FORKTEST_FORK_EXIT;
+    let mut seen = Vec::new();
+    for &(pmap, want) in FORK_FLUSHES {
+        let words = format!("{FORK_FLUSH_WORDS} pmap={pmap}");
+        let (_, _, r) = boot_full(art, dir, &words, FORK_FLUSH_PROFILE, 1, None, false)?;
+        let b = r
+            .bench(name)
+            .with_context(|| format!("pmap={pmap}: no {name}"))?;
+        let m = b
+            .model
+            .as_ref()
+            .with_context(|| format!("pmap={pmap}: {name} has no model figures"))?;
+        let got = &m.samples["tlb_flushes"];
+        ensure!(
+            got.len() > 1 && got.iter().skip(1).all(|&v| v == want * b.batch_size),
+            "pmap={pmap}: TLB flushes per batch of {} rounds {got:?}; expected {want} a round ({}) in every batch after the first",
+            b.batch_size,
+            want * b.batch_size
+        );
+        seen.push(format!("{pmap} {}", m.tlb_flushes));
+    }
+    Ok(format!("flushes per round: {}", seen.join(", ")))
 }
 
 /// forktest on 2 CPUs: its share names each CPU's part of every batch
@@ -927,6 +972,17 @@ pub fn self_tests(
         if wanted(&name) {
             out.push(run(name, &|| forktest_virt(art, dir, p)));
         }
+    }
+    let name = format!(
+        "model: forktest under {FORK_FLUSH_PROFILE} (fork=cow, 64 pages, 1 CPU): TLB flushes per round exactly {} in every batch after the first",
+        FORK_FLUSHES
+            .iter()
+            .map(|(p, n)| format!("{p} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if wanted(&name) {
+        out.push(run(name, &|| fork_flushes(art, dir)));
     }
     let name = "model: forktest on 2 CPUs: its share names each CPU's part of every batch, and CPU 1's forker has an overlap with CPU 0 in modelled time, in 0..=100%".to_string();
     if wanted(&name) {
