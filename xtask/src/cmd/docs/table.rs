@@ -410,6 +410,9 @@ fn forktest_figures(
     // The guest's icount median and the model's cycles. (The model's own
     // instruction count may differ by a few per round: a timer tick that
     // falls in one batch moves the two medians differently.)
+    if clamped(&bench["model"], "cycles") {
+        bail!("profile {profile}: {name}: its modelled cycles were clamped at zero");
+    }
     match (bench["median"].as_f64(), bench["model"]["cycles"].as_f64()) {
         (Some(i), Some(c)) if r["unit"] == "instructions" => {
             Ok((i, c, bench["share"]["one_cpu"].as_u64()))
@@ -521,8 +524,22 @@ fn mechanism_figures(results: &Value, name: &str, profile: &str) -> Result<(f64,
             model["insns"]
         );
     }
+    if clamped(model, "cycles") {
+        bail!("profile {profile}: {name}: its modelled cycles were clamped at zero");
+    }
     Ok((insns, cycles))
 }
+
+/// Whether a model object's figure `key` was clamped at zero (its
+/// calibration exceeded some batch): such a figure is no measurement.
+fn clamped(model: &Value, key: &str) -> bool {
+    model["clamped"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|k| k == key))
+}
+
+/// What a table shows for a clamped figure.
+const CLAMPED: &str = "clamped";
 
 /// A figure as the table shows it: whole numbers without decimals.
 fn cell(x: f64) -> String {
@@ -635,8 +652,13 @@ const SMP_ROWS: &[(&str, &str, bool, bool)] = &[
 const SMP_CPUS: &str = "2";
 
 /// One figure of the SMP table: (instructions per operation, modelled
-/// cycles, coherence misses per operation).
-fn smp_figures(results: &Value, name: &str, profile: &str) -> Result<(f64, f64, f64)> {
+/// cycles, coherence misses per operation); a figure clamped at zero is
+/// `None`.
+fn smp_figures(
+    results: &Value,
+    name: &str,
+    profile: &str,
+) -> Result<(f64, Option<f64>, Option<f64>)> {
     let bench = results["benches"]
         .as_array()
         .and_then(|b| b.iter().find(|b| b["name"] == name))
@@ -651,7 +673,12 @@ fn smp_figures(results: &Value, name: &str, profile: &str) -> Result<(f64, f64, 
         .as_f64()
         .with_context(|| format!("profile {profile}: {name} has no modelled cycles"))?;
     let misses = model["coherence_misses"].as_f64().unwrap_or(0.0);
-    Ok((insns, cycles, misses))
+    let measured = |key: &str, x: f64| (!clamped(model, key)).then_some(x);
+    Ok((
+        insns,
+        measured("cycles", cycles),
+        measured("coherence_misses", misses),
+    ))
 }
 
 /// CPU 1's overlap with CPU 0 in modelled time, in percent, of a figure
@@ -684,6 +711,11 @@ fn cycles_cell(x: f64) -> String {
     } else {
         format!("{x:.1}")
     }
+}
+
+/// A figure that may have been clamped (`None`) as its cell.
+fn or_clamped(x: Option<f64>, cell: fn(f64) -> String) -> String {
+    x.map_or_else(|| CLAMPED.to_string(), cell)
 }
 
 /// The SMP table: two model boots (without and with `--virt`) per profile.
@@ -732,9 +764,13 @@ fn smp() -> Result<String> {
                 .map(|o| format!(" / {o:.0}%"))
                 .unwrap_or_default();
             cells.push(if *coherent {
-                format!("{} / {}{overlap}", cycles_cell(c), misses_cell(m))
+                format!(
+                    "{} / {}{overlap}",
+                    or_clamped(c, cycles_cell),
+                    or_clamped(m, misses_cell)
+                )
             } else {
-                format!("{}{overlap}", cycles_cell(c))
+                format!("{}{overlap}", or_clamped(c, cycles_cell))
             });
         }
         let insns = insns.context("no model profiles")?;
@@ -856,7 +892,7 @@ fn locks() -> Result<String> {
             let overlap = smp_overlap(r, name)
                 .map(|o| format!(" / {o:.0}%"))
                 .unwrap_or_default();
-            cells.push(format!("{}{overlap}", misses_cell(m)));
+            cells.push(format!("{}{overlap}", or_clamped(m, misses_cell)));
         }
         out.push_str(&format!("| {label} | {} |\n", cells.join(" | ")));
     }
@@ -950,6 +986,9 @@ fn fork_flushes() -> Result<String> {
             .and_then(|b| b.iter().find(|b| b["name"] == name))
             .with_context(|| format!("pmap={pmap}: no {name} in the results"))?;
         let m = &bench["model"];
+        if let Some(c) = m["clamped"].as_array().filter(|c| !c.is_empty()) {
+            bail!("pmap={pmap}: {name}: figures clamped at zero: {c:?}");
+        }
         let (Some(flushes), Some(misses), Some(cycles), Some(insns)) = (
             m["tlb_flushes"].as_f64(),
             m["tlb_misses"].as_f64(),
@@ -992,8 +1031,9 @@ const LMBENCH_SYSTEMS: &[(&str, Virt)] = &[
 ];
 
 /// The lmbench rows of one boot's results, in lmbench's order: (name,
-/// instructions per operation, modelled cycles per operation).
-fn lmbench_rows(results: &Value, what: &str) -> Result<Vec<(String, f64, f64)>> {
+/// instructions per operation, modelled cycles per operation, `None` where
+/// clamped at zero).
+fn lmbench_rows(results: &Value, what: &str) -> Result<Vec<(String, f64, Option<f64>)>> {
     if results["unit"] != "instructions" {
         bail!(
             "{what}: the guest's unit is {}, not instructions",
@@ -1012,6 +1052,7 @@ fn lmbench_rows(results: &Value, what: &str) -> Result<Vec<(String, f64, f64)>> 
         else {
             bail!("{what}: {name} has no instructions or no modelled cycles");
         };
+        let cycles = (!clamped(&b["model"], "cycles")).then_some(cycles);
         rows.push((rank, name.to_string(), insns, cycles));
     }
     // Stable: a family's rows (lat_ctx.*, smack.*) keep the guest's order.
@@ -1058,7 +1099,7 @@ fn lmbench() -> Result<String> {
         let mut cells = Vec::new();
         for (col, &(profile, _)) in columns.iter().zip(LMBENCH_SYSTEMS) {
             match col.get(k) {
-                Some((n, _, c)) if n == name => cells.push(lmbench_cell(*c)),
+                Some((n, _, c)) if n == name => cells.push(or_clamped(*c, lmbench_cell)),
                 _ => bail!("{profile}: the rows differ from the first boot's at {name}"),
             }
         }
@@ -1145,7 +1186,7 @@ mod tests {
                 "lat_pipe"
             ]
         );
-        assert_eq!(rows[1].2, 4.0);
+        assert_eq!(rows[1].2, Some(4.0));
         // A row without modelled cycles is refused, never shown empty.
         let r = serde_json::json!({"unit": "instructions",
                                    "benches": [b("lat_pipe", None)]});
@@ -1225,5 +1266,16 @@ mod tests {
             ("14.1".into(), "93013".into())
         );
         assert_eq!(cell(14.14), "14.1");
+        // A figure clamped at zero is shown as such, or refused.
+        let r = serde_json::json!({"unit": "instructions", "benches": [{"name": "x", "median": 4.0,
+            "model": {"insns": 4.0, "cycles": 9.0, "coherence_misses": 0.0, "clamped": ["coherence_misses"]}}]});
+        let (_, c, m) = smp_figures(&r, "x", "p4").unwrap();
+        assert_eq!(
+            (or_clamped(c, cycles_cell), or_clamped(m, misses_cell)),
+            ("9.0".into(), CLAMPED.into())
+        );
+        let r = serde_json::json!({"unit": "instructions", "benches": [{"name": "x", "median": 4.0,
+            "model": {"insns": 4.0, "cycles": 0.0, "clamped": ["cycles"]}}]});
+        assert!(mechanism_figures(&r, "x", "p4").is_err());
     }
 }
