@@ -276,11 +276,12 @@ fn read_export(text: &str) -> Result<Export> {
     } else {
         prov.profile.clone()
     };
-    let cpus = prov.cpus.max(1);
-    let system = if cpus > 1 {
-        format!("{machine} MP ({cpus} CPUs)")
-    } else {
-        format!("{machine} SP")
+    // An export older than the CPU count does not say how many CPUs it
+    // had: it is neither SP nor MP, and never shares a row with either.
+    let system = match prov.cpus {
+        0 => format!("{machine} (CPUs unknown)"),
+        1 => format!("{machine} SP"),
+        n => format!("{machine} MP ({n} CPUs)"),
     };
     let mut medians = Vec::new();
     for set in sets {
@@ -580,6 +581,11 @@ mod tests {
         let rows = export_rows(&[c], None, &["ebizzy.128".to_string()]).0;
         assert_eq!(rows[0][0], "h tcg QEMU SP");
         assert_eq!(rows[0][3], "2.00");
+        // An export that does not say how many CPUs it had is neither SP
+        // nor MP.
+        let d = read_export(&export("", 0, 1.0, 1.0)).unwrap();
+        let rows = export_rows(&[d], None, &["ebizzy.128".to_string()]).0;
+        assert_eq!(rows[0][0], "h tcg QEMU (CPUs unknown)");
         assert!(read_export("{\"kind\": \"bench\"}").is_err());
         // The row of forktest's figure in an export of `label` whose
         // metric carries `flag`.
