@@ -46,6 +46,9 @@ pub enum Table {
     /// forktest's TLB flushes per round under each `pmap=` strategy, beside
     /// the count `cargo xtask test` asserts.
     ForkFlushes,
+    /// The agreement check's figures: each Bochs model's ticks beside the
+    /// instructions QEMU's icount counts on its partner, per round trip.
+    Agreement,
 }
 
 /// One kind of instruction on a round trip that a profile charges more than
@@ -1012,6 +1015,83 @@ fn fork_flushes() -> Result<String> {
     Ok(out)
 }
 
+/// The agreement table: the boots of `cargo xtask test`'s agreement check
+/// (its pairs, its command line), one per machine, read back as results.
+fn agreement() -> Result<String> {
+    use crate::cmd::test::agreement::{CALLS, CMDLINE, PAIRS};
+    let mut columns = Vec::new();
+    for p in PAIRS {
+        for (emulator, cpu) in [("bochs", p.bochs), ("qemu", p.qemu)] {
+            let v = results_of(&[
+                "run",
+                "--no-save",
+                "--json",
+                "--emulator",
+                emulator,
+                "--cpu",
+                cpu,
+                "--append",
+                CMDLINE,
+            ])?;
+            let r: crate::results::Results = serde_json::from_value(v)
+                .with_context(|| format!("{emulator} {cpu}: the results JSON"))?;
+            let head = match emulator {
+                "bochs" => format!("Bochs {cpu}"),
+                _ => format!("QEMU {cpu}, {}", r.clock),
+            };
+            columns.push((head, r));
+        }
+    }
+    let mut out = String::from("| ticks per round trip, loop included |");
+    for (head, _) in &columns {
+        out.push_str(&format!(" {head} |"));
+    }
+    out.push_str("\n| --- |");
+    out.push_str(&" ---: |".repeat(columns.len()));
+    out.push('\n');
+    let ok = |r: &crate::results::Results, m: &str| {
+        r.mechanisms.iter().any(|x| x.name == m && x.status == "ok")
+    };
+    for m in abi::Mechanism::ALL {
+        out.push_str(&format!("| {} {} |", m.title(), CALLS.join(" / ")));
+        for (head, r) in &columns {
+            if !ok(r, m.key()) {
+                out.push_str(" unavailable |");
+                continue;
+            }
+            let mut cells = Vec::new();
+            for call in CALLS {
+                let name = format!("{}.{call}", m.key());
+                let b = r
+                    .bench(&name)
+                    .with_context(|| format!("{head}: no {name}"))?;
+                cells.push(cell(b.median));
+            }
+            out.push_str(&format!(" {} |", cells.join(" / ")));
+        }
+        out.push('\n');
+    }
+    let titles: Vec<&str> = abi::Mechanism::ALL.iter().map(|m| m.title()).collect();
+    out.push_str(&format!("| macro mix per op: {} |", titles.join(" / ")));
+    for (_, r) in &columns {
+        let cells: Vec<String> = abi::Mechanism::ALL
+            .iter()
+            .map(|m| {
+                r.macros
+                    .iter()
+                    .find(|x| x.mech == m.key())
+                    .map_or("-".to_string(), |x| cell(x.ticks_per_op))
+            })
+            .collect();
+        out.push_str(&format!(" {} |", cells.join(" / ")));
+    }
+    out.push_str(&format!(
+        "\n\nOne boot per column: `cargo xtask run [--emulator bochs] --cpu MODEL --append \"{CMDLINE}\"`, \
+         the agreement check's command line (medians; every batch the same count on both emulators)."
+    ));
+    Ok(out)
+}
+
 /// The lmbench table's boots: small batches (the rows' figures are per
 /// operation; more batches narrow nothing under the model), fork=cow so
 /// `lat_pagefault.cow` is a copy-on-write fault.
@@ -1147,6 +1227,7 @@ pub fn print(table: Table) -> Result<i32> {
         Table::Targets => targets()?,
         Table::Lmbench => lmbench()?,
         Table::ForkFlushes => fork_flushes()?,
+        Table::Agreement => agreement()?,
     };
     println!("{text}");
     Ok(0)

@@ -3,7 +3,7 @@
 //! printed; Bochs's path lengths against QEMU's icount; then `bench` end to
 //! end, the docs' outputs, and the teaching tools.
 
-mod agreement;
+pub(crate) mod agreement;
 mod cases;
 pub(crate) use cases::PATH_LENGTH_LIMITS;
 mod lab;
