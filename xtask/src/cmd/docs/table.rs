@@ -49,6 +49,17 @@ pub enum Table {
     /// The agreement check's figures: each Bochs model's ticks beside the
     /// instructions QEMU's icount counts on its partner, per round trip.
     Agreement,
+    /// `cargo xtask test`'s tests, section by section, from the test list
+    /// itself, each with the wall time its last recorded run measured
+    /// (docs/data/test-times.json).
+    Tests,
+    /// The same record, each Bochs boot beside the QEMU boot of the same
+    /// work.
+    WallTimes,
+    /// Every CPU model of the matrix booted twice, `mode=test` and
+    /// `mode=run`: what CPUID says, the mechanisms the kernel used, the
+    /// tests and the hostile suite, and the benchmark.
+    CpuMatrix,
 }
 
 /// One kind of instruction on a round trip that a profile charges more than
@@ -1092,6 +1103,373 @@ fn agreement() -> Result<String> {
     Ok(out)
 }
 
+/// A wall time as the tests table shows it: `4.2 s`, `3 min 50 s`.
+fn wall(secs: f64) -> String {
+    if secs < 60.0 {
+        format!("{secs:.1} s")
+    } else {
+        let s = secs.round() as u64;
+        format!("{} min {} s", s / 60, s % 60)
+    }
+}
+
+/// The tests table: the list `cargo xtask test` runs (nothing booted), and
+/// the book's record of each test's last measured wall time.
+fn tests() -> Result<String> {
+    use crate::cmd::test::times::{self, Book};
+    let list = crate::cmd::test::list(None)?;
+    let book = Book::read(&kbuild::root().join(times::BOOK_FILE))?;
+    render_tests(&list, &book)
+}
+
+/// [`tests`] from a list and a book.
+fn render_tests(
+    list: &[crate::cmd::test::times::Ran],
+    book: &crate::cmd::test::times::Book,
+) -> Result<String> {
+    use crate::cmd::test::times::{date, Outcome};
+    let mut sections: Vec<(&str, Vec<&str>)> = Vec::new();
+    for t in list {
+        match sections.last_mut() {
+            Some((s, names)) if *s == t.section => names.push(&t.name),
+            _ => sections.push((&t.section, vec![&t.name])),
+        }
+    }
+    let mut out = String::from(
+        "| section | tests | measured | their wall time |\n| --- | ---: | ---: | ---: |\n",
+    );
+    let (mut all, mut measured, mut secs) = (0, 0, 0.0_f64);
+    for (section, names) in &sections {
+        let m: Vec<f64> = names
+            .iter()
+            .filter_map(|n| book.tests.get(*n).map(|x| x.secs))
+            .collect();
+        out.push_str(&format!(
+            "| {section} | {} | {} | {} |\n",
+            names.len(),
+            m.len(),
+            if m.is_empty() {
+                "-".to_string()
+            } else {
+                wall(m.iter().sum())
+            }
+        ));
+        all += names.len();
+        measured += m.len();
+        secs += m.iter().sum::<f64>();
+    }
+    out.push_str(&format!(
+        "| **all** | **{all}** | **{measured}** | **{}** |\n",
+        wall(secs)
+    ));
+    let gone = book
+        .tests
+        .keys()
+        .filter(|k| !list.iter().any(|t| &t.name == *k))
+        .count();
+    out.push_str(&format!(
+        "\nTests: `cargo xtask test --list` (nothing booted). Wall times: the last run that ran each test with \
+         `--record-times` ({}), one test at a time but the Bochs boots, two at a time{}; {} of the {all} tests have none yet{}.",
+        crate::cmd::test::times::BOOK_FILE,
+        match &book.whole_run {
+            Some(w) => format!(
+                "; the last whole run: {} tests in {} on {}, revision {}",
+                w.tests,
+                wall(w.wall_secs),
+                date(w.started),
+                w.rev
+            ),
+            None => "; no whole run recorded yet".to_string(),
+        },
+        all - measured,
+        if gone > 0 {
+            format!(" ({gone} recorded tests are no longer in the list)")
+        } else {
+            String::new()
+        }
+    ));
+    for (section, names) in &sections {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "\n**{section}**\n\n| test | last result | wall time | load (1 min) | measured |\n| --- | --- | ---: | ---: | --- |\n"
+        ));
+        for n in names {
+            let cells = match book.tests.get(*n) {
+                Some(m) => format!(
+                    "{} | {} | {} | {}, {}",
+                    match m.result {
+                        Outcome::Pass => "pass",
+                        Outcome::Fail => "fail",
+                        Outcome::Skip => "skip",
+                        Outcome::Listed => "not run",
+                    },
+                    wall(m.secs),
+                    m.load.map_or("-".to_string(), |l| format!("{l:.1}")),
+                    date(m.started),
+                    m.rev
+                ),
+                None => "not measured | - | - | -".to_string(),
+            };
+            out.push_str(&format!("| {} | {cells} |\n", n.replace('|', "\\|")));
+        }
+    }
+    Ok(out.trim_end().to_string())
+}
+
+/// The pairs of the wall-time table: what both boots do, the start of the
+/// Bochs test's name, the start of the QEMU test's.
+const WALL_PAIRS: &[(&str, &str, &str)] = &[
+    (
+        "the tests and the hostile suite, 2 CPUs (Pentium 4 / qemu32)",
+        "bochs p4_prescott_celeron_336 (SEP) on 2 CPUs",
+        "kernel and user tests on 2 CPUs (icount)",
+    ),
+    (
+        "the tests and the hostile suite (K6-2 / phenom)",
+        "bochs amd_k6_2_chomper",
+        "kernel and user tests on phenom",
+    ),
+    (
+        "the tests and the hostile suite (Core 2)",
+        "bochs core2_penryn_t9600: tests",
+        "cpu matrix: core2duo: tests",
+    ),
+    ("`mode=smp`, 2 CPUs", "bochs SMP: 2", "SMP: 2 CPUs"),
+    (
+        "`prog=locks`, 2 CPUs",
+        "bochs locks on 2 CPUs",
+        "locks on 2 CPUs (icount)",
+    ),
+    ("a kernel #PF", "bochs: kernel #PF", "kernel #PF"),
+    ("a triple fault", "bochs: a triple fault", "a triple fault"),
+];
+
+/// The wall-time table: from the book's record, each Bochs boot of
+/// [`WALL_PAIRS`] beside its QEMU boot; a pair's names must each start
+/// exactly one test of the list.
+fn wall_times() -> Result<String> {
+    use crate::cmd::test::times::{self, date, Book};
+    let list = crate::cmd::test::list(None)?;
+    let book = Book::read(&kbuild::root().join(times::BOOK_FILE))?;
+    let find = |start: &str| -> Result<&str> {
+        let mut hits = list.iter().filter(|t| t.name.starts_with(start));
+        match (hits.next(), hits.next()) {
+            (Some(t), None) => Ok(&t.name),
+            (None, _) => bail!("no test starts with {start:?}"),
+            (Some(_), Some(_)) => bail!("more than one test starts with {start:?}"),
+        }
+    };
+    let mut out = String::from(
+        "| boot | Bochs (GRUB) | QEMU (`-kernel`, icount) | Bochs / QEMU |\n| --- | ---: | ---: | ---: |\n",
+    );
+    let shown = |m: Option<&times::Measured>| {
+        m.map_or("not measured".to_string(), |m| {
+            format!(
+                "{} (load {}, {})",
+                wall(m.secs),
+                m.load.map_or("-".to_string(), |l| format!("{l:.1}")),
+                date(m.started)
+            )
+        })
+    };
+    for (what, bochs, qemu) in WALL_PAIRS {
+        let (b, q) = (book.tests.get(find(bochs)?), book.tests.get(find(qemu)?));
+        let ratio = match (b, q) {
+            (Some(b), Some(q)) if q.secs > 0.0 => format!("{:.1}", b.secs / q.secs),
+            _ => "-".to_string(),
+        };
+        out.push_str(&format!(
+            "| {what} | {} | {} | {ratio} |\n",
+            shown(b),
+            shown(q)
+        ));
+    }
+    out.push_str(&format!(
+        "\nEach boot's wall time inside `cargo xtask test` as its last run with `--record-times` measured it ({}), \
+         with the host's 1-minute load average as it ended: a figure of one machine under its load, not of the build.",
+        times::BOOK_FILE
+    ));
+    Ok(out)
+}
+
+/// The CPU matrix's models: (emulator, model), by CPU generation.
+const MATRIX_MODELS: &[(&str, &str)] = &[
+    ("qemu", "486"),
+    ("qemu", "pentium"),
+    ("bochs", "pentium"),
+    ("bochs", "pentium_mmx"),
+    ("bochs", "amd_k6_2_chomper"),
+    ("qemu", "pentium2"),
+    ("bochs", "p2_klamath"),
+    ("qemu", "pentium3"),
+    ("bochs", "p3_katmai"),
+    ("bochs", "p4_willamette"),
+    ("bochs", "p4_prescott_celeron_336"),
+    ("qemu", "qemu32"),
+    ("qemu", "coreduo"),
+    ("bochs", "core_duo_t2400_yonah"),
+    ("qemu", "core2duo"),
+    ("bochs", "core2_penryn_t9600"),
+    ("qemu", "n270"),
+    ("bochs", "atom_n270"),
+    ("qemu", "athlon"),
+    ("bochs", "athlon64_clawhammer"),
+    ("qemu", "phenom"),
+    ("bochs", "phenom_8650_toliman"),
+    ("bochs", "corei7_sandy_bridge_2600k"),
+];
+
+/// The matrix's benchmark boot: one small batch is enough to see it run.
+const MATRIX_RUN: &str = "batches=2 batch_size=16";
+
+/// The records of `cargo xtask run --records` with `args` (this binary).
+fn records_of(args: &[&str]) -> Result<Vec<crate::report::Record>> {
+    let exe = std::env::current_exe()?;
+    let o = Command::new(exe)
+        .args(args)
+        .current_dir(kbuild::root())
+        .output()
+        .with_context(|| format!("cannot run xtask {}", args.join(" ")))?;
+    if !o.status.success() {
+        bail!(
+            "`cargo xtask {}` failed ({}):\n{}",
+            args.join(" "),
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    Ok(crate::report::parse_log(&String::from_utf8_lossy(
+        &o.stdout,
+    ))?)
+}
+
+/// One row of the CPU matrix: two boots of `model` on `emulator`.
+fn matrix_row(emulator: &str, model: &str) -> Result<String> {
+    use crate::report::of_kind;
+    use abi::report::kind;
+    let boot = |mode: &str, append: &str| {
+        let mut args = vec![
+            "run",
+            "--no-save",
+            "--records",
+            "--emulator",
+            emulator,
+            "--cpu",
+            model,
+            "--mode",
+            mode,
+        ];
+        if emulator == "qemu" {
+            args.extend(["--clock", "icount"]);
+        }
+        if !append.is_empty() {
+            args.extend(["--append", append]);
+        }
+        records_of(&args).with_context(|| format!("{emulator} {model}, mode={mode}"))
+    };
+    let test = boot("test", "")?;
+    let run = boot("run", MATRIX_RUN)?;
+    let one = |r: &[crate::report::Record], k: &str| -> Result<crate::report::Record> {
+        of_kind(r, k)
+            .next()
+            .cloned()
+            .with_context(|| format!("{emulator} {model}: no {k} record"))
+    };
+    let cpu = one(&test, kind::CPU)?;
+    let get = |k: &str| cpu.get(k).unwrap_or("?").to_string();
+    let yes = |k: &str| {
+        if cpu.get(k) == Some("true") {
+            "yes"
+        } else {
+            "no"
+        }
+    };
+    let brand = cpu.get("brand").unwrap_or("").trim_matches('\0').trim();
+    let perf = match (cpu.get("perfmon"), cpu.get("counters")) {
+        (Some(v), Some(n)) if v != "0" => format!("v{v}/{n}"),
+        _ => "none".to_string(),
+    };
+    let used: Vec<&str> = abi::Mechanism::ALL
+        .iter()
+        .filter(|m| {
+            of_kind(&test, kind::MECH)
+                .any(|x| x.get("name") == Some(m.key()) && x.get("status") == Some("ok"))
+        })
+        .map(|m| m.title())
+        .collect();
+    let tests = one(&test, kind::TESTS)?;
+    let skipped = of_kind(&test, kind::TEST)
+        .filter(|t| t.get("result") == Some("skip"))
+        .count();
+    let hostile = one(&test, kind::HOSTILE)?;
+    let results = crate::results::Results::from_records(&run, "matrix", emulator)?;
+    let bench = match results.bench("int80.null") {
+        Some(b) => format!("ok, int 0x80 null = {}", cell(b.median)),
+        None if cpu.get("tsc") == Some("false") => "no TSC: says it cannot time".to_string(),
+        None => bail!("{emulator} {model}: the benchmark boot has no int80.null"),
+    };
+    let perf_note = match results.perf.first() {
+        Some(p) if p.status == "n/a" && perf != "none" => {
+            format!("; perf counters n/a ({})", p.reason)
+        }
+        _ => String::new(),
+    };
+    Ok(format!(
+        "| {} | `{model}` | {} {} | {}/{}/{} | {} | {} | {} | {} | {} | {perf} | {} | {} passed, {} failed, {skipped} skipped; {} of {} as expected ({} skipped) | {bench}{perf_note} |",
+        if emulator == "qemu" { "QEMU" } else { "Bochs" },
+        get("vendor"),
+        if brand.is_empty() { "(no brand string)" } else { brand },
+        get("family"),
+        get("model"),
+        get("stepping"),
+        yes("tsc"),
+        yes("sep"),
+        yes("syscall"),
+        yes("pae"),
+        yes("apic"),
+        used.join(", "),
+        tests.get("passed").unwrap_or("?"),
+        tests.get("failed").unwrap_or("?"),
+        hostile.get("expected").unwrap_or("?"),
+        hostile.get("cases").unwrap_or("?"),
+        hostile.get("skipped").unwrap_or("?"),
+    ))
+}
+
+/// The CPU matrix: two boots per model, two models at a time.
+fn cpu_matrix() -> Result<String> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let next = AtomicUsize::new(0);
+    let rows: Mutex<Vec<Option<Result<String>>>> =
+        Mutex::new(MATRIX_MODELS.iter().map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                while let Some(&(e, m)) = MATRIX_MODELS.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let row = matrix_row(e, m);
+                    let k = MATRIX_MODELS.iter().position(|x| *x == (e, m)).unwrap_or(0);
+                    rows.lock().unwrap_or_else(|p| p.into_inner())[k] = Some(row);
+                }
+            });
+        }
+    });
+    let mut out = String::from(
+        "| emulator | model | vendor, brand | family/model/stepping | TSC | SEP | SYSCALL | PAE | APIC | perf (version/counters) | mechanisms the kernel used | kernel tests; hostile suite | benchmark (`mode=run`) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for row in rows.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        out.push_str(&row.context("a model was not booted")??);
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "\nTwo boots per model, one CPU: `cargo xtask run [--emulator bochs] --cpu MODEL --records --mode test` \
+         and `--mode run --append \"{MATRIX_RUN}\"` (QEMU under icount), read off the records."
+    ));
+    Ok(out)
+}
+
 /// The lmbench table's boots: small batches (the rows' figures are per
 /// operation; more batches narrow nothing under the model), fork=cow so
 /// `lat_pagefault.cow` is a copy-on-write fault.
@@ -1228,6 +1606,9 @@ pub fn print(table: Table) -> Result<i32> {
         Table::Lmbench => lmbench()?,
         Table::ForkFlushes => fork_flushes()?,
         Table::Agreement => agreement()?,
+        Table::Tests => tests()?,
+        Table::WallTimes => wall_times()?,
+        Table::CpuMatrix => cpu_matrix()?,
     };
     println!("{text}");
     Ok(0)
@@ -1293,6 +1674,54 @@ mod tests {
         // charge that picks the profiles.
         let keys: Vec<&str> = COST_PATHS.iter().map(|p| p.charges[0].key).collect();
         assert_eq!(keys, ["int_n", "sysenter", "lcall_gate", "syscall"]);
+    }
+
+    /// The tests table counts the list, not the record: a test without a
+    /// measurement says so, and a recorded test no longer listed is counted
+    /// as gone.
+    #[test]
+    fn the_tests_table_counts_the_list_and_shows_what_was_measured() {
+        use crate::cmd::test::times::{Book, Measured, Outcome, Ran};
+        let ran = |section: &str, name: &str| Ran {
+            section: section.into(),
+            name: name.into(),
+            result: Outcome::Listed,
+            secs: None,
+            load: None,
+        };
+        let list = [ran("a", "x"), ran("a", "y"), ran("b", "z")];
+        let mut book = Book::default();
+        for (name, secs) in [("x", 2.0), ("z", 70.0), ("old", 1.0)] {
+            book.tests.insert(
+                name.into(),
+                Measured {
+                    section: "a".into(),
+                    result: Outcome::Pass,
+                    secs,
+                    load: Some(1.25),
+                    rev: "abc".into(),
+                    started: 0,
+                },
+            );
+        }
+        let t = render_tests(&list, &book).unwrap();
+        assert!(t.contains("| a | 2 | 1 | 2.0 s |"), "{t}");
+        assert!(t.contains("| b | 1 | 1 | 1 min 10 s |"), "{t}");
+        assert!(
+            t.contains("| **all** | **3** | **2** | **1 min 12 s** |"),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "1 of the 3 tests have none yet (1 recorded tests are no longer in the list)"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("| y | not measured | - | - | - |"), "{t}");
+        assert!(
+            t.contains("| x | pass | 2.0 s | 1.2 | 1970-01-01, abc |"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -30,6 +30,8 @@ use crate::machine::{BootLog, Clock, Machine};
 use crate::model;
 use crate::results::Results;
 
+use super::Test;
+
 /// Lines the code between a chase batch's loop and its closing snapshot
 /// touches (stack and the chase's position): L1 misses a thrashing chase
 /// may add per batch beyond one per load.
@@ -901,34 +903,20 @@ fn import_round_trip(root: &Path, dir: &Path) -> Result<String> {
     Ok(format!("{modelled} figures came back"))
 }
 
-/// The model's boot tests whose name contains `filter`, as (name, result).
-pub fn self_tests(
-    art: &Artifacts,
-    dir: &Path,
-    filter: Option<&str>,
-) -> Vec<(String, Result<(), String>)> {
+/// The model's boot tests whose name contains `filter`, in the order they
+/// run; none has run yet.
+pub fn self_tests<'a>(art: &'a Artifacts, dir: &'a Path, filter: Option<&str>) -> Vec<Test<'a>> {
     let root = kbuild::root();
     let wanted = |n: &str| filter.is_none_or(|f| n.contains(f));
     let mut out = Vec::new();
-    let run = |name: String, f: &dyn Fn() -> Result<String>| -> (String, Result<(), String>) {
-        let t = Instant::now();
-        match f() {
-            Ok(what) => (
-                format!(
-                    "{name}{}{} ({:.1} s)",
-                    if what.is_empty() { "" } else { ": " },
-                    what,
-                    t.elapsed().as_secs_f64()
-                ),
-                Ok(()),
-            ),
-            Err(e) => (name, Err(format!("{e:#}"))),
-        }
-    };
+    fn run<'a>(name: String, f: impl FnOnce() -> Result<String> + 'a) -> Test<'a> {
+        Test::new(name, move || f().map_err(|e| format!("{e:#}")))
+    }
     let name =
         "model: an unknown profile is refused before booting, with the known ones".to_string();
     if wanted(&name) {
-        out.push(run(name, &|| {
+        let root = root.clone();
+        out.push(run(name, move || {
             unknown_profile_refused(&root).map(|()| String::new())
         }));
     }
@@ -937,7 +925,7 @@ pub fn self_tests(
             "model: pointer chase under {p}: no misses in L1, one L1 miss per load between L1 and L2"
         );
         if wanted(&name) {
-            out.push(run(name, &|| chase_under(art, dir, &p)));
+            out.push(run(name, move || chase_under(art, dir, &p)));
         }
     }
     let name = format!(
@@ -945,32 +933,34 @@ pub fn self_tests(
         slack = PAIR_MISS_SLACK * 100.0
     );
     if wanted(&name) {
-        out.push(run(name, &|| smp_figures(art, dir)));
+        out.push(run(name, move || smp_figures(art, dir)));
     }
     for p in ["p4", "core2"] {
         let name = format!("model: mode=smp on 2 CPUs under {p}: packed pools two coherence misses per lock/unlock pair (every batch after the warm-up within {slack}%), 64- and 128-byte ones only the hand-shake's", slack = PAIR_MISS_SLACK * 100.0);
         if wanted(&name) {
-            out.push(run(name, &|| smp_false_sharing(art, dir, p)));
+            out.push(run(name, move || smp_false_sharing(art, dir, p)));
         }
     }
     let name = "model: mode=smp on 4 CPUs under p4 (pair prefetch), two boots byte-identical: one shared line moves, adjacent lines and pages apart do not after warm-up; every multi-CPU figure has each other CPU's overlap in modelled time, in 0..=100%".to_string();
     if wanted(&name) {
-        out.push(run(name, &|| smp_four_p4(art, dir)));
+        out.push(run(name, move || smp_four_p4(art, dir)));
     }
     let name = "model: a saved model run (records and the plugin's file) imports back with its figures; without the file the import says it has none; another boot's file is refused".to_string();
     if wanted(&name) {
-        out.push(run(name, &|| import_round_trip(&root, &dir.join("import"))));
+        out.push(run(name, move || {
+            import_round_trip(&root, &dir.join("import"))
+        }));
     }
     for p in [model::DEFAULT_PROFILE, "p4"] {
         let name = format!("model: locks on 2 CPUs under {p}: user counters in one line move between the caches, 64 and 128 bytes apart not after warm-up; the sleep/wakeup round trip across CPUs moves a line on every one, the hand-off on some; every cross-CPU figure has each other CPU's overlap in modelled time, in 0..=100%");
         if wanted(&name) {
-            out.push(run(name, &|| locks_across(art, dir, p)));
+            out.push(run(name, move || locks_across(art, dir, p)));
         }
     }
     for p in ["p4", model::DEFAULT_PROFILE] {
         let name = format!("model: forktest under {p}, bare, --virt shadow and --virt ept: the same guest work; shadow paging's extra cycles are a VM exit per TLB flush, EPT's none but a two-dimensional walk per TLB miss");
         if wanted(&name) {
-            out.push(run(name, &|| forktest_virt(art, dir, p)));
+            out.push(run(name, move || forktest_virt(art, dir, p)));
         }
     }
     let name = format!(
@@ -982,15 +972,15 @@ pub fn self_tests(
             .join(", ")
     );
     if wanted(&name) {
-        out.push(run(name, &|| fork_flushes(art, dir)));
+        out.push(run(name, move || fork_flushes(art, dir)));
     }
     let name = "model: forktest on 2 CPUs: its share names each CPU's part of every batch, and CPU 1's forker has an overlap with CPU 0 in modelled time, in 0..=100%".to_string();
     if wanted(&name) {
-        out.push(run(name, &|| forktest_overlap(art, dir)));
+        out.push(run(name, move || forktest_overlap(art, dir)));
     }
     let name = "model: lmbench's lat_ctx rings under p4 spread over 2 CPUs send exactly one reschedule IPI per hand-off in every batch, on 1 CPU none".to_string();
     if wanted(&name) {
-        out.push(run(name, &|| lat_ctx_ipis(art, dir, "p4")));
+        out.push(run(name, move || lat_ctx_ipis(art, dir, "p4")));
     }
     // Every profile on 1 CPU (the benchmark driver) and on 2 (mode=smp:
     // IPIs, shootdowns, lines moving); under p4, whose private L2s and pair
@@ -1015,7 +1005,8 @@ pub fn self_tests(
                 "model: under {p} on {cpus} CPU(s), {words}: the fast plugin's records and file are the reference plugin's (every instruction a call), byte for byte"
             );
             if wanted(&name) {
-                out.push(run(name, &|| {
+                let p = p.clone();
+                out.push(run(name, move || {
                     let (fast, slow) = fast_is_reference(art, dir, words, &p, cpus)?;
                     Ok(format!("fast {fast:.1} s, reference {slow:.1} s"))
                 }));
@@ -1024,7 +1015,7 @@ pub fn self_tests(
     }
     let name = "model: two boots give byte-identical records and plugin files; the model counts the instructions icount does for every call benchmark, and for the macro mix icount's a batch plus one constant for every mechanism".to_string();
     if wanted(&name) {
-        out.push(run(name, &|| {
+        out.push(run(name, move || {
             deterministic(art, dir)
                 .map(|d| format!("the macro mix's constant: {d:+} instructions a batch"))
         }));
