@@ -267,6 +267,7 @@ fn run_case(c: &Case, art: &Artifacts, dir: &Path, repeat: u32) -> Result<(), St
             .any(|e| e.get("status") == Some("success"));
         report::check_origins(&records, ended_well)
             .and_then(|()| (c.check)(&log, &records))
+            .and_then(|()| settings_as_asked(c, &records))
             .map_err(|e| {
                 let which = if repeat > 1 {
                     format!("boot {i} of {repeat}: ")
@@ -305,7 +306,9 @@ pub(crate) fn run_case_kept(
         .and_then(|records| {
             let ended_well = report::of_kind(&records, abi::report::kind::END)
                 .any(|e| e.get("status") == Some("success"));
-            report::check_origins(&records, ended_well).and_then(|()| (c.check)(&log, &records))
+            report::check_origins(&records, ended_well)
+                .and_then(|()| (c.check)(&log, &records))
+                .and_then(|()| settings_as_asked(c, &records))
         });
     checked.map_err(|e| {
         let path = keep.join(format!("fail-{}cpu-{boot}.log", c.cpus));
@@ -315,6 +318,33 @@ pub(crate) fn run_case_kept(
         };
         format!("{e}; {kept}\n{}", log.explain(12))
     })
+}
+
+/// A boot that ended well names in its `settings` record the configuration
+/// the case asked for: the `pmap=` and `fork=` its command line says (where
+/// it says), and the case's CPUs.
+fn settings_as_asked(c: &Case, records: &[report::Record]) -> Result<(), String> {
+    let ended_well = report::of_kind(records, abi::report::kind::END)
+        .any(|e| e.get("status") == Some("success"));
+    if !ended_well {
+        return Ok(());
+    }
+    let s = report::of_kind(records, abi::report::kind::SETTINGS)
+        .next()
+        .ok_or("no settings record")?;
+    let mut wrong = crate::results::contradictions(c.cmdline, &s.fields);
+    if s.get("cpus") != Some(c.cpus.to_string().as_str()) {
+        wrong.push(format!(
+            "the case boots {} CPUs, the kernel says {:?} started",
+            c.cpus,
+            s.get("cpus")
+        ));
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("settings record: {}", wrong.join("; ")))
+    }
 }
 
 /// A Bochs boot test: a case, or an agreement check (a Bochs boot and a QEMU one).
