@@ -443,7 +443,7 @@ fn docs_current() -> Result<()> {
     let problems = crate::cmd::docs::check_all()?;
     anyhow::ensure!(
         problems.is_empty(),
-        "run `cargo xtask docs` for stale outputs; fix broken links by hand:\n  {}",
+        "run `cargo xtask docs` for stale outputs; fix broken links and unknown test names by hand:\n  {}",
         problems.join("\n  ")
     );
     Ok(())
@@ -797,7 +797,7 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
         ),
         (
             "docs",
-            "docs: every output block matches the code, every internal link resolves",
+            "docs: every output block matches the code, every internal link resolves, every named test exists",
             &docs_current,
         ),
     ];
