@@ -1321,6 +1321,10 @@ const MATRIX_MODELS: &[(&str, &str)] = &[
     ("bochs", "corei7_sandy_bridge_2600k"),
 ];
 
+/// Seconds before a matrix boot is called hung: the test boots run the
+/// hostile suite, two at a time, on a host that may be shared.
+const MATRIX_TIMEOUT: &str = "600";
+
 /// The matrix's benchmark boot: one small batch is enough to see it run.
 const MATRIX_RUN: &str = "batches=2 batch_size=16";
 
@@ -1360,6 +1364,8 @@ fn matrix_row(emulator: &str, model: &str) -> Result<String> {
             model,
             "--mode",
             mode,
+            "--timeout",
+            MATRIX_TIMEOUT,
         ];
         if emulator == "qemu" {
             args.extend(["--clock", "icount"]);
