@@ -118,6 +118,9 @@ pub(super) fn all_tests_pass(log: &BootLog, r: &[Record], at_least: usize) -> Re
     if !checks_failed.is_empty() {
         return Err(format!("user checks failed: {}", checks_failed.join("; ")));
     }
+    // A boot that did not end well (hung, crashed) says so before its
+    // count, which it cut short.
+    succeeded(log)?;
     // A skipped test ran nothing: only passes count toward `at_least`.
     let result = |want: &str| {
         report::of_kind(r, kind::TEST)
@@ -130,7 +133,6 @@ pub(super) fn all_tests_pass(log: &BootLog, r: &[Record], at_least: usize) -> Re
             "only {passed} tests passed ({skipped} skipped), expected at least {at_least} to pass"
         ));
     }
-    succeeded(log)?;
     end(r, "success")
 }
 
