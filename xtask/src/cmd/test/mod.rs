@@ -648,7 +648,8 @@ pub fn run(a: TestArgs) -> Result<i32> {
     if a.list {
         return Ok(tally.finish());
     }
-    let file = times::Run::new(&tally.ran, a.filter.as_deref(), started);
+    let whole = a.filter.is_none() && a.emulator.is_none() && !a.boots_only && !a.host_only;
+    let file = times::Run::new(&tally.ran, a.filter.as_deref(), whole, started);
     let out = kbuild::root().join(times::LAST_RUN);
     if let Err(e) = file.save(&out) {
         eprintln!("test: cannot write {}: {e:#}", out.display());

@@ -58,6 +58,9 @@ pub struct Run {
     pub started: u64,
     pub rev: String,
     pub filter: Option<String>,
+    /// Every test ran: no filter, no emulator left out, host and boots.
+    #[serde(default)]
+    pub whole: bool,
     pub wall_secs: f64,
     pub tests: Vec<Ran>,
 }
@@ -65,7 +68,12 @@ pub struct Run {
 impl Run {
     /// The file of a run that started at `started` (the clock's time and
     /// the instant) and ran `tests`.
-    pub fn new(tests: &[Ran], filter: Option<&str>, started: (SystemTime, Instant)) -> Run {
+    pub fn new(
+        tests: &[Ran],
+        filter: Option<&str>,
+        whole: bool,
+        started: (SystemTime, Instant),
+    ) -> Run {
         Run {
             started: started
                 .0
@@ -73,6 +81,7 @@ impl Run {
                 .map_or(0, |d| d.as_secs()),
             rev: crate::kbuild::revision(&crate::kbuild::root()),
             filter: filter.map(str::to_string),
+            whole,
             wall_secs: started.1.elapsed().as_secs_f64(),
             tests: tests.to_vec(),
         }
@@ -126,7 +135,7 @@ impl Book {
     }
 
     /// Takes `run`'s timed tests (a test it did not time keeps its older
-    /// measurement); a run with no filter is also the whole run.
+    /// measurement); a run of every test is also the whole run.
     pub fn merge(&mut self, run: &Run) {
         for t in &run.tests {
             let Some(secs) = t.secs else { continue };
@@ -145,7 +154,7 @@ impl Book {
                 },
             );
         }
-        if run.filter.is_none() {
+        if run.whole {
             self.whole_run = Some(WholeRun {
                 wall_secs: run.wall_secs,
                 started: run.started,
@@ -204,6 +213,7 @@ mod tests {
             started: 100,
             rev: "a".into(),
             filter: None,
+            whole: true,
             wall_secs: 60.0,
             tests: vec![
                 ran("x", Outcome::Pass, Some(1.0)),
@@ -215,6 +225,7 @@ mod tests {
             started: 200,
             rev: "b".into(),
             filter: Some("x".into()),
+            whole: false,
             wall_secs: 5.0,
             tests: vec![ran("x", Outcome::Fail, Some(3.0))],
         };
@@ -234,6 +245,13 @@ mod tests {
             ..Run::default()
         });
         assert!(book.tests.is_empty() && book.whole_run.is_none());
+        // A run of one emulator's boots has no filter but is not whole.
+        let mut book = Book::default();
+        book.merge(&Run {
+            tests: vec![ran("b", Outcome::Pass, Some(1.0))],
+            ..Run::default()
+        });
+        assert!(book.whole_run.is_none() && book.tests.len() == 1);
     }
 
     #[test]
