@@ -166,6 +166,10 @@ pub fn check_user_record(body: &[u8]) -> Result<&str, BadRecord> {
 pub mod kind {
     /// `loader protocol cmdline mem_kib modules rev`.
     pub const BOOT: &str = "boot";
+    /// The settings that shape every figure, as the kernel applied them
+    /// (not as the command line asked): `pmap fork cpus turn` (the CPUs
+    /// that started; the turn pacer's grain, 0 where it does not run).
+    pub const SETTINGS: &str = "settings";
     /// `vendor brand family model stepping signature hypervisor tsc sep sse2
     /// rdtscp invariant_tsc syscall pae apic perfmon counters`.
     pub const CPU: &str = "cpu";

@@ -223,6 +223,12 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
         }
         record!(kind::TURN, "cpus" => cpus, "grain" => turn);
     }
+    // What shapes every figure, read back from where it was applied, so a
+    // table can refuse a row whose label the boot contradicts: the grain is
+    // the one the pacer runs (0 on one CPU, or off icount).
+    record!(kind::SETTINGS, "pmap" => vm::pmap::strategy().key(),
+        "fork" => proc::fork_mode().key(), "cpus" => cpus,
+        "turn" => if cpus > 1 { turn } else { 0 });
     {
         use abi::syscall::Feature;
         let mut features = Feature::empty();

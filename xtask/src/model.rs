@@ -248,9 +248,19 @@ fn figure(field: &'static str) -> &'static str {
 type Values = [u64; FIELDS.len()];
 
 /// `later - earlier`, number by number (0 where one went backwards, which
-/// running totals never do).
+/// running totals never do; a calibration may: see [`clamped`]).
 fn since(later: &Values, earlier: &Values) -> Values {
     std::array::from_fn(|i| later[i].saturating_sub(earlier[i]))
+}
+
+/// The numbers of a snapshot line (by `FIELDS` index) where some batch
+/// counted fewer than the calibration: subtracting it would go below zero
+/// and [`since`] stopped at 0, so those batches' figures are no
+/// measurement.
+fn clamped(raw: &[Values], over: &Values) -> Vec<usize> {
+    (0..FIELDS.len())
+        .filter(|&i| raw.iter().any(|b| b[i] < over[i]))
+        .collect()
 }
 
 /// Reads the plugin's file (`abi::model`) with the model crate's reader.
@@ -297,6 +307,19 @@ pub struct ModelFigures {
     pub insns: f64,
     /// Per batch, per figure (keyed by the figure names above).
     pub samples: BTreeMap<String, Vec<u64>>,
+    /// The figures (keyed as `samples`) whose calibration exceeded some
+    /// batch: the subtraction stopped at 0 there, so the figure is not a
+    /// measurement and is shown as clamped, never as its number.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clamped: Vec<String>,
+}
+
+impl ModelFigures {
+    /// Whether figure `key` (a `samples` key: `insns`, `l1_misses`,
+    /// `cycles`...) was clamped at zero in some batch.
+    pub fn is_clamped(&self, key: &str) -> bool {
+        self.clamped.iter().any(|k| k == key)
+    }
 }
 
 fn median_u64(v: &mut [u64]) -> u64 {
@@ -441,9 +464,14 @@ pub fn figures(file: &SnapshotFile, span: &Span, label: &str) -> Result<ModelFig
         let mut v: Vec<u64> = calib.iter().map(|c| c[i]).collect();
         median_u64(&mut v)
     });
-    let batches: Vec<Values> = (0..span.n)
-        .map(|i| Ok(since(&nth(span.batches, i)?, &over)))
+    let raw: Vec<Values> = (0..span.n)
+        .map(|i| nth(span.batches, i))
         .collect::<Result<_>>()?;
+    let batches: Vec<Values> = raw.iter().map(|b| since(b, &over)).collect();
+    let clamped = clamped(&raw, &over)
+        .into_iter()
+        .map(|i| figure(FIELDS[i]).to_string())
+        .collect();
     // The median per call of the snapshot line's number `field`.
     let per_call = |field: &str| {
         let i = FIELDS.iter().position(|f| *f == field);
@@ -477,6 +505,7 @@ pub fn figures(file: &SnapshotFile, span: &Span, label: &str) -> Result<ModelFig
         upgrades: per_call("upgrades"),
         ipis: per_call("ipis"),
         samples,
+        clamped,
     })
 }
 
@@ -783,14 +812,7 @@ mod tests {
 
     /// Two calibration runs of 10 cycles (one of 14, cold), two batches.
     fn file() -> String {
-        let params: String = model::profile::find("p3")
-            .unwrap()
-            .params()
-            .iter()
-            .map(|(k, v)| format!(" {k}={v}"))
-            .collect();
-        let mut s = format!("model1 profile=p3 virt=0 ncpus=1\nparam{params} pge=0\n");
-        for (seq, c, l1) in [
+        file_of(&[
             (0, 100, 0),
             (1, 114, 1),
             (2, 120, 1),
@@ -802,7 +824,19 @@ mod tests {
             (7, 250, 5),
             (8, 300, 5),
             (9, 342, 9),
-        ] {
+        ])
+    }
+
+    /// A p3 model file of CPU 0's user snapshots: (seq, cycles, L1 misses).
+    fn file_of(snaps: &[(u32, u64, u64)]) -> String {
+        let params: String = model::profile::find("p3")
+            .unwrap()
+            .params()
+            .iter()
+            .map(|(k, v)| format!(" {k}={v}"))
+            .collect();
+        let mut s = format!("model1 profile=p3 virt=0 ncpus=1\nparam{params} pge=0\n");
+        for &(seq, c, l1) in snaps {
             s += &snap(seq, c, l1);
         }
         s + "end\n"
@@ -854,6 +888,42 @@ mod tests {
                 .unwrap();
         let (figs, notes) = merge_log(LOG, &f).unwrap();
         assert!(figs.contains_key("x.null") && notes.is_empty());
+    }
+
+    /// A batch that counted fewer of something than the calibration: the
+    /// subtraction stops at zero, and the figure says it was clamped.
+    #[test]
+    fn a_calibration_above_a_batch_marks_the_figure_clamped() {
+        let f = parse_file(&file()).unwrap();
+        let (figs, _) = merge_log(LOG, &f).unwrap();
+        assert!(figs["x.null"].clamped.is_empty(), "{figs:?}");
+        // Every calibration run misses L1 once; the first batch not at all.
+        let f = parse_file(&file_of(&[
+            (0, 100, 0),
+            (1, 110, 1),
+            (2, 120, 1),
+            (3, 130, 2),
+            (4, 140, 2),
+            (5, 150, 3),
+            (6, 200, 3),
+            (7, 250, 3),
+            (8, 300, 3),
+            (9, 342, 7),
+        ]))
+        .unwrap();
+        let (figs, _) = merge_log(LOG, &f).unwrap();
+        let x = &figs["x.null"];
+        assert_eq!(x.samples["l1_misses"], [0, 3]);
+        assert!(
+            x.is_clamped("l1_misses") && !x.is_clamped("cycles"),
+            "{x:?}"
+        );
+        // A results file from before the field reads as nothing clamped.
+        let old: ModelFigures = serde_json::from_str(
+            r#"{"label":"","cycles":0,"l1_misses":0,"l2_misses":0,"tlb_misses":0,"tlb_flushes":0,"coherence_misses":0,"invalidations":0,"transfers":0,"insns":0,"samples":{}}"#,
+        )
+        .unwrap();
+        assert!(old.clamped.is_empty());
     }
 
     #[test]

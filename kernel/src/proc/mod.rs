@@ -299,6 +299,16 @@ pub fn init(cow: bool) {
     table().cow = cow;
 }
 
+/// How fork treats the parent's pages, as [`init`] set it.
+pub fn fork_mode() -> abi::cmdline::Fork {
+    let _g = sched::locked();
+    if table().cow {
+        abi::cmdline::Fork::Cow
+    } else {
+        abi::cmdline::Fork::Copy
+    }
+}
+
 /// Process `i`, under the scheduler lock.
 pub fn get(i: usize) -> &'static mut Proc {
     &mut table().procs[i]

@@ -7,6 +7,7 @@
 //! `<!-- markdown: xtask CMD -->` (the output is Markdown, e.g. a table, and
 //! goes in as it is), closed by `<!-- end output -->`.
 
+mod claims;
 mod links;
 mod table;
 
@@ -330,13 +331,28 @@ pub fn broken_links() -> Result<Vec<String>> {
     links::broken_links(&kbuild::root(), &generated_files()?)
 }
 
+/// The tests README.md and docs/ name (`` `test: NAME` ``) that no test
+/// of `cargo xtask test --list` is.
+pub fn unknown_tests() -> Result<Vec<String>> {
+    let tests: Vec<String> = crate::cmd::test::list(None)?
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    claims::unknown_tests(&kbuild::root(), &generated_files()?, &tests)
+}
+
 /// What `cargo xtask docs --check` finds wrong: stale output blocks, then
-/// broken links (each one line).
+/// broken links and named tests that do not exist (each one line).
 pub fn check_all() -> Result<Vec<String>> {
     let mut problems: Vec<String> = broken_links()?
         .into_iter()
         .map(|l| format!("broken link: {l}"))
         .collect();
+    problems.extend(
+        unknown_tests()?
+            .into_iter()
+            .map(|t| format!("unknown test: {t}")),
+    );
     problems.extend(
         docs_stale(true)?
             .into_iter()
@@ -350,12 +366,21 @@ pub fn docs(a: DocsArgs) -> Result<i32> {
         return table::print(t);
     }
     let broken = broken_links()?;
+    let unknown = unknown_tests()?;
     let stale = docs_stale_in(a.check, &a.only)?;
     if !broken.is_empty() {
         eprintln!("docs: these internal links do not resolve:");
         for b in &broken {
             eprintln!("  {b}");
         }
+    }
+    if !unknown.is_empty() {
+        eprintln!("docs: these claims name a test that does not exist:");
+        for u in &unknown {
+            eprintln!("  {u}");
+        }
+    } else {
+        eprintln!("docs: every named test exists");
     }
     if a.check && !stale.is_empty() {
         eprintln!("docs: these outputs no longer match the code (run `cargo xtask docs`):");
@@ -371,11 +396,13 @@ pub fn docs(a: DocsArgs) -> Result<i32> {
     if broken.is_empty() {
         eprintln!("docs: every internal link resolves");
     }
-    Ok(if broken.is_empty() && (!a.check || stale.is_empty()) {
-        0
-    } else {
-        1
-    })
+    Ok(
+        if broken.is_empty() && unknown.is_empty() && (!a.check || stale.is_empty()) {
+            0
+        } else {
+            1
+        },
+    )
 }
 
 #[cfg(test)]
@@ -463,6 +490,14 @@ mod docs_tests {
     fn every_internal_link_of_the_book_resolves() {
         let broken = broken_links().unwrap();
         assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    }
+
+    /// Every test the book names exists (checked without a boot: the list
+    /// is `cargo xtask test --list`'s).
+    #[test]
+    fn every_test_the_book_names_exists() {
+        let unknown = unknown_tests().unwrap();
+        assert!(unknown.is_empty(), "unknown tests:\n{}", unknown.join("\n"));
     }
 
     /// `--only` names book files; anything else is refused before a

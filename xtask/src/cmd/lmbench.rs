@@ -206,21 +206,37 @@ pub fn table(r: &Results) -> Result<String> {
     }
     s += "  note\n";
     let int80 = r.bench("smack.int80").map(|b| value(b, &unit));
+    let mut any_clamped = false;
     for b in rows {
         let v = value(b, &unit);
+        let cycles_clamped = model && b.model.as_ref().is_some_and(|m| m.is_clamped("cycles"));
         s += &format!(
             "{:<width$}  {:<cap$}  {:>12}",
             b.name,
             caption(&b.name),
-            fmt(v)
+            if cycles_clamped {
+                CLAMPED.to_string()
+            } else {
+                fmt(v)
+            }
         );
+        any_clamped |= cycles_clamped;
         if model {
             match &b.model {
                 Some(m) => {
-                    s += &format!(
-                        " {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>8.2}",
-                        m.insns, m.l1_misses, m.l2_misses, m.tlb_misses, m.tlb_flushes
-                    )
+                    let cell = |key: &str, x: f64, width: usize, decimals: usize| {
+                        if m.is_clamped(key) {
+                            format!(" {CLAMPED:>width$}")
+                        } else {
+                            format!(" {x:>width$.decimals$}")
+                        }
+                    };
+                    s += &cell("insns", m.insns, 10, 1);
+                    s += &cell("l1_misses", m.l1_misses, 9, 2);
+                    s += &cell("l2_misses", m.l2_misses, 9, 2);
+                    s += &cell("tlb_misses", m.tlb_misses, 9, 2);
+                    s += &cell("tlb_flushes", m.tlb_flushes, 8, 2);
+                    any_clamped |= !m.clamped.is_empty();
                 }
                 None => s += &format!(" {:>10}", "no model figures"),
             }
@@ -265,6 +281,9 @@ pub fn table(r: &Results) -> Result<String> {
         s += "\n";
     }
     s += "(lat_ctx: per hand-off, the same hand-offs in one process subtracted, as lmbench does; smack: one query and its answer)\n";
+    if any_clamped {
+        s += &format!("({CLAMPED}: in some batch the calibration counted more than the operations did; the subtraction would go below zero, so there is no figure)\n");
+    }
     for note in &r.model_incomplete {
         s += &format!("model: incomplete: {note}\n");
     }
@@ -273,6 +292,10 @@ pub fn table(r: &Results) -> Result<String> {
     }
     Ok(s)
 }
+
+/// What a model cell shows instead of a figure whose subtraction of the
+/// calibration stopped at zero in some batch.
+const CLAMPED: &str = "clamped";
 
 /// The note of a model row whose operations sent IPIs: how many per
 /// operation (per hand-off for `lat_ctx`), every CPU's; under `--virt`
@@ -448,6 +471,42 @@ mod tests {
         let mut r = run("icount", "instructions", 0);
         r.benches[2].cpus = vec![0, 1];
         assert!(!table(&r).unwrap().contains("alone"));
+    }
+
+    /// A figure whose calibration exceeded some batch is shown as
+    /// clamped, never as the zero the subtraction stopped at.
+    #[test]
+    fn clamped_model_figures_are_shown_as_clamped() {
+        let mut r = run("model", "modelled cycles", 0);
+        r.model_profile = Some("p4".into());
+        for b in &mut r.benches {
+            b.model = Some(Default::default());
+        }
+        let t = table(&r).unwrap();
+        assert!(!t.contains(CLAMPED), "{t}");
+        let b = r
+            .benches
+            .iter_mut()
+            .find(|b| b.name == "lat_ctx.2p.16k")
+            .unwrap();
+        b.model.as_mut().unwrap().clamped = vec!["insns".into(), "l1_misses".into()];
+        let t = table(&r).unwrap();
+        let row = t.lines().find(|l| l.starts_with("lat_ctx.2p.16k")).unwrap();
+        assert_eq!(row.matches(CLAMPED).count(), 2, "{t}");
+        assert!(!row.contains(" 0.0 "), "{t}");
+        assert!(t.contains("(clamped: in some batch the calibration"), "{t}");
+        let b = r
+            .benches
+            .iter_mut()
+            .find(|b| b.name == "lat_ctx.2p.16k")
+            .unwrap();
+        b.model.as_mut().unwrap().clamped = vec!["cycles".into()];
+        let row = table(&r).unwrap();
+        let row = row
+            .lines()
+            .find(|l| l.starts_with("lat_ctx.2p.16k"))
+            .unwrap();
+        assert_eq!(row.matches(CLAMPED).count(), 1, "{row}");
     }
 
     #[test]

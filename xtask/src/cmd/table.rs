@@ -34,9 +34,16 @@ pub struct TableArgs {
 /// For a model run, the profile, bare or `virt`. Then `SP` or `MP` (the
 /// fork experiment's columns): MP when the run's figures crossed CPUs.
 fn system_of(r: &Results) -> String {
-    let cpus = (r.model_cpus as usize)
-        .max(r.benches.iter().map(|b| b.cpus.len()).max().unwrap_or(0))
-        .max(1);
+    // The CPUs that started, where the boot says (its `settings` record);
+    // an older boot's are what its figures show.
+    let cpus = r.cpus_started().map_or_else(
+        || {
+            (r.model_cpus as usize)
+                .max(r.benches.iter().map(|b| b.cpus.len()).max().unwrap_or(0))
+                .max(1)
+        },
+        |n| n as usize,
+    );
     let sp_mp = if cpus > 1 {
         format!("MP ({cpus} CPUs)")
     } else {
@@ -120,6 +127,16 @@ pub fn speedup_rows(
     let mut dropped = Vec::new();
     let mut by_system: BTreeMap<String, Vec<&Results>> = BTreeMap::new();
     for r in results {
+        // A run whose records contradict what its label and command line
+        // ask is not the run its row would name.
+        let c = r.contradicted();
+        if !c.is_empty() {
+            bail!(
+                "run {:?}: the boot's settings record contradicts it: {}; a row under this label would show another configuration's figures",
+                r.label,
+                c.join("; ")
+            );
+        }
         by_system.entry(system_of(r)).or_default().push(r);
     }
     let mut rows = Vec::new();
@@ -262,6 +279,19 @@ fn read_export(text: &str) -> Result<Export> {
     let first = sets.first().context("no variants")?;
     let prov: Provenance = serde_json::from_value(first["provenance"].clone())
         .context("the first variant has no provenance")?;
+    for set in sets {
+        let Ok(p) = serde_json::from_value::<Provenance>(set["provenance"].clone()) else {
+            continue;
+        };
+        let c = crate::results::contradictions(&p.cmdline, &p.settings);
+        if !c.is_empty() {
+            bail!(
+                "variant {}: its boots' settings record contradicts its command line: {}",
+                set["name"],
+                c.join("; ")
+            );
+        }
+    }
     let machine = if prov.profile.is_empty() {
         format!(
             "{} {} {}",
@@ -276,11 +306,12 @@ fn read_export(text: &str) -> Result<Export> {
     } else {
         prov.profile.clone()
     };
-    let cpus = prov.cpus.max(1);
-    let system = if cpus > 1 {
-        format!("{machine} MP ({cpus} CPUs)")
-    } else {
-        format!("{machine} SP")
+    // An export older than the CPU count does not say how many CPUs it
+    // had: it is neither SP nor MP, and never shares a row with either.
+    let system = match prov.cpus {
+        0 => format!("{machine} (CPUs unknown)"),
+        1 => format!("{machine} SP"),
+        n => format!("{machine} MP ({n} CPUs)"),
     };
     let mut medians = Vec::new();
     for set in sets {
@@ -580,6 +611,11 @@ mod tests {
         let rows = export_rows(&[c], None, &["ebizzy.128".to_string()]).0;
         assert_eq!(rows[0][0], "h tcg QEMU SP");
         assert_eq!(rows[0][3], "2.00");
+        // An export that does not say how many CPUs it had is neither SP
+        // nor MP.
+        let d = read_export(&export("", 0, 1.0, 1.0)).unwrap();
+        let rows = export_rows(&[d], None, &["ebizzy.128".to_string()]).0;
+        assert_eq!(rows[0][0], "h tcg QEMU (CPUs unknown)");
         assert!(read_export("{\"kind\": \"bench\"}").is_err());
         // The row of forktest's figure in an export of `label` whose
         // metric carries `flag`.
@@ -693,6 +729,31 @@ mod tests {
         );
         b.model_cpus = 2;
         assert!(system_of(&b).ends_with(" MP (2 CPUs)"), "{}", system_of(&b));
+        // The settings record's CPUs are the machine's, whatever the
+        // figures touched.
+        b.settings.insert("cpus".into(), "4".into());
+        assert!(system_of(&b).ends_with(" MP (4 CPUs)"), "{}", system_of(&b));
+        // A run whose records contradict its command line or its label has
+        // no row.
+        let mut asked = mk("after", 20.0);
+        asked.cmdline = "mode=run prog=forktest pmap=direct".into();
+        asked.settings.insert("pmap".into(), "window".into());
+        let e = speedup_rows(&[mk("before", 30.0), asked.clone()], None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("\"after\"")
+                && e.contains("asked pmap=direct, the kernel applied pmap=window"),
+            "{e}"
+        );
+        asked.cmdline = "mode=run prog=forktest pmap=window".into();
+        asked.label = "pmap=apte".into();
+        let e = speedup_rows(&[mk("before", 30.0), asked.clone()], None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("its label says pmap=apte"), "{e}");
+        asked.label = "after".into();
+        assert!(speedup_rows(&[mk("before", 30.0), asked], None, &[]).is_ok());
         // A throughput is better when higher; runs of one layout each pair up.
         let rate = |label: &str, layout: &str, median: f64| {
             let mut r = mk(label, 1.0);

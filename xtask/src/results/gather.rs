@@ -78,6 +78,7 @@ impl Results {
                     }
                 }
                 kind::CPU => r.cpu = rec.fields.clone().into_iter().collect(),
+                kind::SETTINGS => r.settings = rec.fields.clone().into_iter().collect(),
                 kind::WARN => r.warnings.push(warning_text(rec)),
                 kind::END => ended = Some((rec.get("status").unwrap_or("").to_string(), rec.line)),
                 kind::MECH => r.mechanisms.push(Mech {

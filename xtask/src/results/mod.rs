@@ -59,6 +59,11 @@ pub struct Results {
     pub unit: String,
     pub tsc_hz: u64,
     pub cpu: BTreeMap<String, String>,
+    /// The settings that shape every figure as the kernel applied them
+    /// (its `settings` record: `pmap`, `fork`, `cpus`); empty in results
+    /// from kernels before the record.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: BTreeMap<String, String>,
     pub mechanisms: Vec<Mech>,
     pub benches: Vec<Bench>,
     pub macros: Vec<Macro>,
@@ -115,7 +120,45 @@ fn is_zero64(n: &u64) -> bool {
     *n == 0
 }
 
+/// Where the words `asked` (a command line, a label: `pmap=direct
+/// fork=cow`) name a setting the boot's `applied` settings contradict,
+/// one sentence each. A key the settings do not carry says nothing; the
+/// last word of a key counts, as in the kernel.
+pub fn contradictions(asked: &str, applied: &BTreeMap<String, String>) -> Vec<String> {
+    let mut last: BTreeMap<&str, &str> = BTreeMap::new();
+    for w in asked.split([' ', ',']) {
+        if let Some((k, v)) = w.split_once('=') {
+            if applied.contains_key(k) {
+                last.insert(k, v);
+            }
+        }
+    }
+    last.into_iter()
+        .filter(|(k, v)| applied.get(*k).is_some_and(|a| a != v))
+        .map(|(k, v)| format!("asked {k}={v}, the kernel applied {k}={}", applied[k]))
+        .collect()
+}
+
 impl Results {
+    /// What this run's label and command line ask that its `settings`
+    /// record contradicts (see [`contradictions`]): such a run's figures
+    /// are not what its label says.
+    pub fn contradicted(&self) -> Vec<String> {
+        let mut v = contradictions(&self.cmdline, &self.settings);
+        v.extend(
+            contradictions(&self.label, &self.settings)
+                .into_iter()
+                .map(|c| format!("its label {}", c.replacen("asked", "says", 1))),
+        );
+        v
+    }
+
+    /// The CPUs the machine started, from the `settings` record (`None`:
+    /// a kernel before the record).
+    pub fn cpus_started(&self) -> Option<u32> {
+        self.settings.get("cpus").and_then(|c| c.parse().ok())
+    }
+
     /// The sentence the tables print when the model applied events out of
     /// modelled-clock order in this boot (`None`: it never did).
     pub fn model_forced_note(&self) -> Option<String> {

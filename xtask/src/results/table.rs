@@ -372,9 +372,23 @@ fn misses(m: &crate::model::ModelFigures, smp: bool) -> String {
         v.push(("coh", m.coherence_misses));
         v.push(("IPI", m.ipis));
     }
+    let key = |k: &str| match k {
+        "L1" => "l1_misses",
+        "L2" => "l2_misses",
+        "TLB" => "tlb_misses",
+        "flush" => "tlb_flushes",
+        "coh" => "coherence_misses",
+        _ => "ipis",
+    };
+    // A figure clamped at zero is said, never left out as if it were none.
     v.into_iter()
-        .filter(|(_, x)| *x >= 0.005)
-        .map(|(k, x)| format!("{k} {x:.2}"))
+        .filter_map(|(k, x)| {
+            if m.is_clamped(key(k)) {
+                Some(format!("{k} clamped"))
+            } else {
+                (x >= 0.005).then(|| format!("{k} {x:.2}"))
+            }
+        })
         .collect::<Vec<_>>()
         .join("  ")
 }

@@ -520,3 +520,29 @@ fn timestamps() {
     let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
     assert_eq!(utc_timestamp(leap), "2000-02-29T00:00:00Z");
 }
+
+/// The words a run was asked for against the settings its kernel applied:
+/// a key the record carries and the words name differently is a
+/// contradiction; the last word of a key counts; other keys say nothing.
+#[test]
+fn asked_settings_are_checked_against_the_applied_ones() {
+    let applied: BTreeMap<String, String> = [("pmap", "window"), ("fork", "cow"), ("cpus", "2")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert!(contradictions("mode=run pmap=window fork=cow batches=4", &applied).is_empty());
+    assert_eq!(
+        contradictions("pmap=direct fork=cow", &applied),
+        ["asked pmap=direct, the kernel applied pmap=window"]
+    );
+    assert!(contradictions("pmap=direct pmap=window", &applied).is_empty());
+    assert!(contradictions("pmap=apte", &BTreeMap::new()).is_empty());
+    // The settings record is read into the results.
+    let log = "@@tb1 boot loader=qemu protocol=mb1 cmdline=mode%3Drun%20pmap%3Ddirect%20clock%3Dicount rev=r\n@@tb1 settings pmap=window fork=copy cpus=1\n@@tb1 end status=success\n";
+    let r = Results::from_log(log, "a", "qemu").unwrap();
+    assert_eq!(r.cpus_started(), Some(1));
+    assert_eq!(
+        r.contradicted(),
+        ["asked pmap=direct, the kernel applied pmap=window"]
+    );
+}

@@ -49,6 +49,10 @@ pub struct Provenance {
     /// How many CPUs the machine had (0 in exports older than the field).
     #[serde(default)]
     pub cpus: u32,
+    /// The settings the kernel applied (its `settings` record: `pmap`,
+    /// `fork`, `cpus`); empty in older exports.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub settings: std::collections::BTreeMap<String, String>,
 }
 
 impl Provenance {

@@ -104,6 +104,30 @@ pub(super) fn boot_interleaved(
                     r.warnings.join("; ")
                 );
             }
+            // Each boot of a variant must be the configuration its words
+            // ask, and the same as the variant's first boot.
+            let c = r.contradicted();
+            if !c.is_empty() {
+                eprintln!();
+                bail!(
+                    "variant {}: boot {}: the kernel's settings record contradicts the command line: {}",
+                    v.name,
+                    done + 1,
+                    c.join("; ")
+                );
+            }
+            if let Some(p) = m.provenance.get(&v.name) {
+                if p.settings != r.settings {
+                    eprintln!();
+                    bail!(
+                        "variant {}: boot {} applied {:?}, an earlier boot {:?}",
+                        v.name,
+                        done + 1,
+                        r.settings,
+                        p.settings
+                    );
+                }
+            }
             m.clock = r.clock.clone();
             m.accel = r.accel.clone();
             m.unit = crate::model::unit(&r).unwrap_or_else(|| r.unit.clone());
@@ -117,7 +141,8 @@ pub(super) fn boot_interleaved(
                     accel: r.accel.clone(),
                     emulator: emulator.clone(),
                     cpu_model: machine.cpu_model(),
-                    cpus: machine.cpus,
+                    cpus: r.cpus_started().unwrap_or(machine.cpus),
+                    settings: r.settings.clone(),
                     cpu: r.cpu.get("brand").cloned().unwrap_or_default(),
                     rev: r.rev.clone(),
                     dirty: r.dirty,

@@ -43,6 +43,23 @@ pub enum Table {
     /// Every lmbench row under every model profile, bare and under `--virt`
     /// (shadow paging), beside its instructions (icount).
     Lmbench,
+    /// forktest's TLB flushes per round under each `pmap=` strategy, beside
+    /// the count `cargo xtask test` asserts.
+    ForkFlushes,
+    /// The agreement check's figures: each Bochs model's ticks beside the
+    /// instructions QEMU's icount counts on its partner, per round trip.
+    Agreement,
+    /// `cargo xtask test`'s tests, section by section, from the test list
+    /// itself, each with the wall time its last recorded run measured
+    /// (docs/data/test-times.json).
+    Tests,
+    /// The same record, each Bochs boot beside the QEMU boot of the same
+    /// work.
+    WallTimes,
+    /// Every CPU model of the matrix booted twice, `mode=test` and
+    /// `mode=run`: what CPUID says, the mechanisms the kernel used, the
+    /// tests and the hostile suite, and the benchmark.
+    CpuMatrix,
 }
 
 /// One kind of instruction on a round trip that a profile charges more than
@@ -407,6 +424,9 @@ fn forktest_figures(
     // The guest's icount median and the model's cycles. (The model's own
     // instruction count may differ by a few per round: a timer tick that
     // falls in one batch moves the two medians differently.)
+    if clamped(&bench["model"], "cycles") {
+        bail!("profile {profile}: {name}: its modelled cycles were clamped at zero");
+    }
     match (bench["median"].as_f64(), bench["model"]["cycles"].as_f64()) {
         (Some(i), Some(c)) if r["unit"] == "instructions" => {
             Ok((i, c, bench["share"]["one_cpu"].as_u64()))
@@ -518,8 +538,22 @@ fn mechanism_figures(results: &Value, name: &str, profile: &str) -> Result<(f64,
             model["insns"]
         );
     }
+    if clamped(model, "cycles") {
+        bail!("profile {profile}: {name}: its modelled cycles were clamped at zero");
+    }
     Ok((insns, cycles))
 }
+
+/// Whether a model object's figure `key` was clamped at zero (its
+/// calibration exceeded some batch): such a figure is no measurement.
+fn clamped(model: &Value, key: &str) -> bool {
+    model["clamped"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|k| k == key))
+}
+
+/// What a table shows for a clamped figure.
+const CLAMPED: &str = "clamped";
 
 /// A figure as the table shows it: whole numbers without decimals.
 fn cell(x: f64) -> String {
@@ -632,8 +666,13 @@ const SMP_ROWS: &[(&str, &str, bool, bool)] = &[
 const SMP_CPUS: &str = "2";
 
 /// One figure of the SMP table: (instructions per operation, modelled
-/// cycles, coherence misses per operation).
-fn smp_figures(results: &Value, name: &str, profile: &str) -> Result<(f64, f64, f64)> {
+/// cycles, coherence misses per operation); a figure clamped at zero is
+/// `None`.
+fn smp_figures(
+    results: &Value,
+    name: &str,
+    profile: &str,
+) -> Result<(f64, Option<f64>, Option<f64>)> {
     let bench = results["benches"]
         .as_array()
         .and_then(|b| b.iter().find(|b| b["name"] == name))
@@ -648,7 +687,12 @@ fn smp_figures(results: &Value, name: &str, profile: &str) -> Result<(f64, f64, 
         .as_f64()
         .with_context(|| format!("profile {profile}: {name} has no modelled cycles"))?;
     let misses = model["coherence_misses"].as_f64().unwrap_or(0.0);
-    Ok((insns, cycles, misses))
+    let measured = |key: &str, x: f64| (!clamped(model, key)).then_some(x);
+    Ok((
+        insns,
+        measured("cycles", cycles),
+        measured("coherence_misses", misses),
+    ))
 }
 
 /// CPU 1's overlap with CPU 0 in modelled time, in percent, of a figure
@@ -681,6 +725,11 @@ fn cycles_cell(x: f64) -> String {
     } else {
         format!("{x:.1}")
     }
+}
+
+/// A figure that may have been clamped (`None`) as its cell.
+fn or_clamped(x: Option<f64>, cell: fn(f64) -> String) -> String {
+    x.map_or_else(|| CLAMPED.to_string(), cell)
 }
 
 /// The SMP table: two model boots (without and with `--virt`) per profile.
@@ -729,9 +778,13 @@ fn smp() -> Result<String> {
                 .map(|o| format!(" / {o:.0}%"))
                 .unwrap_or_default();
             cells.push(if *coherent {
-                format!("{} / {}{overlap}", cycles_cell(c), misses_cell(m))
+                format!(
+                    "{} / {}{overlap}",
+                    or_clamped(c, cycles_cell),
+                    or_clamped(m, misses_cell)
+                )
             } else {
-                format!("{}{overlap}", cycles_cell(c))
+                format!("{}{overlap}", or_clamped(c, cycles_cell))
             });
         }
         let insns = insns.context("no model profiles")?;
@@ -853,7 +906,7 @@ fn locks() -> Result<String> {
             let overlap = smp_overlap(r, name)
                 .map(|o| format!(" / {o:.0}%"))
                 .unwrap_or_default();
-            cells.push(format!("{}{overlap}", misses_cell(m)));
+            cells.push(format!("{}{overlap}", or_clamped(m, misses_cell)));
         }
         out.push_str(&format!("| {label} | {} |\n", cells.join(" | ")));
     }
@@ -921,6 +974,508 @@ fn targets() -> Result<String> {
     Ok(out)
 }
 
+/// The fork-flush table: one model boot per `pmap=` strategy, with the
+/// settings and the profile of the test that asserts the counts.
+fn fork_flushes() -> Result<String> {
+    use crate::cmd::test::{FORK_FLUSHES, FORK_FLUSH_PROFILE, FORK_FLUSH_WORDS};
+    let name = abi::report::names::FORKTEST_FORK_EXIT;
+    let mut out = String::from(
+        "| `pmap=` | TLB flushes per round (asserted by `cargo xtask test`) | TLB flushes now | TLB misses | modelled cycles | instructions |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for &(pmap, want) in FORK_FLUSHES {
+        let words = format!("{FORK_FLUSH_WORDS} pmap={pmap}");
+        let r = results_of(&[
+            "run",
+            "--no-save",
+            "--json",
+            "--clock",
+            "model",
+            "--profile",
+            FORK_FLUSH_PROFILE,
+            "--append",
+            &words,
+        ])?;
+        let bench = r["benches"]
+            .as_array()
+            .and_then(|b| b.iter().find(|b| b["name"] == name))
+            .with_context(|| format!("pmap={pmap}: no {name} in the results"))?;
+        let m = &bench["model"];
+        if let Some(c) = m["clamped"].as_array().filter(|c| !c.is_empty()) {
+            bail!("pmap={pmap}: {name}: figures clamped at zero: {c:?}");
+        }
+        let (Some(flushes), Some(misses), Some(cycles), Some(insns)) = (
+            m["tlb_flushes"].as_f64(),
+            m["tlb_misses"].as_f64(),
+            m["cycles"].as_f64(),
+            m["insns"].as_f64(),
+        ) else {
+            bail!("pmap={pmap}: {name} has no model figures");
+        };
+        out.push_str(&format!(
+            "| `{pmap}` | {want} | {} | {} | {} | {} |\n",
+            cell(flushes),
+            cell(misses),
+            cycles_cell(cycles),
+            cell(insns)
+        ));
+    }
+    out.push_str(&format!(
+        "\nPer fork + exit + wait round (the parent's), medians of the batches; a flush is a CR3 write or an `invlpg`, as the model counts them. \
+         QEMU TCG, 1 CPU, one boot per row: `cargo xtask run --clock model --profile {FORK_FLUSH_PROFILE} --append \"{FORK_FLUSH_WORDS} pmap=S\"`."
+    ));
+    Ok(out)
+}
+
+/// The agreement table: the boots of `cargo xtask test`'s agreement check
+/// (its pairs, its command line), one per machine, read back as results.
+fn agreement() -> Result<String> {
+    use crate::cmd::test::agreement::{CALLS, CMDLINE, PAIRS};
+    let mut columns = Vec::new();
+    for p in PAIRS {
+        for (emulator, cpu) in [("bochs", p.bochs), ("qemu", p.qemu)] {
+            let v = results_of(&[
+                "run",
+                "--no-save",
+                "--json",
+                "--emulator",
+                emulator,
+                "--cpu",
+                cpu,
+                "--append",
+                CMDLINE,
+            ])?;
+            let r: crate::results::Results = serde_json::from_value(v)
+                .with_context(|| format!("{emulator} {cpu}: the results JSON"))?;
+            let head = match emulator {
+                "bochs" => format!("Bochs {cpu}"),
+                _ => format!("QEMU {cpu}, {}", r.clock),
+            };
+            columns.push((head, r));
+        }
+    }
+    let mut out = String::from("| ticks per round trip, loop included |");
+    for (head, _) in &columns {
+        out.push_str(&format!(" {head} |"));
+    }
+    out.push_str("\n| --- |");
+    out.push_str(&" ---: |".repeat(columns.len()));
+    out.push('\n');
+    let ok = |r: &crate::results::Results, m: &str| {
+        r.mechanisms.iter().any(|x| x.name == m && x.status == "ok")
+    };
+    for m in abi::Mechanism::ALL {
+        out.push_str(&format!("| {} {} |", m.title(), CALLS.join(" / ")));
+        for (head, r) in &columns {
+            if !ok(r, m.key()) {
+                out.push_str(" unavailable |");
+                continue;
+            }
+            let mut cells = Vec::new();
+            for call in CALLS {
+                let name = format!("{}.{call}", m.key());
+                let b = r
+                    .bench(&name)
+                    .with_context(|| format!("{head}: no {name}"))?;
+                cells.push(cell(b.median));
+            }
+            out.push_str(&format!(" {} |", cells.join(" / ")));
+        }
+        out.push('\n');
+    }
+    let titles: Vec<&str> = abi::Mechanism::ALL.iter().map(|m| m.title()).collect();
+    out.push_str(&format!("| macro mix per op: {} |", titles.join(" / ")));
+    for (_, r) in &columns {
+        let cells: Vec<String> = abi::Mechanism::ALL
+            .iter()
+            .map(|m| {
+                r.macros
+                    .iter()
+                    .find(|x| x.mech == m.key())
+                    .map_or("-".to_string(), |x| cell(x.ticks_per_op))
+            })
+            .collect();
+        out.push_str(&format!(" {} |", cells.join(" / ")));
+    }
+    out.push_str(&format!(
+        "\n\nOne boot per column: `cargo xtask run [--emulator bochs] --cpu MODEL --append \"{CMDLINE}\"`, \
+         the agreement check's command line (medians; every batch the same count on both emulators)."
+    ));
+    Ok(out)
+}
+
+/// A wall time as the tests table shows it: `4.2 s`, `3 min 50 s`.
+fn wall(secs: f64) -> String {
+    if secs < 60.0 {
+        format!("{secs:.1} s")
+    } else {
+        let s = secs.round() as u64;
+        format!("{} min {} s", s / 60, s % 60)
+    }
+}
+
+/// The tests table: the list `cargo xtask test` runs (nothing booted), and
+/// the book's record of each test's last measured wall time.
+fn tests() -> Result<String> {
+    use crate::cmd::test::times::{self, Book};
+    let list = crate::cmd::test::list(None)?;
+    let book = Book::read(&kbuild::root().join(times::BOOK_FILE))?;
+    render_tests(&list, &book)
+}
+
+/// [`tests`] from a list and a book.
+fn render_tests(
+    list: &[crate::cmd::test::times::Ran],
+    book: &crate::cmd::test::times::Book,
+) -> Result<String> {
+    use crate::cmd::test::times::{date, Outcome};
+    let mut sections: Vec<(&str, Vec<&str>)> = Vec::new();
+    for t in list {
+        match sections.last_mut() {
+            Some((s, names)) if *s == t.section => names.push(&t.name),
+            _ => sections.push((&t.section, vec![&t.name])),
+        }
+    }
+    let mut out = String::from(
+        "| section | tests | measured | their wall time |\n| --- | ---: | ---: | ---: |\n",
+    );
+    let (mut all, mut measured, mut secs) = (0, 0, 0.0_f64);
+    for (section, names) in &sections {
+        let m: Vec<f64> = names
+            .iter()
+            .filter_map(|n| book.tests.get(*n).map(|x| x.secs))
+            .collect();
+        out.push_str(&format!(
+            "| {section} | {} | {} | {} |\n",
+            names.len(),
+            m.len(),
+            if m.is_empty() {
+                "-".to_string()
+            } else {
+                wall(m.iter().sum())
+            }
+        ));
+        all += names.len();
+        measured += m.len();
+        secs += m.iter().sum::<f64>();
+    }
+    out.push_str(&format!(
+        "| **all** | **{all}** | **{measured}** | **{}** |\n",
+        wall(secs)
+    ));
+    let gone = book
+        .tests
+        .keys()
+        .filter(|k| !list.iter().any(|t| &t.name == *k))
+        .count();
+    out.push_str(&format!(
+        "\nTests: `cargo xtask test --list` (nothing booted). Wall times: the last run that ran each test with \
+         `--record-times` ({}), one test at a time but the Bochs boots, two at a time{}; {} of the {all} tests have none yet{}.",
+        crate::cmd::test::times::BOOK_FILE,
+        match &book.whole_run {
+            Some(w) => format!(
+                "; the last whole run: {} tests in {} on {}, revision {}",
+                w.tests,
+                wall(w.wall_secs),
+                date(w.started),
+                w.rev
+            ),
+            None => "; no whole run recorded yet".to_string(),
+        },
+        all - measured,
+        if gone > 0 {
+            format!(" ({gone} recorded tests are no longer in the list)")
+        } else {
+            String::new()
+        }
+    ));
+    for (section, names) in &sections {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "\n**{section}**\n\n| test | last result | wall time | load (1 min) | measured |\n| --- | --- | ---: | ---: | --- |\n"
+        ));
+        for n in names {
+            let cells = match book.tests.get(*n) {
+                Some(m) => format!(
+                    "{} | {} | {} | {}, {}",
+                    match m.result {
+                        Outcome::Pass => "pass",
+                        Outcome::Fail => "fail",
+                        Outcome::Skip => "skip",
+                        Outcome::Listed => "not run",
+                    },
+                    wall(m.secs),
+                    m.load.map_or("-".to_string(), |l| format!("{l:.1}")),
+                    date(m.started),
+                    m.rev
+                ),
+                None => "not measured | - | - | -".to_string(),
+            };
+            out.push_str(&format!("| {} | {cells} |\n", n.replace('|', "\\|")));
+        }
+    }
+    Ok(out.trim_end().to_string())
+}
+
+/// The pairs of the wall-time table: what both boots do, the start of the
+/// Bochs test's name, the start of the QEMU test's.
+const WALL_PAIRS: &[(&str, &str, &str)] = &[
+    (
+        "the tests and the hostile suite, 2 CPUs (Pentium 4 / qemu32)",
+        "bochs p4_prescott_celeron_336 (SEP) on 2 CPUs",
+        "kernel and user tests on 2 CPUs (icount)",
+    ),
+    (
+        "the tests and the hostile suite (K6-2 / phenom)",
+        "bochs amd_k6_2_chomper",
+        "kernel and user tests on phenom",
+    ),
+    (
+        "the tests and the hostile suite (Core 2)",
+        "bochs core2_penryn_t9600: tests",
+        "cpu matrix: core2duo: tests",
+    ),
+    ("`mode=smp`, 2 CPUs", "bochs SMP: 2", "SMP: 2 CPUs"),
+    (
+        "`prog=locks`, 2 CPUs",
+        "bochs locks on 2 CPUs",
+        "locks on 2 CPUs (icount)",
+    ),
+    ("a kernel #PF", "bochs: kernel #PF", "kernel #PF"),
+    ("a triple fault", "bochs: a triple fault", "a triple fault"),
+];
+
+/// The wall-time table: from the book's record, each Bochs boot of
+/// [`WALL_PAIRS`] beside its QEMU boot; a pair's names must each start
+/// exactly one test of the list.
+fn wall_times() -> Result<String> {
+    use crate::cmd::test::times::{self, date, Book};
+    let list = crate::cmd::test::list(None)?;
+    let book = Book::read(&kbuild::root().join(times::BOOK_FILE))?;
+    let find = |start: &str| -> Result<&str> {
+        let mut hits = list.iter().filter(|t| t.name.starts_with(start));
+        match (hits.next(), hits.next()) {
+            (Some(t), None) => Ok(&t.name),
+            (None, _) => bail!("no test starts with {start:?}"),
+            (Some(_), Some(_)) => bail!("more than one test starts with {start:?}"),
+        }
+    };
+    let mut out = String::from(
+        "| boot | Bochs (GRUB) | QEMU (`-kernel`, icount) | Bochs / QEMU |\n| --- | ---: | ---: | ---: |\n",
+    );
+    let shown = |m: Option<&times::Measured>| {
+        m.map_or("not measured".to_string(), |m| {
+            format!(
+                "{} (load {}, {})",
+                wall(m.secs),
+                m.load.map_or("-".to_string(), |l| format!("{l:.1}")),
+                date(m.started)
+            )
+        })
+    };
+    for (what, bochs, qemu) in WALL_PAIRS {
+        let (b, q) = (book.tests.get(find(bochs)?), book.tests.get(find(qemu)?));
+        let ratio = match (b, q) {
+            (Some(b), Some(q)) if q.secs > 0.0 => format!("{:.1}", b.secs / q.secs),
+            _ => "-".to_string(),
+        };
+        out.push_str(&format!(
+            "| {what} | {} | {} | {ratio} |\n",
+            shown(b),
+            shown(q)
+        ));
+    }
+    out.push_str(&format!(
+        "\nEach boot's wall time inside `cargo xtask test` as its last run with `--record-times` measured it ({}), \
+         with the host's 1-minute load average as it ended: a figure of one machine under its load, not of the build.",
+        times::BOOK_FILE
+    ));
+    Ok(out)
+}
+
+/// The CPU matrix's models: (emulator, model), by CPU generation.
+const MATRIX_MODELS: &[(&str, &str)] = &[
+    ("qemu", "486"),
+    ("qemu", "pentium"),
+    ("bochs", "pentium"),
+    ("bochs", "pentium_mmx"),
+    ("bochs", "amd_k6_2_chomper"),
+    ("qemu", "pentium2"),
+    ("bochs", "p2_klamath"),
+    ("qemu", "pentium3"),
+    ("bochs", "p3_katmai"),
+    ("bochs", "p4_willamette"),
+    ("bochs", "p4_prescott_celeron_336"),
+    ("qemu", "qemu32"),
+    ("qemu", "coreduo"),
+    ("bochs", "core_duo_t2400_yonah"),
+    ("qemu", "core2duo"),
+    ("bochs", "core2_penryn_t9600"),
+    ("qemu", "n270"),
+    ("bochs", "atom_n270"),
+    ("qemu", "athlon"),
+    ("bochs", "athlon64_clawhammer"),
+    ("qemu", "phenom"),
+    ("bochs", "phenom_8650_toliman"),
+    ("bochs", "corei7_sandy_bridge_2600k"),
+];
+
+/// Seconds before a matrix boot is called hung: the test boots run the
+/// hostile suite, two at a time, on a host that may be shared.
+const MATRIX_TIMEOUT: &str = "600";
+
+/// The matrix's benchmark boot: one small batch is enough to see it run.
+const MATRIX_RUN: &str = "batches=2 batch_size=16";
+
+/// The records of `cargo xtask run --records` with `args` (this binary).
+fn records_of(args: &[&str]) -> Result<Vec<crate::report::Record>> {
+    let exe = std::env::current_exe()?;
+    let o = Command::new(exe)
+        .args(args)
+        .current_dir(kbuild::root())
+        .output()
+        .with_context(|| format!("cannot run xtask {}", args.join(" ")))?;
+    if !o.status.success() {
+        bail!(
+            "`cargo xtask {}` failed ({}):\n{}",
+            args.join(" "),
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    Ok(crate::report::parse_log(&String::from_utf8_lossy(
+        &o.stdout,
+    ))?)
+}
+
+/// One row of the CPU matrix: two boots of `model` on `emulator`.
+fn matrix_row(emulator: &str, model: &str) -> Result<String> {
+    use crate::report::of_kind;
+    use abi::report::kind;
+    let boot = |mode: &str, append: &str| {
+        let mut args = vec![
+            "run",
+            "--no-save",
+            "--records",
+            "--emulator",
+            emulator,
+            "--cpu",
+            model,
+            "--mode",
+            mode,
+            "--timeout",
+            MATRIX_TIMEOUT,
+        ];
+        if emulator == "qemu" {
+            args.extend(["--clock", "icount"]);
+        }
+        if !append.is_empty() {
+            args.extend(["--append", append]);
+        }
+        records_of(&args).with_context(|| format!("{emulator} {model}, mode={mode}"))
+    };
+    let test = boot("test", "")?;
+    let run = boot("run", MATRIX_RUN)?;
+    let one = |r: &[crate::report::Record], k: &str| -> Result<crate::report::Record> {
+        of_kind(r, k)
+            .next()
+            .cloned()
+            .with_context(|| format!("{emulator} {model}: no {k} record"))
+    };
+    let cpu = one(&test, kind::CPU)?;
+    let get = |k: &str| cpu.get(k).unwrap_or("?").to_string();
+    let yes = |k: &str| {
+        if cpu.get(k) == Some("true") {
+            "yes"
+        } else {
+            "no"
+        }
+    };
+    let brand = cpu.get("brand").unwrap_or("").trim_matches('\0').trim();
+    let perf = match (cpu.get("perfmon"), cpu.get("counters")) {
+        (Some(v), Some(n)) if v != "0" => format!("v{v}/{n}"),
+        _ => "none".to_string(),
+    };
+    let used: Vec<&str> = abi::Mechanism::ALL
+        .iter()
+        .filter(|m| {
+            of_kind(&test, kind::MECH)
+                .any(|x| x.get("name") == Some(m.key()) && x.get("status") == Some("ok"))
+        })
+        .map(|m| m.title())
+        .collect();
+    let tests = one(&test, kind::TESTS)?;
+    let skipped = of_kind(&test, kind::TEST)
+        .filter(|t| t.get("result") == Some("skip"))
+        .count();
+    let hostile = one(&test, kind::HOSTILE)?;
+    let results = crate::results::Results::from_records(&run, "matrix", emulator)?;
+    let bench = match results.bench("int80.null") {
+        Some(b) => format!("ok, int 0x80 null = {}", cell(b.median)),
+        None if cpu.get("tsc") == Some("false") => "no TSC: says it cannot time".to_string(),
+        None => bail!("{emulator} {model}: the benchmark boot has no int80.null"),
+    };
+    let perf_note = match results.perf.first() {
+        Some(p) if p.status == "n/a" && perf != "none" => {
+            format!("; perf counters n/a ({})", p.reason)
+        }
+        _ => String::new(),
+    };
+    Ok(format!(
+        "| {} | `{model}` | {} {} | {}/{}/{} | {} | {} | {} | {} | {} | {perf} | {} | {} passed, {} failed, {skipped} skipped; {} of {} as expected ({} skipped) | {bench}{perf_note} |",
+        if emulator == "qemu" { "QEMU" } else { "Bochs" },
+        get("vendor"),
+        if brand.is_empty() { "(no brand string)" } else { brand },
+        get("family"),
+        get("model"),
+        get("stepping"),
+        yes("tsc"),
+        yes("sep"),
+        yes("syscall"),
+        yes("pae"),
+        yes("apic"),
+        used.join(", "),
+        tests.get("passed").unwrap_or("?"),
+        tests.get("failed").unwrap_or("?"),
+        hostile.get("expected").unwrap_or("?"),
+        hostile.get("cases").unwrap_or("?"),
+        hostile.get("skipped").unwrap_or("?"),
+    ))
+}
+
+/// The CPU matrix: two boots per model, two models at a time.
+fn cpu_matrix() -> Result<String> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let next = AtomicUsize::new(0);
+    let rows: Mutex<Vec<Option<Result<String>>>> =
+        Mutex::new(MATRIX_MODELS.iter().map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                while let Some(&(e, m)) = MATRIX_MODELS.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let row = matrix_row(e, m);
+                    let k = MATRIX_MODELS.iter().position(|x| *x == (e, m)).unwrap_or(0);
+                    rows.lock().unwrap_or_else(|p| p.into_inner())[k] = Some(row);
+                }
+            });
+        }
+    });
+    let mut out = String::from(
+        "| emulator | model | vendor, brand | family/model/stepping | TSC | SEP | SYSCALL | PAE | APIC | perf (version/counters) | mechanisms the kernel used | kernel tests; hostile suite | benchmark (`mode=run`) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for row in rows.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        out.push_str(&row.context("a model was not booted")??);
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "\nTwo boots per model, one CPU: `cargo xtask run [--emulator bochs] --cpu MODEL --records --mode test` \
+         and `--mode run --append \"{MATRIX_RUN}\"` (QEMU under icount), read off the records."
+    ));
+    Ok(out)
+}
+
 /// The lmbench table's boots: small batches (the rows' figures are per
 /// operation; more batches narrow nothing under the model), fork=cow so
 /// `lat_pagefault.cow` is a copy-on-write fault.
@@ -940,8 +1495,9 @@ const LMBENCH_SYSTEMS: &[(&str, Virt)] = &[
 ];
 
 /// The lmbench rows of one boot's results, in lmbench's order: (name,
-/// instructions per operation, modelled cycles per operation).
-fn lmbench_rows(results: &Value, what: &str) -> Result<Vec<(String, f64, f64)>> {
+/// instructions per operation, modelled cycles per operation, `None` where
+/// clamped at zero).
+fn lmbench_rows(results: &Value, what: &str) -> Result<Vec<(String, f64, Option<f64>)>> {
     if results["unit"] != "instructions" {
         bail!(
             "{what}: the guest's unit is {}, not instructions",
@@ -960,6 +1516,7 @@ fn lmbench_rows(results: &Value, what: &str) -> Result<Vec<(String, f64, f64)>> 
         else {
             bail!("{what}: {name} has no instructions or no modelled cycles");
         };
+        let cycles = (!clamped(&b["model"], "cycles")).then_some(cycles);
         rows.push((rank, name.to_string(), insns, cycles));
     }
     // Stable: a family's rows (lat_ctx.*, smack.*) keep the guest's order.
@@ -1006,7 +1563,7 @@ fn lmbench() -> Result<String> {
         let mut cells = Vec::new();
         for (col, &(profile, _)) in columns.iter().zip(LMBENCH_SYSTEMS) {
             match col.get(k) {
-                Some((n, _, c)) if n == name => cells.push(lmbench_cell(*c)),
+                Some((n, _, c)) if n == name => cells.push(or_clamped(*c, lmbench_cell)),
                 _ => bail!("{profile}: the rows differ from the first boot's at {name}"),
             }
         }
@@ -1053,6 +1610,11 @@ pub fn print(table: Table) -> Result<i32> {
         Table::Locks => locks()?,
         Table::Targets => targets()?,
         Table::Lmbench => lmbench()?,
+        Table::ForkFlushes => fork_flushes()?,
+        Table::Agreement => agreement()?,
+        Table::Tests => tests()?,
+        Table::WallTimes => wall_times()?,
+        Table::CpuMatrix => cpu_matrix()?,
     };
     println!("{text}");
     Ok(0)
@@ -1092,7 +1654,7 @@ mod tests {
                 "lat_pipe"
             ]
         );
-        assert_eq!(rows[1].2, 4.0);
+        assert_eq!(rows[1].2, Some(4.0));
         // A row without modelled cycles is refused, never shown empty.
         let r = serde_json::json!({"unit": "instructions",
                                    "benches": [b("lat_pipe", None)]});
@@ -1118,6 +1680,54 @@ mod tests {
         // charge that picks the profiles.
         let keys: Vec<&str> = COST_PATHS.iter().map(|p| p.charges[0].key).collect();
         assert_eq!(keys, ["int_n", "sysenter", "lcall_gate", "syscall"]);
+    }
+
+    /// The tests table counts the list, not the record: a test without a
+    /// measurement says so, and a recorded test no longer listed is counted
+    /// as gone.
+    #[test]
+    fn the_tests_table_counts_the_list_and_shows_what_was_measured() {
+        use crate::cmd::test::times::{Book, Measured, Outcome, Ran};
+        let ran = |section: &str, name: &str| Ran {
+            section: section.into(),
+            name: name.into(),
+            result: Outcome::Listed,
+            secs: None,
+            load: None,
+        };
+        let list = [ran("a", "x"), ran("a", "y"), ran("b", "z")];
+        let mut book = Book::default();
+        for (name, secs) in [("x", 2.0), ("z", 70.0), ("old", 1.0)] {
+            book.tests.insert(
+                name.into(),
+                Measured {
+                    section: "a".into(),
+                    result: Outcome::Pass,
+                    secs,
+                    load: Some(1.25),
+                    rev: "abc".into(),
+                    started: 0,
+                },
+            );
+        }
+        let t = render_tests(&list, &book).unwrap();
+        assert!(t.contains("| a | 2 | 1 | 2.0 s |"), "{t}");
+        assert!(t.contains("| b | 1 | 1 | 1 min 10 s |"), "{t}");
+        assert!(
+            t.contains("| **all** | **3** | **2** | **1 min 12 s** |"),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "1 of the 3 tests have none yet (1 recorded tests are no longer in the list)"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("| y | not measured | - | - | - |"), "{t}");
+        assert!(
+            t.contains("| x | pass | 2.0 s | 1.2 | 1970-01-01, abc |"),
+            "{t}"
+        );
     }
 
     #[test]
@@ -1172,5 +1782,16 @@ mod tests {
             ("14.1".into(), "93013".into())
         );
         assert_eq!(cell(14.14), "14.1");
+        // A figure clamped at zero is shown as such, or refused.
+        let r = serde_json::json!({"unit": "instructions", "benches": [{"name": "x", "median": 4.0,
+            "model": {"insns": 4.0, "cycles": 9.0, "coherence_misses": 0.0, "clamped": ["coherence_misses"]}}]});
+        let (_, c, m) = smp_figures(&r, "x", "p4").unwrap();
+        assert_eq!(
+            (or_clamped(c, cycles_cell), or_clamped(m, misses_cell)),
+            ("9.0".into(), CLAMPED.into())
+        );
+        let r = serde_json::json!({"unit": "instructions", "benches": [{"name": "x", "median": 4.0,
+            "model": {"insns": 4.0, "cycles": 0.0, "clamped": ["cycles"]}}]});
+        assert!(mechanism_figures(&r, "x", "p4").is_err());
     }
 }

@@ -48,7 +48,7 @@ pub const PAIRS: &[Pair] = &[
 
 /// The round trips compared, for every mechanism: none runs a string
 /// instruction (`write1` writes one byte to the null device, no copy).
-const CALLS: &[&str] = &["null", "geteuid", "write1"];
+pub const CALLS: &[&str] = &["null", "geteuid", "write1"];
 
 /// REP string instructions with ECX > 0 in one macro-mix operation: the
 /// 64-byte write copies into the kernel ring with one `rep movsb`, the read
@@ -79,7 +79,7 @@ pub fn icount_rep_instructions(ecx: u32) -> u32 {
 /// string instruction that iterates at least once.
 const ICOUNT_EXTRA_PER_REP: u32 = 1;
 /// Few, short batches: the counts are exact, one batch would do.
-const CMDLINE: &str = "mode=run prog=bench batches=4 batch_size=256";
+pub const CMDLINE: &str = "mode=run prog=bench batches=4 batch_size=256";
 /// The string-instruction counts' boot.
 const STRINGS_CMDLINE: &str = "mode=run prog=strings batches=4 batch_size=256";
 /// Seconds before either boot is called hung.

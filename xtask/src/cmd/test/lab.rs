@@ -4,8 +4,9 @@
 //! must be exactly those of a direct boot under icount. A job that LAVA
 //! ends early must be refused by `import`, never read as figures.
 
+use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::rc::Rc;
 
 use anyhow::{bail, ensure, Context, Result};
 
@@ -16,6 +17,8 @@ use crate::lava::{log, Lab};
 use crate::machine::{Machine, Scratch};
 use crate::preflight;
 use crate::results::Results;
+
+use super::Test;
 
 /// Small batches: the figures are per call and exact under icount, so a
 /// short run shows every difference a long one would.
@@ -208,12 +211,10 @@ fn ended_early(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// What a test reports as it ends: its name, when it began, its result.
-pub type Report<'a> = &'a mut dyn FnMut(&str, Instant, Result<(), String>);
-
-/// Runs the lab tests the filter selects, each reported to `report` as it
-/// ends (its name, when it began, its result).
-pub fn self_tests(filter: Option<&str>, report: Report) {
+/// The lab tests the filter selects, in the order they run (none has run
+/// yet). Each needs LAVA's dispatcher, checked once, and shares one
+/// scratch directory, removed after the last.
+pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
     type Check = fn(&Path) -> Result<()>;
     let tests: [(&str, Check); 4] = [
         (
@@ -233,22 +234,28 @@ pub fn self_tests(filter: Option<&str>, report: Report) {
             ended_early,
         ),
     ];
-    let wanted: Vec<_> = tests
-        .iter()
+    let wanted: Vec<(&str, Check)> = tests
+        .into_iter()
         .filter(|(n, _)| filter.is_none_or(|f| n.contains(f)))
         .collect();
-    if wanted.is_empty() {
-        return;
-    }
-    println!("== the lab path: LAVA jobs under lava-run (QEMU TCG, clock=icount)");
     let dir: PathBuf = kbuild::root().join("target/xtask/lab-test");
-    let ready = preflight::ensure_lava().map_err(|e| format!("{e:#}"));
-    for (name, check) in wanted {
-        let t = Instant::now();
-        let r = ready
-            .clone()
-            .and_then(|()| check(&dir).map_err(|e| format!("{e:#}")));
-        report(name, t, r);
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    let ready: Rc<OnceCell<Result<(), String>>> = Rc::default();
+    let last = wanted.len();
+    wanted
+        .into_iter()
+        .enumerate()
+        .map(|(k, (name, check))| {
+            let (dir, ready) = (dir.clone(), ready.clone());
+            Test::plain(name.to_string(), move || {
+                let r = ready
+                    .get_or_init(|| preflight::ensure_lava().map_err(|e| format!("{e:#}")))
+                    .clone()
+                    .and_then(|()| check(&dir).map_err(|e| format!("{e:#}")));
+                if k + 1 == last {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                r
+            })
+        })
+        .collect()
 }

@@ -3,13 +3,15 @@
 //! printed; Bochs's path lengths against QEMU's icount; then `bench` end to
 //! end, the docs' outputs, and the teaching tools.
 
-mod agreement;
+pub(crate) mod agreement;
 mod cases;
 pub(crate) use cases::PATH_LENGTH_LIMITS;
 mod lab;
 mod model;
+pub(crate) use model::{FORK_FLUSHES, FORK_FLUSH_PROFILE, FORK_FLUSH_WORDS};
 pub mod soak;
 mod teaching;
+pub(crate) mod times;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -54,22 +56,114 @@ pub struct TestArgs {
     /// --emulator (with --cpu, on that model).
     #[arg(long, requires = "emulator", value_parser = clap::value_parser!(u32).range(2..=16))]
     smp: Option<u32>,
+    /// Name the tests the other flags select, section by section, and run
+    /// none.
+    #[arg(long, conflicts_with_all = ["cpu", "smp"])]
+    list: bool,
+    /// After the run, merge each test's wall time into the book's record of
+    /// them (docs/data/test-times.json, which docs/tests.md shows).
+    #[arg(long, conflicts_with = "list")]
+    record_times: bool,
 }
 
 /// Every test of the run counted in one place, as the kernel's own runner
 /// counts its tests: one PASS, FAIL or SKIP line each, the totals at the end.
+/// Listing (`--list`), each test is named under its section instead.
 #[derive(Default)]
 struct Tally {
     passed: u32,
     failed: u32,
     skipped: u32,
+    /// Name the tests, run none.
+    listing: bool,
+    /// Print nothing (the list the book's table reads in-process).
+    quiet: bool,
+    /// The heading of the section the tests now belong to.
+    section: String,
+    /// Every test so far, in order.
+    ran: Vec<times::Ran>,
 }
 
 /// How a test that cannot run here (a tool missing) says so: its error
 /// starts with this, and it is counted as skipped, never silently left out.
 pub(crate) const SKIP: &str = "SKIP: ";
 
+/// One test of a section that has not run yet: its name, and what running
+/// it does (`Ok(what it showed)`, empty when the name says it all).
+pub(crate) struct Test<'a> {
+    pub name: String,
+    run: Box<dyn FnOnce() -> Result<String, String> + 'a>,
+}
+
+impl<'a> Test<'a> {
+    pub fn new(name: String, run: impl FnOnce() -> Result<String, String> + 'a) -> Test<'a> {
+        Test {
+            name,
+            run: Box::new(run),
+        }
+    }
+
+    /// A test whose PASS line is its name alone.
+    pub fn plain(name: String, run: impl FnOnce() -> Result<(), String> + 'a) -> Test<'a> {
+        Test::new(name, move || run().map(|()| String::new()))
+    }
+
+    /// Runs the test and counts it in `tally`, its wall time on its line.
+    fn run_in(self, tally: &mut Tally) {
+        let t = Instant::now();
+        match (self.run)() {
+            Ok(what) if !what.is_empty() => {
+                let shown = format!("{}: {what}", self.name);
+                tally.report_as(&self.name, &shown, Some(t), Ok(()))
+            }
+            r => tally.report(&self.name, Some(t), r.map(|_| ())),
+        }
+    }
+}
+
 impl Tally {
+    /// Starts a section: its heading line (`== title`) and the section the
+    /// next tests are counted in.
+    fn section(&mut self, title: &str) {
+        self.section = title.to_string();
+        if !self.quiet {
+            println!("== {title}");
+        }
+    }
+
+    /// Names `name` (listing) or runs `f` and counts its result.
+    fn case(&mut self, name: &str, f: impl FnOnce() -> Result<(), String>) {
+        if self.listing {
+            self.listed(name);
+        } else {
+            let t = Instant::now();
+            self.report(name, Some(t), f());
+        }
+    }
+
+    /// A test named, not run (`--list`).
+    fn listed(&mut self, name: &str) {
+        if !self.quiet {
+            println!("{name}");
+        }
+        self.ran.push(times::Ran {
+            section: self.section.clone(),
+            name: name.to_string(),
+            result: times::Outcome::Listed,
+            secs: None,
+            load: None,
+        });
+    }
+
+    /// Names or runs a test of a section's list.
+    fn test(&mut self, t: Test) {
+        if self.listing {
+            self.listed(&t.name);
+        } else {
+            t.run_in(self);
+        }
+    }
+
     /// Counts `result` and prints `PASS name (t s)` or `FAIL name: why`;
     /// `started`: when the test began, if its time is worth showing.
     fn report(&mut self, name: &str, started: Option<Instant>, result: Result<(), String>) {
@@ -85,6 +179,18 @@ impl Tally {
         started: Option<Instant>,
         result: Result<(), String>,
     ) {
+        let outcome = match &result {
+            Ok(()) => times::Outcome::Pass,
+            Err(why) if why.starts_with(SKIP) => times::Outcome::Skip,
+            Err(_) => times::Outcome::Fail,
+        };
+        self.ran.push(times::Ran {
+            section: self.section.clone(),
+            name: name.to_string(),
+            result: outcome,
+            secs: started.map(|t| t.elapsed().as_secs_f64()),
+            load: times::load_average(),
+        });
         match result {
             Ok(()) => {
                 self.passed += 1;
@@ -108,7 +214,18 @@ impl Tally {
 
     /// A test whose output speaks for itself (cargo's): counted, and only a
     /// failure gets a line.
-    fn count(&mut self, name: &str, passed: bool) {
+    fn count(&mut self, name: &str, started: Instant, passed: bool) {
+        self.ran.push(times::Ran {
+            section: self.section.clone(),
+            name: name.to_string(),
+            result: if passed {
+                times::Outcome::Pass
+            } else {
+                times::Outcome::Fail
+            },
+            secs: Some(started.elapsed().as_secs_f64()),
+            load: times::load_average(),
+        });
         if passed {
             self.passed += 1;
         } else {
@@ -119,6 +236,10 @@ impl Tally {
 
     /// The totals line; the exit status (0 when nothing failed).
     fn finish(self) -> i32 {
+        if self.listing {
+            println!("testbed: {} tests", self.ran.len());
+            return 0;
+        }
         println!(
             "testbed: {} passed, {} failed, {} skipped",
             self.passed, self.failed, self.skipped
@@ -146,6 +267,7 @@ fn run_case(c: &Case, art: &Artifacts, dir: &Path, repeat: u32) -> Result<(), St
             .any(|e| e.get("status") == Some("success"));
         report::check_origins(&records, ended_well)
             .and_then(|()| (c.check)(&log, &records))
+            .and_then(|()| settings_as_asked(c, &records))
             .map_err(|e| {
                 let which = if repeat > 1 {
                     format!("boot {i} of {repeat}: ")
@@ -184,7 +306,9 @@ pub(crate) fn run_case_kept(
         .and_then(|records| {
             let ended_well = report::of_kind(&records, abi::report::kind::END)
                 .any(|e| e.get("status") == Some("success"));
-            report::check_origins(&records, ended_well).and_then(|()| (c.check)(&log, &records))
+            report::check_origins(&records, ended_well)
+                .and_then(|()| (c.check)(&log, &records))
+                .and_then(|()| settings_as_asked(c, &records))
         });
     checked.map_err(|e| {
         let path = keep.join(format!("fail-{}cpu-{boot}.log", c.cpus));
@@ -194,6 +318,33 @@ pub(crate) fn run_case_kept(
         };
         format!("{e}; {kept}\n{}", log.explain(12))
     })
+}
+
+/// A boot that ended well names in its `settings` record the configuration
+/// the case asked for: the `pmap=` and `fork=` its command line says (where
+/// it says), and the case's CPUs.
+fn settings_as_asked(c: &Case, records: &[report::Record]) -> Result<(), String> {
+    let ended_well = report::of_kind(records, abi::report::kind::END)
+        .any(|e| e.get("status") == Some("success"));
+    if !ended_well {
+        return Ok(());
+    }
+    let s = report::of_kind(records, abi::report::kind::SETTINGS)
+        .next()
+        .ok_or("no settings record")?;
+    let mut wrong = crate::results::contradictions(c.cmdline, &s.fields);
+    if s.get("cpus") != Some(c.cpus.to_string().as_str()) {
+        wrong.push(format!(
+            "the case boots {} CPUs, the kernel says {:?} started",
+            c.cpus,
+            s.get("cpus")
+        ));
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("settings record: {}", wrong.join("; ")))
+    }
 }
 
 /// A Bochs boot test: a case, or an agreement check (a Bochs boot and a QEMU one).
@@ -278,7 +429,6 @@ fn run_parallel(jobs: &[Job], workers: usize, art: &Artifacts, dir: &Path, tally
 
 /// `cargo test -p abi -p xtask -p model`; true when it passed.
 fn host_unit_tests(root: &Path) -> Result<bool> {
-    println!("== host unit tests (cargo test -p abi -p xtask -p model)");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     Ok(Command::new(cargo)
         .args(["test", "-p", "abi", "-p", "xtask", "-p", "model"])
@@ -293,7 +443,7 @@ fn docs_current() -> Result<()> {
     let problems = crate::cmd::docs::check_all()?;
     anyhow::ensure!(
         problems.is_empty(),
-        "run `cargo xtask docs` for stale outputs; fix broken links by hand:\n  {}",
+        "run `cargo xtask docs` for stale outputs; fix broken links and unknown test names by hand:\n  {}",
         problems.join("\n  ")
     );
     Ok(())
@@ -481,67 +631,152 @@ fn bench_layouts(root: &Path) -> Result<()> {
 }
 
 pub fn run(a: TestArgs) -> Result<i32> {
-    let root = kbuild::root();
-    let mut tally = Tally::default();
-    if !a.boots_only {
-        tally.count("host unit tests", host_unit_tests(&root)?);
-        println!("== the kernel's layers (cargo xtask layers)");
-        let (ok, text) = crate::cmd::layers::check(&root.join("kernel/src"), false)?;
-        print!("{text}");
-        tally.count(
-            "layers: no import circle above the limit, arch imports nothing above it",
-            ok,
-        );
+    let model = a.emulator.filter(|_| a.cpu.is_some() || a.smp.is_some());
+    if let Some(emulator) = model.filter(|_| !a.host_only) {
+        let mut tally = Tally::default();
+        if !a.boots_only {
+            host_sections(&kbuild::root(), &mut tally)?;
+        }
+        return model_boots(emulator, a.cpu.as_deref(), a.smp, &kbuild::root(), tally);
     }
-    if a.host_only {
+    let mut tally = Tally {
+        listing: a.list,
+        ..Tally::default()
+    };
+    let started = (std::time::SystemTime::now(), Instant::now());
+    plan(&a, &mut tally)?;
+    if a.list {
         return Ok(tally.finish());
     }
-    if let Some(emulator) = a.emulator.filter(|_| a.cpu.is_some() || a.smp.is_some()) {
-        return model_boots(emulator, a.cpu.as_deref(), a.smp, &root, tally);
+    let whole = a.filter.is_none() && a.emulator.is_none() && !a.boots_only && !a.host_only;
+    let file = times::Run::new(&tally.ran, a.filter.as_deref(), whole, started);
+    let out = kbuild::root().join(times::LAST_RUN);
+    if let Err(e) = file.save(&out) {
+        eprintln!("test: cannot write {}: {e:#}", out.display());
+    }
+    if a.record_times {
+        let book = kbuild::root().join(times::BOOK_FILE);
+        times::merge_into(&book, &file)?;
+        println!("test: wall times merged into {}", times::BOOK_FILE);
+    }
+    Ok(tally.finish())
+}
+
+/// The tests `cargo xtask test` runs with these flags, section by section
+/// (`filter`: only those whose name contains it), named and not run.
+pub(crate) fn list(filter: Option<&str>) -> Result<Vec<times::Ran>> {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        t: TestArgs,
+    }
+    let mut argv = vec!["test", "--list"];
+    if let Some(f) = filter {
+        argv.extend(["--filter", f]);
+    }
+    let a = Cli::try_parse_from(argv)?.t;
+    let mut tally = Tally {
+        listing: true,
+        quiet: true,
+        ..Tally::default()
+    };
+    plan(&a, &mut tally)?;
+    Ok(tally.ran)
+}
+
+/// The host's own checks: the unit tests and the kernel's layers.
+fn host_sections(root: &Path, tally: &mut Tally) -> Result<()> {
+    tally.section("host unit tests (cargo test -p abi -p xtask -p model)");
+    if tally.listing {
+        tally.listed("host unit tests");
+    } else {
+        let t = Instant::now();
+        let ok = host_unit_tests(root)?;
+        tally.count("host unit tests", t, ok);
+    }
+    tally.section("the kernel's layers (cargo xtask layers)");
+    let name = "layers: no import circle above the limit, arch imports nothing above it";
+    if tally.listing {
+        tally.listed(name);
+    } else {
+        let t = Instant::now();
+        let (ok, text) = crate::cmd::layers::check(&root.join("kernel/src"), false)?;
+        print!("{text}");
+        tally.count(name, t, ok);
+    }
+    Ok(())
+}
+
+/// Every section of a run, in order: each test run and counted, or
+/// (listing) only named.
+fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
+    let root = kbuild::root();
+    if !a.boots_only {
+        host_sections(&root, tally)?;
+    }
+    if a.host_only {
+        return Ok(());
     }
     let on = |e: Emulator| a.emulator.is_none_or(|x| x == e);
     let wanted = |name: &str| a.filter.as_deref().is_none_or(|f| name.contains(f));
-    preflight::ensure_tools()?;
     let bochs_jobs = if on(Emulator::Bochs) {
         bochs_jobs(&wanted)
     } else {
         Vec::new()
     };
-    if !bochs_jobs.is_empty() {
-        preflight::ensure(preflight::Need::Bochs)?;
-    }
-    println!("== building the kernel and the user programs");
-    let art = kbuild::build(true)?;
+    let art = if tally.listing {
+        // Named, never booted: no kernel needed.
+        Artifacts {
+            kernel: PathBuf::new(),
+            programs: Vec::new(),
+        }
+    } else {
+        preflight::ensure_tools()?;
+        if !bochs_jobs.is_empty() {
+            preflight::ensure(preflight::Need::Bochs)?;
+        }
+        println!("== building the kernel and the user programs");
+        kbuild::build(true)?
+    };
     let dir = root.join("target/xtask");
-    std::fs::create_dir_all(&dir)?;
-    println!("== boots under QEMU TCG (clock=icount)");
+    if !tally.listing {
+        std::fs::create_dir_all(&dir)?;
+    }
+    tally.section("boots under QEMU TCG (clock=icount)");
     for c in cases::all()
         .filter(|c| c.emulator == Emulator::Qemu && on(Emulator::Qemu) && wanted(c.name))
     {
-        let t = Instant::now();
         let repeat = match (c.repeat, a.repeat_boots) {
             (1, _) => 1,
             (_, Some(n)) => n,
             (n, None) => n,
         };
-        tally.report(c.name, Some(t), run_case(c, &art, &dir, repeat));
+        tally.case(c.name, || run_case(c, &art, &dir, repeat));
     }
     if on(Emulator::Qemu) {
-        println!("== boots under the model clock (QEMU TCG, icount, the model plugin)");
-        for (name, r) in model::self_tests(&art, &dir, a.filter.as_deref()) {
-            tally.report(&name, None, r);
+        tally.section("boots under the model clock (QEMU TCG, icount, the model plugin)");
+        for t in model::self_tests(&art, &dir, a.filter.as_deref()) {
+            tally.test(t);
         }
     }
     if !bochs_jobs.is_empty() {
-        let workers = bochs_workers();
-        println!(
-            "== boots under Bochs through GRUB (clock=tsc: {}), {workers} at a time",
+        tally.section(&format!(
+            "boots under Bochs through GRUB (clock=tsc: {})",
             abi::syscall::BOCHS_TICK
-        );
-        run_parallel(&bochs_jobs, workers, &art, &dir, &mut tally);
+        ));
+        if tally.listing {
+            for j in &bochs_jobs {
+                tally.listed(&j.name());
+            }
+        } else {
+            let workers = bochs_workers();
+            println!("({workers} at a time)");
+            run_parallel(&bochs_jobs, workers, &art, &dir, tally);
+        }
     }
-    // The host-side checks, QEMU's: each its short name, what its PASS line
-    // says, and the check; one runs when the filter is part of its short name.
+    // The host-side checks, QEMU's: each its short name (the filter picks
+    // one when it is part of it), its name, and the check.
     let selected =
         |short: &str| on(Emulator::Qemu) && a.filter.as_deref().is_none_or(|f| short.contains(f));
     type HostCheck<'a> = (&'a str, &'a str, &'a dyn Fn() -> Result<()>);
@@ -563,27 +798,35 @@ pub fn run(a: TestArgs) -> Result<i32> {
         ),
         (
             "docs",
-            "docs: every output block matches the code, every internal link resolves",
+            "docs: every output block matches the code, every internal link resolves, every named test exists",
             &docs_current,
         ),
     ];
-    for (short, what, check) in host_checks {
+    if host_checks.iter().any(|(short, _, _)| selected(short)) {
+        tally.section("the host's commands end to end (QEMU TCG, clock=icount)");
+    }
+    for (short, name, check) in host_checks {
         if selected(short) {
-            let t = Instant::now();
-            tally.report_as(short, what, Some(t), check().map_err(|e| format!("{e:#}")));
+            tally.case(name, || check().map_err(|e| format!("{e:#}")));
         }
     }
     if on(Emulator::Qemu) {
-        lab::self_tests(a.filter.as_deref(), &mut |name, t, r| {
-            tally.report(name, Some(t), r)
-        });
-    }
-    if on(Emulator::Qemu) {
-        for (name, r) in teaching::self_tests(a.filter.as_deref()) {
-            tally.report(&name, None, r);
+        let lab = lab::self_tests(a.filter.as_deref());
+        if !lab.is_empty() {
+            tally.section("the lab path: LAVA jobs under lava-run (QEMU TCG, clock=icount)");
+        }
+        for t in lab {
+            tally.test(t);
+        }
+        let teaching = teaching::self_tests(a.filter.as_deref());
+        if !teaching.is_empty() {
+            tally.section("the teaching tools: traces, gdb, the exercises, the chapters' commands");
+        }
+        for t in teaching {
+            tally.test(t);
         }
     }
-    Ok(tally.finish())
+    Ok(())
 }
 
 /// `--cpu`/`--smp`: the kernel tests and the hostile suite on one model,

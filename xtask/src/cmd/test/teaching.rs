@@ -10,6 +10,8 @@ use crate::kbuild;
 use crate::machine::{self, qemu, BootLog, Ending, Machine};
 use crate::preflight;
 
+use super::Test;
+
 /// An exercise: a kernel feature that removes one piece of entry hygiene,
 /// and what a test boot then shows (docs/exercises.md asks the question).
 pub struct Exercise {
@@ -92,7 +94,7 @@ const EXERCISE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Builds each exercise's kernel (in target/exercise) and boots its tests;
 /// (name, result) per exercise.
-pub fn run_exercises(filter: Option<&str>) -> Vec<(String, Result<(), String>)> {
+pub fn run_exercises(filter: Option<&str>) -> Vec<Test<'static>> {
     let mut out = Vec::new();
     let root = kbuild::root();
     for e in EXERCISES {
@@ -101,28 +103,29 @@ pub fn run_exercises(filter: Option<&str>) -> Vec<(String, Result<(), String>)> 
             continue;
         }
         let dest = root.join("target/xtask/exercise").join(e.feature);
-        let r = crate::cmd::run::feature_build(&[e.feature.to_string()])
-            .map_err(|err| format!("{err:#}"))
-            .and_then(|art| {
-                let spec = machine::Spec::new(
-                    machine::BackendSpec::Qemu(qemu::Spec::new(machine::AccelChoice::Tcg)),
-                    EXERCISE_TIMEOUT,
-                );
-                let log = Machine::build(&spec, &art, "mode=test", &dest)
-                    .and_then(|m| m.boot(&mut |_| {}))
-                    .map_err(|err| format!("{err:#}"))?;
-                let records =
-                    crate::report::parse_log(&log.serial).map_err(|err| err.to_string())?;
-                (e.check)(&log, &records).map_err(|err| format!("{err}\n{}", log.explain(20)))
-            });
-        out.push((name, r));
+        out.push(Test::plain(name, move || {
+            crate::cmd::run::feature_build(&[e.feature.to_string()])
+                .map_err(|err| format!("{err:#}"))
+                .and_then(|art| {
+                    let spec = machine::Spec::new(
+                        machine::BackendSpec::Qemu(qemu::Spec::new(machine::AccelChoice::Tcg)),
+                        EXERCISE_TIMEOUT,
+                    );
+                    let log = Machine::build(&spec, &art, "mode=test", &dest)
+                        .and_then(|m| m.boot(&mut |_| {}))
+                        .map_err(|err| format!("{err:#}"))?;
+                    let records =
+                        crate::report::parse_log(&log.serial).map_err(|err| err.to_string())?;
+                    (e.check)(&log, &records).map_err(|err| format!("{err}\n{}", log.explain(20)))
+                })
+        }));
     }
     out
 }
 
 /// The teaching tools' own checks, for `cargo xtask test`: a trace of each
 /// mechanism, gdb stopping at an entry stub, and the exercises.
-pub fn self_tests(filter: Option<&str>) -> Vec<(String, Result<(), String>)> {
+pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
     let mut out = Vec::new();
     let wanted = |n: &str| filter.is_none_or(|f| n.contains(f));
     for (m, cpu, must) in [
@@ -138,30 +141,31 @@ pub fn self_tests(filter: Option<&str>) -> Vec<(String, Result<(), String>)> {
         if !wanted(&name) {
             continue;
         }
-        let a = TraceArgs {
-            mechanism: m,
-            boot: crate::cmd::test_boot_args(cpu),
-        };
-        let r = trace_output(&a)
-            .map_err(|e| format!("{e:#}"))
-            .and_then(|lines| {
-                let text = lines.join("\n");
-                for needle in [
-                    "user: before:",
-                    "kernel: entered through",
-                    "cpu: ",
-                    "dispatch: frame",
-                    must,
-                    "user: after:",
-                    "came back unchanged",
-                ] {
-                    if !text.contains(needle) {
-                        return Err(format!("the trace lacks {needle:?}:\n{text}"));
+        out.push(Test::plain(name, move || {
+            let a = TraceArgs {
+                mechanism: m,
+                boot: crate::cmd::test_boot_args(cpu),
+            };
+            trace_output(&a)
+                .map_err(|e| format!("{e:#}"))
+                .and_then(|lines| {
+                    let text = lines.join("\n");
+                    for needle in [
+                        "user: before:",
+                        "kernel: entered through",
+                        "cpu: ",
+                        "dispatch: frame",
+                        must,
+                        "user: after:",
+                        "came back unchanged",
+                    ] {
+                        if !text.contains(needle) {
+                            return Err(format!("the trace lacks {needle:?}:\n{text}"));
+                        }
                     }
-                }
-                Ok(())
-            });
-        out.push((name, r));
+                    Ok(())
+                })
+        }));
     }
     // What frame-words must say at each mechanism's stub, and what it must
     // not: a read past the stack's top.
@@ -185,31 +189,32 @@ pub fn self_tests(filter: Option<&str>) -> Vec<(String, Result<(), String>)> {
         if !wanted(&name) {
             continue;
         }
-        let stub = format!("{mech}_full");
-        // No gdb here: the test cannot run, and says so (SKIP, counted).
-        let r = preflight::ensure_gdb()
-            .map_err(|e| format!("{}no gdb here: {e:#}", super::SKIP))
-            .and_then(|()| gdb_batch_output(&["--stop-at", mech]))
-            .and_then(|text| {
-                let stopped = text.contains("Breakpoint 1, ")
-                    && text.contains(&format!("in {stub} ()"))
-                    && text.contains(&format!("<{stub}>"));
-                // The traced call: EAX = the trace number, EBX the trace's value.
-                let traced = text.contains(&format!(
-                    "EAX={:#x} EBX=0x11111111",
-                    abi::syscall::nr::TRACE
-                ));
-                if !stopped || !traced {
-                    return Err(format!(
-                        "gdb did not stop in {stub} on the traced call:\n{text}"
+        out.push(Test::plain(name, move || {
+            let stub = format!("{mech}_full");
+            // No gdb here: the test cannot run, and says so (SKIP, counted).
+            preflight::ensure_gdb()
+                .map_err(|e| format!("{}no gdb here: {e:#}", super::SKIP))
+                .and_then(|()| gdb_batch_output(&["--stop-at", mech]))
+                .and_then(|text| {
+                    let stopped = text.contains("Breakpoint 1, ")
+                        && text.contains(&format!("in {stub} ()"))
+                        && text.contains(&format!("<{stub}>"));
+                    // The traced call: EAX = the trace number, EBX the trace's value.
+                    let traced = text.contains(&format!(
+                        "EAX={:#x} EBX=0x11111111",
+                        abi::syscall::nr::TRACE
                     ));
-                }
-                if !text.contains(says) || text.contains("Cannot access memory") {
-                    return Err(format!("frame-words did not say {says:?}:\n{text}"));
-                }
-                Ok(())
-            });
-        out.push((name, r));
+                    if !stopped || !traced {
+                        return Err(format!(
+                            "gdb did not stop in {stub} on the traced call:\n{text}"
+                        ));
+                    }
+                    if !text.contains(says) || text.contains("Cannot access memory") {
+                        return Err(format!("frame-words did not say {says:?}:\n{text}"));
+                    }
+                    Ok(())
+                })
+        }));
     }
     out.extend(run_exercises(filter));
     out.extend(chapter_tests(filter));
@@ -383,7 +388,7 @@ fn tail(text: &str, n: usize) -> String {
 /// One test per command the teaching chapters and the exercises state, run
 /// as stated; and the path counts of int80.md and sysenter.md against the
 /// measured `null` paths.
-pub fn chapter_tests(filter: Option<&str>) -> Vec<(String, Result<(), String>)> {
+pub fn chapter_tests(filter: Option<&str>) -> Vec<Test<'static>> {
     let mut out = Vec::new();
     let wanted = |n: &str| filter.is_none_or(|f| n.contains(f));
     let root = kbuild::root();
@@ -394,7 +399,10 @@ pub fn chapter_tests(filter: Option<&str>) -> Vec<(String, Result<(), String>)> 
             .and_then(|t| stated_commands(c, &t));
         match r {
             Ok(s) => stated.extend(s),
-            Err(e) => out.push((format!("teaching: {c}: its commands can be read"), Err(e))),
+            Err(e) => out.push(Test::plain(
+                format!("teaching: {c}: its commands can be read"),
+                move || Err(e),
+            )),
         }
     }
     let mut seen = std::collections::HashSet::new();
@@ -410,28 +418,30 @@ pub fn chapter_tests(filter: Option<&str>) -> Vec<(String, Result<(), String>)> 
         if !wanted(&name) {
             continue;
         }
-        let words = crate::cmd::docs::words(&s.line);
-        let r = run_stated(&words[2..]).and_then(|(code, text)| {
-            if code != s.expect.exit {
-                return Err(format!(
-                    "exit status {code}, the chapter expects {}:\n{}",
-                    s.expect.exit,
-                    tail(&text, 30)
-                ));
-            }
-            match &s.expect.says {
-                Some(w) if !text.contains(w.as_str()) => {
-                    Err(format!("the output lacks {w:?}:\n{}", tail(&text, 30)))
+        let s = s.clone();
+        out.push(Test::plain(name, move || {
+            let words = crate::cmd::docs::words(&s.line);
+            run_stated(&words[2..]).and_then(|(code, text)| {
+                if code != s.expect.exit {
+                    return Err(format!(
+                        "exit status {code}, the chapter expects {}:\n{}",
+                        s.expect.exit,
+                        tail(&text, 30)
+                    ));
                 }
-                _ => Ok(()),
-            }
-        });
-        out.push((name, r));
+                match &s.expect.says {
+                    Some(w) if !text.contains(w.as_str()) => {
+                        Err(format!("the output lacks {w:?}:\n{}", tail(&text, 30)))
+                    }
+                    _ => Ok(()),
+                }
+            })
+        }));
     }
     let name =
         "teaching: the path counts of int80.md and sysenter.md add up to the measured null paths";
     if wanted(name) {
-        out.push((name.to_string(), path_counts()));
+        out.push(Test::plain(name.to_string(), path_counts));
     }
     out
 }

@@ -89,6 +89,8 @@ pub(super) fn mech(r: &[Record], name: &str, status: &str) -> Result<(), String>
     }
 }
 
+/// Every kernel test passed or was skipped, no user check failed, at least
+/// `at_least` tests passed (a skip is not a pass), and the boot ended well.
 pub(super) fn all_tests_pass(log: &BootLog, r: &[Record], at_least: usize) -> Result<(), String> {
     let failed: Vec<_> = report::of_kind(r, kind::TEST)
         .filter(|t| !matches!(t.get("result"), Some("pass") | Some("skip")))
@@ -116,12 +118,35 @@ pub(super) fn all_tests_pass(log: &BootLog, r: &[Record], at_least: usize) -> Re
     if !checks_failed.is_empty() {
         return Err(format!("user checks failed: {}", checks_failed.join("; ")));
     }
-    let passed = report::of_kind(r, kind::TEST).count();
+    // A boot that did not end well (hung, crashed) says so before its
+    // count, which it cut short.
+    succeeded(log)?;
+    // A skipped test ran nothing: only passes count toward `at_least`.
+    let result = |want: &str| {
+        report::of_kind(r, kind::TEST)
+            .filter(|t| t.get("result") == Some(want))
+            .count()
+    };
+    let (passed, skipped) = (result("pass"), result("skip"));
     if passed < at_least {
         return Err(format!(
-            "only {passed} tests ran, expected at least {at_least}"
+            "only {passed} tests passed ({skipped} skipped), expected at least {at_least} to pass"
         ));
     }
-    succeeded(log)?;
     end(r, "success")
+}
+
+/// The kernel test whose name starts with `name` ran and passed (a skip
+/// or a missing record is a failure).
+pub(super) fn test_passed(r: &[Record], name: &str) -> Result<(), String> {
+    let t = report::of_kind(r, kind::TEST)
+        .find(|t| t.get("name").is_some_and(|n| n.starts_with(name)))
+        .ok_or_else(|| format!("no test {name:?} ran"))?;
+    match t.get("result") {
+        Some("pass") => Ok(()),
+        other => Err(format!(
+            "test {name:?}: result {other:?}, expected pass ({})",
+            t.get("detail").unwrap_or("")
+        )),
+    }
 }

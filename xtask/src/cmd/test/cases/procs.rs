@@ -10,7 +10,9 @@ use crate::machine::BootLog;
 use crate::report::{self, Record};
 use crate::results::Results;
 
-use super::checks::{all_tests_pass, clock_is, contains, has_bench, succeeded, ICOUNT};
+use super::checks::{
+    all_tests_pass, clock_is, contains, has_bench, succeeded, test_passed, ICOUNT,
+};
 use super::{Case, CASE};
 
 /// A `procs` boot: every case passed, as the program counts them, and the
@@ -72,13 +74,8 @@ const SPACE_KEY_CASES: u32 = 3;
 fn leaks_pass(log: &BootLog, r: &[Record]) -> Result<(), String> {
     succeeded(log)?;
     all_tests_pass(log, r, 2)?;
-    let names: Vec<&str> = report::of_kind(r, kind::TEST)
-        .filter_map(|t| t.get("name"))
-        .collect();
     for want in ["user: processes", "processes: 10,000 fork/exit/wait rounds"] {
-        if !names.iter().any(|n| n.starts_with(want)) {
-            return Err(format!("no test {want:?} ran: {names:?}"));
-        }
+        test_passed(r, want)?;
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use super::checks::{
     all_tests_pass, clock_is, contains, has_bench, mech, one, succeeded, ICOUNT, TCG_TSC,
 };
 use super::fuzz::fuzz_clean;
-use super::matrix::hostile_on;
+use super::matrix::{hostile_on, hostile_runnable};
 use super::{Case, CASE, REPEATED_BOOTS};
 
 /// The boots on several CPUs: the kernel and user tests, the fuzzer, locks
@@ -65,7 +65,7 @@ pub(super) const SMP: &[Case] = &[
         timeout: 120,
         cpus: 2,
         check: |log, r| {
-            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            all_tests_pass(log, r, hostile_runnable(r))?;
             hostile_on(r, 1)?;
             smp_user_check(log, r, 2, 3)
         },
@@ -77,7 +77,7 @@ pub(super) const SMP: &[Case] = &[
         timeout: 120,
         cpus: 4,
         check: |log, r| {
-            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            all_tests_pass(log, r, hostile_runnable(r))?;
             hostile_on(r, 3)?;
             smp_user_check(log, r, 4, 3)
         },
@@ -123,7 +123,7 @@ pub(super) const SMP: &[Case] = &[
         timeout: 120,
         cpus: 2,
         check: |log, r| {
-            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            all_tests_pass(log, r, hostile_runnable(r))?;
             mech(r, "syscall", "ok")?;
             hostile_on(r, 1)?;
             smp_user_check(log, r, 2, 3)?;

@@ -59,3 +59,19 @@ fn every_case_is_a_machine() {
     let names: std::collections::BTreeSet<_> = all().map(|c| c.name).collect();
     assert_eq!(names.len(), all().count(), "two cases share a name");
 }
+
+/// A skipped test ran nothing: it never counts toward "at least N tests",
+/// and a test a check names must have passed, not been skipped.
+#[test]
+fn skips_are_not_passes() {
+    let serial = "@@tb1 test name=a result=pass\n@@tb1 test name=b result=skip detail=no%20SEP\n@@tb1 test name=c result=skip\n@@tb1 end status=success\n";
+    let log = log_of(serial);
+    let r = crate::report::parse_log(serial).unwrap();
+    assert!(checks::all_tests_pass(&log, &r, 1).is_ok());
+    let e = checks::all_tests_pass(&log, &r, 2).unwrap_err();
+    assert!(e.contains("only 1 tests passed (2 skipped)"), "{e}");
+    assert!(checks::test_passed(&r, "a").is_ok());
+    let e = checks::test_passed(&r, "b").unwrap_err();
+    assert!(e.contains("Some(\"skip\")") && e.contains("no SEP"), "{e}");
+    assert!(checks::test_passed(&r, "d").is_err());
+}

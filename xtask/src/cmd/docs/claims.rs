@@ -1,0 +1,161 @@
+//! Claims that a test asserts something name the test. In README.md and
+//! docs/, an inline code span `` `test: NAME` `` outside code blocks names a
+//! test of `cargo xtask test` by the start of its name (as `--filter`
+//! picks it: `cargo xtask test --filter "NAME"` runs it); `docs --check`
+//! fails where no test's name starts with it, so a sentence cannot go on
+//! citing a test that was renamed or removed.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+/// What opens a test's name inside a code span.
+pub const PREFIX: &str = "test: ";
+
+/// One test a text names: the line its paragraph starts on, and the start
+/// of the test's name.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Named {
+    pub line: usize,
+    pub name: String,
+}
+
+/// Every `` `test: NAME` `` of `text` outside fenced code blocks. A
+/// paragraph (or a list item) is read as one line (a code span may wrap),
+/// its first line's number given.
+pub fn named_tests(text: &str) -> Vec<Named> {
+    let mut out = Vec::new();
+    let mut para: Vec<(usize, &str)> = Vec::new();
+    let mut in_fence = false;
+    let mut flush = |para: &mut Vec<(usize, &str)>| {
+        if let Some(&(line, _)) = para.first() {
+            let joined = para
+                .iter()
+                .map(|(_, l)| l.trim())
+                .collect::<Vec<_>>()
+                .join(" ");
+            for name in spans(&joined) {
+                if let Some(n) = name.strip_prefix(PREFIX) {
+                    out.push(Named {
+                        line,
+                        name: n.trim().to_string(),
+                    });
+                }
+            }
+        }
+        para.clear();
+    };
+    for (i, l) in text.lines().enumerate() {
+        let t = l.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            flush(&mut para);
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        // A blank line ends a paragraph; a list item or a table row starts
+        // one of its own.
+        let item = t.starts_with("- ") || t.starts_with("* ") || t.starts_with('|');
+        if t.is_empty() || item {
+            flush(&mut para);
+        }
+        if !t.is_empty() {
+            para.push((i + 1, l));
+        }
+    }
+    flush(&mut para);
+    out
+}
+
+/// The contents of the inline code spans of `text` (one backtick each
+/// side; a longer run of backticks opens a span closed by the same run).
+fn spans(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find('`') {
+        let ticks = rest[i..].chars().take_while(|&c| c == '`').count();
+        let fence = &rest[i..i + ticks];
+        let body = &rest[i + ticks..];
+        match body.find(fence) {
+            Some(j) => {
+                out.push(body[..j].trim());
+                rest = &body[j + ticks..];
+            }
+            None => rest = body,
+        }
+    }
+    out
+}
+
+/// Each named test of `files` (paths shown relative to `root`) that no
+/// test of `tests` starts with: `file:line: `test: NAME``.
+pub fn unknown_tests(
+    root: &Path,
+    files: &[std::path::PathBuf],
+    tests: &[String],
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f)?;
+        for n in named_tests(&text) {
+            if !tests.iter().any(|t| t.starts_with(&n.name)) {
+                out.push(format!(
+                    "{}:{}: `{PREFIX}{}` names no test of `cargo xtask test --list`",
+                    f.strip_prefix(root).unwrap_or(f).display(),
+                    n.line,
+                    n.name
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_tests_are_found_outside_code_blocks_across_wrapped_lines() {
+        let text = "A claim (`test: model: forktest\nunder modern`) and `other` code.\n\n```\n`test: inside a block`\n```\nAlso ``test: a `tick` name``.\n- one\n- two `test: x`\n";
+        let got = named_tests(text);
+        assert_eq!(
+            got,
+            [
+                Named {
+                    line: 1,
+                    name: "model: forktest under modern".into()
+                },
+                Named {
+                    line: 7,
+                    name: "a `tick` name".into()
+                },
+                Named {
+                    line: 9,
+                    name: "x".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_name_no_test_starts_with_is_reported_with_its_place() {
+        let dir = std::env::temp_dir().join(format!("claims-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("c.md");
+        std::fs::write(
+            &f,
+            "x\n\nSee `test: bochs agreement` and `test: gone test`.\n",
+        )
+        .unwrap();
+        let tests = ["bochs agreement: Bochs ticks".to_string()];
+        let got = unknown_tests(&dir, std::slice::from_ref(&f), &tests).unwrap();
+        assert_eq!(
+            got,
+            ["c.md:3: `test: gone test` names no test of `cargo xtask test --list`"]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
