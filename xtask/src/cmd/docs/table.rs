@@ -378,6 +378,8 @@ const FORKTEST_SYSTEMS: &[(&str, Virt, u32)] = &[
     ("modern", Virt::Off, 2),
     ("modern", Virt::Shadow, 2),
     ("modern", Virt::Ept, 2),
+    // The mail's KVM guest had 4 vCPUs.
+    ("modern", Virt::Ept, 4),
 ];
 
 /// `--virt`'s words for `v`, and the table's name for it.
@@ -396,7 +398,7 @@ fn forktest_figures(
     virt: Virt,
     cpus: u32,
     pmap: &str,
-) -> Result<(f64, f64, Option<u64>)> {
+) -> Result<(f64, f64, Option<u64>, String)> {
     let append = format!("{FORKTEST_SETTINGS} pmap={pmap}");
     let cpus = cpus.to_string();
     let mut args = vec![
@@ -429,7 +431,16 @@ fn forktest_figures(
     }
     match (bench["median"].as_f64(), bench["model"]["cycles"].as_f64()) {
         (Some(i), Some(c)) if r["unit"] == "instructions" => {
-            Ok((i, c, bench["share"]["one_cpu"].as_u64()))
+            let per_cpu = bench["share"]["per_cpu"]
+                .as_array()
+                .map(|v| {
+                    v.iter()
+                        .map(|n| n.as_u64().map_or("?".into(), |n| n.to_string()))
+                        .collect::<Vec<String>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            Ok((i, c, bench["share"]["one_cpu"].as_u64(), per_cpu))
         }
         _ => bail!("profile {profile}: {name} has no instructions or no modelled cycles"),
     }
@@ -441,12 +452,17 @@ fn forktest() -> Result<String> {
         "| system | old: pmap=apte (modelled cycles) | new: pmap=direct (modelled cycles) | speed up (old/new) | instructions (old, new) |\n| --- | ---: | ---: | ---: | ---: |\n",
     );
     for &(profile, virt, cpus) in FORKTEST_SYSTEMS {
-        let (oi, oc, o1) = forktest_figures(profile, virt, cpus, "apte")?;
-        let (ni, nc, n1) = forktest_figures(profile, virt, cpus, "direct")?;
-        // An MP row whose rounds one CPU did nearly alone says so: it is
-        // not an N-CPU figure.
+        let (oi, oc, o1, os) = forktest_figures(profile, virt, cpus, "apte")?;
+        let (ni, nc, n1, ns) = forktest_figures(profile, virt, cpus, "direct")?;
+        // An MP row says how the CPUs interleaved (the turn pacer's grain)
+        // and each CPU's rounds while CPU 0 was timed; one whose rounds one
+        // CPU did nearly alone says so: it is not an N-CPU figure.
         let alone = match (o1.or(n1), cpus > 1) {
             (Some(c), true) => format!("; CPU {c} did 90% or more of the rounds"),
+            (None, true) => format!(
+                "; turns of {} instructions; rounds per CPU while CPU 0 was timed: old {os}, new {ns}",
+                abi::cmdline::DEFAULT_TURN
+            ),
             _ => String::new(),
         };
         out.push_str(&format!(
@@ -466,9 +482,14 @@ fn forktest() -> Result<String> {
     }
     out.push_str(&format!(
         "\nPer fork + exit + wait round (the parent's); QEMU TCG, one boot per cell: \
-         `cargo xtask run --prog forktest --clock model --profile P [--virt shadow|ept] [--smp 2] --append \"{FORKTEST_SETTINGS} pmap=S\"` \
+         `cargo xtask run --prog forktest --clock model --profile P [--virt shadow|ept] [--smp 2|4] --append \"{FORKTEST_SETTINGS} pmap=S\"` \
          (medians of the batches; instructions from icount in the same boots). \
-         p4 had no EPT: its EPT row is a what-if of the profiles' rule."
+         p4 had no EPT: its EPT row is a what-if of the profiles' rule. \
+         In an MP row the other CPUs fork all along (one forker each, in the same process), \
+         so CPU 0's round includes its waits for the scheduler lock, which serialises forks, and for shootdowns; \
+         its instructions are the icount clock's, every CPU's instructions while CPU 0's round ran. \
+         The CPUs interleave at the turn pacer's grain, a choice of the run (`--turn`), \
+         so an MP figure holds for that grain, not for parallel hardware."
     ));
     Ok(out)
 }

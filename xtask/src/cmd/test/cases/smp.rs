@@ -89,7 +89,7 @@ pub(super) const SMP: &[Case] = &[
         timeout: 120,
         cpus: 2,
         check: |log, r| {
-            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            all_tests_pass(log, r, hostile_runnable(r))?;
             hostile_on(r, 1)
         },
         ..CASE
@@ -100,7 +100,7 @@ pub(super) const SMP: &[Case] = &[
         timeout: 120,
         cpus: 2,
         check: |log, r| {
-            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            all_tests_pass(log, r, hostile_runnable(r))?;
             hostile_on(r, 1)
         },
         ..CASE
@@ -111,7 +111,7 @@ pub(super) const SMP: &[Case] = &[
         timeout: 120,
         cpus: 2,
         check: |log, r| {
-            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            all_tests_pass(log, r, hostile_runnable(r))?;
             hostile_on(r, 1)
         },
         ..CASE
@@ -649,7 +649,7 @@ pub(crate) const SOAK: &[Case] = &[
         cpus: 2,
         threads: Threads::Multi,
         check: |log, r| {
-            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            all_tests_pass(log, r, hostile_runnable(r))?;
             hostile_on(r, 1)?;
             smp_user_check(log, r, 2, 3)
         },
@@ -662,7 +662,7 @@ pub(crate) const SOAK: &[Case] = &[
         cpus: 4,
         threads: Threads::Multi,
         check: |log, r| {
-            all_tests_pass(log, r, abi::cases::FAULT_CASES.len())?;
+            all_tests_pass(log, r, hostile_runnable(r))?;
             hostile_on(r, 3)?;
             smp_user_check(log, r, 4, 3)
         },
