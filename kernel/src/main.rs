@@ -317,7 +317,9 @@ extern "C" fn ap_main(cpu: u32) -> ! {
             if idle_ok && arch::smp::take_work() {
                 task::sched::idle_once();
             }
-            if me.command.load(Ordering::Acquire) == 0 && me.wake.load(Ordering::Acquire) == 0 {
+            if me.command.load(Ordering::Acquire) == 0
+                && arch::smp::idle_state(cpu).wake.load(Ordering::Acquire) == 0
+            {
                 // Nothing to do: sleep until an interrupt.
                 arch::smp::halt_idle();
             }
@@ -341,8 +343,8 @@ extern "C" fn ap_main(cpu: u32) -> ! {
 
 /// The turn pacer's cost in this boot (`kind::PACER`).
 fn report_pacer(cpus: usize) {
-    /// A comma list of the first `.1` counters.
-    struct Counts<'a>(&'a [core::sync::atomic::AtomicU32], usize);
+    /// A comma list of the first `.1` counts.
+    struct Counts<'a>(&'a [u32], usize);
     impl core::fmt::Display for Counts<'_> {
         fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             // No empty piece: the record escapes an empty value as `%00`.
@@ -350,14 +352,14 @@ fn report_pacer(cpus: usize) {
                 if i > 0 {
                     f.write_str(",")?;
                 }
-                write!(f, "{}", c.load(Ordering::Relaxed))?;
+                write!(f, "{c}")?;
             }
             Ok(())
         }
     }
-    let c = &arch::pacer::COUNTS;
-    record!(kind::PACER, "interrupts" => console::Text(Counts(&c.interrupts, cpus)),
-        "parked" => console::Text(Counts(&c.parked, cpus)));
+    let (ints, parked) = arch::pacer::counts();
+    record!(kind::PACER, "interrupts" => console::Text(Counts(&ints, cpus)),
+        "parked" => console::Text(Counts(&parked, cpus)));
 }
 
 fn warn(w: Warning) {

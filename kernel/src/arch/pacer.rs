@@ -29,9 +29,10 @@
 //! Everything here runs on virtual time, so an icount boot stays the same
 //! to the instruction. Its cost is the guest's: each boundary, each running
 //! CPU takes one interrupt and parked CPUs run a few instructions per QEMU
-//! round; [`Counts`] reports them, and every figure of such a boot includes
-//! them. The pacer is for icount (and the model, which runs under icount):
-//! on real parallel CPUs (KVM, multi-threaded TCG, a PC) it stays off.
+//! round; the `pacer` record reports them ([`counts`]), and every figure
+//! of such a boot includes them. The pacer is for icount (and the model,
+//! which runs under icount): on real parallel CPUs (KVM, multi-threaded
+//! TCG, a PC) it stays off.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -52,35 +53,47 @@ static CPUS: AtomicU32 = AtomicU32::new(0);
 /// timer the pacer takes over (its ticks come from here then).
 static TICK_TSC: AtomicU32 = AtomicU32::new(0);
 
-/// One CPU's view of the turns; (c): its own CPU only, in its handler.
+/// One CPU's view of the turns, and what the pacer cost it; (c): its own
+/// CPU only, in its handler (the counts are read by the boot CPU at the
+/// end). In a 128-byte block of its own, so that no CPU's pacer shares a
+/// line with another's: in the model, the pacer (the emulation's, not the
+/// modelled machine's) must not add coherence misses to the figures.
+#[repr(C, align(128))]
 struct Turn {
     /// The boundary that ends the turn in progress (a TSC value).
     next: u64,
-    /// The index of the turn in progress (owner: `k mod cpus`).
-    k: u32,
     /// The TSC of this CPU's next scheduler tick (application processors).
     next_tick: u64,
+    /// The index of the turn in progress (owner: `k mod cpus`).
+    k: u32,
+    /// The pacer's interrupts this CPU took.
+    interrupts: AtomicU32,
+    /// The `pause`s it executed parked (each one QEMU round that found it
+    /// parked).
+    parked: AtomicU32,
 }
 
 static mut TURNS: [Turn; MAX_CPUS] = [const {
     Turn {
         next: 0,
-        k: 0,
         next_tick: 0,
+        k: 0,
+        interrupts: AtomicU32::new(0),
+        parked: AtomicU32::new(0),
     }
 }; MAX_CPUS];
 
-/// What the pacer cost, per CPU: the interrupts it took, and the
-/// `pause`s it executed parked (each one QEMU round that found it parked).
-pub struct Counts {
-    pub interrupts: [AtomicU32; MAX_CPUS],
-    pub parked: [AtomicU32; MAX_CPUS],
+/// What the pacer cost, per CPU: the interrupts it took, and the `pause`s
+/// it executed parked.
+pub fn counts() -> ([u32; MAX_CPUS], [u32; MAX_CPUS]) {
+    // SAFETY: only the atomics are read; each CPU writes its own slot's
+    // plain fields in its handler alone.
+    let t = unsafe { &*(&raw const TURNS) };
+    (
+        core::array::from_fn(|c| t[c].interrupts.load(Ordering::Relaxed)),
+        core::array::from_fn(|c| t[c].parked.load(Ordering::Relaxed)),
+    )
 }
-
-pub static COUNTS: Counts = Counts {
-    interrupts: [const { AtomicU32::new(0) }; MAX_CPUS],
-    parked: [const { AtomicU32::new(0) }; MAX_CPUS],
-};
 
 /// Run while parked, between two `pause`s (the kernel's TLB shootdown
 /// poll: a parked CPU answers shootdowns as one that spins on a lock does).
@@ -147,17 +160,17 @@ fn timer_count(at: u64, now: u64) -> u32 {
 extern "fastcall" fn arch_pace() -> u32 {
     apic::eoi();
     let me = super::gdt::cpu();
-    COUNTS.interrupts[me].fetch_add(1, Ordering::Relaxed);
     let g = grain() as u64;
     // SAFETY: (c) this CPU's slot; its handler does not nest (an interrupt
     // gate, and nothing in it enables interrupts).
     let t = unsafe { &mut (*(&raw mut TURNS))[me] };
+    t.interrupts.fetch_add(1, Ordering::Relaxed);
     let mut now = rdtsc();
     advance(t, now, g);
     apic::one_shot(timer_count(t.next, now));
     let poll = PARK_POLL.load(Ordering::Relaxed);
     while !mine(t.k, me) {
-        COUNTS.parked[me].fetch_add(1, Ordering::Relaxed);
+        t.parked.fetch_add(1, Ordering::Relaxed);
         if poll != 0 {
             // SAFETY: set from a `fn()` by `set_park_poll`.
             let f: fn() = unsafe { core::mem::transmute(poll as usize) };
@@ -194,7 +207,7 @@ fn mine(k: u32, me: usize) -> bool {
         return true;
     }
     let owner = (k % n) as usize;
-    owner == me || super::smp::percpu(owner).idles()
+    owner == me || super::smp::idles(owner)
 }
 
 fn rdtsc() -> u64 {

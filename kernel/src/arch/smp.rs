@@ -47,6 +47,15 @@ pub struct PerCpu {
     /// IPIs this CPU has taken (the TLB shootdown counts them).
     pub ipis: AtomicU32,
     pub started: AtomicU32,
+}
+
+/// One CPU's idle state, in a 128-byte block of its own (two 64-byte
+/// lines: the adjacent-line prefetch pair). The turn pacer reads another
+/// CPU's at every boundary; sharing a line with what that CPU writes
+/// otherwise would put coherence misses of the emulation's pacer into the
+/// model's figures of the machine.
+#[repr(C, align(128))]
+pub struct IdleState {
     /// 1 while this CPU waits in [`halt_idle`] (set by itself).
     pub idle: AtomicU32,
     /// 1 once a thread of this CPU was made ready and its idle loop has
@@ -54,23 +63,35 @@ pub struct PerCpu {
     pub wake: AtomicU32,
 }
 
-impl PerCpu {
-    /// Whether this CPU idles with nothing to do: the turn pacer gives its
-    /// turns away (`pacer`).
-    pub fn idles(&self) -> bool {
-        self.idle.load(Ordering::Acquire) == 1 && self.wake.load(Ordering::Acquire) == 0
+static IDLE: [IdleState; MAX_CPUS] = [const {
+    IdleState {
+        idle: AtomicU32::new(0),
+        // Each AP's idle loop looks once at the start.
+        wake: AtomicU32::new(1),
     }
+}; MAX_CPUS];
+
+/// CPU `cpu`'s idle state.
+pub fn idle_state(cpu: usize) -> &'static IdleState {
+    &IDLE[cpu]
+}
+
+/// Whether CPU `cpu` idles with nothing to do: the turn pacer gives its
+/// turns away (`pacer`).
+pub fn idles(cpu: usize) -> bool {
+    let s = &IDLE[cpu];
+    s.idle.load(Ordering::Acquire) == 1 && s.wake.load(Ordering::Acquire) == 0
 }
 
 /// Notes that CPU `cpu` has a thread to run (before its reschedule IPI).
 pub fn note_work(cpu: usize) {
-    percpu(cpu).wake.store(1, Ordering::Release);
+    IDLE[cpu].wake.store(1, Ordering::Release);
 }
 
 /// Takes this CPU's work note: whether a thread was made ready for it since
 /// it last looked.
 pub fn take_work() -> bool {
-    percpu(super::gdt::cpu()).wake.swap(0, Ordering::AcqRel) != 0
+    IDLE[super::gdt::cpu()].wake.swap(0, Ordering::AcqRel) != 0
 }
 
 /// Waits for an interrupt with nothing to do: interrupts on for exactly the
@@ -80,7 +101,7 @@ pub fn take_work() -> bool {
 pub fn halt_idle() {
     // Not `this_cpu`: on the boot CPU this runs after a system call's entry,
     // which leaves the user's GS.
-    let me = percpu(super::gdt::cpu());
+    let me = &IDLE[super::gdt::cpu()];
     me.idle.store(1, Ordering::Release);
     // SAFETY: only waits for an interrupt; the caller holds no lock.
     unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
@@ -96,9 +117,6 @@ const PERCPU_INIT: PerCpu = PerCpu {
     done: AtomicU32::new(0),
     ipis: AtomicU32::new(0),
     started: AtomicU32::new(0),
-    idle: AtomicU32::new(0),
-    // Each AP's idle loop looks once at the start.
-    wake: AtomicU32::new(1),
 };
 
 static PERCPU: BootCell<[PerCpu; MAX_CPUS]> = BootCell::new([PERCPU_INIT; MAX_CPUS]);
