@@ -513,8 +513,7 @@ global_asm!(
        threads; it gets the interrupted CS in ECX. Each begins with the
        model's marker of its delivery (an IPI's, a device's), and calls up
        to the trap module (arch/mod.rs lists the upcalls). */
-    .macro smp_irq_enter marker, handler
-    nopl \marker(%eax)
+    .macro smp_irq_save
     pushl %ds
     pushl %es
     pushal
@@ -522,6 +521,10 @@ global_asm!(
     movl %ecx, %ds
     movl %ecx, %es
     cld
+    .endm
+    .macro smp_irq_enter marker, handler
+    nopl \marker(%eax)
+    smp_irq_save
     movl {cs}(%esp), %ecx
     call \handler
     .endm
@@ -536,13 +539,7 @@ apic_timer_entry:
        an application processor it carries the scheduler's tick, which may
        switch threads. */
 pacer_entry:
-    pushl %ds
-    pushl %es
-    pushal
-    movl ${kdata}, %ecx
-    movl %ecx, %ds
-    movl %ecx, %es
-    cld
+    smp_irq_save
     call arch_pace
     testl %eax, %eax
     jz 1f

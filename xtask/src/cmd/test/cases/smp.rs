@@ -14,6 +14,30 @@ use super::fuzz::fuzz_clean;
 use super::matrix::{hostile_on, hostile_runnable};
 use super::{Case, CASE, REPEATED_BOOTS};
 
+/// The kernel and user tests on 2 CPUs under `settings` (a `pmap=` and a
+/// `fork=`), every test passing and the hostile suite on CPU 1.
+macro_rules! pmap_case {
+    ($settings:literal, $also:literal) => {
+        Case {
+            name: concat!(
+                "kernel and user tests on 2 CPUs under ",
+                $settings,
+                ": every test",
+                $also,
+                ", the hostile suite on CPU 1"
+            ),
+            cmdline: concat!("mode=test ", $settings),
+            timeout: 120,
+            cpus: 2,
+            check: |log, r| {
+                all_tests_pass(log, r, hostile_runnable(r))?;
+                hostile_on(r, 1)
+            },
+            ..CASE
+        }
+    };
+}
+
 /// The boots on several CPUs: the kernel and user tests, the fuzzer, locks
 /// and SMP figures across CPUs, and the pool layouts.
 pub(super) const SMP: &[Case] = &[
@@ -83,39 +107,12 @@ pub(super) const SMP: &[Case] = &[
         },
         ..CASE
     },
-    Case {
-        name: "kernel and user tests on 2 CPUs under pmap=apte fork=cow: every test, the hostile suite on CPU 1",
-        cmdline: "mode=test pmap=apte fork=cow",
-        timeout: 120,
-        cpus: 2,
-        check: |log, r| {
-            all_tests_pass(log, r, hostile_runnable(r))?;
-            hostile_on(r, 1)
-        },
-        ..CASE
-    },
-    Case {
-        name: "kernel and user tests on 2 CPUs under pmap=cr3: every test, the hostile suite on CPU 1",
-        cmdline: "mode=test pmap=cr3",
-        timeout: 120,
-        cpus: 2,
-        check: |log, r| {
-            all_tests_pass(log, r, hostile_runnable(r))?;
-            hostile_on(r, 1)
-        },
-        ..CASE
-    },
-    Case {
-        name: "kernel and user tests on 2 CPUs under pmap=direct fork=cow: every test (the exception-table test among them), the hostile suite on CPU 1",
-        cmdline: "mode=test pmap=direct fork=cow",
-        timeout: 120,
-        cpus: 2,
-        check: |log, r| {
-            all_tests_pass(log, r, hostile_runnable(r))?;
-            hostile_on(r, 1)
-        },
-        ..CASE
-    },
+    pmap_case!("pmap=apte fork=cow", ""),
+    pmap_case!("pmap=cr3", ""),
+    pmap_case!(
+        "pmap=direct fork=cow",
+        " (the exception-table test among them)"
+    ),
     Case {
         name: "phenom on 2 CPUs (icount): AMD syscall, sysenter, int 0x80 and the call gate from every CPU, the hostile suite on CPU 1",
         cpu: Some("phenom"),
