@@ -304,7 +304,8 @@ extern "C" fn ap_main(cpu: u32) -> ! {
     // This context becomes the CPU's idle thread.
     let idle_ok = task::sched::become_idle(cpu).is_ok();
     let me = arch::smp::this_cpu();
-    me.started.store(1, Ordering::Release);
+    me.started
+        .store(arch::smp::start::RUNNING, Ordering::Release);
     loop {
         // SAFETY: IPIs (the TLB shootdown, reschedule) are taken while waiting.
         unsafe { core::arch::asm!("sti", options(nomem, nostack)) };
