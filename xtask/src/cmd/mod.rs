@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod build;
 pub mod docs;
+pub mod forktest;
 pub mod fuzz;
 pub mod gdb;
 pub mod import;
