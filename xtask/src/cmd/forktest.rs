@@ -192,9 +192,14 @@ impl Settings {
         self.turn.unwrap_or(abi::cmdline::DEFAULT_TURN)
     }
 
+    /// The kernel command-line words every boot gets but `pmap=`.
+    fn words(&self) -> String {
+        format!("{SETTINGS} batches={}", self.batches)
+    }
+
     /// The kernel command-line words of a boot under `pmap`.
     fn append(&self, pmap: &str) -> String {
-        format!("{SETTINGS} batches={} pmap={pmap}", self.batches)
+        format!("{} pmap={pmap}", self.words())
     }
 }
 
@@ -450,7 +455,7 @@ pub fn text(rows: &[Row], set: &Settings) -> String {
     let mut out = format!(
         "forktest: fork + exit + wait, per round (the parent's): {}; old = pmap={OLD}, new = pmap={NEW}\n\
          insns: instructions (icount, the guest's clock); cycles: modelled cycles of CPU 0 (the profile named)\n\n",
-        set.append("S").trim_end_matches(" pmap=S")
+        set.words()
     );
     let head = [
         "machine",
