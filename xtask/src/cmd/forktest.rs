@@ -192,6 +192,15 @@ impl Settings {
         self.turn.unwrap_or(abi::cmdline::DEFAULT_TURN)
     }
 
+    /// How the MP rows' CPUs interleaved, in words: `turns of 10000
+    /// instructions`, or QEMU's own turns where the pacer was off.
+    pub fn grain_words(&self) -> String {
+        match self.grain() {
+            0 => "QEMU's own turns (the pacer off: --turn 0)".into(),
+            n => format!("turns of {n} instructions"),
+        }
+    }
+
     /// The kernel command-line words every boot gets but `pmap=`.
     fn words(&self) -> String {
         format!("{SETTINGS} batches={}", self.batches)
@@ -356,8 +365,8 @@ pub fn markdown(rows: &[Row], set: &Settings) -> String {
         let mp = match (alone(r), r.system.cpus > 1) {
             (Some(c), true) => format!("; CPU {c} did 90% or more of the rounds"),
             (None, true) => format!(
-                "; turns of {} instructions; rounds per CPU while CPU 0 was timed: old {}, new {}",
-                set.grain(),
+                "; {}; rounds per CPU while CPU 0 was timed: old {}, new {}",
+                set.grain_words(),
                 rounds(&r.old),
                 rounds(&r.new)
             ),
@@ -495,8 +504,8 @@ pub fn text(rows: &[Row], set: &Settings) -> String {
         ]);
         notes.push((s.cpus > 1).then(|| {
             format!(
-                "  rounds per CPU while CPU 0 was timed, turns of {} instructions: {}; {}",
-                set.grain(),
+                "  rounds per CPU while CPU 0 was timed, {}: {}; {}",
+                set.grain_words(),
                 share_words("old", &r.old),
                 share_words("new", &r.new)
             )
@@ -543,8 +552,8 @@ pub fn text(rows: &[Row], set: &Settings) -> String {
     }
     if rows.iter().any(|r| r.system.cpus > 1) {
         out += "MP: one forker per CPU in one process; CPU 0's rounds are timed, and include its waits for the \
-                scheduler lock and for shootdowns. The CPUs take turns of the grain above (--turn): an MP figure \
-                holds for that grain, not for parallel hardware.\n";
+                scheduler lock and for shootdowns. The CPUs interleave as each MP row says (--turn): an MP figure \
+                holds for that interleaving, not for parallel hardware.\n";
     }
     out
 }
@@ -673,7 +682,11 @@ pub fn forktest(a: ForktestArgs) -> Result<i32> {
         )
     }
     .turn_word(Clock::Model)?;
-    eprintln!("forktest: {} systems, 2 model boots each", systems.len());
+    eprintln!(
+        "forktest: {} system{}, 2 model boots each",
+        systems.len(),
+        if systems.len() == 1 { "" } else { "s" }
+    );
     let t = Instant::now();
     let rows = measure(&systems, &set)?;
     if a.md {
@@ -801,6 +814,11 @@ mod tests {
         assert!(t.contains("old 32,30 (52/48%)"), "{t}");
         assert!(t.contains("1.50"), "{t}");
         assert!(t.contains("turns of 10000 instructions"), "{t}");
+        let off = Settings {
+            turn: Some(0),
+            ..Settings::default()
+        };
+        assert!(text(&rows, &off).contains("QEMU's own turns (the pacer off: --turn 0)"));
     }
 
     #[test]
