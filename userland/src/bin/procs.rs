@@ -15,7 +15,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use userland::abi::report::kind;
 use userland::abi::syscall::{
-    errno, fd, nr, procs_arg, sig, wait, Mechanism, CPU_ANY, MAX_THREADS, PRIO_USER,
+    errno, fd, nr, procs_arg, sig, wait, Mechanism, MAX_THREADS, PRIO_USER,
 };
 use userland::sys::Handler;
 use userland::{println, sys, threads};
