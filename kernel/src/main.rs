@@ -43,7 +43,7 @@ impl PhysMem<'static> for Identity {
 }
 
 /// Every cargo feature of the kernel, and whether this build has it.
-const ALL_FEATURES: [(&str, bool); 3] = [
+const ALL_FEATURES: [(&str, bool); 4] = [
     (
         "exercise-sysexit-always",
         cfg!(feature = "exercise-sysexit-always"),
@@ -56,6 +56,7 @@ const ALL_FEATURES: [(&str, bool); 3] = [
         "exercise-sysenter-no-flags-reset",
         cfg!(feature = "exercise-sysenter-no-flags-reset"),
     ),
+    ("test-late-ap", cfg!(feature = "test-late-ap")),
 ];
 
 /// The enabled features, comma-separated ("none" without any), built at
@@ -304,6 +305,15 @@ extern "C" fn ap_main(cpu: u32) -> ! {
     // This context becomes the CPU's idle thread.
     let idle_ok = task::sched::become_idle(cpu).is_ok();
     let me = arch::smp::this_cpu();
+    if cfg!(feature = "test-late-ap") && cpu == 1 {
+        // 200 ms late, past the 100 ms after which the BSP once gave the
+        // next AP this one's index and stack (`arch::smp::start`).
+        let wait = arch::pit::tsc_hz() / 5;
+        let t0 = arch::cpu::rdtsc();
+        while arch::cpu::rdtsc().wrapping_sub(t0) < wait {
+            core::hint::spin_loop();
+        }
+    }
     me.started
         .store(arch::smp::start::RUNNING, Ordering::Release);
     loop {

@@ -86,8 +86,8 @@ pub fn start_timer(hz: u32, tsc_hz: u64) {
     write(TIMER_DIVIDE, DIVIDE_BY_16);
     write(LVT_TIMER, 1 << 16); // masked while calibrating
     write(TIMER_INITIAL, u32::MAX);
-    let t0 = rdtsc();
-    while rdtsc().wrapping_sub(t0) < tsc_hz / 1000 {
+    let t0 = super::cpu::rdtsc();
+    while super::cpu::rdtsc().wrapping_sub(t0) < tsc_hz / 1000 {
         core::hint::spin_loop();
     }
     let per_ms = u32::MAX - read(TIMER_CURRENT);
@@ -110,11 +110,4 @@ pub fn set_timer_vector(vector: u8) {
 /// Starts this CPU's one-shot timer: it fires `count + 1` bus clocks later.
 pub fn one_shot(count: u32) {
     write(TIMER_INITIAL, count);
-}
-
-fn rdtsc() -> u64 {
-    let (lo, hi): (u32, u32);
-    // SAFETY: RDTSC reads a counter; the caller has a TSC.
-    unsafe { core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack)) };
-    ((hi as u64) << 32) | lo as u64
 }

@@ -213,6 +213,18 @@ impl Features {
 }
 
 /// CR2: the linear address of the last page fault.
+/// RDTSC, not ordered against earlier instructions (a deadline or a
+/// delay, not a measurement: the benchmarks fence theirs). Callers run
+/// where the CPU has a TSC.
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: RDTSC reads a counter; every caller runs where a TSC exists
+    // (the APIC timer, the pacer and the AP start-up are set up only then).
+    unsafe { asm!("rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack)) };
+    ((hi as u64) << 32) | lo as u64
+}
+
 pub fn cr2() -> u32 {
     // SAFETY: reading CR2 has no side effect.
     unsafe { x86::controlregs::cr2() as u32 }

@@ -133,7 +133,7 @@ pub fn arm_this_cpu() {
         return;
     }
     let me = super::gdt::cpu();
-    let now = rdtsc();
+    let now = super::cpu::rdtsc();
     let k = now / g;
     // SAFETY: (c) this CPU's slot, with interrupts off (boot, or ap_main
     // before it enables them).
@@ -165,7 +165,7 @@ extern "fastcall" fn arch_pace() -> u32 {
     // gate, and nothing in it enables interrupts).
     let t = unsafe { &mut (*(&raw mut TURNS))[me] };
     t.interrupts.fetch_add(1, Ordering::Relaxed);
-    let mut now = rdtsc();
+    let mut now = super::cpu::rdtsc();
     advance(t, now, g);
     apic::one_shot(timer_count(t.next, now));
     let poll = PARK_POLL.load(Ordering::Relaxed);
@@ -178,7 +178,7 @@ extern "fastcall" fn arch_pace() -> u32 {
         }
         // PAUSE ends this CPU's turn in QEMU's round at once.
         core::hint::spin_loop();
-        now = rdtsc();
+        now = super::cpu::rdtsc();
         advance(t, now, g);
     }
     if me != 0 && now >= t.next_tick {
@@ -208,11 +208,4 @@ fn mine(k: u32, me: usize) -> bool {
     }
     let owner = (k % n) as usize;
     owner == me || super::smp::idles(owner)
-}
-
-fn rdtsc() -> u64 {
-    let (lo, hi): (u32, u32);
-    // SAFETY: RDTSC reads a counter; the pacer runs only where there is one.
-    unsafe { core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack)) };
-    ((hi as u64) << 32) | lo as u64
 }

@@ -398,18 +398,11 @@ struct ApStacks([[u8; AP_STACK]; MAX_CPUS]);
 static AP_STACKS: BootCell<ApStacks> = BootCell::new(ApStacks([[0; AP_STACK]; MAX_CPUS]));
 
 fn delay_us(us: u64, tsc_hz: u64) {
-    let start = rdtsc();
+    let start = super::cpu::rdtsc();
     let ticks = (tsc_hz / 1_000_000).max(1) * us;
-    while rdtsc().wrapping_sub(start) < ticks {
+    while super::cpu::rdtsc().wrapping_sub(start) < ticks {
         core::hint::spin_loop();
     }
-}
-
-fn rdtsc() -> u64 {
-    let (lo, hi): (u32, u32);
-    // SAFETY: RDTSC reads a counter (only called where a TSC exists).
-    unsafe { asm!("rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack)) };
-    ((hi as u64) << 32) | lo as u64
 }
 
 /// What an AP runs once the trampoline has it in protected mode with
@@ -523,9 +516,9 @@ pub fn init(tsc_hz: u64, has_apic: bool, ap_main: ApMain) -> usize {
         // Up to 5 s for it to arrive (a real AP takes microseconds; an
         // emulated one on a loaded host waits for a host thread, and under
         // multi-threaded TCG the TSC follows the host's clock).
-        let t0 = rdtsc();
+        let t0 = super::cpu::rdtsc();
         while state.load(Ordering::Acquire) == start::WAITING
-            && rdtsc().wrapping_sub(t0) < 5 * tsc_hz
+            && super::cpu::rdtsc().wrapping_sub(t0) < 5 * tsc_hz
         {
             core::hint::spin_loop();
         }
@@ -547,9 +540,9 @@ pub fn init(tsc_hz: u64, has_apic: bool, ap_main: ApMain) -> usize {
         }
         // It arrived, so the mailbox is free; its start-up is short and
         // takes no lock another CPU holds. Up to 10 s more for it.
-        let t0 = rdtsc();
+        let t0 = super::cpu::rdtsc();
         while state.load(Ordering::Acquire) != start::RUNNING
-            && rdtsc().wrapping_sub(t0) < 10 * tsc_hz
+            && super::cpu::rdtsc().wrapping_sub(t0) < 10 * tsc_hz
         {
             core::hint::spin_loop();
         }

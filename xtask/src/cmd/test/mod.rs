@@ -754,6 +754,14 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
         };
         tally.case(c.name, || run_case(c, &art, &dir, repeat));
     }
+    let late = &cases::LATE_AP;
+    if on(Emulator::Qemu) && wanted(late.name) {
+        tally.case(late.name, || {
+            let art = crate::cmd::run::feature_build(&["test-late-ap".to_string()])
+                .map_err(|e| format!("{e:#}"))?;
+            run_case(late, &art, &dir.join("late-ap"), 1)
+        });
+    }
     if on(Emulator::Qemu) {
         tally.section("boots under the model clock (QEMU TCG, icount, the model plugin)");
         for t in model::self_tests(&art, &dir, a.filter.as_deref()) {

@@ -35,8 +35,8 @@ use fuzz::FUZZ;
 use lmbench::LMBENCH;
 use matrix::{hostile_all_expected, MATRIX};
 use procs::PROCS;
-pub(crate) use smp::SOAK;
 use smp::{smp_check_on, SMP};
+pub(crate) use smp::{LATE_AP, SOAK};
 
 pub type Check = fn(&BootLog, &[Record]) -> Result<(), String>;
 

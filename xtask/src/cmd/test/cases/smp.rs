@@ -634,6 +634,19 @@ fn race_clean(log: &BootLog, r: &[Record]) -> Result<(), String> {
     Ok(())
 }
 
+/// The AP start-up handshake (kernel arch/smp.rs `start`), booted with the
+/// kernel feature `test-late-ap`: CPU 1 says it runs 200 ms after it
+/// arrived. Before the handshake the BSP waited 100 ms, then gave the next
+/// AP the same index and stack, and this boot ended in a triple fault.
+pub(crate) const LATE_AP: Case = Case {
+    name: "SMP start-up with CPU 1 200 ms late (feature test-late-ap): every AP keeps its own index and stack, 4 CPUs started, the benchmarks run",
+    cmdline: "mode=smp",
+    timeout: 120,
+    cpus: 4,
+    check: |log, r| smp_check(log, r, "4", ICOUNT),
+    ..CASE
+};
+
 /// The boots `cargo xtask soak` repeats: the kernel and user tests with
 /// the hostile suite, under multi-threaded TCG (the CPUs truly in
 /// parallel, one host thread each) on 2 and 4 CPUs.
