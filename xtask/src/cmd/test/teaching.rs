@@ -246,13 +246,15 @@ pub const CHAPTERS: &[&str] = &[
 
 /// What a chapter's block of commands must do, from the HTML comment
 /// `<!-- expect: ... -->` on the line before its fence: `exit=N` (default
-/// 0), `says="TEXT"` (somewhere in stdout or stderr), `interactive` (gdb
+/// 0), `says="TEXT"` (somewhere in stdout or stderr; repeatable, each
+/// must be there), `interactive` (gdb
 /// waits for a person: not run; its `--batch` form is tested), or
 /// `skip="WHY"`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expect {
     pub exit: i32,
-    pub says: Option<String>,
+    /// Each must be in the output (`says=` may be given more than once).
+    pub says: Vec<String>,
     pub run: bool,
 }
 
@@ -268,7 +270,7 @@ pub struct Stated {
 fn parse_expect(c: &str) -> Result<Expect, String> {
     let mut e = Expect {
         exit: 0,
-        says: None,
+        says: Vec::new(),
         run: true,
     };
     let mut rest = c.trim();
@@ -290,7 +292,7 @@ fn parse_expect(c: &str) -> Result<Expect, String> {
             if rest.starts_with("skip") {
                 e.run = false;
             } else {
-                e.says = Some(r[..end].to_string());
+                e.says.push(r[..end].to_string());
             }
             rest = r[end + 1..].trim_start();
         } else {
@@ -442,11 +444,9 @@ pub fn chapter_tests(filter: Option<&str>) -> Vec<Test<'static>> {
                         tail(&text, 30)
                     ));
                 }
-                match &s.expect.says {
-                    Some(w) if !text.contains(w.as_str()) => {
-                        Err(format!("the output lacks {w:?}:\n{}", tail(&text, 30)))
-                    }
-                    _ => Ok(()),
+                match s.expect.says.iter().find(|w| !text.contains(w.as_str())) {
+                    Some(w) => Err(format!("the output lacks {w:?}:\n{}", tail(&text, 30))),
+                    None => Ok(()),
                 }
             })
         }));
@@ -560,7 +560,12 @@ mod tests {
         assert_eq!(s.len(), 3, "{s:?}");
         assert_eq!(s[0].line, "cargo xtask run --mode test --features a");
         assert_eq!(s[0].expect.exit, 1);
-        assert_eq!(s[0].expect.says.as_deref(), Some("run failed"));
+        assert_eq!(s[0].expect.says, ["run failed"]);
+        let two = parse_expect(r#"says="a b" exit=1 says="c""#).unwrap();
+        assert_eq!(
+            (two.exit, two.says),
+            (1, vec!["a b".to_string(), "c".to_string()])
+        );
         assert!(!s[1].expect.run);
         assert_eq!(s[2].expect, parse_expect("").unwrap());
         assert!(stated_commands("c.md", "<!-- expect: exit=x -->\n```\n```\n").is_err());

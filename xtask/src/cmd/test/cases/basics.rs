@@ -9,8 +9,23 @@ use crate::machine::BootLog;
 use crate::report::{self, Record};
 use crate::results::Results;
 
-use super::checks::{all_tests_pass, contains, end, mech, one, outcome, succeeded};
+use super::checks::{
+    all_tests_pass, check_passed, contains, end, mech, one, outcome, succeeded, test_passed,
+};
 use super::{Case, CASE};
+
+/// The `locks` program's checks docs/threads.md names, each of which the
+/// one-CPU test boot must see pass.
+const LOCKS_CHECKS_THE_BOOK_NAMES: &[&str] = &[
+    "a low-priority owner inherits its waiter's priority",
+    "the owner gives the priority back when it unlocks",
+    "turnstile hands the mutex to the most urgent waiter first",
+    "sleepqueue wakes in the order of sleeping",
+    "stress: 4 threads x 300 locked increments, none lost",
+    "thread pool exhaustion gives EAGAIN, not a panic",
+    "locking a mutex it owns gives EDEADLK",
+    "unlocking a mutex it does not own gives EPERM",
+];
 
 /// Path-length targets under icount (loop included), full null round trip.
 pub(crate) const PATH_LENGTH_LIMITS: &[(&str, f64)] = &[
@@ -64,6 +79,11 @@ pub(super) const BASICS: &[Case] = &[
         cmdline: "mode=test",
         check: |log, r| {
             all_tests_pass(log, r, 20)?;
+            // What docs/threads.md says the `locks` program's tests hold.
+            for name in LOCKS_CHECKS_THE_BOOK_NAMES {
+                check_passed(r, "locks", name)?;
+            }
+            test_passed(r, "kernel: pools keep 128-byte objects apart")?;
             mech(r, "syscall", "unavailable")?;
             mech(r, "sysenter", "ok")?;
             reason_mentions(r, "syscall", "Intel")?;
