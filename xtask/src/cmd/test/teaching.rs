@@ -63,6 +63,22 @@ pub const EXERCISES: &[Exercise] = &[
             "Return from sysenter with SYSEXIT every time, even when the saved EFLAGS is dirty.",
         check: |log, r| {
             ended(log, abi::exit::Outcome::Failure)?;
+            // The flags that are state come back as the kernel's: utest's
+            // checks and the hostile suite's cases for each (the answer
+            // names them).
+            for flag in ["DF", "AC", "NT"] {
+                failed_check(
+                    r,
+                    "sysenter",
+                    &format!("{flag} set before the call: the user gets it back"),
+                )?;
+                failed_test(
+                    r,
+                    &format!(
+                        "user fault: {flag} set before sysenter: right result, {flag} given back"
+                    ),
+                )?;
+            }
             failed_test(
                 r,
                 "user fault: TF set before sysenter (#DB after the return)",
