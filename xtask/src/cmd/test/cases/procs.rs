@@ -26,6 +26,14 @@ fn procs_pass(log: &BootLog, r: &[Record]) -> Result<(), String> {
         log,
         &format!("procs: {} passed, 0 failed", 21 + SPACE_KEY_CASES),
     )?;
+    // The two docs/threads.md leans on for its keys: one address in two
+    // processes is two keys.
+    for name in [
+        "sleep_on at one address in two processes: a wakeup stays in its process",
+        "user mutexes at one address in two processes: an unlock stays in its process",
+    ] {
+        contains(log, &format!("procs: PASS {name}"))?;
+    }
     child_named(log, r)
 }
 
