@@ -141,8 +141,13 @@ pub fn unknown_tests(
                 None => tests.iter().any(|t| t.starts_with(&n.name)),
             };
             if !known {
+                let of = if n.name.starts_with(HOST) {
+                    "no #[test] fn of abi, xtask or model"
+                } else {
+                    "no test of `cargo xtask test --list`"
+                };
                 out.push(format!(
-                    "{}:{}: `{PREFIX}{}` names no test of `cargo xtask test --list`",
+                    "{}:{}: `{PREFIX}{}` names {of}",
                     f.strip_prefix(root).unwrap_or(f).display(),
                     n.line,
                     n.name
@@ -211,7 +216,7 @@ mod tests {
         let got = unknown_tests(&dir, std::slice::from_ref(&f), &tests, &host).unwrap();
         assert_eq!(
             got,
-            ["c.md:1: `test: host unit tests: gone` names no test of `cargo xtask test --list`"]
+            ["c.md:1: `test: host unit tests: gone` names no #[test] fn of abi, xtask or model"]
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
