@@ -31,6 +31,8 @@ pub enum Table {
     /// The same for sysenter.
     PathSysenter,
     /// The same for the call gate.
+    PathCallgate,
+    /// The same for the call gate.
     CostCallgate,
     /// The same for AMD syscall (on an AMD model, under the profiles that
     /// give SYSCALL a cost).
@@ -1833,6 +1835,7 @@ pub fn print(table: Table) -> Result<i32> {
         Table::CostSyscall => cost(&COST_PATHS[3])?,
         Table::PathInt80 => path(crate::cmd::trace::MechArg::Int80)?,
         Table::PathSysenter => path(crate::cmd::trace::MechArg::Sysenter)?,
+        Table::PathCallgate => path(crate::cmd::trace::MechArg::Callgate)?,
         Table::Smp => smp()?,
         Table::Locks => locks()?,
         Table::Targets => targets()?,

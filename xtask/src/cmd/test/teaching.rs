@@ -417,8 +417,8 @@ fn tail(text: &str, n: usize) -> String {
 }
 
 /// One test per command the teaching chapters and the exercises state, run
-/// as stated; and the path counts of int80.md and sysenter.md against the
-/// measured `null` paths.
+/// as stated; and the path counts of int80.md, sysenter.md and callgate.md
+/// against the measured `null` paths.
 pub fn chapter_tests(filter: Option<&str>) -> Vec<Test<'static>> {
     let mut out = Vec::new();
     let wanted = |n: &str| filter.is_none_or(|f| n.contains(f));
@@ -468,7 +468,7 @@ pub fn chapter_tests(filter: Option<&str>) -> Vec<Test<'static>> {
         }));
     }
     let name =
-        "teaching: the path counts of int80.md and sysenter.md add up to the measured null paths";
+        "teaching: the path counts of int80.md, sysenter.md and callgate.md add up to the measured null paths";
     if wanted(name) {
         out.push(Test::plain(name.to_string(), path_counts));
     }
@@ -512,7 +512,7 @@ fn path_counts() -> Result<(), String> {
             "--no-save",
             "--json",
             "--append",
-            "batches=2 batch_size=64 entry=int80,sysenter",
+            "batches=2 batch_size=64 entry=int80,sysenter,callgate",
         ]
         .map(String::from),
     )?;
@@ -528,6 +528,7 @@ fn path_counts() -> Result<(), String> {
     for (chapter, bench) in [
         ("docs/int80.md", "int80.null"),
         ("docs/sysenter.md", "sysenter.null"),
+        ("docs/callgate.md", "callgate.null"),
     ] {
         let text =
             std::fs::read_to_string(kbuild::root().join(chapter)).map_err(|e| e.to_string())?;
