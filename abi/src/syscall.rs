@@ -389,6 +389,12 @@ pub mod procs_arg {
     pub const CHILD_SAYS: &str = "procs: the forked child is";
     /// That child's `check` record's name.
     pub const CHILD_RECORD: &str = "forked child";
+    /// The cases that need a second CPU: on one they are skipped, each
+    /// with a `check` record whose result is `skip`.
+    pub const ACROSS_CASES: [&str; 2] = [
+        "pipe: a reader blocked on the other CPU is woken by a write",
+        "pipe: 1,000,000 bytes from CPU 0 to CPU 1, none lost or reordered",
+    ];
 }
 
 /// Processes the kernel holds at once (zombies included): past it, `fork`
@@ -459,6 +465,16 @@ pub mod locks_arg {
     /// gate's entry (resumed) and then one in ring 3 (which ends the task),
     /// each CPU through its own debug task.
     pub const END_STEP: u32 = 4;
+    /// The tests' checks across CPUs, as the `check` records name them
+    /// with result `skip` on one CPU (on several each group runs under
+    /// names of its own, which say the CPUs).
+    pub const ACROSS_SKIPPED: [&str; 5] = [
+        "across CPUs (owner on 1, waiter on 0): priority lending and hand-off",
+        "across CPUs (owner on 0, waiter on 1): priority lending and hand-off",
+        "across CPUs: locked increments from two threads on every CPU",
+        "across CPUs: sleep/wakeup round trips between CPU 0 and CPU 1 all complete",
+        "across CPUs: every usable mechanism enters and returns on every CPU",
+    ];
 }
 
 /// `thread_create`'s CPU argument for "any": the kernel spreads threads

@@ -304,7 +304,8 @@ extern "C" fn ap_main(cpu: u32) -> ! {
     // This context becomes the CPU's idle thread.
     let idle_ok = task::sched::become_idle(cpu).is_ok();
     let me = arch::smp::this_cpu();
-    me.started.store(1, Ordering::Release);
+    me.started
+        .store(arch::smp::start::RUNNING, Ordering::Release);
     loop {
         // SAFETY: IPIs (the TLB shootdown, reschedule) are taken while waiting.
         unsafe { core::arch::asm!("sti", options(nomem, nostack)) };
@@ -343,23 +344,10 @@ extern "C" fn ap_main(cpu: u32) -> ! {
 
 /// The turn pacer's cost in this boot (`kind::PACER`).
 fn report_pacer(cpus: usize) {
-    /// A comma list of the first `.1` counts.
-    struct Counts<'a>(&'a [u32], usize);
-    impl core::fmt::Display for Counts<'_> {
-        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-            // No empty piece: the record escapes an empty value as `%00`.
-            for (i, c) in self.0[..self.1].iter().enumerate() {
-                if i > 0 {
-                    f.write_str(",")?;
-                }
-                write!(f, "{c}")?;
-            }
-            Ok(())
-        }
-    }
     let (ints, parked) = arch::pacer::counts();
-    record!(kind::PACER, "interrupts" => console::Text(Counts(&ints, cpus)),
-        "parked" => console::Text(Counts(&parked, cpus)));
+    use console::{List, Text};
+    record!(kind::PACER, "interrupts" => Text(List(|| ints[..cpus].iter())),
+        "parked" => Text(List(|| parked[..cpus].iter())));
 }
 
 fn warn(w: Warning) {

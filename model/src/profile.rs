@@ -392,11 +392,19 @@ mod tests {
     fn embedded_profiles_parse_and_check() {
         let all = builtin();
         let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["p3", "p4", "core2", "modern"]);
+        assert_eq!(names, ["p3", "p4", "core2", "penryn", "nehalem", "modern"]);
         let p4 = find("p4").unwrap();
         assert_eq!((p4.line, p4.pair_prefetch), (64, 1));
         assert_eq!(find("p3").unwrap().line, 32);
         assert_eq!(find("core2").unwrap().l2_shared, 1);
+        // The mail's machines: a Core 2 Duo T8100 and a Core i7-920.
+        let penryn = find("penryn").unwrap();
+        assert_eq!(
+            (penryn.l2_size, penryn.l2_ways, penryn.l2_shared),
+            (3 << 20, 12, 1)
+        );
+        let nehalem = find("nehalem").unwrap();
+        assert_eq!((nehalem.l3_size, nehalem.stlb_entries), (8 << 20, 512));
     }
 
     #[test]
@@ -423,7 +431,8 @@ mod tests {
     fn unknown_profile_names_the_known_ones() {
         let e = find("p5").unwrap_err();
         assert!(
-            e.contains("unknown profile \"p5\"") && e.contains("p3, p4, core2, modern"),
+            e.contains("unknown profile \"p5\"")
+                && e.contains("p3, p4, core2, penryn, nehalem, modern"),
             "{e}"
         );
     }

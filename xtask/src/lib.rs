@@ -59,6 +59,8 @@ enum Cmd {
     Bench(cmd::bench::BenchArgs),
     /// The speed-up table across results files (time without / time with).
     Table(cmd::table::TableArgs),
+    /// The pmap mail's forktest table: old (pmap=apte) against new (pmap=direct) per machine, SP and MP, bare and virt, under the model.
+    Forktest(cmd::forktest::ForktestArgs),
     /// lmbench's process-level rows (the `lmbench` program) as lmbench's summary table.
     Lmbench(cmd::lmbench::LmbenchArgs),
     /// What the model clock costs: model / icount wall time of the same boots on 1, 2 and 4 CPUs.
@@ -91,6 +93,7 @@ pub fn main() -> ! {
         Cmd::Import(a) => cmd::import::import(a),
         Cmd::Bench(a) => cmd::bench::bench(a),
         Cmd::Table(a) => cmd::table::table(a),
+        Cmd::Forktest(a) => cmd::forktest::forktest(a),
         Cmd::Lmbench(a) => cmd::lmbench::lmbench(a),
         Cmd::ModelSpeed(a) => cmd::modelspeed::model_speed(a),
         Cmd::Trace(a) => cmd::trace::trace(a),

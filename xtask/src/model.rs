@@ -38,18 +38,21 @@ pub const DEFAULT_PROFILE: &str = "modern";
 
 /// The profile that models QEMU's CPU model `cpu`, where one does: the
 /// Pentium III (and II: the same P6 core) is p3, the Pentium 4 p4, the
-/// Core 2 models (core2duo, Conroe, Penryn) core2, and the Intel cores
-/// from Nehalem on `modern`; QEMU's generic models (qemu32, qemu64, kvm32,
+/// 65 nm Core 2 models (core2duo, Conroe) core2, Penryn penryn, Nehalem
+/// and Westmere nehalem, and the Intel cores from Sandy Bridge on
+/// `modern`; QEMU's generic models (qemu32, qemu64, kvm32,
 /// kvm64) are `modern` too. Others (486, pentium, AMD's, host): `None`.
 pub fn profile_for_cpu(cpu: &str) -> Option<&'static str> {
     let base = cpu.split(['-', ',']).next().unwrap_or(cpu);
     Some(match base {
         "pentium2" | "pentium3" | "p3" => "p3",
         "pentium4" | "p4" => "p4",
-        "core2duo" | "Conroe" | "Penryn" | "core2" => "core2",
-        "qemu32" | "qemu64" | "kvm32" | "kvm64" | "max" | "modern" | "Nehalem" | "Westmere"
-        | "SandyBridge" | "IvyBridge" | "Haswell" | "Broadwell" | "Skylake" | "Cascadelake"
-        | "Cooperlake" | "Icelake" | "SapphireRapids" => "modern",
+        "core2duo" | "Conroe" | "core2" => "core2",
+        "Penryn" | "penryn" => "penryn",
+        "Nehalem" | "Westmere" | "nehalem" => "nehalem",
+        "qemu32" | "qemu64" | "kvm32" | "kvm64" | "max" | "modern" | "SandyBridge"
+        | "IvyBridge" | "Haswell" | "Broadwell" | "Skylake" | "Cascadelake" | "Cooperlake"
+        | "Icelake" | "SapphireRapids" => "modern",
         _ => return None,
     })
 }
@@ -723,11 +726,11 @@ mod tests {
     #[test]
     fn profiles_come_from_the_model() {
         let known = known_profiles();
-        assert_eq!(known, ["p3", "p4", "core2", "modern"]);
+        assert_eq!(known, ["p3", "p4", "core2", "penryn", "nehalem", "modern"]);
         assert!(check_profile("p4", &known).is_ok());
         let e = check_profile("k7", &known).unwrap_err().to_string();
         assert!(
-            e.contains("\"k7\": no such model profile; known profiles: p3, p4, core2, modern"),
+            e.contains("\"k7\": no such model profile; known profiles: p3, p4, core2, penryn, nehalem, modern"),
             "{e}"
         );
     }
@@ -740,7 +743,8 @@ mod tests {
             ("pentium2", Some("p3")),
             ("pentium4", Some("p4")),
             ("core2duo", Some("core2")),
-            ("Penryn-v1", Some("core2")),
+            ("Penryn-v1", Some("penryn")),
+            ("Nehalem-IBRS", Some("nehalem")),
             ("Skylake-Client", Some("modern")),
             ("Haswell-noTSX", Some("modern")),
             ("phenom", None),

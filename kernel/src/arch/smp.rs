@@ -46,7 +46,37 @@ pub struct PerCpu {
     pub done: AtomicU32,
     /// IPIs this CPU has taken (the TLB shootdown counts them).
     pub ipis: AtomicU32,
+    /// Where this CPU is in its start-up ([`start`]'s states), moved by
+    /// compare-and-swap so that the AP and the BSP agree on whether a late
+    /// AP was given up on.
     pub started: AtomicU32,
+}
+
+/// The states of [`PerCpu::started`]: the handshake between the BSP and
+/// an AP it starts.
+///
+/// An AP reads its stack, its CPU index and its entry from the one
+/// trampoline mailbox, on its way into [`ApMain`]. If the BSP stopped
+/// waiting for a slow AP and went on to the next, it would write the next
+/// AP's values into that mailbox, and give the next AP the same index,
+/// stack, GDT and TSS slot, while the slow AP might still arrive and use
+/// them: two CPUs on one stack, and a triple fault. Multi-threaded TCG on a
+/// loaded host made an AP that late (about one boot in five) when the BSP
+/// waited 100 ms for the AP's whole start-up. So the AP first claims its
+/// arrival, and the BSP, when it gives up, claims the slot as abandoned:
+/// one compare-and-swap each, so exactly one of them wins. An AP that finds
+/// its slot abandoned parks and touches nothing; a BSP that abandons one
+/// starts no further AP, so nothing of the parked one is ever handed out
+/// again.
+pub mod start {
+    /// The BSP sent INIT and STARTUP; the AP has not said anything yet.
+    pub const WAITING: u32 = 0;
+    /// Its start-up is done: it runs the scheduler and takes commands.
+    pub const RUNNING: u32 = 1;
+    /// It reached `ap_main`: it has read the mailbox and is on its own stack.
+    pub const ARRIVED: u32 = 2;
+    /// The BSP gave up waiting for it to arrive.
+    pub const ABANDONED: u32 = 3;
 }
 
 /// One CPU's idle state, in a 128-byte block of its own (two 64-byte
@@ -448,7 +478,7 @@ pub fn init(tsc_hz: u64, has_apic: bool, ap_main: ApMain) -> usize {
     c.count = n.max(1);
     c.apic_ids = ids;
     pc[0].apic_id = bsp as u32;
-    pc[0].started.store(1, Ordering::Release);
+    pc[0].started.store(start::RUNNING, Ordering::Release);
     // The trampoline page.
     let len = &raw const trampoline_end as usize - &raw const trampoline_start as usize;
     // SAFETY: AP_TRAMPOLINE is free low memory, identity-mapped, and the
@@ -480,24 +510,54 @@ pub fn init(tsc_hz: u64, has_apic: bool, ap_main: ApMain) -> usize {
                 cpu: cpu as u32,
             })
         };
+        let state = &pc[cpu].started;
         apic::send_init(id);
         delay_us(10_000, tsc_hz);
         for _ in 0..2 {
             apic::send_startup(id, (AP_TRAMPOLINE >> 12) as u8);
             delay_us(200, tsc_hz);
-            if pc[cpu].started.load(Ordering::Acquire) != 0 {
+            if state.load(Ordering::Acquire) != start::WAITING {
                 break;
             }
         }
-        // Up to 100 ms for it to arrive.
+        // Up to 5 s for it to arrive (a real AP takes microseconds; an
+        // emulated one on a loaded host waits for a host thread, and under
+        // multi-threaded TCG the TSC follows the host's clock).
         let t0 = rdtsc();
-        while pc[cpu].started.load(Ordering::Acquire) == 0 && rdtsc().wrapping_sub(t0) < tsc_hz / 10
+        while state.load(Ordering::Acquire) == start::WAITING
+            && rdtsc().wrapping_sub(t0) < 5 * tsc_hz
         {
             core::hint::spin_loop();
         }
-        if pc[cpu].started.load(Ordering::Acquire) != 0 {
-            started += 1;
+        if state
+            .compare_exchange(
+                start::WAITING,
+                start::ABANDONED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+        {
+            // It may still arrive: it then parks. Its index, stack and the
+            // mailbox stay its own, so no other AP is started.
+            crate::kprintln!(
+                "smp: the AP with APIC id {id} did not arrive within 5 s; starting no more CPUs"
+            );
+            break;
         }
+        // It arrived, so the mailbox is free; its start-up is short and
+        // takes no lock another CPU holds. Up to 10 s more for it.
+        let t0 = rdtsc();
+        while state.load(Ordering::Acquire) != start::RUNNING
+            && rdtsc().wrapping_sub(t0) < 10 * tsc_hz
+        {
+            core::hint::spin_loop();
+        }
+        assert!(
+            state.load(Ordering::Acquire) == start::RUNNING,
+            "smp: the AP with APIC id {id} arrived but did not finish its start-up within 10 s"
+        );
+        started += 1;
     }
     c.started = started;
     started
@@ -643,6 +703,21 @@ fn ap_stack_top(cpu: usize) -> u32 {
 /// segment, its own IDT, its local APIC. Returns its stack top (for the
 /// per-CPU entry MSRs).
 pub fn ap_init(cpu: usize) -> u32 {
+    // The first thing an AP does, on the stack the mailbox gave it: say
+    // it arrived, unless the BSP has given up on it ([`start`]).
+    if percpu(cpu)
+        .started
+        .compare_exchange(
+            start::WAITING,
+            start::ARRIVED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_err()
+    {
+        // Abandoned: park, interrupts off, touching nothing shared.
+        super::power::halt_forever();
+    }
     super::gdt::init_ap(cpu);
     super::idt::load(cpu);
     super::marker::announce_tables(

@@ -355,25 +355,13 @@ impl Parts {
 /// `snap_per_batch`), from which the host computes, under the model, how
 /// much of CPU 0's timed region each other CPU's part overlapped.
 fn share(name: &str, work: &str, per_cpu: &[u64], parts: &Parts) {
-    struct List<'a, T>(&'a [T]);
-    impl<T: core::fmt::Display> core::fmt::Display for List<'_, T> {
-        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-            // No empty piece: the record escapes an empty value as `%00`.
-            for (c, n) in self.0.iter().enumerate() {
-                if c > 0 {
-                    f.write_str(",")?;
-                }
-                write!(f, "{n}")?;
-            }
-            Ok(())
-        }
-    }
+    use crate::console::{List, Text};
     let n = per_cpu.len();
     record!(kind::SHARE, "name" => name, "work" => work,
-        "per_cpu" => crate::console::Text(List(per_cpu)),
+        "per_cpu" => Text(List(|| per_cpu.iter())),
         "stream" => abi::model::stream_key(SNAP_KERNEL),
-        "snap_first" => crate::console::Text(List(&parts.first[..n])),
-        "snap_per_batch" => crate::console::Text(List(&parts.per_batch[..n])));
+        "snap_first" => Text(List(|| parts.first[..n].iter())),
+        "snap_per_batch" => Text(List(|| parts.per_batch[..n].iter())));
 }
 
 /// The mask of CPUs `0..n`.

@@ -151,6 +151,29 @@ impl<T: fmt::Display> fmt::Display for Val<'_, Text<T>> {
     }
 }
 
+/// A comma list of what the iterator `make` gives (`512,341,398`), for a
+/// record value of one number per CPU: `Text(List(|| ...))`. Never empty
+/// with an item: the record escapes an empty value as `%00`.
+#[derive(Clone, Copy)]
+pub struct List<F>(pub F);
+
+impl<F, I> fmt::Display for List<F>
+where
+    F: Fn() -> I,
+    I: Iterator,
+    I::Item: fmt::Display,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, x) in (self.0)().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{x}")?;
+        }
+        Ok(())
+    }
+}
+
 /// A value printed as `0x` hex.
 #[derive(Clone, Copy)]
 pub struct Hex(pub u32);

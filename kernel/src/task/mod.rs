@@ -219,28 +219,17 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
 /// against work that happened, not work that was planned.
 fn report_work(prog: &str) {
     use core::sync::atomic::{AtomicU32, Ordering};
-    /// A comma list of the first `.1` counters.
-    struct List<'a>(&'a [AtomicU32], usize);
-    impl core::fmt::Display for List<'_> {
-        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-            // No empty piece: the record escapes an empty value as `%00`.
-            for (i, c) in self.0[..self.1].iter().enumerate() {
-                if i > 0 {
-                    f.write_str(",")?;
-                }
-                write!(f, "{}", c.load(Ordering::Relaxed))?;
-            }
-            Ok(())
-        }
-    }
+    let counts = |c: &'static [AtomicU32]| move || c.iter().map(|x| x.load(Ordering::Relaxed));
     let cpus = crate::arch::smp::cpus().started;
     if cpus < 2 {
         return;
     }
-    use crate::console::Text;
+    use crate::console::{List, Text};
     use crate::vm::pmap::shootdown::{SENT, TAKEN};
-    record!(kind::WORK, "prog" => prog, "forks" => Text(List(&crate::proc::FORKS_ON, cpus)),
-        "shootdowns_sent" => Text(List(&SENT, cpus)), "shootdowns_taken" => Text(List(&TAKEN, cpus)));
+    record!(kind::WORK, "prog" => prog,
+        "forks" => Text(List(counts(&crate::proc::FORKS_ON[..cpus]))),
+        "shootdowns_sent" => Text(List(counts(&SENT[..cpus]))),
+        "shootdowns_taken" => Text(List(counts(&TAKEN[..cpus]))));
 }
 
 /// Puts back every piece of machine state a task may change, as the boot

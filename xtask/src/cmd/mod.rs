@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod build;
 pub mod docs;
+pub mod forktest;
 pub mod fuzz;
 pub mod gdb;
 pub mod import;
@@ -69,8 +70,9 @@ pub struct BootArgs {
     #[arg(long, value_enum)]
     pub clock: Option<Clock>,
     /// With --clock model: the CPU profile (model/profiles.toml; default: the
-    /// one matching --cpu, e.g. pentium3 → p3, core2duo → core2, qemu32 and
-    /// recent Intel models → modern; else modern).
+    /// one matching --cpu, e.g. pentium3 → p3, core2duo → core2, Penryn →
+    /// penryn, Nehalem → nehalem, qemu32 and recent Intel models → modern;
+    /// else modern).
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
     /// With --clock model: model a guest under a hypervisor. `shadow` (the

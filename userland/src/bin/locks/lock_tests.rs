@@ -355,6 +355,10 @@ fn tests() -> i32 {
         stress_across(n);
         sleep_wakeup_across();
         mechanisms_across(n);
+    } else {
+        for name in userland::abi::syscall::locks_arg::ACROSS_SKIPPED {
+            skip(name, "needs a second CPU");
+        }
     }
     deadlock();
     exhaustion();

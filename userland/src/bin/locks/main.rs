@@ -113,6 +113,14 @@ fn check(name: &str, ok: bool, got: u32) {
         "result" => if ok { "pass" } else { "fail" }, "got" => got);
 }
 
+/// A check that cannot run here (one CPU for a check across CPUs):
+/// printed and recorded as skipped, never as passed.
+fn skip(name: &str, why: &str) {
+    println!("locks: SKIP {name}: {why}");
+    record!(kind::CHECK, "mech" => "locks", "name" => Esc(name),
+        "result" => "skip", "got" => 0);
+}
+
 /// `check` with a prefix on the name ("across CPUs: ...").
 fn checkp(prefix: &str, name: &str, ok: bool, got: u32) {
     let mut l = Line::new();

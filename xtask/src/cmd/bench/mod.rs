@@ -47,6 +47,43 @@ pub const CHANGED_EXIT: i32 = 3;
 /// turn, compare, save the baseline if asked, export; with
 /// `--fail-on-change`, exit with [`CHANGED_EXIT`] when a metric changed.
 pub fn bench(a: BenchArgs) -> Result<i32> {
+    if a.turns.is_empty() {
+        return bench_once(&a).map(|(status, _)| status);
+    }
+    by_grain(a)
+}
+
+/// `bench --turns`: the comparison at each grain, in the order given, each
+/// with its own output and exports; then the table across grains. Every
+/// grain is checked before the first build.
+fn by_grain(a: BenchArgs) -> Result<i32> {
+    let clock = a.boot.clock.unwrap_or(Clock::Icount);
+    anyhow::ensure!(
+        a.boot.smp >= 2,
+        "--turns compares interleaving grains of several CPUs: add --smp 2 or more"
+    );
+    let mut runs = Vec::new();
+    for &t in &a.turns {
+        let mut spec = a.boot.spec()?;
+        spec.turn = Some(t);
+        spec.turn_word(clock)?;
+    }
+    let mut status = 0;
+    for &t in &a.turns {
+        println!("== bench at turn={t}");
+        let mut one = a.clone();
+        one.turns.clear();
+        one.boot.turn = Some(t);
+        let (s, compared) = bench_once(&one)?;
+        status = status.max(s);
+        runs.push((t, compared));
+    }
+    print!("{}", report::by_grain(&runs));
+    Ok(status)
+}
+
+/// One comparison: its exit status and what it compared.
+fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
     let variants = a.variants()?;
     a.boot.check()?;
     // Everything that can fail without a boot fails before the first one.
@@ -68,7 +105,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     let started = Instant::now();
     // The builds are kept between runs; the boots' files are this run's own.
     let scratch = Scratch::new("bench")?;
-    let m = boot_interleaved(&a, &variants, &builds, scratch.path(), started)?;
+    let m = boot_interleaved(a, &variants, &builds, scratch.path(), started)?;
     let now = m.provenance.values().next().cloned().unwrap_or_default();
     let mut notes = Vec::new();
     if let Some(b) = &baseline {
@@ -108,7 +145,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     for n in &notes {
         println!("note: {n}");
     }
-    let compared = compare_all(&a, &table, &order, reading, &info_of)?;
+    let compared = compare_all(a, &table, &order, reading, &info_of)?;
     // What was compared: the metrics asked for, or every one measured.
     let all_metrics: Vec<String> = if a.metrics.is_empty() {
         table
@@ -168,9 +205,9 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
             "bench: --fail-on-change: {} changed",
             summary.changed.join(", ")
         );
-        return Ok(CHANGED_EXIT);
+        return Ok((CHANGED_EXIT, compared));
     }
-    Ok(0)
+    Ok((0, compared))
 }
 
 /// A new export directory `<out>/<timestamp>[-N]/`, made before any boot so

@@ -40,7 +40,7 @@ pub fn split_spec<'a>(flag: &str, spec: &'a str) -> Result<(&'a str, &'a str)> {
     }
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Clone, Debug)]
 pub struct BenchArgs {
     #[command(flatten)]
     pub boot: BootArgs,
@@ -90,6 +90,17 @@ pub struct BenchArgs {
     /// not count.
     #[arg(long, value_name = "PCT", default_value_t = 0.0)]
     pub threshold: f64,
+    /// With several CPUs under icount or the model: the whole comparison
+    /// once per interleaving grain (instructions per CPU turn, as --turn),
+    /// then a table of each metric's difference per grain that says where
+    /// its direction changes (e.g. 2000,10000,50000).
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        conflicts_with = "turn"
+    )]
+    pub turns: Vec<u32>,
 }
 
 impl BenchArgs {

@@ -183,3 +183,101 @@ impl Summary {
         )
     }
 }
+
+/// One cell of the by-grain table: the later set's difference from the
+/// first in percent, when the comparison found one (exact counts apart, or
+/// proven at the comparison's level); `Some(0.0)` when the sets are equal
+/// or no difference is proven; `None` when a side has no value or too few
+/// values to tell.
+fn grain_cell(v: &compare::Verdict) -> Option<f64> {
+    match v {
+        compare::Verdict::Identical | compare::Verdict::NotProven(_) => Some(0.0),
+        compare::Verdict::Exact { percent, .. } => Some(*percent),
+        compare::Verdict::Proven(c) => Some(c.percent),
+        compare::Verdict::TooFew { .. } | compare::Verdict::Absent => None,
+    }
+}
+
+/// `bench --turns`: the same comparison at each interleaving grain, one
+/// row per metric and later set, one column per grain, and whether the
+/// direction (better, worse) changes with the grain. A figure whose sign
+/// depends on the grain depends on the interleaving the emulation chose,
+/// not only on the change measured.
+pub fn by_grain(runs: &[(u32, Vec<Compared>)]) -> String {
+    use std::fmt::Write as _;
+    let mut rows: Vec<(String, String, bool)> = Vec::new();
+    for (_, compared) in runs {
+        for c in compared {
+            for (n, _) in &c.verdicts {
+                let key = (c.metric.clone(), n.clone());
+                if !rows.iter().any(|(m, s, _)| (m, s) == (&key.0, &key.1)) {
+                    rows.push((key.0, key.1, c.info.measure.higher_is_better()));
+                }
+            }
+        }
+    }
+    let mut table = vec![{
+        let mut h = vec!["metric".to_string(), "set".to_string()];
+        h.extend(runs.iter().map(|(t, _)| format!("turn={t}")));
+        h.push("direction".into());
+        h
+    }];
+    for (metric, set, higher) in &rows {
+        let cells: Vec<Option<f64>> = runs
+            .iter()
+            .map(|(_, compared)| {
+                compared
+                    .iter()
+                    .find(|c| &c.metric == metric)
+                    .and_then(|c| c.verdicts.iter().find(|(n, _)| n == set))
+                    .and_then(|(_, v)| grain_cell(v))
+            })
+            .collect();
+        let word = |p: f64| {
+            if p == 0.0 {
+                "same"
+            } else if (p > 0.0) == *higher {
+                "better"
+            } else {
+                "worse"
+            }
+        };
+        let mut row = vec![metric.clone(), set.clone()];
+        row.extend(cells.iter().map(|c| match c {
+            Some(p) if *p == 0.0 => "same".to_string(),
+            Some(p) => format!("{p:+.2}% {}", word(*p)),
+            None => "-".to_string(),
+        }));
+        let signs: Vec<(u32, &str)> = runs
+            .iter()
+            .zip(&cells)
+            .filter_map(|((t, _), c)| c.filter(|p| *p != 0.0).map(|p| (*t, word(p))))
+            .collect();
+        let change = signs
+            .windows(2)
+            .find(|w| w[0].1 != w[1].1)
+            .map(|w| format!("changes between turn={} and turn={}", w[0].0, w[1].0));
+        row.push(match (change, signs.first()) {
+            (Some(c), _) => c,
+            (None, Some((_, w))) if signs.len() == cells.len() => format!("{w} at every grain"),
+            (None, Some((_, w))) => format!("{w} where a difference shows"),
+            (None, None) => "no difference at any grain".into(),
+        });
+        table.push(row);
+    }
+    let widths: Vec<usize> = (0..table[0].len())
+        .map(|i| table.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::from(
+        "bench: the comparison at each grain (--turns; instructions per CPU turn under the kernel's turn pacer):\n",
+    );
+    for r in &table {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        let _ = writeln!(out, "  {}", line.join("  ").trim_end());
+    }
+    out
+}

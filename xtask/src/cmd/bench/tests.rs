@@ -284,3 +284,79 @@ fn the_summary_lists_changed_and_unchanged_metrics() {
     assert!(args(&["--threshold=-1"]).variants().is_err());
     assert!(args(&["--fail-on-change"]).fail_on_change);
 }
+
+#[test]
+fn by_grain_says_where_the_direction_changes() {
+    let compared = |metric: &str, v: compare::Verdict| compare::Compared {
+        metric: metric.into(),
+        info: MetricInfo {
+            unit: "instructions".into(),
+            ..MetricInfo::default()
+        },
+        reading: Reading {
+            exact: true,
+            host_time: false,
+        },
+        sets: Vec::new(),
+        verdicts: vec![("new".into(), v)],
+        text: String::new(),
+    };
+    let exact = |percent: f64| compare::Verdict::Exact {
+        delta: percent,
+        percent,
+    };
+    let runs = vec![
+        (
+            2000,
+            vec![compared("fork", exact(-10.0)), compared("lock", exact(5.0))],
+        ),
+        (
+            10000,
+            vec![
+                compared("fork", exact(-4.0)),
+                compared("lock", compare::Verdict::Identical),
+            ],
+        ),
+        (
+            50000,
+            vec![compared("fork", exact(3.0)), compared("lock", exact(2.0))],
+        ),
+    ];
+    let t = report::by_grain(&runs);
+    let line = |m: &str| {
+        t.lines()
+            .find(|l| l.trim_start().starts_with(m))
+            .unwrap_or_else(|| panic!("no row {m} in\n{t}"))
+            .to_string()
+    };
+    // Per op: lower is better.
+    let fork = line("fork");
+    assert!(fork.contains("-10.00% better"), "{fork}");
+    assert!(fork.contains("+3.00% worse"), "{fork}");
+    assert!(
+        fork.ends_with("changes between turn=10000 and turn=50000"),
+        "{fork}"
+    );
+    let lock = line("lock");
+    assert!(lock.contains("same"), "{lock}");
+    assert!(lock.ends_with("worse where a difference shows"), "{lock}");
+}
+
+#[test]
+fn turns_need_several_cpus_and_a_valid_grain() {
+    let e = bench(args(&["--turns", "2000,10000"]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--smp 2"), "{e}");
+    let e = bench(args(&["--smp", "2", "--turns", "2000,5"]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--turn 5"), "{e}");
+    use clap::Parser;
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        b: BenchArgs,
+    }
+    assert!(T::try_parse_from(["x", "--turn", "2000", "--turns", "2000"]).is_err());
+}

@@ -567,10 +567,6 @@ fn path(mech: crate::cmd::trace::MechArg) -> Result<String> {
     Ok(out)
 }
 
-/// The forktest boots' settings: the parent's 64 touched pages, fork=cow
-/// (as the experiment's kernel forked), 4 batches of 8 rounds.
-const FORKTEST_SETTINGS: &str = "fork=cow fork_pages=64 batches=4";
-
 /// The systems of the forktest table: (profile, virtualisation, CPUs).
 /// Under shadow paging the pmap's flushes each exit; under EPT none does,
 /// and every TLB miss walks two dimensions instead.
@@ -597,107 +593,19 @@ fn virt_words(v: Virt) -> (&'static [&'static str], &'static str) {
     }
 }
 
-/// forktest.fork_exit of one boot: (instructions, modelled cycles) per
-/// round, and the CPU that did nearly all the rounds, where one did.
-fn forktest_figures(
-    profile: &str,
-    virt: Virt,
-    cpus: u32,
-    pmap: &str,
-) -> Result<(f64, f64, Option<u64>, String)> {
-    let append = format!("{FORKTEST_SETTINGS} pmap={pmap}");
-    let cpus = cpus.to_string();
-    let mut args = vec![
-        "run",
-        "--no-save",
-        "--json",
-        "--prog",
-        "forktest",
-        "--clock",
-        "model",
-        "--profile",
-        profile,
-        "--smp",
-        &cpus,
-        "--append",
-        &append,
-    ];
-    args.extend(virt_words(virt).0);
-    let r = results_of(&args)?;
-    let name = abi::report::names::FORKTEST_FORK_EXIT;
-    let bench = r["benches"]
-        .as_array()
-        .and_then(|b| b.iter().find(|b| b["name"] == name))
-        .with_context(|| format!("profile {profile}: no {name} in the results"))?;
-    // The guest's icount median and the model's cycles. (The model's own
-    // instruction count may differ by a few per round: a timer tick that
-    // falls in one batch moves the two medians differently.)
-    if clamped(&bench["model"], "cycles") {
-        bail!("profile {profile}: {name}: its modelled cycles were clamped at zero");
-    }
-    match (bench["median"].as_f64(), bench["model"]["cycles"].as_f64()) {
-        (Some(i), Some(c)) if r["unit"] == "instructions" => {
-            let per_cpu = bench["share"]["per_cpu"]
-                .as_array()
-                .map(|v| {
-                    v.iter()
-                        .map(|n| n.as_u64().map_or("?".into(), |n| n.to_string()))
-                        .collect::<Vec<String>>()
-                        .join(",")
-                })
-                .unwrap_or_default();
-            Ok((i, c, bench["share"]["one_cpu"].as_u64(), per_cpu))
-        }
-        _ => bail!("profile {profile}: {name} has no instructions or no modelled cycles"),
-    }
-}
-
-/// The forktest table: two model boots per system.
+/// The forktest table: two model boots per system, measured and printed
+/// by `cargo xtask forktest`'s code.
 fn forktest() -> Result<String> {
-    let mut out = String::from(
-        "| system | old: pmap=apte (modelled cycles) | new: pmap=direct (modelled cycles) | speed up (old/new) | instructions (old, new) |\n| --- | ---: | ---: | ---: | ---: |\n",
-    );
-    for &(profile, virt, cpus) in FORKTEST_SYSTEMS {
-        let (oi, oc, o1, os) = forktest_figures(profile, virt, cpus, "apte")?;
-        let (ni, nc, n1, ns) = forktest_figures(profile, virt, cpus, "direct")?;
-        // An MP row says how the CPUs interleaved (the turn pacer's grain)
-        // and each CPU's rounds while CPU 0 was timed; one whose rounds one
-        // CPU did nearly alone says so: it is not an N-CPU figure.
-        let alone = match (o1.or(n1), cpus > 1) {
-            (Some(c), true) => format!("; CPU {c} did 90% or more of the rounds"),
-            (None, true) => format!(
-                "; turns of {} instructions; rounds per CPU while CPU 0 was timed: old {os}, new {ns}",
-                abi::cmdline::DEFAULT_TURN
-            ),
-            _ => String::new(),
-        };
-        out.push_str(&format!(
-            "| {profile}, {}, {}{alone} | {} | {} | {:.2} | {}, {} |\n",
-            virt_words(virt).1,
-            if cpus > 1 {
-                format!("MP ({cpus} CPUs)")
-            } else {
-                "SP".to_string()
-            },
-            cell(oc),
-            cell(nc),
-            oc / nc,
-            cell(oi),
-            cell(ni)
-        ));
-    }
-    out.push_str(&format!(
-        "\nPer fork + exit + wait round (the parent's); QEMU TCG, one boot per cell: \
-         `cargo xtask run --prog forktest --clock model --profile P [--virt shadow|ept] [--smp 2|4] --append \"{FORKTEST_SETTINGS} pmap=S\"` \
-         (medians of the batches; instructions from icount in the same boots). \
-         p4 had no EPT: its EPT row is a what-if of the profiles' rule. \
-         In an MP row the other CPUs fork all along (one forker each, in the same process), \
-         so CPU 0's round includes its waits for the scheduler lock, which serialises forks, and for shootdowns; \
-         its instructions are the icount clock's, every CPU's instructions while CPU 0's round ran. \
-         The CPUs interleave at the turn pacer's grain, a choice of the run (`--turn`), \
-         so an MP figure holds for that grain, not for parallel hardware."
-    ));
-    Ok(out)
+    use crate::cmd::forktest;
+    let systems: Vec<forktest::System> = FORKTEST_SYSTEMS
+        .iter()
+        .map(|&(p, v, c)| forktest::System::new(p, v, c))
+        .collect();
+    let set = forktest::Settings::default();
+    Ok(forktest::markdown(
+        &forktest::measure(&systems, &set)?,
+        &set,
+    ))
 }
 
 /// The batching of the mechanisms table's boots: small, because the

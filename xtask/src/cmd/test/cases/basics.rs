@@ -27,6 +27,36 @@ const LOCKS_CHECKS_THE_BOOK_NAMES: &[&str] = &[
     "unlocking a mutex it does not own gives EPERM",
 ];
 
+/// On one CPU the tests across CPUs are skipped, each with its record: the
+/// kernel's task ending everywhere and the `locks` checks across CPUs.
+fn skipped_alone(r: &[Record]) -> Result<(), String> {
+    use abi::syscall::locks_arg::ACROSS_SKIPPED;
+    let ending = report::of_kind(r, kind::TEST)
+        .find(|t| {
+            t.get("name")
+                .is_some_and(|n| n.starts_with("smp: a task ends everywhere"))
+        })
+        .ok_or("no record of the task-ending test across CPUs")?;
+    if ending.get("result") != Some("skip") {
+        return Err(format!(
+            "the task-ending test across CPUs on one CPU: {:?}, expected skip",
+            ending.get("result")
+        ));
+    }
+    let across: Vec<(&str, &str)> = report::of_kind(r, kind::CHECK)
+        .filter(|c| c.get("mech") == Some("locks"))
+        .filter_map(|c| Some((c.get("name")?, c.get("result")?)))
+        .filter(|(n, _)| n.starts_with("across CPUs"))
+        .collect();
+    let want: Vec<(&str, &str)> = ACROSS_SKIPPED.iter().map(|&n| (n, "skip")).collect();
+    if across != want {
+        return Err(format!(
+            "the locks checks across CPUs on one CPU: {across:?}, expected each skipped"
+        ));
+    }
+    Ok(())
+}
+
 /// Path-length targets under icount (loop included), full null round trip.
 pub(crate) const PATH_LENGTH_LIMITS: &[(&str, f64)] = &[
     ("int80.null", 40.0),
@@ -75,7 +105,7 @@ pub(super) const BASICS: &[Case] = &[
         ..CASE
     },
     Case {
-        name: "kernel and user tests on qemu32 (Intel: no AMD syscall)",
+        name: "kernel and user tests on qemu32 (Intel: no AMD syscall), the tests across CPUs skipped on its one",
         cmdline: "mode=test",
         check: |log, r| {
             all_tests_pass(log, r, 20)?;
@@ -91,6 +121,7 @@ pub(super) const BASICS: &[Case] = &[
             ] {
                 test_passed(r, name)?;
             }
+            skipped_alone(r)?;
             mech(r, "syscall", "unavailable")?;
             mech(r, "sysenter", "ok")?;
             reason_mentions(r, "syscall", "Intel")?;

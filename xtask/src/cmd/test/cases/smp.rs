@@ -38,6 +38,27 @@ macro_rules! pmap_case {
     };
 }
 
+/// The kernel and user tests on `$cpus` CPUs, the hostile suite on the
+/// last: every test passed, the hostile suite ran there, and the checks
+/// across CPUs ran and passed.
+macro_rules! tests_on_cpus {
+    ($cpus:literal, $threads:expr, $name:literal) => {
+        Case {
+            name: $name,
+            cmdline: "mode=test",
+            timeout: 120,
+            cpus: $cpus,
+            threads: $threads,
+            check: |log, r| {
+                all_tests_pass(log, r, hostile_runnable(r))?;
+                hostile_on(r, $cpus - 1)?;
+                smp_user_check(log, r, $cpus, 3)
+            },
+            ..CASE
+        }
+    };
+}
+
 /// The boots on several CPUs: the kernel and user tests, the fuzzer, locks
 /// and SMP figures across CPUs, and the pool layouts.
 pub(super) const SMP: &[Case] = &[
@@ -83,30 +104,8 @@ pub(super) const SMP: &[Case] = &[
         check: |log, r| smp_user_check(log, r, 4, 3),
         ..CASE
     },
-    Case {
-        name: "kernel and user tests on 2 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite on CPU 1",
-        cmdline: "mode=test",
-        timeout: 120,
-        cpus: 2,
-        check: |log, r| {
-            all_tests_pass(log, r, hostile_runnable(r))?;
-            hostile_on(r, 1)?;
-            smp_user_check(log, r, 2, 3)
-        },
-        ..CASE
-    },
-    Case {
-        name: "kernel and user tests on 4 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite on CPU 3",
-        cmdline: "mode=test",
-        timeout: 120,
-        cpus: 4,
-        check: |log, r| {
-            all_tests_pass(log, r, hostile_runnable(r))?;
-            hostile_on(r, 3)?;
-            smp_user_check(log, r, 4, 3)
-        },
-        ..CASE
-    },
+    tests_on_cpus!(2, Threads::Single, "kernel and user tests on 2 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite on CPU 1"),
+    tests_on_cpus!(4, Threads::Single, "kernel and user tests on 4 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite on CPU 3"),
     pmap_case!("pmap=apte fork=cow", ""),
     pmap_case!("pmap=cr3", ""),
     pmap_case!(
@@ -652,30 +651,6 @@ fn race_clean(log: &BootLog, r: &[Record]) -> Result<(), String> {
 /// the hostile suite, under multi-threaded TCG (the CPUs truly in
 /// parallel, one host thread each) on 2 and 4 CPUs.
 pub(crate) const SOAK: &[Case] = &[
-    Case {
-        name: "soak: kernel and user tests on 2 CPUs under multi-threaded TCG, the hostile suite on CPU 1",
-        cmdline: "mode=test",
-        timeout: 120,
-        cpus: 2,
-        threads: Threads::Multi,
-        check: |log, r| {
-            all_tests_pass(log, r, hostile_runnable(r))?;
-            hostile_on(r, 1)?;
-            smp_user_check(log, r, 2, 3)
-        },
-        ..CASE
-    },
-    Case {
-        name: "soak: kernel and user tests on 4 CPUs under multi-threaded TCG, the hostile suite on CPU 3",
-        cmdline: "mode=test",
-        timeout: 120,
-        cpus: 4,
-        threads: Threads::Multi,
-        check: |log, r| {
-            all_tests_pass(log, r, hostile_runnable(r))?;
-            hostile_on(r, 3)?;
-            smp_user_check(log, r, 4, 3)
-        },
-        ..CASE
-    },
+    tests_on_cpus!(2, Threads::Multi, "soak: kernel and user tests on 2 CPUs under multi-threaded TCG, the hostile suite on CPU 1"),
+    tests_on_cpus!(4, Threads::Multi, "soak: kernel and user tests on 4 CPUs under multi-threaded TCG, the hostile suite on CPU 3"),
 ];
