@@ -182,6 +182,164 @@ pub fn gdb(a: GdbArgs) -> Result<i32> {
     Ok(if status.success() { 0 } else { 1 })
 }
 
+/// One instruction of a stepped round: whether it ran in ring 3, the
+/// symbol gdb places it in (without the offset) and its text as gdb
+/// disassembles it (AT&T).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub user: bool,
+    pub symbol: String,
+    pub text: String,
+}
+
+/// The marker the stepping script prints before each instruction.
+const STEP: &str = "STEP cs=";
+
+/// The gdb script that stops at `stub` on a `null` call (EAX = 0) and
+/// steps one instruction at a time until the stub is entered again: one
+/// round of the benchmark loop, each instruction printed after [`STEP`]
+/// and the CPL's CS. At most `limit` steps.
+pub fn round_script(stub: &str, limit: u32) -> String {
+    format!(
+        "set pagination off
+set confirm off
+set disassembly-flavor att
+set language c
+break {stub} if $eax == {null}
+continue
+delete
+set $tb_n = 0
+while $tb_n < {limit}
+  printf \"{STEP}%#x \", $cs
+  x/i $pc
+  stepi
+  set $tb_n = $tb_n + 1
+  if (unsigned int)$pc == (unsigned int)&{stub}
+    set $tb_n = {done}
+  end
+end
+if $tb_n == {done}
+  printf \"ROUND closed\\n\"
+end
+kill
+",
+        null = abi::syscall::nr::NULL,
+        done = limit + 1,
+    )
+}
+
+/// Reads the steps of [`round_script`]'s output: `STEP cs=0x1b => 0x... <sym+4>:\tinsn ops`.
+pub fn parse_round(out: &str) -> Result<Vec<Step>> {
+    if !out.contains("ROUND closed") {
+        bail!("the stepped round did not come back to its entry stub:\n{out}");
+    }
+    let mut steps = Vec::new();
+    for l in out.lines() {
+        let Some(rest) = l.strip_prefix(STEP) else {
+            continue;
+        };
+        let (cs, rest) = rest
+            .split_once(' ')
+            .with_context(|| format!("no CS in {l:?}"))?;
+        let cs = u32::from_str_radix(cs.trim_start_matches("0x"), 16)
+            .with_context(|| format!("CS {cs:?}"))?;
+        let rest = rest.trim_start().trim_start_matches("=>").trim_start();
+        let (head, text) = rest
+            .split_once(":\t")
+            .or_else(|| rest.split_once(": "))
+            .with_context(|| format!("no instruction in {l:?}"))?;
+        let symbol = head
+            .split_once('<')
+            .and_then(|(_, s)| s.strip_suffix('>'))
+            .map(|s| s.split('+').next().unwrap_or(s).to_string())
+            .unwrap_or_default();
+        steps.push(Step {
+            user: cs & 3 == 3,
+            symbol,
+            text: text.split_whitespace().collect::<Vec<_>>().join(" "),
+        });
+    }
+    Ok(steps)
+}
+
+/// A free TCP port on the loopback (the OS's choice).
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind(("127.0.0.1", 0)).context("no free TCP port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// One round of the benchmark loop of `mech`'s `null` call, stepped under
+/// gdb instruction by instruction: the bench program booted with `entry=`
+/// that mechanism, stopped at its full entry stub on a `null` call, then
+/// stepped until the stub is entered again.
+pub fn null_round(mech: MechArg) -> Result<Vec<Step>> {
+    if mech == MechArg::Syscall {
+        bail!("the syscall path cannot be stepped: its QEMU's gdb stub speaks 64-bit registers");
+    }
+    preflight::ensure(preflight::Need::Qemu)?;
+    preflight::ensure_gdb()?;
+    let art = kbuild::build(true)?;
+    let m = mech.mechanism();
+    let root = kbuild::root();
+    let dir = root.join("target/xtask/round").join(m.key());
+    std::fs::create_dir_all(&dir)?;
+    let spec = crate::machine::Spec::new(
+        crate::machine::BackendSpec::Qemu(qemu::Spec::new(crate::machine::AccelChoice::Tcg)),
+        Duration::from_secs(120),
+    );
+    let mut machine = Machine::build(
+        &spec,
+        &art,
+        &format!(
+            "mode=run prog=bench entry={} batches=1 batch_size=16",
+            m.key()
+        ),
+        &dir,
+    )?;
+    let port = free_port()?;
+    let mut qemu = match &mut machine.backend {
+        Backend::Qemu(o) => {
+            o.paused = true;
+            o.gdb_port = Some(port);
+            o.serial = qemu::Serial::File(dir.join("serial.log"));
+            let o = o.clone();
+            qemu::command(&machine, &o)?
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .with_context(|| format!("cannot start {}", qemu::binary(&machine)))?
+        }
+        Backend::Bochs(_) => unreachable!("a QEMU boot"),
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let stub = breakpoints(mech)[0];
+    let script = dir.join("round.gdb");
+    std::fs::write(&script, round_script(stub, 400))?;
+    let program = art
+        .programs
+        .iter()
+        .find(|(_, n)| n == "bench")
+        .map(|(p, _)| p.clone())
+        .context("no user program bench")?;
+    let out = Command::new("gdb")
+        .args(["-q", "-nx", "-batch"])
+        .arg(&art.kernel)
+        .arg("-ex")
+        .arg(format!("add-symbol-file {}", program.display()))
+        .args(["-ex", "set architecture i386"])
+        .arg("-ex")
+        .arg(format!("target remote localhost:{port}"))
+        .arg("-x")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot start gdb");
+    let _ = qemu.kill();
+    let _ = qemu.wait();
+    let out = out?;
+    parse_round(&String::from_utf8_lossy(&out.stdout))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

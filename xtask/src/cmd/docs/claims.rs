@@ -89,20 +89,65 @@ fn spans(text: &str) -> Vec<&str> {
     out
 }
 
+/// What opens the name of one host unit test: `` `test: host unit tests:
+/// FN` `` names the `#[test] fn FN` of the host crates (`cargo xtask test`
+/// runs them all as its first test, "host unit tests").
+pub const HOST: &str = "host unit tests: ";
+
+/// The host crates' unit tests: the name of each `fn` right after a
+/// `#[test]` line in `sources` (file texts).
+pub fn host_unit_tests<'a>(sources: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut out = Vec::new();
+    for text in sources {
+        let mut after_attr = false;
+        for l in text.lines() {
+            let t = l.trim();
+            if t == "#[test]" {
+                after_attr = true;
+                continue;
+            }
+            if after_attr {
+                if let Some(rest) = t.strip_prefix("fn ") {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    out.push(name);
+                    after_attr = false;
+                } else if !t.starts_with("#[") && !t.starts_with("//") {
+                    after_attr = false;
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Each named test of `files` (paths shown relative to `root`) that no
-/// test of `tests` starts with: `file:line: `test: NAME``.
+/// test of `tests` starts with, or, for a [`HOST`] name, that no host
+/// unit test of `host` is: `file:line: `test: NAME``.
 pub fn unknown_tests(
     root: &Path,
     files: &[std::path::PathBuf],
     tests: &[String],
+    host: &[String],
 ) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(f)?;
         for n in named_tests(&text) {
-            if !tests.iter().any(|t| t.starts_with(&n.name)) {
+            let known = match n.name.strip_prefix(HOST) {
+                Some(func) => host.iter().any(|h| h == func.trim()),
+                None => tests.iter().any(|t| t.starts_with(&n.name)),
+            };
+            if !known {
+                let of = if n.name.starts_with(HOST) {
+                    "no #[test] fn of abi, xtask or model"
+                } else {
+                    "no test of `cargo xtask test --list`"
+                };
                 out.push(format!(
-                    "{}:{}: `{PREFIX}{}` names no test of `cargo xtask test --list`",
+                    "{}:{}: `{PREFIX}{}` names {of}",
                     f.strip_prefix(root).unwrap_or(f).display(),
                     n.line,
                     n.name
@@ -116,6 +161,12 @@ pub fn unknown_tests(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_unit_tests_are_the_functions_after_a_test_attribute() {
+        let src = "#[test]\nfn one() {}\n#[test]\n#[should_panic]\n// why\nfn two_2() {}\nfn not_a_test() {}\n#[test]\nlet x = 1;\nfn nor_this() {}\n";
+        assert_eq!(host_unit_tests([src]), ["one", "two_2"]);
+    }
 
     #[test]
     fn named_tests_are_found_outside_code_blocks_across_wrapped_lines() {
@@ -151,10 +202,21 @@ mod tests {
         )
         .unwrap();
         let tests = ["bochs agreement: Bochs ticks".to_string()];
-        let got = unknown_tests(&dir, std::slice::from_ref(&f), &tests).unwrap();
+        let got = unknown_tests(&dir, std::slice::from_ref(&f), &tests, &[]).unwrap();
         assert_eq!(
             got,
             ["c.md:3: `test: gone test` names no test of `cargo xtask test --list`"]
+        );
+        std::fs::write(
+            &f,
+            "`test: host unit tests: a_unit_test` `test: host unit tests: gone`\n",
+        )
+        .unwrap();
+        let host = ["a_unit_test".to_string()];
+        let got = unknown_tests(&dir, std::slice::from_ref(&f), &tests, &host).unwrap();
+        assert_eq!(
+            got,
+            ["c.md:1: `test: host unit tests: gone` names no #[test] fn of abi, xtask or model"]
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -24,6 +24,14 @@ pub enum Table {
     CostInt80,
     /// The same for sysenter.
     CostSysenter,
+    /// int 0x80's `null` round trip counted instruction by instruction:
+    /// one loop round stepped under gdb, by where each instruction runs,
+    /// its total checked against icount's measured path.
+    PathInt80,
+    /// The same for sysenter.
+    PathSysenter,
+    /// The same for the call gate.
+    PathCallgate,
     /// The same for the call gate.
     CostCallgate,
     /// The same for AMD syscall (on an AMD model, under the profiles that
@@ -357,6 +365,204 @@ fn cost(path: &CostPath) -> Result<String> {
          `cargo xtask run --clock model --profile P{} --append \"{entry}\"`; \
          the extras are the profile's numbers (model/profiles.toml), and the rows must add up to the plugin's figure.",
         path.cpu.map(|c| format!(" --cpu {c}")).unwrap_or_default(),
+    ));
+    Ok(out)
+}
+
+/// An instruction as a path table shows it: gdb's text with an address
+/// operand (`0x101234 <sym+8>`) replaced by its symbol (`sym+8`), or dropped
+/// where the symbol is a mangled Rust name (its hash differs from tree to
+/// tree), and a memory operand's absolute address (≥ 64 KiB) as `ADDR`.
+pub fn shown_instruction(text: &str) -> String {
+    let mut out = Vec::new();
+    let mut words = text.split(' ').peekable();
+    while let Some(w) = words.next() {
+        if w.starts_with("0x") && words.peek().is_some_and(|n| n.starts_with('<')) {
+            let sym = words.next().unwrap_or_default();
+            let name = sym.trim_start_matches('<').trim_end_matches('>');
+            if !name.starts_with("_ZN") && !name.starts_with("_R") && !name.is_empty() {
+                out.push(name.to_string());
+            }
+            continue;
+        }
+        out.push(hide_addresses(w));
+    }
+    out.join(" ")
+}
+
+/// `w` with each hexadecimal number of 5 digits or more that is not an
+/// immediate (`$0x...`), a memory operand's address, as `ADDR`.
+fn hide_addresses(w: &str) -> String {
+    let mut out = String::new();
+    let mut rest = w;
+    while let Some(i) = rest.find("0x") {
+        out.push_str(&rest[..i]);
+        let digits = rest[i + 2..]
+            .chars()
+            .take_while(char::is_ascii_hexdigit)
+            .count();
+        if digits >= 5 && !out.ends_with('$') {
+            out.push_str("ADDR");
+        } else {
+            out.push_str(&rest[i..i + 2 + digits]);
+        }
+        rest = &rest[i + 2 + digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The rows of a path table from one stepped round that starts at an entry
+/// stub: (where, the instructions, how many), in the loop's order from the
+/// user's side. The entry stub is the ring-0 code up to its first `call`,
+/// the dispatcher what runs until the matching `ret`, the exit stub the
+/// ring-0 code after it; each row names the symbols its code lies in.
+/// Refused unless the round is ring 0 from its first step and ring 3 at its
+/// end, with one call out of the stub.
+pub fn path_rows(steps: &[crate::cmd::gdb::Step]) -> Result<Vec<(String, Vec<String>)>> {
+    // 0: entry stub, 1: the call, 2: exit stub, 3: ring 3.
+    let mut parts: [Vec<&crate::cmd::gdb::Step>; 4] = Default::default();
+    let mut part = 0;
+    let mut depth = 0u32;
+    for s in steps {
+        let op = s.text.split(' ').next().unwrap_or_default();
+        if s.user {
+            part = 3;
+        } else if part == 3 {
+            bail!("ring 0 again after ring 3 at {}: {}", s.symbol, s.text);
+        }
+        parts[part].push(s);
+        if part == 0 && op.starts_with("call") {
+            part = 1;
+            depth = 1;
+        } else if part == 1 && op.starts_with("call") {
+            depth += 1;
+        } else if part == 1 && op.starts_with("ret") {
+            depth -= 1;
+            if depth == 0 {
+                part = 2;
+            }
+        }
+    }
+    if parts.iter().any(Vec::is_empty) {
+        let seen: Vec<String> = steps
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {}: {}",
+                    if s.user { "ring 3" } else { "ring 0" },
+                    s.symbol,
+                    s.text
+                )
+            })
+            .collect();
+        bail!(
+            "the stepped round is not an entry stub, a call, the stub's exit and ring 3:\n{}",
+            seen.join("\n")
+        );
+    }
+    let symbols = |p: &[&crate::cmd::gdb::Step]| {
+        let mut names: Vec<String> = Vec::new();
+        for s in p {
+            let n = shown_symbol(&s.symbol);
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        names.join(", ")
+    };
+    let texts =
+        |p: &[&crate::cmd::gdb::Step]| p.iter().map(|s| shown_instruction(&s.text)).collect();
+    Ok(vec![
+        (
+            format!(
+                "user loop, from the return to ring 3 ({})",
+                symbols(&parts[3])
+            ),
+            texts(&parts[3]),
+        ),
+        (
+            format!("entry stub ({})", symbols(&parts[0])),
+            texts(&parts[0]),
+        ),
+        (
+            format!("dispatcher and `null` ({})", symbols(&parts[1])),
+            texts(&parts[1]),
+        ),
+        (
+            format!("exit stub ({})", symbols(&parts[2])),
+            texts(&parts[2]),
+        ),
+    ])
+}
+
+/// A symbol as a path table names it: in a code span, a mangled Rust name
+/// by its last path segment (the mangling's hash differs from tree to tree).
+fn shown_symbol(name: &str) -> String {
+    if let Some(rest) = name.strip_prefix("_R") {
+        // v0 mangling ends in <length><identifier>: the function's own name.
+        let bytes = rest.as_bytes();
+        for end in (0..rest.len()).rev() {
+            if !bytes[end].is_ascii_digit() {
+                continue;
+            }
+            let start = rest[..=end]
+                .rfind(|c: char| !c.is_ascii_digit())
+                .map_or(0, |i| i + 1);
+            if rest[start..=end].parse::<usize>().ok() == Some(rest.len() - end - 1) {
+                return format!("`{}`", &rest[end + 1..]);
+            }
+        }
+    }
+    if name.starts_with("_R") || name.starts_with("_ZN") || name.is_empty() {
+        return "Rust code".to_string();
+    }
+    format!("`{name}`")
+}
+
+/// The path table of `mech`: one `null` round stepped under gdb, by where
+/// its instructions run, refused unless its count is the one icount
+/// measures for `null` (docs/int80.md and sysenter.md show it).
+fn path(mech: crate::cmd::trace::MechArg) -> Result<String> {
+    let key = mech.mechanism().key();
+    let steps = crate::cmd::gdb::null_round(mech)?;
+    let rows = path_rows(&steps)?;
+    let entry = format!("batches=2 batch_size=64 entry={key}");
+    let r = results_of(&[
+        "run",
+        "--no-save",
+        "--json",
+        "--clock",
+        "icount",
+        "--append",
+        &entry,
+    ])?;
+    let null = format!("{key}.null");
+    let measured = r["benches"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == null.as_str()))
+        .and_then(|b| b["median"].as_f64())
+        .with_context(|| format!("no {null} in the icount boot"))?;
+    if steps.len() as f64 != measured {
+        bail!(
+            "{null}: gdb stepped {} instructions in one round, icount measured {measured}",
+            steps.len()
+        );
+    }
+    let mut out = String::from("| where | instructions | count |\n| --- | --- | --- |\n");
+    for (what, insns) in &rows {
+        let shown: Vec<String> = insns.iter().map(|i| format!("`{i}`")).collect();
+        out.push_str(&format!(
+            "| {what} | {} | {} |\n",
+            shown.join(", "),
+            insns.len()
+        ));
+    }
+    out.push_str(&format!(
+        "\nOne round of the `null` loop stepped under gdb (`stepi`, QEMU TCG), from the entry stub on a call with EAX = 0 \
+         until the stub is entered again, in gdb's AT&T text (addresses as symbols or `ADDR`); \
+         its {} instructions are the `{null}` figure of an icount boot (`cargo xtask run --clock icount --append \"{entry}\"`).",
+        steps.len()
     ));
     Ok(out)
 }
@@ -1535,6 +1741,9 @@ pub fn print(table: Table) -> Result<i32> {
         Table::CostSysenter => cost(&COST_PATHS[1])?,
         Table::CostCallgate => cost(&COST_PATHS[2])?,
         Table::CostSyscall => cost(&COST_PATHS[3])?,
+        Table::PathInt80 => path(crate::cmd::trace::MechArg::Int80)?,
+        Table::PathSysenter => path(crate::cmd::trace::MechArg::Sysenter)?,
+        Table::PathCallgate => path(crate::cmd::trace::MechArg::Callgate)?,
         Table::Smp => smp()?,
         Table::Locks => locks()?,
         Table::Targets => targets()?,
@@ -1552,6 +1761,58 @@ pub fn print(table: Table) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_rows_split_a_stepped_round_at_the_call_and_its_return() {
+        let step = |user: bool, symbol: &str, text: &str| crate::cmd::gdb::Step {
+            user,
+            symbol: symbol.into(),
+            text: text.into(),
+        };
+        let steps = [
+            step(false, "int80_full", "push %ds"),
+            step(false, "int80_full", "call 0x126a80 <syscall_dispatch>"),
+            step(false, "syscall_dispatch", "jmp *0x143434(,%eax,4)"),
+            step(
+                false,
+                "_RNvNtCsgv0SBBwJajx_6kernel7syscall8sys_null",
+                "call 0x1 <f>",
+            ),
+            step(false, "f", "ret"),
+            step(false, "_RNvNtCsgv0SBBwJajx_6kernel7syscall8sys_null", "ret"),
+            step(false, "int80_full", "iret"),
+            step(true, "tb_loop", "jne 0x4000224b <tb_loop+27>"),
+            step(true, "tb_loop", "cmp $0x40000004,%ebp"),
+        ];
+        let rows = path_rows(&steps).unwrap();
+        let counts: Vec<usize> = rows.iter().map(|(_, v)| v.len()).collect();
+        assert_eq!(counts, [2, 2, 4, 1]);
+        assert_eq!(rows[0].1, ["jne tb_loop+27", "cmp $0x40000004,%ebp"]);
+        assert_eq!(rows[1].1[1], "call syscall_dispatch");
+        assert_eq!(rows[2].1[0], "jmp *ADDR(,%eax,4)");
+        assert_eq!(
+            rows[2].0,
+            "dispatcher and `null` (`syscall_dispatch`, `sys_null`, `f`)"
+        );
+        // Ring 0 after ring 3, or no call out of the stub: refused.
+        assert!(path_rows(&steps[..2]).is_err());
+        let mut back = steps.to_vec();
+        back.push(step(false, "int80_full", "push %ds"));
+        assert!(path_rows(&back).is_err());
+    }
+
+    #[test]
+    fn a_stepped_round_is_read_from_gdb_text() {
+        let out = "Breakpoint 1, 0x001011fe in int80_full ()\nSTEP cs=0x8 => 0x1011fe <int80_full>:\tpush   %ds\n0x001011ff in int80_full ()\nSTEP cs=0x1b => 0x40002250 <tb_loop_int80_null+32>:\tint    $0x80\nROUND closed\n";
+        let s = crate::cmd::gdb::parse_round(out).unwrap();
+        assert_eq!(s.len(), 2);
+        assert!(!s[0].user && s[1].user);
+        assert_eq!(
+            (s[1].symbol.as_str(), s[1].text.as_str()),
+            ("tb_loop_int80_null", "int $0x80")
+        );
+        assert!(crate::cmd::gdb::parse_round("STEP cs=0x8 => 0x1 <a>:\tnop\n").is_err());
+    }
 
     fn results(insns: f64, model_insns: f64) -> Value {
         serde_json::json!({

@@ -533,7 +533,8 @@ fn smp_four_p4(art: &Artifacts, dir: &Path) -> Result<String> {
 /// interleave the two loops); counters 64 bytes apart (one pair: under
 /// `p4` too, since each CPU keeps its own line Modified) and 128 apart
 /// move nothing after the warm-up batch; the sleep/wakeup round trip
-/// across CPUs moves lines on every one, the lock hand-off on some (as
+/// across CPUs moves at least one line per round trip (the median of the
+/// batches; a single round trip is not seen), the lock hand-off some (as
 /// often as QEMU's turns pass the lock between the CPUs).
 /// Every cross-CPU figure has CPU 1's overlap with CPU 0 in modelled
 /// time ([`overlaps`]).
@@ -988,7 +989,7 @@ pub fn self_tests<'a>(art: &'a Artifacts, dir: &'a Path, filter: Option<&str>) -
         }));
     }
     for p in [model::DEFAULT_PROFILE, "p4"] {
-        let name = format!("model: locks on 2 CPUs under {p}: user counters in one line move between the caches, 64 and 128 bytes apart not after warm-up; the sleep/wakeup round trip across CPUs moves a line on every one, the hand-off on some; every cross-CPU figure has each other CPU's overlap in modelled time, in 0..=100%");
+        let name = format!("model: locks on 2 CPUs under {p}: user counters in one line move between the caches, 64 and 128 bytes apart not after warm-up; the sleep/wakeup round trip across CPUs moves at least one line per round trip (the median), the hand-off some; every cross-CPU figure has each other CPU's overlap in modelled time, in 0..=100%");
         if wanted(&name) {
             out.push(run(name, move || locks_across(art, dir, p)));
         }

@@ -9,8 +9,23 @@ use crate::machine::BootLog;
 use crate::report::{self, Record};
 use crate::results::Results;
 
-use super::checks::{all_tests_pass, contains, end, mech, one, outcome, succeeded};
+use super::checks::{
+    all_tests_pass, check_passed, contains, end, mech, one, outcome, succeeded, test_passed,
+};
 use super::{Case, CASE};
+
+/// The `locks` program's checks docs/threads.md names, each of which the
+/// one-CPU test boot must see pass.
+const LOCKS_CHECKS_THE_BOOK_NAMES: &[&str] = &[
+    "a low-priority owner inherits its waiter's priority",
+    "the owner gives the priority back when it unlocks",
+    "turnstile hands the mutex to the most urgent waiter first",
+    "sleepqueue wakes in the order of sleeping",
+    "stress: 4 threads x 300 locked increments, none lost",
+    "thread pool exhaustion gives EAGAIN, not a panic",
+    "locking a mutex it owns gives EDEADLK",
+    "unlocking a mutex it does not own gives EPERM",
+];
 
 /// On one CPU the tests across CPUs are skipped, each with its record: the
 /// kernel's task ending everywhere and the `locks` checks across CPUs.
@@ -94,6 +109,18 @@ pub(super) const BASICS: &[Case] = &[
         cmdline: "mode=test",
         check: |log, r| {
             all_tests_pass(log, r, 20)?;
+            // What docs/threads.md says the `locks` program's tests hold.
+            for name in LOCKS_CHECKS_THE_BOOK_NAMES {
+                check_passed(r, "locks", name)?;
+            }
+            // And the kernel tests hazards.md and hostile.md name.
+            for name in [
+                "kernel: pools keep 128-byte objects apart",
+                "kernel: user-pointer checks refuse bad ranges",
+                "kernel: a trap held off by MOV SS onto any exception stub is resumed",
+            ] {
+                test_passed(r, name)?;
+            }
             skipped_alone(r)?;
             mech(r, "syscall", "unavailable")?;
             mech(r, "sysenter", "ok")?;

@@ -150,3 +150,24 @@ pub(super) fn test_passed(r: &[Record], name: &str) -> Result<(), String> {
         )),
     }
 }
+
+/// A check record of `mech` whose name contains `name` ran and passed (a
+/// user program's own check, e.g. `locks`'s): the book names the checks
+/// its sentences rest on, and a check that stopped running fails here
+/// where a count of failures would not notice.
+pub(super) fn check_passed(r: &[Record], mech: &str, name: &str) -> Result<(), String> {
+    let mut found = report::of_kind(r, kind::CHECK)
+        .filter(|c| c.get("mech") == Some(mech) && c.get("name").is_some_and(|n| n.contains(name)))
+        .peekable();
+    if found.peek().is_none() {
+        return Err(format!("no {mech} check {name:?} ran"));
+    }
+    match found.find(|c| c.get("result") != Some("pass")) {
+        None => Ok(()),
+        Some(c) => Err(format!(
+            "{mech} check {:?}: result {:?}, expected pass",
+            c.get("name").unwrap_or("?"),
+            c.get("result")
+        )),
+    }
+}

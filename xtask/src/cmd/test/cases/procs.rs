@@ -37,6 +37,14 @@ fn procs_pass(log: &BootLog, r: &[Record], cpus: u32) -> Result<(), String> {
             all - skipped
         ),
     )?;
+    // The two docs/threads.md leans on for its keys: one address in two
+    // processes is two keys.
+    for name in [
+        "sleep_on at one address in two processes: a wakeup stays in its process",
+        "user mutexes at one address in two processes: an unlock stays in its process",
+    ] {
+        contains(log, &format!("procs: PASS {name}"))?;
+    }
     let skips: Vec<&str> = report::of_kind(r, kind::CHECK)
         .filter(|c| c.get("mech") == Some("procs") && c.get("result") == Some("skip"))
         .filter_map(|c| c.get("name"))

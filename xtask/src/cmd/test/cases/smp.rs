@@ -217,7 +217,7 @@ pub(super) const SMP: &[Case] = &[
         ..CASE
     },
     Case {
-        name: "locks: turnstile/sleepqueue benchmarks for pool alignments 128, 64 and packed in one boot",
+        name: "locks: turnstile/sleepqueue benchmarks for pool alignments 128, 64 and packed in one boot, the three rows identical under icount",
         cmdline: "mode=run prog=locks",
         timeout: 120,
         check: |log, r| {
@@ -238,6 +238,19 @@ pub(super) const SMP: &[Case] = &[
             }
             if res.benches.len() != 3 * (LOCK_FIGURES.len() + 1) {
                 return Err(format!("{} benchmarks, expected {}", res.benches.len(), 3 * (LOCK_FIGURES.len() + 1)));
+            }
+            // One CPU, no caches, instructions counted: the alignment
+            // changes no figure, and the three rows are the same
+            // (docs/threads.md and exercises.md say so).
+            let figures = LOCK_FIGURES.iter().map(|f| format!("locks.{f}")).chain(["ebizzy".to_string()]);
+            for fig in figures {
+                let medians: Vec<f64> = abi::report::names::LAYOUTS
+                    .iter()
+                    .map(|l| res.bench(&format!("{fig}.{l}")).map_or(f64::NAN, |b| b.median))
+                    .collect();
+                if medians.iter().any(|m| *m != medians[0]) {
+                    return Err(format!("{fig}: the layouts {:?} give {medians:?}, expected one figure", abi::report::names::LAYOUTS));
+                }
             }
             contains(log, "TCG does not model caches")?;
             // The table whole: its header, its units, its three rows, with
