@@ -349,7 +349,8 @@ fn settings_as_asked(c: &Case, records: &[report::Record]) -> Result<(), String>
 
 /// A Bochs boot test: a case, or an agreement check (a Bochs boot and a QEMU one).
 enum Job {
-    Case(&'static Case),
+    /// A case, booted this many times.
+    Case(&'static Case, u32),
     Agree(&'static agreement::Pair),
     Strings(&'static agreement::Strings),
 }
@@ -357,7 +358,7 @@ enum Job {
 impl Job {
     fn name(&self) -> String {
         match self {
-            Job::Case(c) => c.name.to_string(),
+            Job::Case(c, _) => c.name.to_string(),
             Job::Agree(p) => p.name(),
             Job::Strings(s) => s.name(),
         }
@@ -365,7 +366,7 @@ impl Job {
 
     fn run(&self, art: &Artifacts, dir: &Path) -> Result<(), String> {
         match self {
-            Job::Case(c) => run_case(c, art, dir, c.repeat),
+            Job::Case(c, repeat) => run_case(c, art, dir, *repeat),
             Job::Agree(p) => p.check(art, dir),
             Job::Strings(s) => s.check(art, dir),
         }
@@ -381,7 +382,7 @@ fn bochs_jobs(wanted: &dyn Fn(&str) -> bool) -> Vec<Job> {
         .filter(|c| c.emulator == Emulator::Bochs)
         .collect();
     cases.sort_by_key(|c| std::cmp::Reverse(c.timeout));
-    jobs.splice(0..0, cases.into_iter().map(Job::Case));
+    jobs.splice(0..0, cases.into_iter().map(|c| Job::Case(c, c.repeat)));
     jobs.retain(|j| wanted(&j.name()));
     jobs
 }
@@ -398,8 +399,16 @@ fn bochs_workers() -> usize {
 const MAX_BOCHS_WORKERS: usize = 2;
 
 /// Runs `jobs` on `workers` threads, each job in its own scratch directory
-/// (its GRUB image, bochsrc and logs), reporting each as it ends.
-fn run_parallel(jobs: &[Job], workers: usize, art: &Artifacts, dir: &Path, tally: &mut Tally) {
+/// (`<dir>/<prefix>-<i>`: its GRUB image, bochsrc and logs), reporting each
+/// as it ends.
+fn run_parallel(
+    jobs: &[Job],
+    workers: usize,
+    art: &Artifacts,
+    dir: &Path,
+    prefix: &str,
+    tally: &mut Tally,
+) {
     let next = AtomicUsize::new(0);
     let (tx, rx) = mpsc::channel::<(usize, Instant, Result<(), String>)>();
     std::thread::scope(|s| {
@@ -409,7 +418,7 @@ fn run_parallel(jobs: &[Job], workers: usize, art: &Artifacts, dir: &Path, tally
             s.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(job) = jobs.get(i) else { break };
-                let scratch: PathBuf = dir.join(format!("bochs-{i}"));
+                let scratch: PathBuf = dir.join(format!("{prefix}-{i}"));
                 let t = Instant::now();
                 let r = std::fs::create_dir_all(&scratch)
                     .map_err(|e| format!("{}: {e}", scratch.display()))
@@ -744,15 +753,28 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
         std::fs::create_dir_all(&dir)?;
     }
     tally.section("boots under QEMU TCG (clock=icount)");
-    for c in cases::all()
+    let repeat = |c: &Case| match (c.repeat, a.repeat_boots) {
+        (1, _) => 1,
+        (_, Some(n)) => n,
+        (n, None) => n,
+    };
+    // An icount boot runs on one host thread and its figures do not depend
+    // on the host's speed: as many at once as for Bochs. The boots whose
+    // CPUs run in parallel (multi-threaded TCG) need the host's cores to
+    // race each other: one at a time, after them.
+    let (single, multi): (Vec<&'static Case>, Vec<&'static Case>) = cases::all()
         .filter(|c| c.emulator == Emulator::Qemu && on(Emulator::Qemu) && wanted(c.name))
-    {
-        let repeat = match (c.repeat, a.repeat_boots) {
-            (1, _) => 1,
-            (_, Some(n)) => n,
-            (n, None) => n,
-        };
-        tally.case(c.name, || run_case(c, &art, &dir, repeat));
+        .partition(|c| c.threads == crate::machine::qemu::Threads::Single);
+    if tally.listing {
+        for c in &single {
+            tally.listed(c.name);
+        }
+    } else {
+        let jobs: Vec<Job> = single.iter().map(|&c| Job::Case(c, repeat(c))).collect();
+        run_parallel(&jobs, bochs_workers(), &art, &dir, "qemu", tally);
+    }
+    for c in multi {
+        tally.case(c.name, || run_case(c, &art, &dir, repeat(c)));
     }
     let late = &cases::LATE_AP;
     if on(Emulator::Qemu) && wanted(late.name) {
@@ -780,7 +802,7 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
         } else {
             let workers = bochs_workers();
             println!("({workers} at a time)");
-            run_parallel(&bochs_jobs, workers, &art, &dir, tally);
+            run_parallel(&bochs_jobs, workers, &art, &dir, "bochs", tally);
         }
     }
     // The host-side checks, QEMU's: each its short name (the filter picks
