@@ -8,7 +8,8 @@ use crate::report::{self, Record};
 use crate::results::Results;
 
 use super::checks::{
-    all_tests_pass, clock_is, contains, has_bench, mech, one, succeeded, ICOUNT, TCG_TSC,
+    all_tests_pass, clock_is, contains, has_bench, mech, one, succeeded, test_passed, ICOUNT,
+    TCG_TSC,
 };
 use super::fuzz::fuzz_clean;
 use super::matrix::{hostile_on, hostile_runnable};
@@ -314,15 +315,7 @@ pub(super) fn smp_user_check(
     }) {
         return Err(format!("no passing check {stress:?}..."));
     }
-    let ended = report::of_kind(r, kind::TEST)
-        .find(|t| {
-            t.get("name")
-                .is_some_and(|x| x.starts_with("smp: a task ends everywhere"))
-        })
-        .ok_or("the task-ending test did not run")?;
-    if ended.get("result") != Some("pass") {
-        return Err(format!("task-ending test: {:?}", ended.get("detail")));
-    }
+    test_passed(r, "smp: a task ends everywhere")?;
     contains(log, &format!("smp: {n} CPU(s) started"))
 }
 
