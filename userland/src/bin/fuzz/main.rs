@@ -114,6 +114,8 @@ const COUNTED: [i32; 4] = [errno::EFAULT, errno::EBADF, errno::EINVAL, errno::EN
 
 include!("rounds.rs");
 
+include!("race.rs");
+
 /// Checks one call's outcome against its plan (result, registers, flags).
 fn judge(p: &Plan, a: &After) -> Result<(), &'static str> {
     let result_ok = match p.want {
@@ -192,6 +194,11 @@ extern "C" fn main(_arg: u32) -> i32 {
             "why" => userland::abi::report::Escaped(why));
         1
     };
+    if info.fuzz_threads > 0 {
+        if let Err(why) = race_phase(seed, info.fuzz_threads, info.cpus.max(1), has_tsc) {
+            return stop(why);
+        }
+    }
     if let Err(why) = nap_unwakeable() {
         return stop(why);
     }
