@@ -197,7 +197,8 @@ pub mod kind {
     /// whose descriptor history was no longer kept), the calls by kind
     /// (`pipe close dup2 read write sbrk fork`), the results that were an
     /// errno (`EBADF EPIPE EFAULT EMFILE ENFILE EAGAIN ENOMEM`), `janitor`
-    /// (the main thread's closes meanwhile) and `ticks`.
+    /// (the main thread's closes meanwhile), `ticks` and `ms` (the
+    /// phase's TSC ticks, and in milliseconds by the kernel's TSC rate).
     pub const FUZZ_THREADS: &str = "fuzz_threads";
     /// A CPU exception: `vector name mode error eip cs eflags eax ebx ecx edx
     /// esi edi ebp esp cr2`.

@@ -195,7 +195,13 @@ extern "C" fn main(_arg: u32) -> i32 {
         1
     };
     if info.fuzz_threads > 0 {
-        if let Err(why) = race_phase(seed, info.fuzz_threads, info.cpus.max(1), has_tsc) {
+        if let Err(why) = race_phase(
+            seed,
+            info.fuzz_threads,
+            info.cpus.max(1),
+            has_tsc,
+            info.tsc_hz,
+        ) {
             return stop(why);
         }
     }

@@ -636,7 +636,7 @@ fn race_child(r: &mut Rng, w: u32) -> ! {
 /// under them until they are done; then every descriptor closed, every
 /// child reaped, the break at its base. Returns the failures' reason or
 /// prints the summary and the `fuzz_threads` record.
-fn race_phase(seed: u32, calls: u32, cpus: u32, has_tsc: bool) -> Result<(), &'static str> {
+fn race_phase(seed: u32, calls: u32, cpus: u32, has_tsc: bool, tsc_hz: u64) -> Result<(), &'static str> {
     let me = threads::gettid();
     let workers = (cpus + 1).clamp(2, MAX_WORKERS);
     // pid 1 ignores default actions, but a forked child would die of a
@@ -694,6 +694,9 @@ fn race_phase(seed: u32, calls: u32, cpus: u32, has_tsc: bool) -> Result<(), &'s
         }
     }
     let ticks = if has_tsc { rdtsc() - start } else { 0 };
+    // Milliseconds by the kernel's measure of the TSC (virtual time under
+    // icount; the host's clock under multi-threaded TCG).
+    let ms = (ticks as u128 * 1000 / tsc_hz.max(1) as u128) as u64;
     // Everything back: descriptors, children, heap.
     with_log(me, |log| {
         for k in 0..NFD {
@@ -727,7 +730,7 @@ fn race_phase(seed: u32, calls: u32, cpus: u32, has_tsc: bool) -> Result<(), &'s
          {checked} messages traced to their pipe ({unresolved} unresolved); \
          pipe {}, close {}, dup2 {}, read {}, write {}, sbrk {}, fork {}; \
          EBADF {}, EPIPE {}, EFAULT {}, EMFILE {}, ENFILE {}, EAGAIN {}, ENOMEM {}; \
-         {janitor} closes by the main thread; {ticks} TSC ticks",
+         {janitor} closes by the main thread; {ticks} TSC ticks ({}.{:03} s)",
         op(Op::Pipe),
         op(Op::Close),
         op(Op::Dup2),
@@ -742,6 +745,8 @@ fn race_phase(seed: u32, calls: u32, cpus: u32, has_tsc: bool) -> Result<(), &'s
         er(4),
         er(5),
         er(6),
+        ms / 1000,
+        ms % 1000,
     );
     record!(kind::FUZZ_THREADS, "seed" => seed, "calls" => made, "threads" => workers,
         "cpu_mask" => RACE_CPUS.load(SeqCst), "failures" => fails, "cross" => cross,
@@ -750,7 +755,7 @@ fn race_phase(seed: u32, calls: u32, cpus: u32, has_tsc: bool) -> Result<(), &'s
         "read" => op(Op::Read), "write" => op(Op::Write), "sbrk" => op(Op::Sbrk),
         "fork" => op(Op::Fork), "EBADF" => er(0), "EPIPE" => er(1), "EFAULT" => er(2),
         "EMFILE" => er(3), "ENFILE" => er(4), "EAGAIN" => er(5), "ENOMEM" => er(6),
-        "janitor" => janitor, "ticks" => ticks);
+        "janitor" => janitor, "ticks" => ticks, "ms" => ms);
     if fails != 0 {
         return Err("a worker saw a result the race does not allow (printed above)");
     }

@@ -10,7 +10,7 @@ use crate::results::Results;
 use super::checks::{
     all_tests_pass, clock_is, contains, has_bench, mech, one, succeeded, ICOUNT, TCG_TSC,
 };
-use super::fuzz::fuzz_clean;
+use super::fuzz::{fuzz_clean, fuzz_threads_clean};
 use super::matrix::{hostile_on, hostile_runnable};
 use super::{Case, CASE, REPEATED_BOOTS};
 
@@ -145,6 +145,24 @@ pub(super) const SMP: &[Case] = &[
                 other => Err(format!("the helpers ran on CPUs {other:?} (mask), not on both")),
             }
         },
+        ..CASE
+    },
+    Case {
+        name: "fuzzer threads under multi-threaded TCG on 2 CPUs: 3 threads of one process race sbrk, fork, pipe, close, dup2, read and write (20,000 calls); every result allowed, 0 kernel stops, 0 cross-pipe bytes, every frame back",
+        cmdline: "mode=run prog=fuzz fuzz_calls=0 fuzz_threads=20000 seed=3",
+        cpus: 2,
+        threads: Threads::Multi,
+        timeout: 120,
+        check: |log, r| fuzz_threads_clean(log, r, 20_000, 2),
+        ..CASE
+    },
+    Case {
+        name: "fuzzer threads under multi-threaded TCG on 4 CPUs: 5 threads of one process race sbrk, fork, pipe, close, dup2, read and write (20,000 calls); every result allowed, 0 kernel stops, 0 cross-pipe bytes, every frame back",
+        cmdline: "mode=run prog=fuzz fuzz_calls=0 fuzz_threads=20000 seed=4",
+        cpus: 4,
+        threads: Threads::Multi,
+        timeout: 120,
+        check: |log, r| fuzz_threads_clean(log, r, 20_000, 4),
         ..CASE
     },
     Case {
