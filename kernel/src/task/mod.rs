@@ -146,7 +146,7 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
     };
     crate::proc::reset_fork_counts();
     crate::vm::pmap::shootdown::reset_counts();
-    {
+    let pipes_left = {
         // The boot thread blocks holding the scheduler lock; the task's
         // first thread lets it go, and the task's end hands it back.
         let _g = sched::locked();
@@ -158,15 +158,15 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
             }
         };
         if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER, cpu, p).is_err() {
-            crate::proc::reset();
+            let _ = crate::proc::reset();
             return Err(LoadError::OutOfMemory);
         }
         sched::wait_for_task();
         sched::reset_all();
         reset_machine_state();
         // Every process's memory back (pid 1's, zombies', orphans').
-        crate::proc::reset();
-    }
+        crate::proc::reset()
+    };
     // Every other CPU puts back its own (its threads may have changed its
     // MSRs and x87 too), before the next task; not under the lock, which
     // the APs take on their way to the command.
@@ -175,7 +175,6 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
     let end = unsafe { ENDED.get_mut().take() }.expect("a task ends through end_current");
     let last = crate::proc::last_pid();
     let after = in_use();
-    let pipes_left = crate::proc::pipe::left_at_reset();
     match end {
         End::Exit(code) => {
             record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "exit", "code" => code,
