@@ -628,7 +628,11 @@ fn race_child(r: &mut Rng, w: u32) -> ! {
         }
         Err(_) => bad = true,
     }
-    sys::exit(if bad { CHILD_OK + 1 } else { CHILD_OK })
+    if bad {
+        println!("fuzz: threads phase: a forked child of worker {w} saw a wrong result");
+        sys::exit(CHILD_OK + 1);
+    }
+    sys::exit(CHILD_OK)
 }
 
 /// The threads phase: `calls` calls by one worker per CPU and a second on
