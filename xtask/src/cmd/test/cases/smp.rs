@@ -148,21 +148,21 @@ pub(super) const SMP: &[Case] = &[
         ..CASE
     },
     Case {
-        name: "fuzzer threads under multi-threaded TCG on 2 CPUs: 3 threads of one process race sbrk, fork, pipe, close, dup2, read and write (40,000 calls); every result allowed, 0 kernel stops, 0 cross-pipe bytes, every frame back",
-        cmdline: "mode=run prog=fuzz fuzz_calls=0 fuzz_threads=40000 seed=3",
+        name: "fuzzer threads under multi-threaded TCG on 2 CPUs: 3 threads of one process race sbrk, fork, pipe, close, dup2, read and write (60,000 calls); every result allowed, 0 kernel stops, 0 cross-pipe bytes, every frame back",
+        cmdline: "mode=run prog=fuzz fuzz_calls=0 fuzz_threads=60000 seed=3",
         cpus: 2,
         threads: Threads::Multi,
         timeout: 180,
-        check: |log, r| fuzz_threads_clean(log, r, 40_000, 2),
+        check: |log, r| fuzz_threads_clean(log, r, 60_000, 2),
         ..CASE
     },
     Case {
-        name: "fuzzer threads under multi-threaded TCG on 4 CPUs: 5 threads of one process race sbrk, fork, pipe, close, dup2, read and write (40,000 calls); every result allowed, 0 kernel stops, 0 cross-pipe bytes, every frame back",
-        cmdline: "mode=run prog=fuzz fuzz_calls=0 fuzz_threads=40000 seed=4",
+        name: "fuzzer threads under multi-threaded TCG on 4 CPUs: 5 threads of one process race sbrk, fork, pipe, close, dup2, read and write (60,000 calls); every result allowed, 0 kernel stops, 0 cross-pipe bytes, every frame back",
+        cmdline: "mode=run prog=fuzz fuzz_calls=0 fuzz_threads=60000 seed=4",
         cpus: 4,
         threads: Threads::Multi,
         timeout: 180,
-        check: |log, r| fuzz_threads_clean(log, r, 40_000, 4),
+        check: |log, r| fuzz_threads_clean(log, r, 60_000, 4),
         ..CASE
     },
     // The same at the turn pacer's grain: one interleaving, the same at
