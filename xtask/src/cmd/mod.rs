@@ -92,8 +92,8 @@ pub struct BootArgs {
     #[arg(long, value_name = "INSTRUCTIONS")]
     pub turn: Option<u32>,
     /// Under TCG, one host thread per CPU (`-accel tcg,thread=multi`): the
-    /// CPUs truly in parallel, where races show. Needs `--clock tsc` (QEMU's
-    /// icount, and with it the model, runs one CPU at a time).
+    /// CPUs truly in parallel, where races show. The clock is then the TSC
+    /// (QEMU's icount, and with it the model, runs one CPU at a time).
     #[arg(long)]
     pub parallel: bool,
 }
