@@ -241,6 +241,22 @@ mod tests {
     }
 
     #[test]
+    fn parallel_asks_for_a_host_thread_per_cpu() {
+        let mut a = test_boot_args(None);
+        let threads = |a: &BootArgs| match a.spec().unwrap().backend {
+            machine::BackendSpec::Qemu(q) => q.threads,
+            _ => panic!("not QEMU"),
+        };
+        assert_eq!(threads(&a), qemu::Threads::Single);
+        a.parallel = true;
+        assert_eq!(threads(&a), qemu::Threads::Multi);
+        // Bochs runs its CPUs in turn: refused, not ignored.
+        a.emulator = Emulator::Bochs;
+        a.accel = AccelChoice::Auto;
+        assert!(a.spec().unwrap_err().to_string().contains("--parallel"));
+    }
+
+    #[test]
     fn virt_is_shadow_paging_unless_ept_is_named() {
         use clap::Parser;
         #[derive(Parser)]
