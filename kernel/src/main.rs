@@ -248,6 +248,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             entry: opts.entry,
             seed: opts.seed,
             fuzz_calls: opts.fuzz_calls,
+            fuzz_threads: opts.fuzz_threads,
             emulated: abi::syscall::emulator_of(opts.accel),
             pool_align: opts.pool_align.unwrap_or(abi::syscall::POOL_ALIGN_EVERY),
             cpus: cpus as u32,
