@@ -169,7 +169,19 @@ fn a_baseline_compares_only_like_with_like() {
         profile: "modelled, profile p6".into(),
         ..provenance()
     };
-    assert!(baseline_mismatch(&base, &modelled).0[0].starts_with("model profile"));
+    // A model run saved before the clock field named the machine's clock
+    // says icount beside its profile: its clock is the model's.
+    let refused = baseline_mismatch(&base, &modelled).0;
+    assert!(refused[0].starts_with("clock: baseline \"icount\", this run \"model\""));
+    assert!(refused[1].starts_with("model profile"));
+    let now_modelled = Provenance {
+        clock: "model".into(),
+        ..modelled.clone()
+    };
+    assert_eq!(
+        baseline_mismatch(&modelled, &now_modelled),
+        (vec![], vec![])
+    );
     let edited = Provenance {
         rev: "abc-dirty.123".into(),
         dirty: true,
