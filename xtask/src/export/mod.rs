@@ -266,7 +266,7 @@ pub fn markdown(r: &Report) -> String {
             .verdicts
             .iter()
             .map(|(n, v)| {
-                let s = v.sentence(&c.info, c.reading);
+                let s = c.said(n, v);
                 if c.verdicts.len() > 1 {
                     format!("{n}: {s}")
                 } else {
@@ -367,7 +367,7 @@ pub fn write(dir: &Path, r: &Report) -> Result<()> {
                 verdicts: c
                     .verdicts
                     .iter()
-                    .map(|(n, v)| (n.clone(), v.sentence(&c.info, c.reading)))
+                    .map(|(n, v)| (n.clone(), c.said(n, v)))
                     .collect(),
                 plot: format!("{stem}.svg"),
             },
