@@ -245,6 +245,13 @@ impl BenchArgs {
         for m in &self.metrics {
             check_metric_name(m)?;
         }
+        // Every variant's features exist in the kernel it builds (a --rev's
+        // at that revision), before the first build.
+        for x in v.iter().filter(|x| !x.features.is_empty()) {
+            if let Some(known) = crate::kbuild::kernel_features(x.rev.as_deref()) {
+                crate::kbuild::check_features(&format!("variant {}", x.name), &x.features, &known)?;
+            }
+        }
         for x in &v {
             let words = format!(
                 "{} prog={} {} {}",
