@@ -67,6 +67,29 @@ fn the_baseline_is_the_first_variant_named_or_base() {
     assert!(try_args(&["--variant", "a=", "--base", "a", "--baseline", "old"]).is_err());
 }
 
+/// A misspelled feature fails with the plan, before any variant is built,
+/// and names the kernel's features.
+#[test]
+fn a_variant_s_features_are_checked_before_any_build() {
+    let a = args(&[
+        "--variant",
+        "before=",
+        "--features",
+        "after=exercise-sysexit-alwys",
+    ]);
+    let e = a.variants().unwrap_err().to_string();
+    assert!(
+        e.starts_with("variant after: no kernel feature \"exercise-sysexit-alwys\"")
+            && e.contains("exercise-sysexit-always"),
+        "{e}"
+    );
+    let a = args(&["--features", "after=exercise-sysexit-always"]);
+    assert_eq!(
+        a.variants().unwrap()[0].features,
+        ["exercise-sysexit-always"]
+    );
+}
+
 /// The verdict names the set and the baseline in words, with the direction
 /// of the unit: slower or faster, more or fewer instructions, a
 /// throughput higher or lower.
