@@ -235,7 +235,7 @@ pub fn markdown(r: &Report) -> String {
     md += &format!(
         "\n| metric | unit | {} | delta vs {} | verdict | plot |\n|---|---|{}---|---|---|\n",
         names.join(" | "),
-        names.first().unwrap_or(&"?"),
+        r.labels.baseline,
         "---:|".repeat(names.len())
     );
     for c in r.compared {
