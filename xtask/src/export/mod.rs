@@ -204,7 +204,7 @@ pub fn markdown(r: &Report) -> String {
         .unwrap_or_default();
     let mut md = format!("# bench {}\n\n", r.stamp);
     md += &format!(
-        "{} boots per variant, interleaved. Machine: {}. Clock: {} ({}). Accelerator: {}. Baseline: {}. Host: {} ({}). Guest CPU: {} (model {}).\n\n",
+        "{} boots per variant, interleaved. Machine: {}. Clock: {}; {}. Accelerator: {}. Baseline: {}. Host: {} ({}). Guest CPU: {} (model {}).\n\n",
         r.boots,
         r.machine,
         r.labels.clock_text(),
@@ -706,7 +706,7 @@ mod tests {
             assert!(x["ministat.txt"].starts_with("bench: 2 boots per variant, clock="));
             let md = &x["bench.md"];
             assert!(
-                md.contains(&format!("Clock: {} (", labels.clock_text()))
+                md.contains(&format!("Clock: {}; ", labels.clock_text()))
                     && md.contains("Accelerator: tcg.")
                     && md.contains("Baseline: before."),
                 "{md}"
