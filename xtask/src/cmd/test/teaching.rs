@@ -258,6 +258,9 @@ pub const CHAPTERS: &[&str] = &[
     "docs/callgate.md",
     "docs/syscall.md",
     "docs/exercises.md",
+    "docs/experiment-sysenter.md",
+    "docs/experiment-turnstiles.md",
+    "docs/experiment-directmap.md",
 ];
 
 /// What a chapter's block of commands must do, from the HTML comment
