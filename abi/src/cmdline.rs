@@ -21,6 +21,7 @@ pub const KEYS: &[&str] = &[
     KEY_TRACE,
     KEY_SEED,
     KEY_FUZZ_CALLS,
+    KEY_FUZZ_THREADS,
     KEY_POOL_ALIGN,
     KEY_PMC,
     KEY_FORK,
@@ -41,6 +42,7 @@ pub const KEY_BATCH_SIZE: &str = "batch_size";
 pub const KEY_TRACE: &str = "trace";
 pub const KEY_SEED: &str = "seed";
 pub const KEY_FUZZ_CALLS: &str = "fuzz_calls";
+pub const KEY_FUZZ_THREADS: &str = "fuzz_threads";
 pub const KEY_POOL_ALIGN: &str = "pool_align";
 pub const KEY_PMC: &str = "pmc";
 pub const KEY_FORK: &str = "fork";
@@ -219,6 +221,10 @@ pub struct Options<'a> {
     pub seed: u32,
     /// `fuzz_calls=N`: how many calls the fuzzer makes.
     pub fuzz_calls: u32,
+    /// `fuzz_threads=N`: how many calls the fuzzer's threads phase makes
+    /// (threads of one process on every CPU racing `sbrk`, `fork`, `pipe`,
+    /// `close`, `dup2`, `read` and `write`); 0, the default, skips it.
+    pub fuzz_threads: u32,
     /// `pool_align=128|64|packed`: the turnstile and sleepqueue pools'
     /// alignment in bytes (0 = packed); `None` when the command line does not
     /// say (the pools are then 128-aligned, [`DEFAULT_POOL_ALIGN`], and the
@@ -290,6 +296,7 @@ impl Default for Options<'_> {
             trace: None,
             seed: DEFAULT_SEED,
             fuzz_calls: DEFAULT_FUZZ_CALLS,
+            fuzz_threads: 0,
             pool_align: None,
             pmc: Pmc::Auto,
             fork: Fork::Copy,
@@ -371,6 +378,10 @@ impl<'a> Options<'a> {
                 },
                 KEY_FUZZ_CALLS => match parse_u32(value) {
                     Some(n) => o.fuzz_calls = n,
+                    None => bad("a whole number below 2^32 (decimal or 0x hex)"),
+                },
+                KEY_FUZZ_THREADS => match parse_u32(value) {
+                    Some(n) => o.fuzz_threads = n,
                     None => bad("a whole number below 2^32 (decimal or 0x hex)"),
                 },
                 KEY_POOL_ALIGN => match value {
@@ -518,7 +529,8 @@ mod tests {
 
     #[test]
     fn fuzzer_keys() {
-        let (o, w) = parse("seed=42 fuzz_calls=1000000");
+        let (o, w) = parse("seed=42 fuzz_calls=1000000 fuzz_threads=7");
+        assert_eq!(o.fuzz_threads, 7);
         assert!(w.is_empty(), "{w:?}");
         assert_eq!((o.seed, o.fuzz_calls), (42, 1_000_000));
         let (o, w) = parse("seed=0xdeadbeef fuzz_calls=0");

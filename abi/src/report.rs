@@ -43,7 +43,7 @@ pub const KEY_TID: &str = "tid";
 
 /// The kinds a user program may report through the `record` system call;
 /// the rest (boot, cpu, test, task, end, ...) only the kernel writes.
-pub const USER_KINDS: [&str; 8] = [
+pub const USER_KINDS: [&str; 9] = [
     kind::CHECK,
     kind::CLOCK,
     kind::BENCH,
@@ -51,6 +51,7 @@ pub const USER_KINDS: [&str; 8] = [
     kind::SHARE,
     kind::MACRO,
     kind::FUZZ,
+    kind::FUZZ_THREADS,
     kind::TURNS,
 ];
 
@@ -187,6 +188,18 @@ pub mod kind {
     /// (`int80 sysenter callgate syscall`), results (`ok` and one key per
     /// errno name) and `flagged` (calls entered with DF, AC or NT set).
     pub const FUZZ: &str = "fuzz";
+    /// The fuzzer's threads phase (`fuzz_threads=`): `seed calls threads
+    /// cpu_mask failures` (`calls`: the workers' calls, all made;
+    /// `cpu_mask`: bit n set when a worker ran on CPU n),
+    /// `cross` (bytes a read gave that no pipe its descriptor named could
+    /// hold), `torn` (bytes that were no whole message), `checked`
+    /// (messages read and traced to their pipe), `unresolved` (messages
+    /// whose descriptor history was no longer kept), the calls by kind
+    /// (`pipe close dup2 read write sbrk fork`), the results that were an
+    /// errno (`EBADF EPIPE EFAULT EMFILE ENFILE EAGAIN ENOMEM`), `janitor`
+    /// (the main thread's closes meanwhile), `ticks` and `ms` (the
+    /// phase's TSC ticks, and in milliseconds by the kernel's TSC rate).
+    pub const FUZZ_THREADS: &str = "fuzz_threads";
     /// A CPU exception: `vector name mode error eip cs eflags eax ebx ecx edx
     /// esi edi ebp esp cr2`.
     pub const EXCEPTION: &str = "exception";
@@ -197,6 +210,11 @@ pub mod kind {
     /// A user task ended: `prog pid how` (`exit` or `fault`) `code`, and
     /// `last_pid`: its processes had the pids `pid..=last_pid` (its first
     /// process, pid 1 in the comments, has `pid`; its forks the next ones).
+    /// Then the kernel's own counts around the task: `frames_before
+    /// frames_after` (the frame allocator's frames in use before the
+    /// program loaded and after every process's memory went back),
+    /// `pages_before pages_after` (user pages, likewise) and `pipes_left`
+    /// (pipes still open when the task ended, closed by the kernel).
     pub const TASK: &str = "task";
     /// A mechanism's check from a user program: `name result detail`.
     pub const CHECK: &str = "check";

@@ -572,6 +572,8 @@ pub struct CpuInfo {
     /// `seed` and `fuzz_calls` from the command line, for the fuzzer.
     pub seed: u32,
     pub fuzz_calls: u32,
+    /// `fuzz_threads` from the command line: the fuzzer's threads phase.
+    pub fuzz_threads: u32,
     /// Which emulator the host said runs the kernel (`accel=`): [`EMULATOR_NONE`],
     /// [`EMULATOR_TCG`] (a TSC there follows the host's clock) or
     /// [`EMULATOR_BOCHS`] (its TSC counts instructions). Emulated ticks are no cycles.

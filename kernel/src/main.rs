@@ -209,7 +209,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
         0
     };
     arch::pacer::configure(turn, tsc_hz, arch::pit::TICK_HZ as u64);
-    arch::pacer::set_park_poll(vm::pmap::shootdown::poll);
+    arch::pacer::set_park_poll(park_poll);
     let cpus = arch::smp::init(tsc_hz, f.has.contains(cpu::Has::APIC), ap_main);
     if cpus > 1 || opts.mode == Mode::Smp {
         kprintln!("smp: {cpus} CPU(s) started");
@@ -248,6 +248,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
             entry: opts.entry,
             seed: opts.seed,
             fuzz_calls: opts.fuzz_calls,
+            fuzz_threads: opts.fuzz_threads,
             emulated: abi::syscall::emulator_of(opts.accel),
             pool_align: opts.pool_align.unwrap_or(abi::syscall::POOL_ALIGN_EVERY),
             cpus: cpus as u32,
@@ -350,6 +351,20 @@ extern "C" fn ap_main(cpu: u32) -> ! {
         me.command.store(0, Ordering::Relaxed);
         me.done.store(1, Ordering::Release);
     }
+}
+
+/// What a CPU the turn pacer parked runs between two `pause`s: it answers
+/// TLB shootdowns, as a CPU spinning on a lock does. It holds no kernel
+/// lock, since the pacer parks only from ring 3 or an idle wait
+/// (docs/threads.md, "Turns"), and this asserts it at every park: a CPU
+/// parked with the scheduler lock would stop every other CPU until its
+/// next turn.
+fn park_poll() {
+    assert!(
+        !task::sched::held_here(),
+        "the turn pacer parked a CPU that holds the scheduler lock"
+    );
+    vm::pmap::shootdown::poll();
 }
 
 /// The turn pacer's cost in this boot (`kind::PACER`).

@@ -92,6 +92,12 @@ profile_fields! {
     apic_access,
     /// From an IPI's send (the ICR write) to its delivery at the target.
     ipi_latency,
+    /// `virt` (either paging): what a vCPU halted in HLT waits beyond
+    /// `ipi_latency` when an IPI comes for it. Its HLT exited, the host
+    /// blocked the vCPU's thread, and without posted interrupts the
+    /// sender's exit has the host wake that thread through its scheduler;
+    /// the re-entry injects the interrupt.
+    vcpu_wake,
 }
 
 /// How the guest's pages are virtualised (`--virt`), or not at all.
@@ -229,13 +235,16 @@ impl Profile {
 
     /// The whole cost of one instruction of `class` (markers cost nothing).
     /// Under shadow paging CR3 writes and invlpg also pay a VM exit; under
-    /// EPT they do not.
+    /// EPT they do not; under either HLT does.
     pub fn insn_cost(&self, class: Class, virt: Virt) -> u32 {
         if class == Class::Marker {
             return 0;
         }
         let exit = match class {
             Class::MovCr3 | Class::Invlpg if virt == Virt::Shadow => self.vmexit,
+            // HLT exits under a hypervisor (KVM sets HLT exiting): the
+            // host blocks the vCPU until an interrupt comes.
+            Class::Hlt if virt.on() => self.vmexit,
             _ => 0,
         };
         self.base + self.extra(class) + exit

@@ -118,6 +118,51 @@ impl Verdict {
     }
 }
 
+impl Verdict {
+    /// The verdict as a sentence about the set `name` against the baseline
+    /// `base`, naming both ("after is 6.70% slower than before", "after
+    /// takes 2.10% fewer instructions than before"; of host time under
+    /// emulation, "after reads 3.1% more TCG ticks than before", never
+    /// slower); `None` where no difference was found or none can be told.
+    pub fn words(
+        &self,
+        name: &str,
+        base: &str,
+        info: &MetricInfo,
+        reading: Reading,
+    ) -> Option<String> {
+        let (percent, digits) = match self {
+            Verdict::Exact { percent, .. } => (*percent, 2),
+            Verdict::Proven(c) => (c.percent, 1),
+            _ => return None,
+        };
+        let size = format!("{:.digits$}%", percent.abs());
+        let up = percent > 0.0;
+        let more = if up { "more" } else { "fewer" };
+        Some(if info.unit.starts_with("instructions") {
+            format!("{name} takes {size} {more} instructions than {base}")
+        } else if reading.host_time {
+            format!("{name} reads {size} {more} {} than {base}", info.unit)
+        } else if info.measure.higher_is_better() {
+            let higher = if up { "higher" } else { "lower" };
+            format!("{name} is {size} {higher} than {base}")
+        } else {
+            let slower = if up { "slower" } else { "faster" };
+            format!("{name} is {size} {slower} than {base}")
+        })
+    }
+
+    /// [`Verdict::words`] then [`Verdict::sentence`]: what the exports and
+    /// the verdict lines say of set `name` against `base`.
+    pub fn said(&self, name: &str, base: &str, info: &MetricInfo, reading: Reading) -> String {
+        let s = self.sentence(info, reading);
+        match self.words(name, base, info, reading) {
+            Some(w) => format!("{w}: {s}"),
+            None => s,
+        }
+    }
+}
+
 fn fmt_signed(v: f64) -> String {
     if v > 0.0 {
         format!("+{}", fmt_num(v))
@@ -145,11 +190,22 @@ impl Compared {
         self.verdicts.iter().any(|(_, v)| v.changed())
     }
 
-    /// One line per later set: `verdict b: ...`.
+    /// The set the others are compared against.
+    pub fn base(&self) -> &str {
+        self.sets.first().map_or("", |(n, _)| n.as_str())
+    }
+
+    /// Set `name`'s verdict in words, naming it and the baseline
+    /// ([`Verdict::said`]).
+    pub fn said(&self, name: &str, v: &Verdict) -> String {
+        v.said(name, self.base(), &self.info, self.reading)
+    }
+
+    /// One line per later set: `verdict b: b is 6.70% slower than a: ...`.
     pub fn verdict_lines(&self) -> String {
         self.verdicts
             .iter()
-            .map(|(n, v)| format!("  verdict {n}: {}\n", v.sentence(&self.info, self.reading)))
+            .map(|(n, v)| format!("  verdict {n}: {}\n", self.said(n, v)))
             .collect()
     }
 }
@@ -204,6 +260,11 @@ pub fn compare_metric(
                 out.verdicts.push((name.clone(), verdict));
             }
             s += &format!("  {name:<18} {:>10}  {what}\n", fmt_num(v[0]));
+        }
+        for (name, v) in &out.verdicts {
+            if let Some(w) = v.words(name, &sets[0].0, info, reading) {
+                s += &format!("  verdict {name}: {w}\n");
+            }
         }
         out.text = s;
         return out;
@@ -446,7 +507,10 @@ mod tests {
         assert!(c.changed());
         let s = c.text;
         assert!(s.contains("Difference at 95.0% confidence"), "{s}");
-        assert!(s.contains("verdict b: differs by +9.25"), "{s}");
+        assert!(
+            s.contains("verdict b: b is ") && s.contains("slower than a: differs by +9.25"),
+            "{s}"
+        );
         assert!(!s.contains("host time"), "{s}");
     }
 
@@ -514,7 +578,7 @@ mod tests {
         let c = compare_metric("null", &sets, tcg, &info, &RenderOptions::default());
         let line = c.verdict_lines();
         assert!(
-            line.contains("verdict b: differs by -")
+            line.contains("verdict b: b reads 23.2% fewer TCG ticks than a: differs by -")
                 && line.contains("TCG ticks are host time under emulation: not a cycle difference"),
             "{line}"
         );

@@ -64,8 +64,96 @@ pub fn cargo_args(features: &[String]) -> Vec<String> {
     a
 }
 
+/// The feature names of a `Cargo.toml`'s `[features]` table, in file
+/// order: each line of the table that starts with a bare key and `=`
+/// (an array spread over several lines continues with lines that do not).
+pub fn features_of(cargo_toml: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut inside = false;
+    for line in cargo_toml.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == "[features]";
+            continue;
+        }
+        let Some((key, _)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        let bare = !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if inside && bare {
+            names.push(key.to_string());
+        }
+    }
+    names
+}
+
+/// The kernel's features at `rev` (`None`: the working tree's), from its
+/// `kernel/Cargo.toml`; `None` when that file cannot be read.
+pub fn kernel_features(rev: Option<&str>) -> Option<Vec<String>> {
+    const FILE: &str = "kernel/Cargo.toml";
+    let text = match rev {
+        None => std::fs::read_to_string(root().join(FILE)).ok()?,
+        Some(r) => {
+            let o = git_in(&root())
+                .args(["show", &format!("{r}:{FILE}")])
+                .output()
+                .ok()?;
+            if !o.status.success() {
+                return None;
+            }
+            String::from_utf8(o.stdout).ok()?
+        }
+    };
+    Some(features_of(&text))
+}
+
+/// Refuses a feature the kernel does not have (`known`: its features),
+/// naming the ones it has; `what` says whose features they are.
+pub fn check_features(what: &str, asked: &[String], known: &[String]) -> Result<()> {
+    let bad: Vec<&str> = asked
+        .iter()
+        .filter(|f| !known.contains(f))
+        .map(String::as_str)
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{what}: no kernel feature {}; kernel/Cargo.toml's features: {}",
+        bad.iter()
+            .map(|b| format!("{b:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if known.is_empty() {
+            "none".to_string()
+        } else {
+            known.join(", ")
+        }
+    )
+}
+
+/// What a build says before it starts: `building the kernel and user
+/// programs (features exercise-sysexit-always) in DIR ...` (the workspace
+/// only when it is not this one).
+pub fn build_line(dir: &Path, features: &[String]) -> String {
+    let mut s = String::from("building the kernel and user programs");
+    if !features.is_empty() {
+        s += &format!(" (features {})", features.join(","));
+    }
+    if dir != root() {
+        s += &format!(" in {}", dir.display());
+    }
+    s + " ..."
+}
+
 /// Builds kernel and user programs in the workspace at `dir`, into cargo's
-/// usual target directory or `target_dir`.
+/// usual target directory or `target_dir`. Never silent: a line on stderr
+/// says what is built and, at the end, how long it took; when stderr is a
+/// terminal, cargo's own progress shows between (a first build takes
+/// minutes), `quiet` or not.
 pub fn build_in(
     dir: &Path,
     features: &[String],
@@ -80,13 +168,17 @@ pub fn build_in(
         cmd.env("CARGO_TARGET_DIR", t);
     }
     cmd.env("TESTBED_REV", revision(dir));
-    if quiet {
+    use std::io::IsTerminal as _;
+    if quiet && !std::io::stderr().is_terminal() {
         cmd.arg("--quiet");
     }
+    eprintln!("{}", build_line(dir, features));
+    let started = std::time::Instant::now();
     let status = cmd.status().context("cannot run cargo")?;
     if !status.success() {
         bail!("the kernel build failed (cargo exited with {status})");
     }
+    eprintln!("built in {:.1} s", started.elapsed().as_secs_f64());
     let out = target_dir
         .map(Path::to_path_buf)
         .unwrap_or_else(|| dir.join("target"))
@@ -231,5 +323,32 @@ mod tests {
         let (dirty, diff) = crate::results::dirty_of_rev(&one);
         assert!(dirty && diff.len() == DIFF_HASH_DIGITS);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_kernel_features_are_read_from_its_cargo_toml() {
+        let toml = "[package]\nname = \"kernel\"\n\n[features]\n# a comment\nexercise-a = []\nlong = [\n  \"x\",\n]\ntest_b=[]\n\n[dependencies]\nabi = { path = \"../abi\" }\n";
+        assert_eq!(features_of(toml), ["exercise-a", "long", "test_b"]);
+        // This workspace's kernel: the exercises are among them.
+        let known = kernel_features(None).unwrap();
+        assert!(
+            known.iter().any(|f| f == "exercise-sysexit-always"),
+            "{known:?}"
+        );
+        let e = check_features(
+            "variant b",
+            &[
+                "exercise-sysexit-always".into(),
+                "exercise-sysexit-alway".into(),
+            ],
+            &known,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("variant b: no kernel feature \"exercise-sysexit-alway\"; kernel/Cargo.toml's features: ")
+                && e.contains("exercise-sysexit-always"),
+            "{e}"
+        );
     }
 }

@@ -24,7 +24,7 @@ mod results;
 #[cfg(test)]
 mod testalloc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -81,7 +81,8 @@ enum Cmd {
 
 /// The command line's command, run; exits the process with its status.
 pub fn main() -> ! {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.cmd {
         Cmd::Build => cmd::build::build(),
         Cmd::Run(a) => cmd::run::run(a),
@@ -91,7 +92,11 @@ pub fn main() -> ! {
         Cmd::Setup => cmd::setup::setup(),
         Cmd::Lava(a) => cmd::lava::lava(a),
         Cmd::Import(a) => cmd::import::import(a),
-        Cmd::Bench(a) => cmd::bench::bench(a),
+        // The variants in the order the command line named them.
+        Cmd::Bench(a) => match matches.subcommand_matches("bench") {
+            Some(m) => cmd::bench::bench(a.in_order(m)),
+            None => cmd::bench::bench(a),
+        },
         Cmd::Table(a) => cmd::table::table(a),
         Cmd::Forktest(a) => cmd::forktest::forktest(a),
         Cmd::Lmbench(a) => cmd::lmbench::lmbench(a),

@@ -110,8 +110,9 @@ pub struct Hooks {
     pub fork: fn(usize, usize),
     /// A process ended (its last thread stopped): its descriptors close.
     pub exit: fn(usize),
-    /// After a task: everything left is dropped.
-    pub reset: fn(),
+    /// After a task: everything left is dropped; says how many pipes were
+    /// still open.
+    pub reset: fn() -> u32,
 }
 
 static HOOKS: SetOnce<Hooks> = SetOnce::new();
@@ -591,11 +592,10 @@ pub fn exiting(i: usize) -> bool {
 
 /// After a task: every process left (pid 1, zombies, children still
 /// running when pid 1 ended) gives its memory back. No CPU runs a user
-/// thread any more, and every CPU has left their spaces.
-pub fn reset() {
-    if let Some(h) = hooks() {
-        (h.reset)();
-    }
+/// thread any more, and every CPU has left their spaces. Returns how many
+/// pipes were still open (the hooks closed them).
+pub fn reset() -> u32 {
+    let pipes_left = hooks().map_or(0, |h| (h.reset)());
     SIGNALLED.store(0, Ordering::Relaxed);
     *interruptible() = [0; MAX_THREADS];
     // SAFETY: (s) held by the caller (as `table` asserts below).
@@ -608,6 +608,7 @@ pub fn reset() {
         *p = EMPTY;
     }
     t.init = None;
+    pipes_left
 }
 
 /// Forks each CPU made since the task began ([`reset_fork_counts`]).

@@ -405,8 +405,8 @@ pub fn exit(i: usize) {
     }
 }
 
-/// After a task: every pipe left goes, counted (hook).
-pub fn reset() {
+/// After a task: every pipe left goes, counted (hook): how many.
+pub fn reset() -> u32 {
     let t = pipes();
     let mut left = 0;
     for p in t.pipes.iter_mut() {
@@ -422,6 +422,7 @@ pub fn reset() {
     t.fds = [[None; PIPE_FDS as usize]; MAX_PROCS];
     t.used = [0; MAX_PROCS];
     t.left_at_reset = left;
+    left
 }
 
 /// Pipes the last task left open (dropped by [`reset`]).

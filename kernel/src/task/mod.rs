@@ -124,6 +124,10 @@ pub fn run(module: &Module<'static>, arg: u32) -> Result<End, LoadError> {
 /// As [`run`], with the program's first thread on CPU `cpu` (a started
 /// one); the boot thread waits on CPU 0 all the same.
 pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, LoadError> {
+    // The kernel's own counts before the program exists, to compare with
+    // the same counts once every process's memory is back (the `task`
+    // record): a frame or page a task's end did not give back shows there.
+    let before = in_use();
     let image = module_bytes(module);
     let (space, entry) = crate::proc::load_program(image)?;
     reset_above();
@@ -142,7 +146,7 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
     };
     crate::proc::reset_fork_counts();
     crate::vm::pmap::shootdown::reset_counts();
-    {
+    let pipes_left = {
         // The boot thread blocks holding the scheduler lock; the task's
         // first thread lets it go, and the task's end hands it back.
         let _g = sched::locked();
@@ -154,15 +158,15 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
             }
         };
         if sched::spawn_user(entry, USER_STACK_TOP, arg, abi::syscall::PRIO_USER, cpu, p).is_err() {
-            crate::proc::reset();
+            let _ = crate::proc::reset();
             return Err(LoadError::OutOfMemory);
         }
         sched::wait_for_task();
         sched::reset_all();
         reset_machine_state();
         // Every process's memory back (pid 1's, zombies', orphans').
-        crate::proc::reset();
-    }
+        crate::proc::reset()
+    };
     // Every other CPU puts back its own (its threads may have changed its
     // MSRs and x87 too), before the next task; not under the lock, which
     // the APs take on their way to the command.
@@ -170,10 +174,13 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
     // SAFETY: set by end_current before leave_user.
     let end = unsafe { ENDED.get_mut().take() }.expect("a task ends through end_current");
     let last = crate::proc::last_pid();
+    let after = in_use();
     match end {
         End::Exit(code) => {
             record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "exit", "code" => code,
-                "last_pid" => last)
+                "last_pid" => last,
+                "frames_before" => before.0, "frames_after" => after.0,
+                "pages_before" => before.1, "pages_after" => after.1, "pipes_left" => pipes_left)
         }
         End::Fault { vector, eip } => {
             kprintln!(
@@ -184,12 +191,16 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
                 eip
             );
             record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "fault",
-                "code" => vector, "name" => abi::exit::vector_name(vector), "last_pid" => last)
+                "code" => vector, "name" => abi::exit::vector_name(vector), "last_pid" => last,
+                "frames_before" => before.0, "frames_after" => after.0,
+                "pages_before" => before.1, "pages_after" => after.1, "pipes_left" => pipes_left)
         }
         End::Deadlock => {
             kprintln!("task {} (pid {}) ended: deadlock", module.name, pid);
             record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "deadlock", "code" => 0,
-                "last_pid" => last)
+                "last_pid" => last,
+                "frames_before" => before.0, "frames_after" => after.0,
+                "pages_before" => before.1, "pages_after" => after.1, "pipes_left" => pipes_left)
         }
         End::BadStack { mechanism } => {
             kprintln!(
@@ -198,7 +209,9 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
                 pid
             );
             record!(kind::TASK, "prog" => module.name, "pid" => pid, "how" => "badstack",
-                "code" => 0, "name" => mechanism, "last_pid" => last)
+                "code" => 0, "name" => mechanism, "last_pid" => last,
+                "frames_before" => before.0, "frames_after" => after.0,
+                "pages_before" => before.1, "pages_after" => after.1, "pipes_left" => pipes_left)
         }
     }
     report_work(module.name);
@@ -211,6 +224,13 @@ pub fn run_on(module: &Module<'static>, arg: u32, cpu: usize) -> Result<End, Loa
         }
     };
     Ok(end)
+}
+
+/// The frames and the user pages in use (the `task` record's counts),
+/// read under the scheduler lock, which guards the page counts.
+fn in_use() -> (u32, u32) {
+    let _g = sched::locked();
+    (crate::arch::frames::usage().0, crate::vm::page::usage().0)
 }
 
 /// On several CPUs, what each CPU did in the task that just ended

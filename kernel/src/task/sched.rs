@@ -478,8 +478,19 @@ pub enum CreateError {
 /// Takes a slot and its pool objects; the stack is prepared by the caller.
 fn new_thread(prio: u32, user: bool) -> Result<usize, CreateError> {
     let s = sched();
+    // A free slot whose stack no CPU is still on. A thread that stops for
+    // good frees its slot (`release`) while it still runs on its stack, and
+    // leaves the stack only at the switch to the next thread; on CPU 0,
+    // with nothing ready, `schedule` lets the lock go and halts before
+    // that, still on the freed stack. Another CPU that took the slot then
+    // wrote the new thread's start frame over the halted CPU's frames (the
+    // fuzzer's threads phase stopped the kernel so: a forked child exited
+    // on CPU 0, a fork on CPU 1 took its slot, and CPU 0 returned to EIP
+    // 1). A CPU's CURRENT names the slot until that switch, which happens
+    // under the lock held here: a slot no CPU names is on no CPU's stack.
+    let on_a_cpu = |i: usize| CURRENT.iter().any(|c| c.load(Ordering::Relaxed) == i);
     let i = (1..MAX_THREADS)
-        .find(|&i| s.threads[i].state == State::Free)
+        .find(|&i| s.threads[i].state == State::Free && !on_a_cpu(i))
         .ok_or(CreateError::Exhausted)?;
     let ts = turnstile::alloc().ok_or(CreateError::Exhausted)?;
     let Some(sq) = sleepqueue::alloc() else {

@@ -172,6 +172,10 @@ struct Cpu {
     c: Counters,
     /// Idle time added to the clock when the CPU woke (not in `c.cycles`).
     idle: u64,
+    /// The IPI (its number, from 1) that last woke this CPU from HLT, 0
+    /// when none did: under `virt` that IPI's delivery came in with the
+    /// wake-up's VM entry, not with an exit of its own.
+    woken_by: u64,
     l1: Cache,
     dtlb: Tlb,
     itlb: Tlb,
@@ -203,6 +207,7 @@ impl Cpu {
         Cpu {
             c: Counters::default(),
             idle: 0,
+            woken_by: 0,
             l1: Cache::new(p.l1d()),
             dtlb: Tlb::new(p.dtlb()),
             itlb: Tlb::new(p.itlb()),

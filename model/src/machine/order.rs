@@ -1263,7 +1263,7 @@ impl Machine {
             }
             Event::Arg(id, value) => self.argument(cpu, id, value),
             Event::Wake { ipi } => {
-                let at = match ipi {
+                let mut at = match ipi {
                     0 => self.frontier,
                     n => self
                         .ipi_clocks
@@ -1271,8 +1271,15 @@ impl Machine {
                         .copied()
                         .unwrap_or(self.frontier),
                 };
+                if ipi != 0 && self.opts.virt.on() {
+                    // The host wakes the blocked vCPU when the message
+                    // comes, through its scheduler; the re-entry injects
+                    // the interrupt, so its delivery exits no more.
+                    at += u64::from(self.profile.ipi_latency) + u64::from(self.profile.vcpu_wake);
+                }
                 let c = &mut self.cpus[cpu];
                 c.idle += at.saturating_sub(c.clock());
+                c.woken_by = ipi;
             }
             Event::Apic { send } => {
                 self.cpus[cpu].c.cycles += u64::from(self.profile.apic_access);
@@ -1301,6 +1308,13 @@ impl Machine {
                     let at = sent + u64::from(self.profile.ipi_latency);
                     let c = &mut self.cpus[cpu];
                     c.idle += at.saturating_sub(c.clock());
+                }
+                // Under a hypervisor without posted interrupts an IPI to a
+                // running vCPU kicks it out (an exit), and the entry after
+                // injects the interrupt; one that woke it from HLT came in
+                // with that wake-up.
+                if ipi != 0 && self.opts.virt.on() && self.cpus[cpu].woken_by != ipi {
+                    self.cpus[cpu].c.cycles += u64::from(self.profile.vmexit);
                 }
                 // Delivery through the gate: int n's microcode and reads
                 // (from ring 3 also the TSS's ring-0 stack).

@@ -56,6 +56,7 @@ c2c_latency = 42
 upgrade_latency = 20
 apic_access = 70
 ipi_latency = 300
+vcpu_wake = 5000
 ";
 
 fn profile(edit: &[(&str, &str)]) -> Profile {
@@ -310,7 +311,7 @@ fn snapshots_count_per_stream_and_markers_cost_nothing() {
     assert_eq!(lines[0], "model1 profile=t virt=0 ncpus=1");
     assert!(lines[1].starts_with("param line=64 l1d_size=256 "));
     assert!(lines[1].ends_with(
-        " vmexit=1000 ept_walk=210 c2c_latency=42 upgrade_latency=20 apic_access=70 ipi_latency=300 pge=0"
+        " vmexit=1000 ept_walk=210 c2c_latency=42 upgrade_latency=20 apic_access=70 ipi_latency=300 vcpu_wake=5000 pge=0"
     ));
     assert_eq!(
         lines[4],
@@ -611,6 +612,51 @@ fn virt_adds_the_vm_exit_to_an_ipi_send_only() {
         m.mem(0, LAPIC_BASE + 0xb0, 4, true, || None);
         m.finish();
         assert_eq!(m.cpus[0].c.cycles - before, 70, "virt={virt:?}");
+    }
+}
+
+#[test]
+fn virt_charges_hlt_the_wake_up_of_a_halted_vcpu_and_the_kick_of_a_running_one() {
+    use abi::model::interrupt_marker;
+    for virt in [Virt::Off, Virt::Shadow, Virt::Ept] {
+        let mut m = Machine::new(profile(&[]), Options { virt, pge: false }, 2).unwrap();
+        m.idt = Some(KERNEL_PAGE + 0x800);
+        let (nop, hlt) = (m.decode(&NOP, KERNEL_PAGE), m.decode(&[0xf4], KERNEL_PAGE));
+        let entry = m.decode(&marker(interrupt_marker(0xf1)), KERNEL_PAGE);
+        // HLT: one cycle, and under a hypervisor its exit.
+        let exit = if virt.on() { 1000 } else { 0 };
+        m.exec(1, &hlt);
+        m.exec(0, &nop);
+        m.mem(0, LAPIC_ICR_LOW, 4, true, || None);
+        let sent = m.cpus[0].clock();
+        m.exec(1, &entry);
+        m.exec(1, &nop);
+        m.finish();
+        // Woken from HLT: the message's flight, and under a hypervisor the
+        // host's wake-up of the vCPU (5000); the delivery then costs what
+        // it costs bare (int_n 100, the IDT line 100, the DTLB walk: 30,
+        // under EPT 210) and the handler's first instruction, with no exit
+        // of its own.
+        let wake = if virt.on() { 5000 } else { 0 };
+        let walk = if virt == Virt::Ept { 210 } else { 30 };
+        assert_eq!(
+            m.cpus[1].clock(),
+            sent + 300 + wake + 100 + 100 + walk + 1,
+            "virt={virt:?}"
+        );
+        assert!(m.cpus[1].c.cycles > exit, "virt={virt:?}: HLT's exit");
+        // A second IPI finds CPU 1 running: under a hypervisor it is
+        // kicked out (an exit) and the entry injects the interrupt.
+        m.mem(0, LAPIC_ICR_LOW, 4, true, || None);
+        let before = m.cpus[1].c.cycles;
+        m.exec(1, &entry);
+        m.finish();
+        // int_n; the IDT line and page are warm now.
+        assert_eq!(
+            m.cpus[1].c.cycles - before,
+            100 + exit,
+            "virt={virt:?}: the running vCPU's delivery"
+        );
     }
 }
 

@@ -91,6 +91,11 @@ pub struct BootArgs {
     /// then runs only while CPU 0 waits. Default 10000.
     #[arg(long, value_name = "INSTRUCTIONS")]
     pub turn: Option<u32>,
+    /// Under TCG, one host thread per CPU (`-accel tcg,thread=multi`): the
+    /// CPUs truly in parallel, where races show. The clock is then the TSC
+    /// (QEMU's icount, and with it the model, runs one CPU at a time).
+    #[arg(long)]
+    pub parallel: bool,
 }
 
 /// `--virt`'s value: how the hypervisor virtualises the guest's paging.
@@ -117,7 +122,17 @@ impl BootArgs {
     /// The machine these flags ask for; flags of the other emulator are refused.
     pub fn spec(&self) -> Result<machine::Spec> {
         let backend = match self.emulator {
-            Emulator::Qemu => machine::BackendSpec::Qemu(qemu::Spec::new(self.accel)),
+            Emulator::Qemu => machine::BackendSpec::Qemu(qemu::Spec {
+                threads: if self.parallel {
+                    qemu::Threads::Multi
+                } else {
+                    qemu::Threads::Single
+                },
+                ..qemu::Spec::new(self.accel)
+            }),
+            Emulator::Bochs if self.parallel => {
+                bail!("--parallel is QEMU's multi-threaded TCG; Bochs runs its CPUs in turn")
+            }
             Emulator::Bochs if self.accel != AccelChoice::Auto => {
                 bail!("--accel chooses QEMU's accelerator; Bochs has none (drop --accel with --emulator bochs)")
             }
@@ -198,6 +213,7 @@ pub fn test_boot_args(cpu: Option<&str>) -> BootArgs {
         virt: None,
         pge: false,
         turn: None,
+        parallel: false,
     }
 }
 
@@ -222,6 +238,22 @@ mod tests {
             machine::BackendSpec::Bochs(_)
         ));
         assert_eq!(a.need(), preflight::Need::Bochs);
+    }
+
+    #[test]
+    fn parallel_asks_for_a_host_thread_per_cpu() {
+        let mut a = test_boot_args(None);
+        let threads = |a: &BootArgs| match a.spec().unwrap().backend {
+            machine::BackendSpec::Qemu(q) => q.threads,
+            _ => panic!("not QEMU"),
+        };
+        assert_eq!(threads(&a), qemu::Threads::Single);
+        a.parallel = true;
+        assert_eq!(threads(&a), qemu::Threads::Multi);
+        // Bochs runs its CPUs in turn: refused, not ignored.
+        a.emulator = Emulator::Bochs;
+        a.accel = AccelChoice::Auto;
+        assert!(a.spec().unwrap_err().to_string().contains("--parallel"));
     }
 
     #[test]

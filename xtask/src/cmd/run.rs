@@ -119,6 +119,9 @@ pub fn feature_build(features: &[String]) -> Result<kbuild::Artifacts> {
     {
         bail!("--features: {bad:?} is not a feature name (e.g. exercise-sysexit-always)");
     }
+    if let Some(known) = kbuild::kernel_features(None) {
+        kbuild::check_features("--features", features, &known)?;
+    }
     let root = kbuild::root();
     let dest = root.join("target/xtask/exercise").join(features.join("+"));
     kbuild::build_into(&root, features, &dest, Some(&root.join("target/exercise")))

@@ -21,8 +21,8 @@ pub struct TableArgs {
     /// The label of the runs "without the change"; default: the first file of each system.
     #[arg(long)]
     pub base: Option<String>,
-    /// Benchmarks to show (default: every one).
-    #[arg(long = "bench")]
+    /// Benchmarks to show (default: every one); repeated, or a comma list.
+    #[arg(long = "bench", value_delimiter = ',')]
     pub benches: Vec<String>,
     /// Markdown instead of plain text.
     #[arg(long)]
@@ -482,8 +482,66 @@ pub(crate) fn from_texts(
     Ok((out, found))
 }
 
+/// Every `--bench` and `--base` name must name something in the files:
+/// a benchmark some run or export measured, a run's label or an export's
+/// variant. A typo is said by name, with the names that exist, rather than
+/// ending as "no pairs to compare".
+fn check_names(
+    benches: &[String],
+    base: Option<&str>,
+    results: &[Results],
+    exports: &[Export],
+) -> Result<()> {
+    use std::collections::BTreeSet;
+    let mut metrics: BTreeSet<String> = BTreeSet::new();
+    for r in results {
+        for k in metrics_of(r).into_keys() {
+            metrics.insert(layout_key(&k));
+            metrics.insert(k);
+        }
+    }
+    for e in exports {
+        metrics.extend(e.medians.iter().map(|m| m.1.clone()));
+    }
+    let missing: Vec<&str> = benches
+        .iter()
+        .filter(|b| !metrics.contains(*b))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "--bench {}: no benchmark of {} in the files; their benchmarks: {}",
+            missing
+                .iter()
+                .map(|m| format!("{m:?}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if missing.len() == 1 {
+                "that name"
+            } else {
+                "those names"
+            },
+            metrics.into_iter().collect::<Vec<_>>().join(", ")
+        );
+    }
+    if let Some(base) = base {
+        let mut names: BTreeSet<String> = results.iter().map(|r| r.label.clone()).collect();
+        for e in exports {
+            names.extend(e.medians.iter().map(|m| m.0.clone()));
+        }
+        if !names.contains(base) {
+            bail!(
+                "--base {base:?}: no run is labelled so and no bench variant is named so; the files' labels and variants: {}",
+                names.into_iter().collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn table(a: TableArgs) -> Result<i32> {
     let (results, exports) = load(&a.files, true)?;
+    check_names(&a.benches, a.base.as_deref(), &results, &exports)?;
     let (mut rows, mut dropped) = if results.is_empty() {
         (Vec::new(), Vec::new())
     } else {
@@ -563,6 +621,52 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert!(load_results(&[export]).is_err());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A `--bench` or `--base` that names nothing in the files is an error
+    /// naming it and what exists; a comma list is several benchmarks.
+    #[test]
+    fn a_name_that_matches_nothing_is_said_with_those_that_exist() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            t: TableArgs,
+        }
+        let t = T::try_parse_from(["x", "f.json", "--bench", "int80.null,sysenter.null"]).unwrap();
+        assert_eq!(t.t.benches, ["int80.null", "sysenter.null"]);
+        let export = serde_json::json!({
+            "schema": 1, "kind": "bench",
+            "sets": [{"name": "before", "provenance": serde_json::to_value(
+                crate::cmd::bench::Provenance { cpus: 1, ..Default::default() }).unwrap()},
+                     {"name": "after", "provenance": {}}],
+            "values": {"before": {"int80.null": [24.0], "sysenter.null": [40.0]},
+                       "after": {"int80.null": [25.0], "sysenter.null": [40.0]}}
+        })
+        .to_string();
+        let e = [read_export(&export).unwrap()];
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(check_names(
+            &names(&["int80.null", "sysenter.null"]),
+            Some("before"),
+            &[],
+            &e
+        )
+        .is_ok());
+        let err = check_names(&names(&["int80.nul"]), None, &[], &e)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "--bench \"int80.nul\": no benchmark of that name in the files; their benchmarks: int80.null, sysenter.null"
+        );
+        let err = check_names(&[], Some("befor"), &[], &e)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--base \"befor\"") && err.ends_with("variants: after, before"),
+            "{err}"
+        );
     }
 
     #[test]

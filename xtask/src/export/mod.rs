@@ -20,7 +20,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::cmd::bench::{Provenance, Summary};
-use crate::compare::{fmt_num, median, Compared, Table, Verdict};
+use crate::compare::{fmt_num, median, Compared, Reading, Table, Verdict};
+use crate::machine::Clock;
 use crate::results::{sanitize, MetricInfo};
 
 /// Schema of `bench.json`.
@@ -35,14 +36,79 @@ pub struct VariantInfo {
     pub provenance: Provenance,
 }
 
+/// What the figures of a bench are and what they are compared against:
+/// the one value every label of stdout and of every export is written from
+/// (the header, `ministat.txt`, the CSV columns, the plots' titles, the
+/// Markdown and `bench.json`), so that no two of them can disagree.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Labels {
+    /// The clock the figures are in: the machine's, as `--clock` chose it
+    /// (under the model the guest reads icount, but the figures are
+    /// modelled cycles).
+    #[serde(serialize_with = "clock_key")]
+    pub clock: Clock,
+    /// Under the model: the profile and virt (`modern`, `p4, virt ept`);
+    /// `None` under every other clock.
+    pub profile: Option<String>,
+    /// The accelerator (`tcg`, `kvm`, `bochs`).
+    pub accel: String,
+    /// The set every other is compared against.
+    pub baseline: String,
+}
+
+fn clock_key<S: serde::Serializer>(c: &Clock, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(c.key())
+}
+
+impl Labels {
+    /// How the figures are to be read.
+    pub fn reading(&self) -> Reading {
+        Reading::of(
+            Some(self.clock),
+            self.accel == crate::machine::Accel::Tcg.key(),
+        )
+    }
+
+    /// `model (profile modern)`, `icount`.
+    pub fn clock_text(&self) -> String {
+        match &self.profile {
+            Some(p) => format!("{} (profile {p})", self.clock.key()),
+            None => self.clock.key().to_string(),
+        }
+    }
+
+    /// `clock=model (profile modern), accel=tcg, baseline a`.
+    pub fn line(&self) -> String {
+        format!(
+            "clock={}, accel={}, baseline {}",
+            self.clock_text(),
+            self.accel,
+            self.baseline
+        )
+    }
+
+    /// The line `bench` prints first, and `ministat.txt` starts with.
+    pub fn header(&self, boots: u32) -> String {
+        let caveat = if self.reading().host_time {
+            " (TCG ticks: host time under emulation, not cycles)".to_string()
+        } else if self.accel == crate::machine::bochs::ACCEL {
+            format!(
+                " ({}; emulator figures, not cycles)",
+                abi::syscall::BOCHS_TICK
+            )
+        } else {
+            String::new()
+        };
+        format!("bench: {boots} boots per variant, {}{caveat}", self.line())
+    }
+}
+
 /// Everything a bench exports.
 pub struct Report<'a> {
     pub stamp: &'a str,
-    /// The line `bench` printed first (boots, clock, accelerator).
-    pub header: &'a str,
     pub boots: u32,
-    pub clock: &'a str,
-    pub accel: &'a str,
+    /// Clock, profile, accelerator and baseline, for every label.
+    pub labels: &'a Labels,
     /// The first boot's machine (`QEMU 7.2.0 TCG  clock=...  cpu=qemu32`).
     pub machine: &'a str,
     pub confidence: f64,
@@ -77,8 +143,9 @@ struct BenchJson<'a> {
     kind: &'static str,
     timestamp: &'a str,
     boots: u32,
-    clock: &'a str,
-    accel: &'a str,
+    /// `clock`, `profile`, `accel`, `baseline`.
+    #[serde(flatten)]
+    labels: &'a Labels,
     machine: &'a str,
     confidence: f64,
     sets: Vec<&'a VariantInfo>,
@@ -137,13 +204,15 @@ pub fn markdown(r: &Report) -> String {
         .unwrap_or_default();
     let mut md = format!("# bench {}\n\n", r.stamp);
     md += &format!(
-        "{} boots per variant, interleaved. Machine: {}. Clock: {} ({}). Host: {} ({}). Guest CPU: {} (model {}).\n\n",
+        "{} boots per variant, interleaved. Machine: {}. Clock: {}; {}. Accelerator: {}. Baseline: {}. Host: {} ({}). Guest CPU: {} (model {}).\n\n",
         r.boots,
         r.machine,
-        r.clock,
+        r.labels.clock_text(),
         r.compared
             .first()
             .map_or_else(|| clock_words(r, ""), |c| clock_words(r, &c.info.unit)),
+        r.labels.accel,
+        r.labels.baseline,
         first.host,
         first.host_cpu,
         first.cpu,
@@ -166,7 +235,7 @@ pub fn markdown(r: &Report) -> String {
     md += &format!(
         "\n| metric | unit | {} | delta vs {} | verdict | plot |\n|---|---|{}---|---|---|\n",
         names.join(" | "),
-        names.first().unwrap_or(&"?"),
+        r.labels.baseline,
         "---:|".repeat(names.len())
     );
     for c in r.compared {
@@ -197,7 +266,7 @@ pub fn markdown(r: &Report) -> String {
             .verdicts
             .iter()
             .map(|(n, v)| {
-                let s = v.sentence(&c.info, c.reading);
+                let s = c.said(n, v);
                 if c.verdicts.len() > 1 {
                     format!("{n}: {s}")
                 } else {
@@ -240,17 +309,40 @@ fn clock_words(r: &Report, unit: &str) -> String {
     }
 }
 
-/// `variant,boot,metric,value,unit,clock,flag`, one value a line; `flag`
-/// is empty, or says one CPU did a multi-CPU figure's work
-/// (`MetricInfo::one_cpu`, its commas made semicolons).
-pub fn csv(t: &Table, index: &str, clock: &str, info_of: &dyn Fn(&str) -> MetricInfo) -> String {
-    let mut csv = format!("variant,{index},metric,value,unit,clock,flag\n");
+/// A CSV field (RFC 4180): in double quotes, its own doubled, when it holds
+/// a comma, a quote or a line break (`modelled cycles (profile p4, virt
+/// ept)`); as it is otherwise.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// `variant,boot,metric,value,unit,clock,profile,accel,baseline,flag`,
+/// one value a line; `profile` is empty but under the model; `flag` is
+/// empty, or says one CPU did a multi-CPU figure's work
+/// (`MetricInfo::one_cpu`, its commas made semicolons). A field with a
+/// comma is quoted ([`csv_field`]).
+pub fn csv(t: &Table, index: &str, l: &Labels, info_of: &dyn Fn(&str) -> MetricInfo) -> String {
+    let mut csv = format!("variant,{index},metric,value,unit,clock,profile,accel,baseline,flag\n");
+    let labels = [
+        l.clock.key(),
+        l.profile.as_deref().unwrap_or(""),
+        &l.accel,
+        &l.baseline,
+    ]
+    .map(csv_field)
+    .join(",");
     for (v, ms) in t {
+        let v = csv_field(v);
         for (m, vals) in ms {
             let info = info_of(m);
-            let (unit, flag) = (info.unit, info.one_cpu.replace(',', ";"));
+            let (m, unit) = (csv_field(m), csv_field(&info.unit));
+            let flag = csv_field(&info.one_cpu.replace(',', ";"));
             for (i, x) in vals.iter().enumerate() {
-                csv += &format!("{v},{},{m},{x},{unit},{clock},{flag}\n", i + 1);
+                csv += &format!("{v},{},{m},{x},{unit},{labels},{flag}\n", i + 1);
             }
         }
     }
@@ -275,7 +367,7 @@ pub fn write(dir: &Path, r: &Report) -> Result<()> {
                 verdicts: c
                     .verdicts
                     .iter()
-                    .map(|(n, v)| (n.clone(), v.sentence(&c.info, c.reading)))
+                    .map(|(n, v)| (n.clone(), c.said(n, v)))
                     .collect(),
                 plot: format!("{stem}.svg"),
             },
@@ -299,7 +391,7 @@ pub fn write(dir: &Path, r: &Report) -> Result<()> {
                 } else {
                     "one value per boot"
                 },
-                r.clock,
+                &r.labels.line(),
                 r.confidence,
             ),
         )?;
@@ -309,8 +401,7 @@ pub fn write(dir: &Path, r: &Report) -> Result<()> {
         kind: BENCH_KIND,
         timestamp: r.stamp,
         boots: r.boots,
-        clock: r.clock,
-        accel: r.accel,
+        labels: r.labels,
         machine: r.machine,
         confidence: r.confidence,
         sets: sets(r),
@@ -321,10 +412,10 @@ pub fn write(dir: &Path, r: &Report) -> Result<()> {
         batches: r.batches,
     };
     put("bench.json", serde_json::to_string_pretty(&json)? + "\n")?;
-    put("bench.csv", csv(r.values, "boot", r.clock, r.info_of))?;
-    put("batches.csv", csv(r.batches, "batch", r.clock, r.info_of))?;
+    put("bench.csv", csv(r.values, "boot", r.labels, r.info_of))?;
+    put("batches.csv", csv(r.batches, "batch", r.labels, r.info_of))?;
     put("bench.md", markdown(r))?;
-    let mut text = format!("{}\n", r.header);
+    let mut text = format!("{}\n", r.labels.header(r.boots));
     for n in r.notes {
         text += &format!("note: {n}\n");
     }
@@ -395,12 +486,16 @@ mod tests {
         };
         let compared = [c];
         let summary = Summary::of(&compared, &["sysenter.null".into()], 0.0);
+        let labels = Labels {
+            clock: crate::machine::Clock::Tsc,
+            profile: None,
+            accel: "tcg".into(),
+            baseline: "a".into(),
+        };
         let r = Report {
             stamp: "20261201T000000Z",
-            header: "bench: 4 boots per variant, clock=tsc, accel=tcg",
             boots: 4,
-            clock: "tsc",
-            accel: "tcg",
+            labels: &labels,
             machine: "QEMU 7.2.0 TCG  clock=tsc  cpu=qemu32",
             confidence: 95.0,
             variants: vec![
@@ -446,7 +541,7 @@ mod tests {
         let csv = read("bench.csv");
         assert!(
             csv.starts_with(
-                "variant,boot,metric,value,unit,clock,flag\na,1,sysenter.null,100,TCG ticks,tsc,\n"
+                "variant,boot,metric,value,unit,clock,profile,accel,baseline,flag\na,1,sysenter.null,100,TCG ticks,tsc,,tcg,a,\n"
             ),
             "{csv}"
         );
@@ -467,5 +562,189 @@ mod tests {
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert_eq!(svg.matches("<circle").count(), 8, "{svg}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The fields of one CSV line, quoted ones unquoted.
+    fn csv_cells(line: &str) -> Vec<String> {
+        let (mut cells, mut cell, mut quoted) = (Vec::new(), String::new(), false);
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (c, quoted) {
+                ('"', true) if chars.peek() == Some(&'"') => {
+                    cell.push('"');
+                    chars.next();
+                }
+                ('"', _) => quoted = !quoted,
+                (',', false) => cells.push(std::mem::take(&mut cell)),
+                _ => cell.push(c),
+            }
+        }
+        cells.push(cell);
+        cells
+    }
+
+    /// A bench's exports, written under `labels` into a fresh directory:
+    /// two sets of one metric, exact counts that differ.
+    fn exports_under(labels: &Labels, unit: &str) -> BTreeMap<String, String> {
+        let sets = vec![
+            ("before".to_string(), vec![731.0, 731.0]),
+            ("after".to_string(), vec![780.0, 780.0]),
+        ];
+        let info = MetricInfo {
+            unit: unit.into(),
+            measure: abi::report::Measure::PerOp,
+            ..MetricInfo::default()
+        };
+        let c = compare_metric(
+            "int80.null",
+            &sets,
+            labels.reading(),
+            &info,
+            &RenderOptions::default(),
+        );
+        let mut values: Table = BTreeMap::new();
+        for (n, v) in &sets {
+            values
+                .entry(n.clone())
+                .or_default()
+                .insert("int80.null".into(), v.clone());
+        }
+        let prov = Provenance {
+            clock: labels.clock.key().into(),
+            accel: labels.accel.clone(),
+            profile: labels
+                .profile
+                .as_ref()
+                .map(|p| format!("modelled, profile {p}"))
+                .unwrap_or_default(),
+            cmdline: "mode=run prog=bench clock=icount accel=tcg".into(),
+            ..Provenance::default()
+        };
+        let compared = [c];
+        let summary = Summary::of(&compared, &["int80.null".into()], 0.0);
+        let info_of = |_: &str| info.clone();
+        let r = Report {
+            stamp: "20261207T000000Z",
+            boots: 2,
+            labels,
+            machine: "QEMU 7.2.0 TCG  cpu=qemu32",
+            confidence: 95.0,
+            variants: sets
+                .iter()
+                .map(|(n, _)| VariantInfo {
+                    name: n.clone(),
+                    how: "as built".into(),
+                    provenance: prov.clone(),
+                })
+                .collect(),
+            baseline: None,
+            notes: &[],
+            compared: &compared,
+            summary: &summary,
+            values: &values,
+            batches: &values,
+            info_of: &info_of,
+        };
+        let dir = std::env::temp_dir().join(format!(
+            "testbed-labels-{}-{}",
+            labels.clock.key(),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        write(&dir, &r).unwrap();
+        let files = [
+            "bench.json",
+            "bench.csv",
+            "batches.csv",
+            "bench.md",
+            "ministat.txt",
+            "int80-null.svg",
+        ];
+        let out = files
+            .iter()
+            .map(|f| (f.to_string(), std::fs::read_to_string(dir.join(f)).unwrap()))
+            .collect();
+        let _ = std::fs::remove_dir_all(&dir);
+        out
+    }
+
+    /// Under each clock every export names the clock the figures are in,
+    /// the profile (under the model), the accelerator and the baseline, as
+    /// the one [`Labels`] value says: a model bench's guest reads icount,
+    /// and no export may call its cycles icount's.
+    #[test]
+    fn every_export_names_the_clock_profile_accelerator_and_baseline() {
+        use crate::machine::Clock;
+        for (clock, profile, unit) in [
+            (Clock::Icount, None, "instructions"),
+            (
+                Clock::Model,
+                Some("p4, virt ept"),
+                "modelled cycles (profile p4, virt ept)",
+            ),
+        ] {
+            let labels = Labels {
+                clock,
+                profile: profile.map(str::to_string),
+                accel: "tcg".into(),
+                baseline: "before".into(),
+            };
+            let x = exports_under(&labels, unit);
+            let key = clock.key();
+            let named = format!("clock={}", labels.clock_text());
+            // The text exports: the header and the plot's title.
+            for f in ["ministat.txt", "int80-null.svg"] {
+                assert!(
+                    x[f].contains(&named)
+                        && x[f].contains("accel=tcg")
+                        && x[f].contains("baseline before"),
+                    "{f}: {}",
+                    x[f]
+                );
+            }
+            assert!(x["ministat.txt"].starts_with("bench: 2 boots per variant, clock="));
+            let md = &x["bench.md"];
+            assert!(
+                md.contains(&format!("Clock: {}; ", labels.clock_text()))
+                    && md.contains("Accelerator: tcg.")
+                    && md.contains("Baseline: before."),
+                "{md}"
+            );
+            for f in ["bench.csv", "batches.csv"] {
+                let mut lines = x[f].lines();
+                let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+                let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+                for l in lines {
+                    let cells = csv_cells(l);
+                    assert_eq!(cells[col("clock")], key, "{f}: {l}");
+                    assert_eq!(cells[col("profile")], profile.unwrap_or(""), "{f}: {l}");
+                    assert_eq!(cells[col("accel")], "tcg", "{f}: {l}");
+                    assert_eq!(cells[col("baseline")], "before", "{f}: {l}");
+                }
+            }
+            let json: serde_json::Value = serde_json::from_str(&x["bench.json"]).unwrap();
+            assert_eq!(json["clock"], key);
+            assert_eq!(json["accel"], "tcg");
+            assert_eq!(json["baseline"], "before");
+            match profile {
+                Some(p) => assert_eq!(json["profile"], p),
+                None => assert!(json["profile"].is_null()),
+            }
+            for s in json["sets"].as_array().unwrap() {
+                assert_eq!(s["provenance"]["clock"], key, "{s}");
+            }
+            if clock == Clock::Model {
+                // The guest's icount appears only as its command line says it.
+                for (f, text) in &x {
+                    let rest = text.replace("clock=icount accel=tcg`", "");
+                    let rest = rest.replace("clock=icount accel=tcg\"", "");
+                    assert!(
+                        !rest.contains("icount"),
+                        "{f} calls modelled cycles icount: {text}"
+                    );
+                }
+            }
+        }
     }
 }

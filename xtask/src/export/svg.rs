@@ -41,12 +41,14 @@ fn interval(v: &[f64], confidence: f64) -> f64 {
 }
 
 /// The plot of `c`, drawing `samples` (each set's values: per batch or per
-/// boot, as `what` says), its axis in `c`'s unit and `clock`.
+/// boot, as `what` says), its axis in `c`'s unit; the title ends in
+/// `labels` (the clock, profile, accelerator and baseline:
+/// `super::Labels::line`).
 pub fn plot(
     c: &Compared,
     samples: &[(String, Vec<f64>)],
     what: &str,
-    clock: &str,
+    labels: &str,
     confidence: f64,
 ) -> String {
     let all: Vec<f64> = samples
@@ -75,11 +77,7 @@ pub fn plot(
     s += &format!("<rect width=\"{WIDTH}\" height=\"{height}\" fill=\"white\"/>\n");
     s += &format!(
         "<text x=\"10\" y=\"18\" font-size=\"14\" font-weight=\"bold\">{}</text>\n",
-        escape(&format!(
-            "{} ({}, clock={clock})",
-            c.metric,
-            c.info.describe()
-        ))
+        escape(&format!("{} ({}; {labels})", c.metric, c.info.describe()))
     );
     let caveat = if c.reading.host_time {
         format!("; {}: host time under emulation, not cycles", c.info.unit)
@@ -197,7 +195,7 @@ mod tests {
             &info,
             &RenderOptions::default(),
         );
-        let svg = plot(&c, &sets, "one value per boot", "icount", 95.0);
+        let svg = plot(&c, &sets, "one value per boot", "clock=icount", 95.0);
         assert!(
             svg.contains("a&lt;b&gt;") && svg.contains("c&amp;d"),
             "{svg}"
@@ -207,6 +205,6 @@ mod tests {
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
         // One value everywhere: the axis still has a width.
         let same = vec![("a".to_string(), vec![5.0; 2])];
-        assert!(!plot(&c, &same, "x", "icount", 95.0).contains("NaN"));
+        assert!(!plot(&c, &same, "x", "clock=icount", 95.0).contains("NaN"));
     }
 }

@@ -111,9 +111,21 @@ fn a_figure_one_cpu_did_alone_is_flagged_everywhere() {
         [("ebizzy.128".to_string(), vec![1.0])].into(),
     )]
     .into();
-    let csv = crate::export::csv(&table, "boot", "icount", &|_| info.clone());
+    let csv = crate::export::csv(
+        &table,
+        "boot",
+        &crate::export::Labels {
+            clock: crate::machine::Clock::Icount,
+            profile: None,
+            accel: "tcg".into(),
+            baseline: "a".into(),
+        },
+        &|_| info.clone(),
+    );
     assert!(
-        csv.ends_with(",icount,one CPU: CPU 0 did 2000 of 2000 records: not a 2-CPU figure\n"),
+        csv.ends_with(
+            ",icount,,tcg,a,one CPU: CPU 0 did 2000 of 2000 records: not a 2-CPU figure\n"
+        ),
         "{csv}"
     );
     // At 1800 of 2000 (90%) still one CPU's; at 1700 not.
@@ -245,8 +257,18 @@ fn an_overlap_is_shown_and_one_below_the_threshold_flagged_everywhere() {
         [("ebizzy.128".to_string(), vec![1.0])].into(),
     )]
     .into();
-    let csv = crate::export::csv(&table, "boot", "icount", &|_| info.clone());
-    assert!(csv.ends_with(&format!(",icount,{flag}\n")), "{csv}");
+    let csv = crate::export::csv(
+        &table,
+        "boot",
+        &crate::export::Labels {
+            clock: crate::machine::Clock::Icount,
+            profile: None,
+            accel: "tcg".into(),
+            baseline: "a".into(),
+        },
+        &|_| info.clone(),
+    );
+    assert!(csv.ends_with(&format!(",icount,,tcg,a,{flag}\n")), "{csv}");
 }
 
 /// A `locks` boot: no clock in the boot line's words the host did not

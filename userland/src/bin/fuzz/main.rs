@@ -45,11 +45,20 @@
 //! fast entry's floor on (its floor does no work: the next call's return
 //! would jump to a random address).
 //!
+//! Threads against each other: with `fuzz_threads=N` the program first
+//! runs a phase of N calls in which worker threads on every CPU race
+//! `pipe`, `close`, `dup2`, `read`, `write`, `sbrk` and `fork` on shared
+//! descriptors and the shared heap; every result must be one the race
+//! allows, and no byte may come out of a pipe its reader's descriptor
+//! never named (`race.rs` says how that is traced). It reports a
+//! `fuzz_threads` record; the kernel's `task` record then gives the frames
+//! and user pages in use before and after the task.
+//!
 //! The program in parts, each in its file: `args.rs` (the PRNG and the
 //! arguments a call gets), `model.rs` (the model of the kernel: what each
-//! call must return) and `rounds.rs` (the helper threads, the pool filled,
-//! the nap); this file keeps the summary, the main loop and the report of
-//! a failure. The parts are included into this one module, not made
+//! call must return), `rounds.rs` (the helper threads, the pool filled,
+//! the nap) and `race.rs` (the threads phase); this file keeps the summary,
+//! the main loop and the report of a failure. The parts are included into this one module, not made
 //! modules of their own: one module is one codegen unit, so the compiled
 //! program, and with it every icount figure it gives, stays as one file
 //! made it.
@@ -113,6 +122,8 @@ struct Stats {
 const COUNTED: [i32; 4] = [errno::EFAULT, errno::EBADF, errno::EINVAL, errno::ENOSYS];
 
 include!("rounds.rs");
+
+include!("race.rs");
 
 /// Checks one call's outcome against its plan (result, registers, flags).
 fn judge(p: &Plan, a: &After) -> Result<(), &'static str> {
@@ -192,6 +203,17 @@ extern "C" fn main(_arg: u32) -> i32 {
             "why" => userland::abi::report::Escaped(why));
         1
     };
+    if info.fuzz_threads > 0 {
+        if let Err(why) = race_phase(
+            seed,
+            info.fuzz_threads,
+            info.cpus.max(1),
+            has_tsc,
+            info.tsc_hz,
+        ) {
+            return stop(why);
+        }
+    }
     if let Err(why) = nap_unwakeable() {
         return stop(why);
     }
@@ -255,7 +277,7 @@ extern "C" fn main(_arg: u32) -> i32 {
     }
     let ticks = if has_tsc { rdtsc() - start } else { 0 };
     let [efault, ebadf, einval, enosys] = stats.errnos;
-    if has_tsc {
+    if has_tsc && calls > 0 {
         // Under icount one tick is one guest instruction.
         let clock = if info.clock == 1 {
             "instructions"

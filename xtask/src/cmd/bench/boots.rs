@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::compare::{self, Table};
 use crate::kbuild::Artifacts;
-use crate::machine::{Backend, Machine};
+use crate::machine::{Backend, Clock, Machine};
 use crate::results::{MetricInfo, Results};
 
 use super::baseline::Provenance;
@@ -17,13 +17,17 @@ use super::plan::{BenchArgs, Variant};
 
 /// What the boots measured: per variant, per metric, one value per boot
 /// (and every batch's value per operation, where the boot kept them), how
-/// each metric reads, the clock, accelerator and unit the kernel reported,
-/// and where each variant's figures come from.
+/// each metric reads, the clock the figures are in, the accelerator and
+/// unit the kernel reported, and where each variant's figures come from.
 pub(super) struct Measured {
     pub(super) table: Table,
     pub(super) batches: Table,
     pub(super) infos: BTreeMap<String, MetricInfo>,
-    pub(super) clock: String,
+    /// The machine's clock, not the one the guest read: a model boot's
+    /// guest reads icount, its figures are modelled cycles.
+    pub(super) clock: Clock,
+    /// Under the model: the profile and virt (`modern, virt ept`).
+    pub(super) profile: Option<String>,
     pub(super) accel: String,
     pub(super) unit: String,
     /// The first boot's machine (`QEMU 7.2.0 TCG  clock=...  cpu=qemu32`).
@@ -62,7 +66,8 @@ pub(super) fn boot_interleaved(
         table: BTreeMap::new(),
         batches: BTreeMap::new(),
         infos: BTreeMap::new(),
-        clock: String::new(),
+        clock: Clock::Icount,
+        profile: None,
         accel: String::new(),
         unit: String::new(),
         machine: String::new(),
@@ -128,7 +133,30 @@ pub(super) fn boot_interleaved(
                     );
                 }
             }
-            m.clock = r.clock.clone();
+            // The kernel must have read the clock the machine gave it (a
+            // CPU without a TSC reports `none`, which says so itself).
+            if Clock::from_key(&r.clock).is_some() && r.clock != machine.clock.guest().key() {
+                eprintln!();
+                bail!(
+                    "variant {}: boot {}: the kernel read clock={}, the machine gave it {} (clock={})",
+                    v.name,
+                    done + 1,
+                    r.clock,
+                    machine.clock.key(),
+                    machine.clock.guest().key()
+                );
+            }
+            let profile = profile_of(&r);
+            if machine.clock == Clock::Model && profile.is_none() {
+                eprintln!();
+                bail!(
+                    "variant {}: boot {}: a model boot without the model's figures",
+                    v.name,
+                    done + 1
+                );
+            }
+            m.clock = machine.clock;
+            m.profile = profile.clone();
             m.accel = r.accel.clone();
             m.unit = crate::model::unit(&r).unwrap_or_else(|| r.unit.clone());
             for (k, i) in r.metric_info() {
@@ -137,7 +165,7 @@ pub(super) fn boot_interleaved(
             m.provenance
                 .entry(v.name.clone())
                 .or_insert_with(|| Provenance {
-                    clock: r.clock.clone(),
+                    clock: machine.clock.key().into(),
                     accel: r.accel.clone(),
                     emulator: emulator.clone(),
                     cpu_model: machine.cpu_model(),
@@ -189,6 +217,19 @@ pub(super) fn boot_interleaved(
     progress(done, total, started, "");
     eprintln!();
     Ok(m)
+}
+
+/// Under the model: the profile and virt a boot's figures are modelled
+/// with (`modern`, `p4, virt ept`); `None` for every other clock.
+fn profile_of(r: &Results) -> Option<String> {
+    let p = r.model_profile.as_ref()?;
+    let label = crate::model::label(p, r.virt());
+    Some(
+        label
+            .strip_prefix("modelled, profile ")
+            .unwrap_or(&label)
+            .to_string(),
+    )
 }
 
 /// A one-line progress bar on stderr: boots done, ETA, the variant running.

@@ -15,10 +15,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use crate::compare::{self, Reading};
+use crate::compare;
 use crate::export;
 use crate::kbuild;
-use crate::machine::{qemu, Clock, Scratch};
+use crate::machine::{Clock, Scratch};
 use crate::preflight;
 use crate::results::{utc_timestamp, MetricInfo};
 
@@ -124,23 +124,15 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
             ..MetricInfo::default()
         })
     };
-    let reading = Reading::of(Clock::from_key(&m.clock), m.accel == qemu::Accel::Tcg.key());
-    let header = format!(
-        "bench: {} boots per variant, clock={}, accel={}{}",
-        a.boots,
-        m.clock,
-        m.accel,
-        if reading.host_time {
-            " (TCG ticks: host time under emulation, not cycles)".to_string()
-        } else if m.accel == crate::machine::bochs::ACCEL {
-            format!(
-                " ({}; emulator figures, not cycles)",
-                abi::syscall::BOCHS_TICK
-            )
-        } else {
-            String::new()
-        }
-    );
+    // Every label of stdout and of the exports is written from this one value.
+    let labels = export::Labels {
+        clock: m.clock,
+        profile: m.profile.clone(),
+        accel: m.accel.clone(),
+        baseline: order[0].clone(),
+    };
+    let reading = labels.reading();
+    let header = labels.header(a.boots);
     println!("{header}");
     for n in &notes {
         println!("note: {n}");
@@ -164,10 +156,8 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
     }
     let report = export::Report {
         stamp: &stamp,
-        header: &header,
         boots: a.boots,
-        clock: &m.clock,
-        accel: &m.accel,
+        labels: &labels,
         machine: &m.machine,
         confidence: a.confidence,
         variants: variants

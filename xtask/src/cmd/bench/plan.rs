@@ -40,6 +40,26 @@ pub fn split_spec<'a>(flag: &str, spec: &'a str) -> Result<(&'a str, &'a str)> {
     }
 }
 
+/// The flag that named a variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Given {
+    /// `--variant NAME=CMDLINE`.
+    Cmdline,
+    /// `--features NAME=FEATURES`.
+    Features,
+    /// `--rev NAME=REV`.
+    Rev,
+}
+
+impl Given {
+    /// The flag, and the id clap gives its field.
+    const FLAGS: [(Given, &'static str); 3] = [
+        (Given::Cmdline, "variants"),
+        (Given::Features, "features"),
+        (Given::Rev, "revs"),
+    ];
+}
+
 #[derive(Args, Clone, Debug)]
 pub struct BenchArgs {
     #[command(flatten)]
@@ -56,6 +76,16 @@ pub struct BenchArgs {
     /// A variant by git revision, built in a temporary worktree: NAME=REV.
     #[arg(long = "rev", value_name = "NAME=REV")]
     pub revs: Vec<String>,
+    /// The variant the others are compared against (default: the first
+    /// --variant, --features or --rev given, in command-line order).
+    #[arg(long, value_name = "NAME", conflicts_with = "baseline")]
+    pub base: Option<String>,
+    /// The variant flags in the order the command line gave them: which
+    /// flag and which of its values ([`BenchArgs::in_order`]); empty when
+    /// the flags did not come from a command line, and then --variant's
+    /// come first, then --features', then --rev's.
+    #[arg(skip)]
+    pub given: Vec<(Given, usize)>,
     /// What each boot runs: a user program (`--prog`), or the SMP benchmarks.
     #[arg(long, value_enum, default_value = "run")]
     pub mode: ModeArg,
@@ -104,6 +134,21 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
+    /// These flags with their variant flags in the order `m` (the matches
+    /// they were parsed from) saw them: `--rev lfence=HEAD --variant
+    /// lfence_nops=` compares lfence_nops against lfence, the first named.
+    pub fn in_order(mut self, m: &clap::ArgMatches) -> BenchArgs {
+        let mut at: Vec<(usize, Given, usize)> = Vec::new();
+        for (g, id) in Given::FLAGS {
+            if let Some(ix) = m.indices_of(id) {
+                at.extend(ix.enumerate().map(|(i, pos)| (pos, g, i)));
+            }
+        }
+        at.sort_unstable();
+        self.given = at.into_iter().map(|(_, g, i)| (g, i)).collect();
+        self
+    }
+
     pub fn variants(&self) -> Result<Vec<Variant>> {
         let mut v = Vec::new();
         for s in &self.variants {
@@ -141,6 +186,37 @@ impl BenchArgs {
                 rev: Some(r.into()),
             });
         }
+        // Command-line order: the first variant named is the baseline.
+        if !self.given.is_empty() {
+            let (nc, nf) = (self.variants.len(), self.features.len());
+            let mut slots: Vec<Option<Variant>> = v.into_iter().map(Some).collect();
+            v = Vec::new();
+            for &(g, i) in &self.given {
+                let slot = match g {
+                    Given::Cmdline => i,
+                    Given::Features => nc + i,
+                    Given::Rev => nc + nf + i,
+                };
+                v.extend(slots.get_mut(slot).and_then(Option::take));
+            }
+            // Whatever the order missed keeps its place after.
+            v.extend(slots.into_iter().flatten());
+        }
+        if let Some(base) = &self.base {
+            let Some(i) = v.iter().position(|x| &x.name == base) else {
+                let names: Vec<&str> = v.iter().map(|x| x.name.as_str()).collect();
+                bail!(
+                    "--base {base:?}: no variant has that name; the variants: {}",
+                    if names.is_empty() {
+                        "none (name them with --variant, --features or --rev)".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                );
+            };
+            let b = v.remove(i);
+            v.insert(0, b);
+        }
         if v.is_empty() {
             v.push(Variant {
                 name: "default".into(),
@@ -168,6 +244,13 @@ impl BenchArgs {
         }
         for m in &self.metrics {
             check_metric_name(m)?;
+        }
+        // Every variant's features exist in the kernel it builds (a --rev's
+        // at that revision), before the first build.
+        for x in v.iter().filter(|x| !x.features.is_empty()) {
+            if let Some(known) = crate::kbuild::kernel_features(x.rev.as_deref()) {
+                crate::kbuild::check_features(&format!("variant {}", x.name), &x.features, &known)?;
+            }
         }
         for x in &v {
             let words = format!(

@@ -9,8 +9,14 @@ use crate::results::MetricInfo;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// The flags as `cargo xtask bench` parses them, the variants' order
+/// included.
 fn args(extra: &[&str]) -> BenchArgs {
-    use clap::Parser;
+    try_args(extra).unwrap()
+}
+
+fn try_args(extra: &[&str]) -> Result<BenchArgs, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches, Parser};
     #[derive(Parser)]
     struct T {
         #[command(flatten)]
@@ -18,7 +24,154 @@ fn args(extra: &[&str]) -> BenchArgs {
     }
     let mut v = vec!["x"];
     v.extend_from_slice(extra);
-    T::try_parse_from(v).unwrap().b
+    let m = T::command().try_get_matches_from(v)?;
+    Ok(T::from_arg_matches(&m)?.b.in_order(&m))
+}
+
+fn names(a: &BenchArgs) -> Vec<String> {
+    a.variants().unwrap().into_iter().map(|v| v.name).collect()
+}
+
+/// The first variant named is the baseline, whichever flag named it; `--base`
+/// names another.
+#[test]
+fn the_baseline_is_the_first_variant_named_or_base() {
+    let a = args(&["--rev", "lfence=HEAD", "--variant", "lfence_nops="]);
+    assert_eq!(names(&a), ["lfence", "lfence_nops"]);
+    let a = args(&[
+        "--features",
+        "f=exercise-sysexit-always",
+        "--rev",
+        "r=HEAD",
+        "--variant",
+        "c=entry=int80",
+        "--features",
+        "g=",
+    ]);
+    assert_eq!(names(&a), ["f", "r", "c", "g"]);
+    let a = args(&["--variant", "a=", "--rev", "b=HEAD", "--base", "b"]);
+    assert_eq!(names(&a), ["b", "a"]);
+    // Flags not parsed from a command line keep the order of their kinds.
+    let mut a = args(&["--rev", "r=HEAD", "--variant", "c="]);
+    a.given.clear();
+    assert_eq!(names(&a), ["c", "r"]);
+    let e = args(&["--variant", "a=", "--variant", "b=", "--base", "x"])
+        .variants()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--base \"x\"") && e.contains("the variants: a, b"),
+        "{e}"
+    );
+    // A saved baseline is the first set already.
+    assert!(try_args(&["--variant", "a=", "--base", "a", "--baseline", "old"]).is_err());
+}
+
+/// A misspelled feature fails with the plan, before any variant is built,
+/// and names the kernel's features.
+#[test]
+fn a_variant_s_features_are_checked_before_any_build() {
+    let a = args(&[
+        "--variant",
+        "before=",
+        "--features",
+        "after=exercise-sysexit-alwys",
+    ]);
+    let e = a.variants().unwrap_err().to_string();
+    assert!(
+        e.starts_with("variant after: no kernel feature \"exercise-sysexit-alwys\"")
+            && e.contains("exercise-sysexit-always"),
+        "{e}"
+    );
+    let a = args(&["--features", "after=exercise-sysexit-always"]);
+    assert_eq!(
+        a.variants().unwrap()[0].features,
+        ["exercise-sysexit-always"]
+    );
+}
+
+/// The verdict names the set and the baseline in words, with the direction
+/// of the unit: slower or faster, more or fewer instructions, a
+/// throughput higher or lower.
+#[test]
+fn the_verdict_names_the_set_and_its_baseline() {
+    let per_op = |unit: &str| MetricInfo {
+        unit: unit.into(),
+        measure: abi::report::Measure::PerOp,
+        ..MetricInfo::default()
+    };
+    let exact = Reading::of(Some(Clock::Model), true);
+    let sets = |a: f64, b: f64| {
+        vec![
+            ("before".to_string(), vec![a, a]),
+            ("after".to_string(), vec![b, b]),
+        ]
+    };
+    let cycles = per_op("modelled cycles (profile modern)");
+    let c = compare::compare_metric(
+        "null",
+        &sets(50.0, 57.375),
+        exact,
+        &cycles,
+        &RenderOptions::default(),
+    );
+    assert!(
+        c.text
+            .contains("verdict after: after is 14.75% slower than before\n"),
+        "{}",
+        c.text
+    );
+    let faster = &compare::compare_metric(
+        "null",
+        &sets(50.0, 40.0),
+        exact,
+        &cycles,
+        &RenderOptions::default(),
+    );
+    assert_eq!(
+        faster.said("after", &faster.verdicts[0].1),
+        "after is 20.00% faster than before: differs by exactly -10 modelled cycles (profile modern) (-20.00%, better)"
+    );
+    let insns = per_op("instructions");
+    let c = compare::compare_metric(
+        "null",
+        &sets(100.0, 98.0),
+        exact,
+        &insns,
+        &RenderOptions::default(),
+    );
+    assert!(
+        c.text
+            .contains("verdict after: after takes 2.00% fewer instructions than before"),
+        "{}",
+        c.text
+    );
+    let rate = MetricInfo {
+        unit: "records/s".into(),
+        measure: abi::report::Measure::Throughput,
+        ..MetricInfo::default()
+    };
+    let tsc = Reading::of(Some(Clock::Tsc), false);
+    let spread = vec![
+        ("before".to_string(), vec![100.0, 101.0, 99.0, 100.5]),
+        ("after".to_string(), vec![120.0, 121.0, 119.0, 120.5]),
+    ];
+    let c = compare::compare_metric("ebizzy", &spread, tsc, &rate, &RenderOptions::default());
+    assert!(
+        c.text
+            .contains("verdict after: after is 20.0% higher than before: differs by"),
+        "{}",
+        c.text
+    );
+    // No difference: no sentence of direction.
+    let same = compare::compare_metric(
+        "null",
+        &sets(5.0, 5.0),
+        exact,
+        &insns,
+        &RenderOptions::default(),
+    );
+    assert!(!same.text.contains("verdict"), "{}", same.text);
 }
 
 #[test]
@@ -169,7 +322,19 @@ fn a_baseline_compares_only_like_with_like() {
         profile: "modelled, profile p6".into(),
         ..provenance()
     };
-    assert!(baseline_mismatch(&base, &modelled).0[0].starts_with("model profile"));
+    // A model run saved before the clock field named the machine's clock
+    // says icount beside its profile: its clock is the model's.
+    let refused = baseline_mismatch(&base, &modelled).0;
+    assert!(refused[0].starts_with("clock: baseline \"icount\", this run \"model\""));
+    assert!(refused[1].starts_with("model profile"));
+    let now_modelled = Provenance {
+        clock: "model".into(),
+        ..modelled.clone()
+    };
+    assert_eq!(
+        baseline_mismatch(&modelled, &now_modelled),
+        (vec![], vec![])
+    );
     let edited = Provenance {
         rev: "abc-dirty.123".into(),
         dirty: true,

@@ -10,7 +10,8 @@ use crate::report::{self, Record};
 use crate::results::Results;
 
 use super::checks::{
-    all_tests_pass, check_passed, contains, end, mech, one, outcome, succeeded, test_passed,
+    all_tests_pass, check_passed, contains, end, mech, one, outcome, succeeded, test_is,
+    test_passed,
 };
 use super::{Case, CASE};
 
@@ -31,18 +32,7 @@ const LOCKS_CHECKS_THE_BOOK_NAMES: &[&str] = &[
 /// kernel's task ending everywhere and the `locks` checks across CPUs.
 fn skipped_alone(r: &[Record]) -> Result<(), String> {
     use abi::syscall::locks_arg::ACROSS_SKIPPED;
-    let ending = report::of_kind(r, kind::TEST)
-        .find(|t| {
-            t.get("name")
-                .is_some_and(|n| n.starts_with("smp: a task ends everywhere"))
-        })
-        .ok_or("no record of the task-ending test across CPUs")?;
-    if ending.get("result") != Some("skip") {
-        return Err(format!(
-            "the task-ending test across CPUs on one CPU: {:?}, expected skip",
-            ending.get("result")
-        ));
-    }
+    test_is(r, "smp: a task ends everywhere", "skip")?;
     let across: Vec<(&str, &str)> = report::of_kind(r, kind::CHECK)
         .filter(|c| c.get("mech") == Some("locks"))
         .filter_map(|c| Some((c.get("name")?, c.get("result")?)))

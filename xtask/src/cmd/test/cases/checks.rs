@@ -139,13 +139,19 @@ pub(super) fn all_tests_pass(log: &BootLog, r: &[Record], at_least: usize) -> Re
 /// The kernel test whose name starts with `name` ran and passed (a skip
 /// or a missing record is a failure).
 pub(super) fn test_passed(r: &[Record], name: &str) -> Result<(), String> {
+    test_is(r, name, "pass")
+}
+
+/// The kernel test whose name starts with `name` ran with result `want`
+/// (`pass`, `skip`, `fail`).
+pub(super) fn test_is(r: &[Record], name: &str, want: &str) -> Result<(), String> {
     let t = report::of_kind(r, kind::TEST)
         .find(|t| t.get("name").is_some_and(|n| n.starts_with(name)))
         .ok_or_else(|| format!("no test {name:?} ran"))?;
     match t.get("result") {
-        Some("pass") => Ok(()),
+        Some(got) if got == want => Ok(()),
         other => Err(format!(
-            "test {name:?}: result {other:?}, expected pass ({})",
+            "test {name:?}: result {other:?}, expected {want} ({})",
             t.get("detail").unwrap_or("")
         )),
     }

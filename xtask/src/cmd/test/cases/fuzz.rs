@@ -119,3 +119,70 @@ pub(super) fn fuzz_clean(
     }
     end(r, "success")
 }
+
+/// A boot of the fuzzer's threads phase (`fuzz_threads=calls`, no other
+/// calls) on `cpus` CPUs: success; the `fuzz_threads` record says `calls`
+/// calls, no failure, no cross-pipe or torn byte, no message left
+/// untraced, messages traced, forks made, workers on every CPU; and the
+/// kernel's own counts in the task's record: every frame and user page in
+/// use after the task that was in use before it, no pipe left open.
+pub(super) fn fuzz_threads_clean(
+    log: &BootLog,
+    r: &[Record],
+    calls: u32,
+    cpus: u32,
+) -> Result<(), String> {
+    succeeded(log)?;
+    let f = one(r, kind::FUZZ_THREADS)?;
+    let calls = calls.to_string();
+    let mask = ((1u32 << cpus) - 1).to_string();
+    let want = [
+        ("calls", calls.as_str()),
+        ("failures", "0"),
+        ("cross", "0"),
+        ("torn", "0"),
+        ("unresolved", "0"),
+        ("cpu_mask", mask.as_str()),
+    ];
+    for (k, v) in want {
+        if f.get(k) != Some(v) {
+            return Err(format!(
+                "fuzz_threads record: {k} is {:?}, expected {v}: {:?}",
+                f.get(k),
+                f.fields
+            ));
+        }
+    }
+    // The race moved bytes and forked: a phase of EBADF alone proves nothing.
+    for k in ["checked", "fork", "pipe", "dup2", "sbrk"] {
+        if f.get(k).unwrap_or("0") == "0" {
+            return Err(format!("the threads phase's {k} is 0: {:?}", f.fields));
+        }
+    }
+    if f.get(abi::report::KEY_PROG) != Some("fuzz") {
+        return Err(format!(
+            "the fuzz_threads record is not tagged prog=fuzz: {:?}",
+            f.fields
+        ));
+    }
+    let task = one(r, kind::TASK)?;
+    let count = |k: &str| {
+        task.get(k)
+            .ok_or_else(|| format!("the task record has no {k}: {:?}", task.fields))
+    };
+    if count("frames_before")? != count("frames_after")?
+        || count("pages_before")? != count("pages_after")?
+    {
+        return Err(format!(
+            "frames or user pages were left in use after the task: {:?}",
+            task.fields
+        ));
+    }
+    if count("pipes_left")? != "0" {
+        return Err(format!("the task left pipes open: {:?}", task.fields));
+    }
+    if one(r, kind::FUZZ)?.get("failures") != Some("0") {
+        return Err("the fuzz record says failures".into());
+    }
+    end(r, "success")
+}
