@@ -30,6 +30,9 @@ define frame-words
       if $tb_pc == (unsigned int)&sysenter_full || $tb_pc == (unsigned int)&sysenter_traced
         printf "sysenter pushed nothing: ESP = IA32_SYSENTER_ESP = %#x (the kernel stack's top minus 8),\n", $esp
         echo the stack below it is empty; the stub builds the frame itself from EBP and [EBP-4].\n
+        printf "  the 8 bytes left above ESP, the IRET frame's ESP and SS slots (an earlier entry's): [%#x] = %#x, [%#x] = %#x\n", $esp, *(unsigned int *)$esp, $esp+4, *(unsigned int *)($esp+4)
+        printf "  at %#x the stack ends: the page there is the guard page under the next thread's kernel stack,\n", $esp+8
+        printf "  unmapped on purpose: x/8wx $esp asks for 24 bytes of it and fails there; x/2wx $esp reads the two words\n"
         printf "  user stack (EBP = %#x): return EIP [EBP-4] = %#x, argument 6 [EBP] = %#x\n", $ebp, *(unsigned int *)($ebp-4), *(unsigned int *)$ebp
       else
         if $tb_pc == (unsigned int)&syscall_full_0 || $tb_pc == (unsigned int)&syscall_traced_0

@@ -128,6 +128,11 @@ pub fn gdb(a: GdbArgs) -> Result<i32> {
         &kbuild::root().join("target/xtask"),
     )?;
     let serial_log = kbuild::root().join("target/xtask/gdb-serial.log");
+    // QEMU opens the file but makes no folder: in a fresh tree no other
+    // command has made target/xtask yet.
+    if let Some(dir) = serial_log.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
     let mut qemu = match &mut m.backend {
         Backend::Qemu(o) => {
             o.paused = true;
@@ -145,7 +150,18 @@ pub fn gdb(a: GdbArgs) -> Result<i32> {
     // Give the stub a moment to listen.
     std::thread::sleep(Duration::from_millis(300));
     if let Some(st) = qemu.try_wait()? {
-        bail!("QEMU exited at once ({st}); is port {} in use?", a.port);
+        // QEMU says why on stderr (a port in use, a missing file, an
+        // option this QEMU lacks): pass it on.
+        let mut why = String::new();
+        if let Some(mut e) = qemu.stderr.take() {
+            use std::io::Read;
+            let _ = e.read_to_string(&mut why);
+        }
+        let why = why.trim();
+        if why.is_empty() {
+            bail!("QEMU exited at once ({st}); is port {} in use?", a.port);
+        }
+        bail!("QEMU exited at once ({st}): {why}");
     }
     let program = art
         .programs

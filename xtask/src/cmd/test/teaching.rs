@@ -48,6 +48,42 @@ fn failed_check(r: &[crate::report::Record], mech: &str, name: &str) -> Result<(
     }
 }
 
+/// Every failure of the boot is one the answer lists, and every one it
+/// lists failed: the tests (`test` records) and the per-mechanism checks
+/// (`check` records, as (mechanism, name)). An answer that leaves a
+/// failure out, or names one that passed, fails its exercise.
+fn failures_exactly(
+    r: &[crate::report::Record],
+    tests: &[&str],
+    checks: &[(&str, &str)],
+) -> Result<(), String> {
+    use std::collections::BTreeSet;
+    let got_tests: BTreeSet<String> = crate::report::of_kind(r, abi::report::kind::TEST)
+        .filter(|t| t.get("result") == Some("fail"))
+        .filter_map(|t| t.get("name").map(str::to_string))
+        .collect();
+    let want_tests: BTreeSet<String> = tests.iter().map(|t| t.to_string()).collect();
+    let got_checks: BTreeSet<(String, String)> =
+        crate::report::of_kind(r, abi::report::kind::CHECK)
+            .filter(|c| c.get("result") == Some("fail"))
+            .filter_map(|c| Some((c.get("mech")?.to_string(), c.get("name")?.to_string())))
+            .collect();
+    let want_checks: BTreeSet<(String, String)> = checks
+        .iter()
+        .map(|(m, n)| (m.to_string(), n.to_string()))
+        .collect();
+    if got_tests == want_tests && got_checks == want_checks {
+        return Ok(());
+    }
+    Err(format!(
+        "the failures are not the answer's: tests failed but not listed {:?}, listed but not failed {:?}; checks failed but not listed {:?}, listed but not failed {:?}",
+        got_tests.difference(&want_tests).collect::<Vec<_>>(),
+        want_tests.difference(&got_tests).collect::<Vec<_>>(),
+        got_checks.difference(&want_checks).collect::<Vec<_>>(),
+        want_checks.difference(&got_checks).collect::<Vec<_>>(),
+    ))
+}
+
 fn ended(log: &BootLog, want: abi::exit::Outcome) -> Result<(), String> {
     if log.ending == Ending::Exited(want) {
         Ok(())
@@ -82,6 +118,25 @@ pub const EXERCISES: &[Exercise] = &[
             failed_test(
                 r,
                 "user fault: TF set before sysenter (#DB after the return)",
+            )?;
+            // The answer lists every failure the boot has, no more.
+            failures_exactly(
+                r,
+                &[
+                    "user: every mechanism, every syscall, registers preserved",
+                    "user fault: TF set before sysenter (#DB after the return)",
+                    "user fault: TF and pop ss right before sysenter (#DB after the return)",
+                    "user fault: NT and TF set before sysenter (#DB after the return)",
+                    "user fault: DF set before sysenter: right result, DF given back",
+                    "user fault: AC set before sysenter: right result, AC given back",
+                    "user fault: NT set before sysenter: right result, NT given back",
+                    "user fault: ID set before sysenter: right result, ID given back",
+                ],
+                &[
+                    ("sysenter", "DF set before the call: the user gets it back"),
+                    ("sysenter", "AC set before the call: the user gets it back"),
+                    ("sysenter", "NT set before the call: the user gets it back"),
+                ],
             )
         },
     },
@@ -198,18 +253,23 @@ pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
     }
     // What frame-words must say at each mechanism's stub, and what it must
     // not: a read past the stack's top.
+    // At the sysenter stop, also where the stack ends: the guard page that
+    // makes `x/8wx $esp` fail there (issue 47's "Cannot access memory").
     for (mech, says) in [
         (
             "int80",
-            "int $0x80 pushed the IRET frame, five words (top of the stack last):\n  [",
+            &["int $0x80 pushed the IRET frame, five words (top of the stack last):\n  ["][..],
         ),
         (
             "sysenter",
-            "sysenter pushed nothing: ESP = IA32_SYSENTER_ESP =",
+            &[
+                "sysenter pushed nothing: ESP = IA32_SYSENTER_ESP =",
+                "the stack ends: the page there is the guard page under the next thread's kernel stack",
+            ][..],
         ),
         (
             "callgate",
-            "lcall through the gate pushed four words and no EFLAGS (top of the stack last):\n  [",
+            &["lcall through the gate pushed four words and no EFLAGS (top of the stack last):\n  ["][..],
         ),
     ] {
         let name = format!(
@@ -238,7 +298,9 @@ pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
                             "gdb did not stop in {stub} on the traced call:\n{text}"
                         ));
                     }
-                    if !text.contains(says) || text.contains("Cannot access memory") {
+                    if !says.iter().all(|w| text.contains(w))
+                        || text.contains("Cannot access memory")
+                    {
                         return Err(format!("frame-words did not say {says:?}:\n{text}"));
                     }
                     Ok(())
@@ -258,6 +320,9 @@ pub const CHAPTERS: &[&str] = &[
     "docs/callgate.md",
     "docs/syscall.md",
     "docs/exercises.md",
+    "docs/experiment-sysenter.md",
+    "docs/experiment-turnstiles.md",
+    "docs/experiment-directmap.md",
 ];
 
 /// What a chapter's block of commands must do, from the HTML comment
