@@ -155,6 +155,10 @@ impl Book {
             );
         }
         if run.whole {
+            // A whole run ran every test there is: a recorded test it did
+            // not run is one that is gone (renamed or removed).
+            self.tests
+                .retain(|name, _| run.tests.iter().any(|t| &t.name == name));
             self.whole_run = Some(WholeRun {
                 wall_secs: run.wall_secs,
                 started: run.started,
@@ -230,6 +234,20 @@ mod tests {
             tests: vec![ran("x", Outcome::Fail, Some(3.0))],
         };
         book.merge(&part);
+        // A partial run keeps the others; a whole run drops a test gone.
+        book.merge(&Run {
+            filter: Some("z".into()),
+            tests: vec![ran("z", Outcome::Pass, Some(1.0))],
+            ..Run::default()
+        });
+        assert!(book.tests.contains_key("z"));
+        let mut again = book.clone();
+        again.merge(&Run {
+            whole: true,
+            tests: vec![ran("x", Outcome::Pass, Some(1.0))],
+            ..Run::default()
+        });
+        assert_eq!(again.tests.keys().collect::<Vec<_>>(), ["x"]);
         assert_eq!(book.tests["x"].secs, 3.0);
         assert_eq!(book.tests["x"].rev, "b");
         assert_eq!(book.tests["y"].result, Outcome::Skip);
