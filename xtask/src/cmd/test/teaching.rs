@@ -156,6 +156,20 @@ pub const EXERCISES: &[Exercise] = &[
                 "user fault: write to the ring from an unmapped page (EFAULT)",
                 "pass",
             )?;
+            failed_test(
+                r,
+                "user fault: sigaction storing the old handler into kernel memory (EFAULT)",
+            )?;
+            // The values the answer quotes.
+            for said in [
+                "utest: FAIL int80: pointer into the kernel gives EFAULT (got 0x4)",
+                "utest: FAIL int80: read into read-only memory gives EFAULT (got 0x0)",
+                "faults: the call returned 0x4, not an errno",
+            ] {
+                if !log.serial.contains(said) {
+                    return Err(format!("the boot did not print {said:?}"));
+                }
+            }
             ended(log, abi::exit::Outcome::Failure)
         },
     },
