@@ -511,19 +511,9 @@ pub fn text(rows: &[Row], set: &Settings) -> String {
             )
         }));
     }
-    let widths: Vec<usize> = (0..head.len())
-        .map(|i| table.iter().map(|row| row[i].len()).max().unwrap_or(0))
-        .collect();
-    for (row, note) in table.iter().zip(&notes) {
-        let mut line = String::new();
-        for (i, c) in row.iter().enumerate() {
-            if i < 3 {
-                line += &format!("{c:<w$}  ", w = widths[i]);
-            } else {
-                line += &format!("{c:>w$}  ", w = widths[i]);
-            }
-        }
-        out += line.trim_end();
+    // Machine, paging and CPUs to the left, the figures to the right.
+    for (line, note) in crate::compare::aligned(&table, 3).iter().zip(&notes) {
+        out += line;
         out += "\n";
         if let Some(n) = note {
             out += n;

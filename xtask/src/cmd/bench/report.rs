@@ -265,19 +265,11 @@ pub fn by_grain(runs: &[(u32, Vec<Compared>)]) -> String {
         });
         table.push(row);
     }
-    let widths: Vec<usize> = (0..table[0].len())
-        .map(|i| table.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
     let mut out = String::from(
         "bench: the comparison at each grain (--turns; instructions per CPU turn under the kernel's turn pacer):\n",
     );
-    for r in &table {
-        let line: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        let _ = writeln!(out, "  {}", line.join("  ").trim_end());
+    for line in compare::aligned(&table, usize::MAX) {
+        let _ = writeln!(out, "  {line}");
     }
     out
 }
