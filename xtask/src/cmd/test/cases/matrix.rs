@@ -13,11 +13,15 @@ pub(super) const MATRIX: &[Case] = &[
     // The CPU matrix: test mode on every i386 model QEMU has (qemu32,
     // pentium and phenom are the test boots above). Correct means the
     // features detected, unavailable mechanisms skipped with a reason, the
-    // hostile suite all as expected, no crash. The fuzzer boots follow.
+    // hostile suite all as expected, no crash. Each model boots under its
+    // own `pmap=`/`fork=` pair, so that with qemu32's, pentium's and
+    // phenom's the eight pairs each pass the tests on one CPU without a
+    // boot of their own (`tests::every_pmap_and_fork_on_1_and_2_cpus`).
+    // The fuzzer boots follow.
     Case {
-        name: "cpu matrix: 486 (no TSC, no SEP): tests and the hostile suite",
+        name: "cpu matrix: 486 (no TSC, no SEP): tests and the hostile suite (pmap=cr3 fork=cow)",
         cpu: Some("486"),
-        cmdline: "mode=test",
+        cmdline: "mode=test pmap=cr3 fork=cow",
         check: |log, r| {
             matrix(
                 log,
@@ -45,9 +49,9 @@ pub(super) const MATRIX: &[Case] = &[
         ..CASE
     },
     Case {
-        name: "cpu matrix: pentium2 (SEP): tests and the hostile suite",
+        name: "cpu matrix: pentium2 (SEP): tests and the hostile suite (pmap=apte fork=copy)",
         cpu: Some("pentium2"),
-        cmdline: "mode=test",
+        cmdline: "mode=test pmap=apte fork=copy",
         check: |log, r| {
             matrix(
                 log,
@@ -60,9 +64,9 @@ pub(super) const MATRIX: &[Case] = &[
         ..CASE
     },
     Case {
-        name: "cpu matrix: pentium3: tests and the hostile suite",
+        name: "cpu matrix: pentium3: tests and the hostile suite (pmap=window fork=cow)",
         cpu: Some("pentium3"),
-        cmdline: "mode=test",
+        cmdline: "mode=test pmap=window fork=cow",
         check: |log, r| {
             matrix(
                 log,
@@ -75,9 +79,9 @@ pub(super) const MATRIX: &[Case] = &[
         ..CASE
     },
     Case {
-        name: "cpu matrix: coreduo: tests and the hostile suite",
+        name: "cpu matrix: coreduo: tests and the hostile suite (pmap=direct fork=copy)",
         cpu: Some("coreduo"),
-        cmdline: "mode=test",
+        cmdline: "mode=test pmap=direct fork=copy",
         check: |log, r| {
             matrix(
                 log,
@@ -90,9 +94,9 @@ pub(super) const MATRIX: &[Case] = &[
         ..CASE
     },
     Case {
-        name: "cpu matrix: core2duo: tests and the hostile suite",
+        name: "cpu matrix: core2duo: tests and the hostile suite (pmap=direct fork=cow)",
         cpu: Some("core2duo"),
-        cmdline: "mode=test",
+        cmdline: "mode=test pmap=direct fork=cow",
         check: |log, r| {
             matrix(
                 log,

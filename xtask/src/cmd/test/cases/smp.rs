@@ -107,16 +107,21 @@ pub(super) const SMP: &[Case] = &[
     },
     tests_on_cpus!(2, Threads::Single, "kernel and user tests on 2 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite on CPU 1"),
     tests_on_cpus!(4, Threads::Single, "kernel and user tests on 4 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite on CPU 3"),
+    // With the default boot above (window, copy) and phenom's below (apte,
+    // copy), every `pmap=`/`fork=` pair on 2 CPUs.
     pmap_case!("pmap=apte fork=cow", ""),
-    pmap_case!("pmap=cr3", ""),
+    pmap_case!("pmap=cr3 fork=copy", ""),
+    pmap_case!("pmap=cr3 fork=cow", ""),
+    pmap_case!("pmap=window fork=cow", ""),
+    pmap_case!("pmap=direct fork=copy", ""),
     pmap_case!(
         "pmap=direct fork=cow",
         " (the exception-table test among them)"
     ),
     Case {
-        name: "phenom on 2 CPUs (icount): AMD syscall, sysenter, int 0x80 and the call gate from every CPU, the hostile suite on CPU 1",
+        name: "phenom on 2 CPUs (icount) under pmap=apte fork=copy: AMD syscall, sysenter, int 0x80 and the call gate from every CPU, the hostile suite on CPU 1",
         cpu: Some("phenom"),
-        cmdline: "mode=test",
+        cmdline: "mode=test pmap=apte fork=copy",
         timeout: 120,
         cpus: 2,
         check: |log, r| {
