@@ -9,6 +9,35 @@ use crate::report::{self, Record};
 use super::checks::{all_tests_pass, contains, end, mech, one, succeeded};
 use super::{Case, CASE};
 
+/// A CPU-matrix boot of an Intel family-6 model with SEP and no AMD
+/// syscall, in test mode under one `pmap=`/`fork=` pair.
+macro_rules! intel_family6 {
+    ($cpu:literal, $also:literal, $settings:literal) => {
+        Case {
+            name: concat!(
+                "cpu matrix: ",
+                $cpu,
+                $also,
+                ": tests and the hostile suite (",
+                $settings,
+                ")"
+            ),
+            cpu: Some($cpu),
+            cmdline: concat!("mode=test ", $settings),
+            check: |log, r| {
+                matrix(
+                    log,
+                    r,
+                    "GenuineIntel",
+                    "6",
+                    ["ok", "ok", "ok", "unavailable"],
+                )
+            },
+            ..CASE
+        }
+    };
+}
+
 pub(super) const MATRIX: &[Case] = &[
     // The CPU matrix: test mode on every i386 model QEMU has (qemu32,
     // pentium and phenom are the test boots above). Correct means the
@@ -48,66 +77,10 @@ pub(super) const MATRIX: &[Case] = &[
         },
         ..CASE
     },
-    Case {
-        name: "cpu matrix: pentium2 (SEP): tests and the hostile suite (pmap=apte fork=copy)",
-        cpu: Some("pentium2"),
-        cmdline: "mode=test pmap=apte fork=copy",
-        check: |log, r| {
-            matrix(
-                log,
-                r,
-                "GenuineIntel",
-                "6",
-                ["ok", "ok", "ok", "unavailable"],
-            )
-        },
-        ..CASE
-    },
-    Case {
-        name: "cpu matrix: pentium3: tests and the hostile suite (pmap=window fork=cow)",
-        cpu: Some("pentium3"),
-        cmdline: "mode=test pmap=window fork=cow",
-        check: |log, r| {
-            matrix(
-                log,
-                r,
-                "GenuineIntel",
-                "6",
-                ["ok", "ok", "ok", "unavailable"],
-            )
-        },
-        ..CASE
-    },
-    Case {
-        name: "cpu matrix: coreduo: tests and the hostile suite (pmap=direct fork=copy)",
-        cpu: Some("coreduo"),
-        cmdline: "mode=test pmap=direct fork=copy",
-        check: |log, r| {
-            matrix(
-                log,
-                r,
-                "GenuineIntel",
-                "6",
-                ["ok", "ok", "ok", "unavailable"],
-            )
-        },
-        ..CASE
-    },
-    Case {
-        name: "cpu matrix: core2duo: tests and the hostile suite (pmap=direct fork=cow)",
-        cpu: Some("core2duo"),
-        cmdline: "mode=test pmap=direct fork=cow",
-        check: |log, r| {
-            matrix(
-                log,
-                r,
-                "GenuineIntel",
-                "6",
-                ["ok", "ok", "ok", "unavailable"],
-            )
-        },
-        ..CASE
-    },
+    intel_family6!("pentium2", " (SEP)", "pmap=apte fork=copy"),
+    intel_family6!("pentium3", "", "pmap=window fork=cow"),
+    intel_family6!("coreduo", "", "pmap=direct fork=copy"),
+    intel_family6!("core2duo", "", "pmap=direct fork=cow"),
 ];
 
 /// A CPU-matrix boot in test mode: every test passed, the CPU record has
