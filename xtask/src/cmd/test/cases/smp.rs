@@ -60,6 +60,18 @@ macro_rules! tests_on_cpus {
     };
 }
 
+/// The fuzzer's 50,000 seeded calls on 2 CPUs: every result right, 0
+/// kernel faults, and its helpers on both CPUs (the `helper_cpus` mask).
+fn fuzz_on_both(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"])?;
+    match one(r, kind::FUZZ)?.get("helper_cpus") {
+        Some("3") => Ok(()),
+        other => Err(format!(
+            "the helpers ran on CPUs {other:?} (mask), not on both"
+        )),
+    }
+}
+
 /// The boots on several CPUs: the kernel and user tests, the fuzzer, locks
 /// and SMP figures across CPUs, and the pool layouts.
 pub(super) const SMP: &[Case] = &[
@@ -144,13 +156,7 @@ pub(super) const SMP: &[Case] = &[
         cpus: 2,
         threads: Threads::Multi,
         timeout: 120,
-        check: |log, r| {
-            fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"])?;
-            match one(r, kind::FUZZ)?.get("helper_cpus") {
-                Some("3") => Ok(()),
-                other => Err(format!("the helpers ran on CPUs {other:?} (mask), not on both")),
-            }
-        },
+        check: fuzz_on_both,
         ..CASE
     },
     Case {
@@ -189,14 +195,7 @@ pub(super) const SMP: &[Case] = &[
         name: "fuzzer on 2 CPUs: 50,000 seeded calls (seed=7), every result right, 0 kernel faults, helpers on both CPUs",
         cmdline: "mode=run prog=fuzz fuzz_calls=50000 seed=7",
         cpus: 2,
-        check: |log, r| {
-            fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"])?;
-            // The helpers' CPUs, a mask: both.
-            match one(r, kind::FUZZ)?.get("helper_cpus") {
-                Some("3") => Ok(()),
-                other => Err(format!("the helpers ran on CPUs {other:?} (mask), not on both")),
-            }
-        },
+        check: fuzz_on_both,
         ..CASE
     },
     Case {
