@@ -6,10 +6,8 @@
 use core::arch::asm;
 
 use super::port::{inb, outb};
-use abi::layout::selector;
 
 use crate::sync::cell::SetOnce;
-use core::arch::global_asm;
 
 /// The PIT's input clock (Hz).
 const PIT_HZ: u64 = 1_193_182;
@@ -112,7 +110,7 @@ pub fn stop_ticks() {
     }
 }
 
-global_asm!(
+super::regs::frame_asm!(
     r#"
     .pushsection .text.irq, "ax"
     .global irq0_entry
@@ -121,24 +119,18 @@ global_asm!(
 irq0_entry:
     /* The model's marker: a device interrupt's delivery. */
     nopl {marker}(%eax)
-    pushl %ds
-    pushl %es
-    pushal
-    movl ${kdata}, %ecx
-    movl %ecx, %ds
-    movl %ecx, %es
+    /* The interrupted DS, ES and general registers, then the kernel's
+       data segments; DF clear for Rust. */
+    frame_save
     cld
     /* The interrupted CS: the same frame as a system-call entry. Up to
        the trap module's timer (arch/mod.rs lists the upcalls). */
     movl {cs}(%esp), %ecx
     call trap_timer
-    popal
-    popl %es
-    popl %ds
+    frame_restore
     iret
     .popsection
     "#,
-    kdata = const selector::KERNEL_DATA,
     cs = const super::regs::frame::CS,
     marker = const abi::model::marker_disp(abi::model::device_interrupt_marker(VECTOR_TIMER)),
     options(att_syntax)

@@ -45,8 +45,6 @@
 //!       without a lock (which thread runs here).
 //!   (b) boot: written before any other CPU runs, read-only afterwards.
 
-use core::arch::global_asm;
-
 use abi::eflags;
 use abi::layout::{selector, MAX_CPUS, VECTOR_RESCHEDULE};
 use abi::syscall::{MAX_THREADS, PRIO_MAX};
@@ -321,7 +319,7 @@ fn sched() -> &'static mut Sched {
     unsafe { SCHED.get_mut() }
 }
 
-global_asm!(
+crate::arch::regs::frame_asm!(
     r#"
     .pushsection .text.sched, "ax"
     .global switch_stacks, kthread_start, uthread_start, fork_start
@@ -390,9 +388,7 @@ uthread_start:
        PUSHAL's registers, ES, DS, an IRET frame) is on its stack. */
 fork_start:
     call {unlock}
-    popal
-    popl %es
-    popl %ds
+    frame_restore
     iret
     .popsection
     "#,
