@@ -557,6 +557,7 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
         .map(|l| (l.file(), l.line()))
         .unwrap_or(("?", 0));
     console::take_over();
+    console::take_over_devices();
     kprintln!("kernel panic at {file}:{line}: {}", info.message());
     record!(kind::EXCEPTION, "vector" => 255u32, "name" => "panic", "mode" => "kernel",
         "file" => file, "line" => line);

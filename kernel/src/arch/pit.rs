@@ -7,7 +7,7 @@ use core::arch::asm;
 
 use super::port::{inb, outb};
 
-use crate::sync::cell::SetOnce;
+use spin::Once;
 
 /// The PIT's input clock (Hz).
 const PIT_HZ: u64 = 1_193_182;
@@ -29,7 +29,7 @@ fn rdtsc() -> u64 {
 }
 
 /// TSC ticks per second as measured at boot (0: no TSC, or no PIT).
-static TSC_HZ: SetOnce<u64> = SetOnce::new();
+static TSC_HZ: Once<u64> = Once::new();
 
 /// The boot's TSC frequency (0 before `measure_tsc_hz`, or without a TSC).
 pub fn tsc_hz() -> u64 {
@@ -39,7 +39,8 @@ pub fn tsc_hz() -> u64 {
 /// Measures TSC ticks per second once, at boot, and keeps the answer.
 pub fn measure_tsc_hz(has_tsc: bool) -> u64 {
     let hz = if has_tsc { measure() } else { 0 };
-    TSC_HZ.set(hz);
+    assert!(!TSC_HZ.is_completed(), "the TSC was measured twice");
+    TSC_HZ.call_once(|| hz);
     hz
 }
 

@@ -1,5 +1,12 @@
 //! The scheduler lock: one word, taken at the outermost entry and held
 //! across a switch (the thread that runs next lets it go).
+//!
+//! Hand-written, not the `spin` crate's mutex: the word records which CPU
+//! holds it (what `held_here` asserts, and what an unlock by another CPU
+//! is caught with), a CPU that waits for it answers TLB shootdowns while it
+//! spins, and it is let go by another thread than the one that took it,
+//! which a guard cannot say. It is also on every path the entry and
+//! context-switch benchmarks time.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
