@@ -9,6 +9,7 @@
 
 mod claims;
 mod links;
+pub use links::{line_of, markdown};
 mod table;
 
 use std::path::{Path, PathBuf};

@@ -398,52 +398,62 @@ fn parse_expect(c: &str) -> Result<Expect, String> {
 }
 
 /// Every `cargo xtask` command in `text`'s plain code blocks (fences with
-/// no language: the ones a reader types; output blocks are `text`).
+/// no language: the ones a reader types; output blocks are `text`), as
+/// `pulldown-cmark` finds them; the `<!-- expect: -->` comment right
+/// before a block (blank lines between allowed) says what it must do.
 pub fn stated_commands(chapter: &str, text: &str) -> Result<Vec<Stated>, String> {
+    use pulldown_cmark::{CodeBlockKind, Event, Tag, TagEnd};
     let mut out = Vec::new();
-    let mut expect = parse_expect("")?;
     let mut pending: Option<Expect> = None;
-    let mut in_block = false;
-    let mut plain = false;
-    let mut joined = String::new();
-    for (n, line) in text.lines().enumerate() {
-        let t = line.trim();
-        if let Some(fence) = t.strip_prefix("```") {
-            if in_block {
-                in_block = false;
-            } else {
-                in_block = true;
-                plain = fence.trim().is_empty();
-                expect = pending.take().unwrap_or(parse_expect("")?);
+    // The block being read: what it must do, and its text so far.
+    let mut block: Option<(Expect, String)> = None;
+    for (e, at) in crate::cmd::docs::markdown(text).into_offset_iter() {
+        match e {
+            Event::Html(h) if block.is_none() => {
+                pending = match h.trim().strip_prefix("<!-- expect:") {
+                    Some(c) => {
+                        let c = c.strip_suffix("-->").unwrap_or(c);
+                        let line = crate::cmd::docs::line_of(text, at.start);
+                        Some(parse_expect(c).map_err(|e| format!("{chapter}:{line}: {e}"))?)
+                    }
+                    None => None,
+                };
             }
-            continue;
-        }
-        if !in_block {
-            if let Some(c) = t
-                .strip_prefix("<!-- expect:")
-                .and_then(|c| c.strip_suffix("-->"))
-            {
-                pending = Some(parse_expect(c).map_err(|e| format!("{chapter}:{}: {e}", n + 1))?);
-            } else if !t.is_empty() {
-                pending = None;
+            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) if info.trim().is_empty() => {
+                let expect = pending.take().unwrap_or(parse_expect("")?);
+                block = Some((expect, String::new()));
             }
-            continue;
+            Event::Text(t) => {
+                if let Some((_, body)) = &mut block {
+                    body.push_str(&t);
+                }
+            }
+            Event::End(TagEnd::CodeBlock) => {
+                let Some((expect, body)) = block.take() else {
+                    continue;
+                };
+                let mut joined = String::new();
+                for t in body.lines().map(str::trim) {
+                    if joined.is_empty() && !t.starts_with("cargo xtask ") {
+                        continue;
+                    }
+                    let body = t.split(" #").next().unwrap_or(t).trim();
+                    if let Some(b) = body.strip_suffix('\\') {
+                        joined.push_str(b.trim_end());
+                        joined.push(' ');
+                        continue;
+                    }
+                    joined.push_str(body);
+                    out.push(Stated {
+                        chapter: chapter.to_string(),
+                        line: std::mem::take(&mut joined),
+                        expect: expect.clone(),
+                    });
+                }
+            }
+            Event::Start(_) => pending = None,
+            _ => {}
         }
-        if !plain || (joined.is_empty() && !t.starts_with("cargo xtask ")) {
-            continue;
-        }
-        let body = t.split(" #").next().unwrap_or(t).trim();
-        if let Some(b) = body.strip_suffix('\\') {
-            joined.push_str(b.trim_end());
-            joined.push(' ');
-            continue;
-        }
-        joined.push_str(body);
-        out.push(Stated {
-            chapter: chapter.to_string(),
-            line: std::mem::take(&mut joined),
-            expect: expect.clone(),
-        });
     }
     Ok(out)
 }
