@@ -566,25 +566,39 @@ pub fn chapter_tests(filter: Option<&str>) -> Vec<Test<'static>> {
 
 /// The sum of the `count` column of a chapter's "Counting the path" table.
 pub fn counted_path(text: &str) -> Result<u32, String> {
-    let section = text
-        .split("## Counting the path")
-        .nth(1)
-        .ok_or("no section \"Counting the path\"")?;
-    let mut sum = 0;
-    let mut rows = 0;
-    for l in section.lines().take_while(|l| !l.starts_with("## ")) {
-        let cells: Vec<&str> = l
-            .trim()
-            .trim_matches('|')
-            .split('|')
-            .map(str::trim)
-            .collect();
-        if cells.len() == 3 {
-            if let Ok(n) = cells[2].parse::<u32>() {
-                sum += n;
-                rows += 1;
+    use pulldown_cmark::{Event, HeadingLevel, Tag, TagEnd};
+    // The section runs to the next heading of its level or above.
+    let (mut inside, mut found) = (false, false);
+    let (mut heading, mut cell, mut cells) = (None::<String>, String::new(), Vec::new());
+    let (mut sum, mut rows) = (0, 0);
+    for e in crate::cmd::docs::markdown(text) {
+        match e {
+            Event::Start(Tag::Heading { level, .. }) if level <= HeadingLevel::H2 => {
+                heading = Some(String::new());
             }
+            Event::End(TagEnd::Heading(_)) => {
+                if let Some(h) = heading.take() {
+                    inside = h == "Counting the path";
+                    found |= inside;
+                }
+            }
+            Event::Text(t) | Event::Code(t) => heading.as_mut().unwrap_or(&mut cell).push_str(&t),
+            Event::Start(Tag::TableCell) => cell.clear(),
+            Event::End(TagEnd::TableCell) => cells.push(cell.trim().to_string()),
+            Event::End(TagEnd::TableHead | TagEnd::TableRow) => {
+                let row = std::mem::take(&mut cells);
+                if let (true, [_, _, count]) = (inside, row.as_slice()) {
+                    if let Ok(n) = count.parse::<u32>() {
+                        sum += n;
+                        rows += 1;
+                    }
+                }
+            }
+            _ => {}
         }
+    }
+    if !found {
+        return Err("no section \"Counting the path\"".into());
     }
     if rows == 0 {
         return Err("the section has no table of counts".into());
