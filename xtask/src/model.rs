@@ -39,9 +39,10 @@ pub const DEFAULT_PROFILE: &str = "modern";
 /// The profile that models QEMU's CPU model `cpu`, where one does: the
 /// Pentium III (and II: the same P6 core) is p3, the Pentium 4 p4, the
 /// 65 nm Core 2 models (core2duo, Conroe) core2, Penryn penryn, Nehalem
-/// and Westmere nehalem, and the Intel cores from Sandy Bridge on
-/// `modern`; QEMU's generic models (qemu32, qemu64, kvm32,
-/// kvm64) are `modern` too. Others (486, pentium, AMD's, host): `None`.
+/// and Westmere nehalem, the Phenom (phenom: a Phenom X4 9550, family 10h)
+/// k10, and the Intel cores from Sandy Bridge on `modern`; QEMU's generic
+/// models (qemu32, qemu64, kvm32, kvm64) are `modern` too. Others (486,
+/// pentium, AMD's other models, host): `None`.
 pub fn profile_for_cpu(cpu: &str) -> Option<&'static str> {
     let base = cpu.split(['-', ',']).next().unwrap_or(cpu);
     Some(match base {
@@ -50,6 +51,7 @@ pub fn profile_for_cpu(cpu: &str) -> Option<&'static str> {
         "core2duo" | "Conroe" | "core2" => "core2",
         "Penryn" | "penryn" => "penryn",
         "Nehalem" | "Westmere" | "nehalem" => "nehalem",
+        "phenom" | "k10" => "k10",
         "qemu32" | "qemu64" | "kvm32" | "kvm64" | "max" | "modern" | "SandyBridge"
         | "IvyBridge" | "Haswell" | "Broadwell" | "Skylake" | "Cascadelake" | "Cooperlake"
         | "Icelake" | "SapphireRapids" => "modern",
@@ -741,11 +743,14 @@ mod tests {
     #[test]
     fn profiles_come_from_the_model() {
         let known = known_profiles();
-        assert_eq!(known, ["p3", "p4", "core2", "penryn", "nehalem", "modern"]);
+        assert_eq!(
+            known,
+            ["p3", "p4", "core2", "penryn", "nehalem", "k10", "modern"]
+        );
         assert!(check_profile("p4", &known).is_ok());
         let e = check_profile("k7", &known).unwrap_err().to_string();
         assert!(
-            e.contains("\"k7\": no such model profile; known profiles: p3, p4, core2, penryn, nehalem, modern"),
+            e.contains("\"k7\": no such model profile; known profiles: p3, p4, core2, penryn, nehalem, k10, modern"),
             "{e}"
         );
     }
@@ -762,13 +767,16 @@ mod tests {
             ("Nehalem-IBRS", Some("nehalem")),
             ("Skylake-Client", Some("modern")),
             ("Haswell-noTSX", Some("modern")),
-            ("phenom", None),
+            ("phenom", Some("k10")),
+            ("phenom-v1", Some("k10")),
+            ("athlon", None),
+            ("Opteron_G3", None),
             ("pentium", None),
             ("486", None),
         ] {
             assert_eq!(profile_for_cpu(cpu), p, "{cpu}");
         }
-        let o = ModelOpts::for_cpu("phenom", Virt::Shadow);
+        let o = ModelOpts::for_cpu("athlon", Virt::Shadow);
         assert_eq!(
             (o.profile.as_str(), o.virt, o.from_cpu),
             ("modern", Virt::Shadow, true)
