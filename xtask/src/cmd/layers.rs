@@ -105,8 +105,10 @@ pub fn check(src: &Path, verbose: bool) -> Result<(bool, String)> {
             allowed.join(", ")
         );
     }
+    let root = crate::kbuild::root();
+    let shown = src.strip_prefix(&root).unwrap_or(src).display();
     out += &format!(
-        "kernel/src: {} files; largest import circle: {} file{} (limit {MAX_CIRCLE}){}\n",
+        "{shown}: {} files; largest import circle: {} file{} (limit {MAX_CIRCLE}){}\n",
         g.files.len(),
         largest.len(),
         if largest.len() == 1 { "" } else { "s" },
