@@ -551,7 +551,77 @@ pub fn chapter_tests(filter: Option<&str>) -> Vec<Test<'static>> {
     if wanted(name) {
         out.push(Test::plain(name.to_string(), path_counts));
     }
+    if wanted(EXERCISE_8) {
+        out.push(Test::plain(EXERCISE_8.to_string(), single_step_eips));
+    }
     out
+}
+
+/// The test that holds exercise 8's answer (docs/exercises.md).
+const EXERCISE_8: &str = "teaching: docs/exercises.md: exercise 8: the #DB after int 0x80 is reported at the instruction after its nop, after the call gate at the nop itself";
+
+/// The first `0x...` number of `text`.
+fn first_hex(text: &str) -> Option<u32> {
+    let at = text.find("0x")?;
+    let digits: String = text[at + 2..]
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect();
+    u32::from_str_radix(&digits, 16).ok()
+}
+
+/// Exercise 8: `cargo xtask run --mode test --append test=TF`, as the
+/// chapter states it. Before each TF case through int 0x80 and the call
+/// gate, `faults` prints where the NOP after the entry instruction is and
+/// the instruction after that NOP; the kernel's report of the #DB that
+/// ends the task follows, before the case's verdict line. The EIP it
+/// reports must be the instruction after the NOP for int 0x80, the NOP
+/// itself for the call gate.
+fn single_step_eips() -> Result<(), String> {
+    let (code, text) = run_stated(&["run", "--mode", "test", "--append", "test=TF"].map(String::from))?;
+    if code != 0 {
+        return Err(format!("exit status {code}:\n{}", tail(&text, 30)));
+    }
+    for (what, at_nop) in [("int 0x80", false), ("the call gate", true)] {
+        let head = format!("faults: TF before {what}: its nop at ");
+        let case = text
+            .split(head.as_str())
+            .nth(1)
+            .ok_or_else(|| format!("the boot did not print {head:?}:\n{}", tail(&text, 30)))?;
+        // This case's lines: up to its verdict.
+        let case = case
+            .split("\nPASS ")
+            .next()
+            .and_then(|c| c.split("\nFAIL ").next())
+            .unwrap_or(case);
+        let nop = first_hex(case);
+        let next = case
+            .split("the instruction after that nop at ")
+            .nth(1)
+            .and_then(first_hex);
+        let eip = case
+            .split("#DB debug (vector 1) in user mode")
+            .nth(1)
+            .and_then(|r| r.split("EIP ").nth(1))
+            .and_then(first_hex);
+        let (Some(nop), Some(next)) = (nop, next) else {
+            return Err(format!("cannot read the places `faults` printed:\n{case}"));
+        };
+        let Some(eip) = eip else {
+            return Err(format!("no #DB report with an EIP after {what}:\n{case}"));
+        };
+        let (want, said) = if at_nop {
+            (nop, "the nop itself")
+        } else {
+            (next, "the instruction after the nop")
+        };
+        if eip != want {
+            return Err(format!(
+                "the #DB after {what} is reported at EIP {eip:#x}; its nop is at {nop:#x}, the instruction after it at {next:#x}; the answer says {said}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The sum of the `count` column of a chapter's "Counting the path" table.
