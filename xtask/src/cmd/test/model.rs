@@ -866,7 +866,9 @@ fn lat_ctx_clamped(art: &Artifacts, dir: &Path) -> Result<String> {
         clamped > 0,
         "no lat_ctx figure was clamped in this boot: the table's word cannot be checked\n{table}"
     );
-    Ok(format!("{clamped} clamped figures, each shown as `clamped`"))
+    Ok(format!(
+        "{clamped} clamped figures, each shown as `clamped`"
+    ))
 }
 
 fn unknown_profile_refused(root: &Path) -> Result<()> {
