@@ -626,12 +626,38 @@ pub fn chapter_tests(filter: Option<&str>) -> Vec<Test<'static>> {
             )),
         }
     }
-    let mut seen = std::collections::HashSet::new();
-    // A command two places state the same way runs once.
-    for s in stated
-        .iter()
-        .filter(|s| s.expect.run && seen.insert(s.line.clone()))
-    {
+    // A command two places state the same way runs once, and must do what
+    // each place expects of it: the words of both, the one exit status
+    // they agree on (a disagreement is a failed test of its own). A place
+    // that skips it, for the reason it gives, skips it everywhere.
+    let mut merged: Vec<Stated> = Vec::new();
+    for s in &stated {
+        match merged.iter_mut().find(|m| m.line == s.line) {
+            None => merged.push(s.clone()),
+            Some(m) => {
+                if m.expect.exit != s.expect.exit && m.expect.run && s.expect.run {
+                    let e = format!(
+                        "{} expects exit status {}, {} expects {}",
+                        m.chapter, m.expect.exit, s.chapter, s.expect.exit
+                    );
+                    out.push(Test::plain(
+                        format!(
+                            "teaching: `{}`: the chapters agree on its exit status",
+                            s.line
+                        ),
+                        move || Err(e),
+                    ));
+                }
+                m.expect.run &= s.expect.run;
+                for w in &s.expect.says {
+                    if !m.expect.says.contains(w) {
+                        m.expect.says.push(w.clone());
+                    }
+                }
+            }
+        }
+    }
+    for s in merged.iter().filter(|s| s.expect.run) {
         let name = format!(
             "teaching: {}: `{}` works as the chapter says",
             s.chapter, s.line
