@@ -68,6 +68,9 @@ pub enum Table {
     /// `mode=run`: what CPUID says, the mechanisms the kernel used, the
     /// tests and the hostile suite, and the benchmark.
     CpuMatrix,
+    /// booting.md's GDT: each entry's index and selector, from the
+    /// selectors `abi` names (the ones boot asserts each descriptor lands on).
+    Gdt,
     /// docs/experiment-sysenter.md's ladder: each operation's modelled
     /// cycles under `p4` through int 0x80 and through sysenter (one boot
     /// each), the cycles saved and the share of the old time left.
@@ -1169,6 +1172,74 @@ fn fork_flushes() -> Result<String> {
     Ok(out)
 }
 
+/// booting.md's GDT table, from `abi::layout::selector`: no boot (the
+/// boot itself asserts that every descriptor lands on these selectors).
+fn gdt() -> String {
+    use abi::layout::{selector as sel, MAX_CPUS};
+    let aps = MAX_CPUS as u16 - 1;
+    let one = |s: u16, what: &str| (s, 1, what.to_string());
+    let rows = [
+        (0, 1, "null (the CPU never uses entry 0)".to_string()),
+        one(sel::KERNEL_CODE, "kernel code, DPL 0"),
+        one(sel::KERNEL_DATA, "kernel data, DPL 0"),
+        one(
+            sel::USER_CODE,
+            &format!(
+                "user code, DPL 3 (`{:#04x}` with RPL 3)",
+                sel::USER_CODE & !3
+            ),
+        ),
+        one(
+            sel::USER_DATA,
+            &format!(
+                "user data, DPL 3 (`{:#04x}` with RPL 3)",
+                sel::USER_DATA & !3
+            ),
+        ),
+        one(sel::TSS, "the main TSS"),
+        one(sel::DOUBLE_FAULT_TSS, "the double-fault TSS"),
+        one(sel::CALL_GATE, "call gate to the full entry, DPL 3"),
+        one(sel::CALL_GATE_FLOOR, "call gate to the floor entry, DPL 3"),
+        one(sel::DEBUG_TSS, "the debug TSS"),
+        (
+            sel::AP_TSS_BASE,
+            aps,
+            "one TSS per application processor (started when there are several CPUs, above)".into(),
+        ),
+        (
+            sel::PERCPU_BASE,
+            MAX_CPUS as u16,
+            "one per-CPU data segment per CPU, loaded into GS in ring 0".into(),
+        ),
+        (
+            sel::AP_DF_TSS_BASE,
+            aps,
+            "one double-fault TSS per application processor".into(),
+        ),
+        (
+            sel::AP_DB_TSS_BASE,
+            aps,
+            "one debug TSS per application processor".into(),
+        ),
+    ];
+    let mut out = String::from("| index | selector | descriptor |\n| --- | --- | --- |\n");
+    for (s, n, what) in rows {
+        let (first, last) = (s >> 3, (s >> 3) + n - 1);
+        if n == 1 {
+            out.push_str(&format!("| {first} | `{s:#04x}` | {what} |\n"));
+        } else {
+            let end = s + 8 * (n - 1);
+            out.push_str(&format!(
+                "| {first}–{last} | `{s:#04x}`–`{end:#04x}` | {what} |\n"
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "\nFrom [abi/src/layout.rs](../abi/src/layout.rs) (`selector`), for {MAX_CPUS} CPUs at most (`abi::layout::MAX_CPUS`)."
+    ));
+    out
+}
+
 /// The command line of the sysenter ladder's boots, after the entry.
 const LADDER_APPEND: &str = "batches=16 batch_size=256";
 
@@ -1928,6 +1999,7 @@ pub fn print(table: Table) -> Result<i32> {
         Table::Tests => tests()?,
         Table::WallTimes => wall_times()?,
         Table::CpuMatrix => cpu_matrix()?,
+        Table::Gdt => gdt(),
         Table::SysenterLadder => sysenter_ladder()?,
         Table::TurnstileLayouts => turnstile_layouts()?,
     };
