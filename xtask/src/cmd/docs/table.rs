@@ -1393,7 +1393,7 @@ fn turnstile_layouts() -> Result<String> {
                 .collect();
             out.push_str(&format!(
                 "| {profile}, {cpus} | {layout} | {} | {} | {}% | {}% |\n",
-                or_clamped(cycles, cycles_cell),
+                or_clamped(cycles, |x| format!("{x:.1}")),
                 or_clamped(misses, |x| format!("{x:.2}")),
                 found.join("/"),
                 overlap.join("/")
