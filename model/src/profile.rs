@@ -157,6 +157,19 @@ impl Virt {
     pub fn on(self) -> bool {
         self != Virt::Off
     }
+
+    /// Whether an instruction of `class` exits to the hypervisor: CR3
+    /// writes and invlpg under shadow paging (the hypervisor keeps the
+    /// shadow tables; EPT leaves both to the guest), and HLT under either
+    /// (KVM sets HLT exiting: the host blocks the vCPU until an interrupt
+    /// comes). The one rule both the cost and the count of exits follow.
+    pub fn exits_on(self, class: Class) -> bool {
+        match class {
+            Class::MovCr3 | Class::Invlpg => self == Virt::Shadow,
+            Class::Hlt => self.on(),
+            _ => false,
+        }
+    }
 }
 
 /// Size in bytes of the pair the adjacent-line prefetch completes.
@@ -240,13 +253,7 @@ impl Profile {
         if class == Class::Marker {
             return 0;
         }
-        let exit = match class {
-            Class::MovCr3 | Class::Invlpg if virt == Virt::Shadow => self.vmexit,
-            // HLT exits under a hypervisor (KVM sets HLT exiting): the
-            // host blocks the vCPU until an interrupt comes.
-            Class::Hlt if virt.on() => self.vmexit,
-            _ => 0,
-        };
+        let exit = if virt.exits_on(class) { self.vmexit } else { 0 };
         self.base + self.extra(class) + exit
     }
 

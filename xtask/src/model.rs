@@ -306,6 +306,12 @@ pub struct ModelFigures {
     /// wake-up across CPUs and the shootdowns.
     #[serde(default)]
     pub ipis: f64,
+    /// VM exits per call the benchmark's CPU took under `--virt` (CR3
+    /// writes and invlpg under shadow paging, `hlt`, its IPI sends, the
+    /// kicks of IPIs that reached it running), each inside `cycles`; 0 on
+    /// a bare machine.
+    #[serde(default)]
+    pub vm_exits: f64,
     /// Instructions the model counted per call (a cross-check of icount).
     pub insns: f64,
     /// Per batch, per figure (keyed by the figure names above).
@@ -507,6 +513,7 @@ pub fn figures(file: &SnapshotFile, span: &Span, label: &str) -> Result<ModelFig
         invalidations_received: per_call("invalidations_received"),
         upgrades: per_call("upgrades"),
         ipis: per_call("ipis"),
+        vm_exits: per_call("vm_exits"),
         samples,
         clamped,
     })
@@ -623,6 +630,11 @@ pub fn table(r: &Results) -> String {
         "{:<width$} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}",
         "benchmark", "insns", "cycles", "L1 miss", "L2 miss", "TLB miss", "flushes"
     );
+    // Under a hypervisor: the exits the benchmark's CPU took.
+    let virt = r.virt().on();
+    if virt {
+        s += &format!(" {:>9}", "VM exits");
+    }
     if smp {
         s += &format!(
             " {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
@@ -635,6 +647,9 @@ pub fn table(r: &Results) -> String {
             "{:<width$} {:>10.2} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
             name, m.insns, m.cycles, m.l1_misses, m.l2_misses, m.tlb_misses, m.tlb_flushes
         );
+        if virt {
+            s += &format!(" {:>9.2}", m.vm_exits);
+        }
         if smp {
             s += &format!(
                 " {:>10.1} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7.3}",
@@ -808,7 +823,7 @@ mod tests {
 
     fn snap(seq: u32, cycles: u64, l1: u64) -> String {
         format!(
-            "snap cpu=0 stream=1 seq={seq} insns={} cycles={cycles} l1_misses={l1} l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis={} clock={cycles}\n",
+            "snap cpu=0 stream=1 seq={seq} insns={} cycles={cycles} l1_misses={l1} l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis={} vm_exits=0 clock={cycles}\n",
             cycles / 2,
             2 * l1
         )

@@ -1550,7 +1550,7 @@ fn render_tests(
         .count();
     out.push_str(&format!(
         "\nTests: `cargo xtask test --list` (nothing booted). Wall times: the last run that ran each test with \
-         `--record-times` ({}), the icount and Bochs boots two at a time, the others one at a time{}; {} of the {all} tests have none yet{}.",
+         `--record-times` ({}), the icount, model and Bochs boots two at a time, the others one at a time{}; {} of the {all} tests have none yet{}.",
         crate::cmd::test::times::BOOK_FILE,
         match &book.whole_run {
             Some(w) => format!(

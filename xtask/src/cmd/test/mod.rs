@@ -92,11 +92,11 @@ pub(crate) const SKIP: &str = "SKIP: ";
 /// it does (`Ok(what it showed)`, empty when the name says it all).
 pub(crate) struct Test<'a> {
     pub name: String,
-    run: Box<dyn FnOnce() -> Result<String, String> + 'a>,
+    run: Box<dyn FnOnce() -> Result<String, String> + Send + 'a>,
 }
 
 impl<'a> Test<'a> {
-    pub fn new(name: String, run: impl FnOnce() -> Result<String, String> + 'a) -> Test<'a> {
+    pub fn new(name: String, run: impl FnOnce() -> Result<String, String> + Send + 'a) -> Test<'a> {
         Test {
             name,
             run: Box::new(run),
@@ -104,7 +104,7 @@ impl<'a> Test<'a> {
     }
 
     /// A test whose PASS line is its name alone.
-    pub fn plain(name: String, run: impl FnOnce() -> Result<(), String> + 'a) -> Test<'a> {
+    pub fn plain(name: String, run: impl FnOnce() -> Result<(), String> + Send + 'a) -> Test<'a> {
         Test::new(name, move || run().map(|()| String::new()))
     }
 
@@ -162,6 +162,45 @@ impl Tally {
         } else {
             t.run_in(self);
         }
+    }
+
+    /// Names or runs a section's tests, `workers` at a time (each is a
+    /// boot or a few, one host thread each, in scratch files of its own),
+    /// each counted as it ends.
+    fn tests_parallel(&mut self, tests: Vec<Test>, workers: usize) {
+        if self.listing || workers <= 1 {
+            for t in tests {
+                self.test(t);
+            }
+            return;
+        }
+        let queue = std::sync::Mutex::new(tests.into_iter());
+        let (tx, rx) = mpsc::channel::<(String, Instant, Result<String, String>)>();
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                let tx = tx.clone();
+                let queue = &queue;
+                s.spawn(move || loop {
+                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                    let Some(t) = next else { break };
+                    let started = Instant::now();
+                    let r = (t.run)();
+                    if tx.send((t.name, started, r)).is_err() {
+                        break;
+                    }
+                });
+            }
+            drop(tx);
+            for (name, started, r) in rx {
+                match r {
+                    Ok(what) if !what.is_empty() => {
+                        let shown = format!("{name}: {what}");
+                        self.report_as(&name, &shown, Some(started), Ok(()))
+                    }
+                    r => self.report(&name, Some(started), r.map(|_| ())),
+                }
+            }
+        });
     }
 
     /// Counts `result` and prints `PASS name (t s)` or `FAIL name: why`;
@@ -423,8 +462,9 @@ fn bochs_jobs(wanted: &dyn Fn(&str) -> bool) -> Vec<Job> {
     jobs
 }
 
-/// Bochs runs one CPU on one host thread: as many boots at once as the
-/// host has CPUs, at most [`MAX_BOCHS_WORKERS`].
+/// Bochs runs one CPU on one host thread (as does QEMU under icount, the
+/// model's plugin with it): as many boots at once as the host has CPUs, at
+/// most [`MAX_BOCHS_WORKERS`].
 fn bochs_workers() -> usize {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -826,9 +866,10 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
     }
     if on(Emulator::Qemu) {
         tally.section("boots under the model clock (QEMU TCG, icount, the model plugin)");
-        for t in model::self_tests(&art, &dir, a.filter.as_deref()) {
-            tally.test(t);
-        }
+        // Two at a time, as the icount boots: each is one QEMU process on
+        // one host thread, with a plugin file of its own.
+        let tests = model::self_tests(&art, &dir, a.filter.as_deref());
+        tally.tests_parallel(tests, bochs_workers());
     }
     if !bochs_jobs.is_empty() {
         tally.section(&format!(

@@ -1050,7 +1050,7 @@ pub fn self_tests<'a>(art: &'a Artifacts, dir: &'a Path, filter: Option<&str>) -
     let root = kbuild::root();
     let wanted = |n: &str| filter.is_none_or(|f| n.contains(f));
     let mut out = Vec::new();
-    fn run<'a>(name: String, f: impl FnOnce() -> Result<String> + 'a) -> Test<'a> {
+    fn run<'a>(name: String, f: impl FnOnce() -> Result<String> + Send + 'a) -> Test<'a> {
         Test::new(name, move || f().map_err(|e| format!("{e:#}")))
     }
     let name =
