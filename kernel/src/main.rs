@@ -43,7 +43,7 @@ impl PhysMem<'static> for Identity {
 }
 
 /// Every cargo feature of the kernel, and whether this build has it.
-const ALL_FEATURES: [(&str, bool); 4] = [
+const ALL_FEATURES: [(&str, bool); 5] = [
     (
         "exercise-sysexit-always",
         cfg!(feature = "exercise-sysexit-always"),
@@ -57,6 +57,7 @@ const ALL_FEATURES: [(&str, bool); 4] = [
         cfg!(feature = "exercise-sysenter-no-flags-reset"),
     ),
     ("test-late-ap", cfg!(feature = "test-late-ap")),
+    ("test-gdt-order", cfg!(feature = "test-gdt-order")),
 ];
 
 /// The enabled features, comma-separated ("none" without any), built at

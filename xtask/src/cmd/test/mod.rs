@@ -386,6 +386,42 @@ fn settings_as_asked(c: &Case, records: &[report::Record]) -> Result<(), String>
     }
 }
 
+/// The test of boot's GDT check (docs/booting.md, "The GDT").
+const GDT_ORDER: &str = "GDT check (feature test-gdt-order): with user code and user data added in the wrong order, boot panics naming the selector abi gives";
+
+/// Boots the kernel built with `test-gdt-order`, whose `gdt::init` adds
+/// the user data descriptor before the user code one: `Gdt::add` then
+/// returns user code's selector for the data descriptor, and the check
+/// beside it must stop the boot with a panic that says so.
+fn gdt_order(dest: &Path) -> Result<(), String> {
+    use abi::layout::selector;
+    let art = crate::cmd::run::feature_build(&["test-gdt-order".to_string()])
+        .map_err(|e| format!("{e:#}"))?;
+    let spec = crate::machine::Spec::new(
+        crate::machine::BackendSpec::Qemu(crate::machine::qemu::Spec::new(
+            crate::machine::AccelChoice::Tcg,
+        )),
+        std::time::Duration::from_secs(60),
+    );
+    let log = Machine::build(&spec, &art, "mode=test", dest)
+        .and_then(|m| m.boot(&mut |_| {}))
+        .map_err(|e| format!("{e:#}"))?;
+    let said = format!(
+        "GDT: user data at {:#x}, abi says {:#x}",
+        selector::USER_CODE,
+        selector::USER_DATA
+    );
+    let panicked = log.ending == crate::machine::Ending::Exited(abi::exit::Outcome::Panic);
+    if !panicked || !log.serial.contains("kernel panic at ") || !log.serial.contains(&said) {
+        return Err(format!(
+            "expected a panic saying {said:?}: {}\n{}",
+            log.verdict(),
+            log.explain(20)
+        ));
+    }
+    Ok(())
+}
+
 /// A Bochs boot test: a case, or an agreement check (a Bochs boot and a QEMU one).
 enum Job {
     /// A case, booted this many times.
@@ -824,6 +860,9 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
                 .map_err(|e| format!("{e:#}"))?;
             run_case(late, &art, &dir.join("late-ap"), 1)
         });
+    }
+    if on(Emulator::Qemu) && wanted(GDT_ORDER) {
+        tally.case(GDT_ORDER, || gdt_order(&dir.join("gdt-order")));
     }
     if on(Emulator::Qemu) {
         tally.section("boots under the model clock (QEMU TCG, icount, the model plugin)");
