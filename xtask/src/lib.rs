@@ -53,6 +53,8 @@ enum Cmd {
     Setup,
     /// LAVA job definitions for a lab's QEMU workers and PCs (--local: run them here).
     Lava(cmd::lava::LavaArgs),
+    /// Submit those jobs to a LAVA server, wait, fetch and import them (up/down: a LAVA instance here; fetch: resume).
+    Lab(cmd::lab::LabArgs),
     /// Turn a serial log (real hardware's, or a LAVA job's log) into results JSON.
     Import(cmd::import::ImportArgs),
     /// Many boots per variant, interleaved, compared with ministat's statistics.
@@ -91,6 +93,7 @@ pub fn main() -> ! {
         Cmd::Iso(a) => cmd::iso::make_iso(a),
         Cmd::Setup => cmd::setup::setup(),
         Cmd::Lava(a) => cmd::lava::lava(a),
+        Cmd::Lab(a) => cmd::lab::lab(a),
         Cmd::Import(a) => cmd::import::import(a),
         // The variants in the order the command line named them.
         Cmd::Bench(a) => match matches.subcommand_matches("bench") {

@@ -53,6 +53,7 @@ fn imported(out: &Path, variant: &str) -> Result<(Results, log::JobLog)> {
         device: crate::cmd::lava::LOCAL_DEVICE.into(),
         device_type: "qemu".into(),
         job: job.job_id.clone().unwrap_or_default(),
+        lab: String::new(),
     };
     let r = from_lava(&text, None, lab, variant)
         .with_context(|| format!("importing {}", path.display()))?;
@@ -197,6 +198,7 @@ fn ended_early(dir: &Path) -> Result<()> {
         device: "x".into(),
         device_type: "qemu".into(),
         job: "1".into(),
+        lab: String::new(),
     };
     match from_lava(&text, None, lab, "early") {
         Ok(_) => bail!("a job that ended early was imported as figures"),
