@@ -393,16 +393,17 @@ fn variant_of(description: &str) -> Option<&str> {
 /// A finished job's log and results fetched and imported (not saved).
 pub fn import(server: &Server, s: &JobState, lab: &str) -> Result<Results> {
     if s.health != "Complete" {
-        bail!(
-            "LAVA ended job {} {}{}",
-            s.id,
-            s.health,
-            s.failure_comment
-                .as_deref()
-                .filter(|c| !c.is_empty())
-                .map(|c| format!(": {c}"))
-                .unwrap_or_default()
-        );
+        // Why, in LAVA's words: its comment, else the log's last error.
+        let why = match s.failure_comment.as_deref().filter(|c| !c.is_empty()) {
+            Some(c) => c.to_string(),
+            None => server
+                .log(s.id)
+                .ok()
+                .and_then(|log| crate::lava::log::parse_log(&log).ok())
+                .and_then(|l| l.errors.last().cloned())
+                .unwrap_or_else(|| "no reason given (see the job's log)".into()),
+        };
+        bail!("LAVA ended job {} {}: {why}", s.id, s.health);
     }
     let log = server.log(s.id)?;
     let results = server.results(s.id)?;

@@ -41,6 +41,8 @@ const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 const PG_PORT: u16 = 5439;
 /// What marks the files under /etc that `up` wrote.
 const MARK: &str = "# written by `cargo xtask lab up`; `cargo xtask lab down` removes it\n";
+/// The line of our settings file that names the instance's state directory.
+const STATE_LINE: &str = "# state: ";
 
 const DB_SETTINGS: &str = "/etc/lava-server/settings.d/00-database.yaml";
 const OUR_SETTINGS: &str = "/etc/lava-server/settings.d/50-testbed-lab.yaml";
@@ -119,6 +121,11 @@ impl Instance {
                     bail!("{f} configures a LAVA server on this machine already: `lab up` makes its own and would replace it");
                 }
             }
+        }
+        if let Some(other) = self.other_instance() {
+            bail!(
+                "a LAVA instance of `lab up` is up here with its state in {other} (one at a time: `cargo xtask lab down --state {other}` first)"
+            );
         }
         self.make().or_else(|e| {
             // Half an instance is no use: whatever was made goes.
@@ -204,7 +211,7 @@ impl Instance {
         )?;
         write_config(
             OUR_SETTINGS,
-            "# Quick turnaround: the scheduler woken by events, not its 20 s tick.\nEVENT_NOTIFICATION: true\nALLOWED_HOSTS: [\"*\"]\n",
+            &format!("{STATE_LINE}{}\n# Quick turnaround: the scheduler woken by events, not its 20 s tick.\nEVENT_NOTIFICATION: true\nALLOWED_HOSTS: [\"*\"]\n", self.dir.display()),
         )?;
         // Debian's python3 (a python3 first on PATH may lack Django);
         // psql and pg_isready find the cluster by PGHOST and PGPORT.
@@ -391,11 +398,25 @@ impl Instance {
         Ok(())
     }
 
+    /// The state directory of another instance whose settings are in
+    /// /etc/lava-server (only one can be up at a time).
+    fn other_instance(&self) -> Option<String> {
+        let text = std::fs::read_to_string(OUR_SETTINGS).ok()?;
+        let dir = text.lines().find_map(|l| l.strip_prefix(STATE_LINE))?;
+        (Path::new(dir) != self.dir).then(|| dir.to_string())
+    }
+
     /// Takes the instance down: the daemons ended, the database cluster
     /// stopped and removed, the files `up` wrote removed, the state
     /// directory removed.
     pub fn down(&self) -> Result<()> {
         ensure_root("lab down")?;
+        if let Some(other) = self.other_instance() {
+            bail!(
+                "the LAVA instance up here has its state in {other}, not in {}: `cargo xtask lab down --state {other}`",
+                self.dir.display()
+            );
+        }
         for d in DAEMONS.iter().rev() {
             self.stop(d)?;
         }

@@ -7,6 +7,7 @@ pub(crate) mod agreement;
 mod cases;
 pub(crate) use cases::PATH_LENGTH_LIMITS;
 mod lab;
+mod labserver;
 mod model;
 pub(crate) use model::{FORK_FLUSHES, FORK_FLUSH_PROFILE, FORK_FLUSH_WORDS};
 pub mod soak;
@@ -847,6 +848,13 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
             tally.section("the lab path: LAVA jobs under lava-run (QEMU TCG, clock=icount)");
         }
         for t in lab {
+            tally.test(t);
+        }
+        let server = labserver::self_tests(a.filter.as_deref());
+        if !server.is_empty() {
+            tally.section("the lab path through a LAVA server: lab up, submit, wait, fetch, import (QEMU TCG, clock=icount)");
+        }
+        for t in server {
             tally.test(t);
         }
         let teaching = teaching::self_tests(a.filter.as_deref());
