@@ -14,6 +14,7 @@ mod export;
 pub mod fuzzing;
 mod iso;
 mod kbuild;
+mod ktap;
 mod lava;
 mod machine;
 mod ministat;

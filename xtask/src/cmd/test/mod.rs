@@ -6,6 +6,7 @@
 pub(crate) mod agreement;
 mod cases;
 pub(crate) use cases::PATH_LENGTH_LIMITS;
+mod junit;
 mod lab;
 mod labserver;
 mod model;
@@ -65,6 +66,10 @@ pub struct TestArgs {
     /// them (docs/data/test-times.json, which docs/tests.md shows).
     #[arg(long, conflicts_with = "list")]
     record_times: bool,
+    /// After the run, write every test's result as JUnit XML to FILE (for
+    /// CI systems): one test suite per section.
+    #[arg(long, value_name = "FILE", conflicts_with = "list")]
+    junit: Option<PathBuf>,
 }
 
 /// Every test of the run counted in one place, as the kernel's own runner
@@ -83,6 +88,8 @@ struct Tally {
     section: String,
     /// Every test so far, in order.
     ran: Vec<times::Ran>,
+    /// Why a test failed or was skipped, by its index in `ran`.
+    why: std::collections::HashMap<usize, String>,
 }
 
 /// How a test that cannot run here (a tool missing) says so: its error
@@ -192,6 +199,10 @@ impl Tally {
             secs: started.map(|t| t.elapsed().as_secs_f64()),
             load: times::load_average(),
         });
+        if let Err(why) = &result {
+            let why = why.strip_prefix(SKIP).unwrap_or(why);
+            self.why.insert(self.ran.len() - 1, why.to_string());
+        }
         match result {
             Ok(()) => {
                 self.passed += 1;
@@ -669,6 +680,10 @@ pub fn run(a: TestArgs) -> Result<i32> {
         let book = kbuild::root().join(times::BOOK_FILE);
         times::merge_into(&book, &file)?;
         println!("test: wall times merged into {}", times::BOOK_FILE);
+    }
+    if let Some(path) = &a.junit {
+        junit::write(path, &tally.ran, &tally.why)?;
+        println!("test: JUnit XML in {}", path.display());
     }
     Ok(tally.finish())
 }
