@@ -271,9 +271,12 @@ pub struct Written {
     pub definition: String,
 }
 
+/// One planned job: its file name, its variant's name, the job.
+type Planned = (String, String, Job);
+
 /// The jobs `a` names: the directory they go to, and each job's file name,
 /// variant and definition (nothing built yet: a bad flag fails first).
-fn plan(a: &LavaArgs) -> Result<(PathBuf, Vec<(String, String, Job)>)> {
+fn plan(a: &LavaArgs) -> Result<(PathBuf, Vec<Planned>)> {
     let vs = variants(a)?;
     if a.target == Target::Pc && (a.grub || a.cpu.is_some() || a.smp != 1) {
         bail!("--grub, --cpu and --smp describe a QEMU worker; a PC has its own CPUs (for the GRUB image on a PC: --pc-boot minimal)");

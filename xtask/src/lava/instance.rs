@@ -127,10 +127,9 @@ impl Instance {
                 "a LAVA instance of `lab up` is up here with its state in {other} (one at a time: `cargo xtask lab down --state {other}` first)"
             );
         }
-        self.make().or_else(|e| {
+        self.make().inspect_err(|_| {
             // Half an instance is no use: whatever was made goes.
             let _ = self.down();
-            Err(e)
         })
     }
 

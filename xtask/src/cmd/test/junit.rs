@@ -76,9 +76,21 @@ mod tests {
         ];
         let why = HashMap::from([(1, "it broke <here>".to_string()), (2, "no root".into())]);
         let xml = report(&runs, &why).to_string().unwrap();
-        assert!(xml.contains(r#"<testsuite name="boots" tests="2" disabled="0" errors="0" failures="1""#), "{xml}");
-        assert!(xml.contains(r#"<failure message="it broke &lt;here&gt;""#), "{xml}");
+        assert!(
+            xml.contains(
+                r#"<testsuite name="boots" tests="2" disabled="0" errors="0" failures="1""#
+            ),
+            "{xml}"
+        );
+        assert!(
+            xml.contains(r#"<failure message="it broke &lt;here&gt;""#),
+            "{xml}"
+        );
         assert!(xml.contains(r#"<skipped message="no root"/>"#), "{xml}");
-        assert!(xml.contains(r#"<testcase name="a" time="1.500">"#) || xml.contains(r#"<testcase name="a" time="1.500"/>"#), "{xml}");
+        assert!(
+            xml.contains(r#"<testcase name="a" time="1.500">"#)
+                || xml.contains(r#"<testcase name="a" time="1.500"/>"#),
+            "{xml}"
+        );
     }
 }
