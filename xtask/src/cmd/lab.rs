@@ -400,7 +400,17 @@ pub fn import(server: &Server, s: &JobState, lab: &str) -> Result<Results> {
                 .log(s.id)
                 .ok()
                 .and_then(|log| crate::lava::log::parse_log(&log).ok())
-                .and_then(|l| l.errors.last().cloned())
+                .filter(|l| !l.errors.is_empty())
+                .map(|l| {
+                    // The first error is the cause, the last LAVA's verdict.
+                    let mut e = l.errors.clone();
+                    e.dedup();
+                    match e.as_slice() {
+                        [one] => one.clone(),
+                        [first, .., last] => format!("{first} (then: {last})"),
+                        [] => unreachable!("not empty"),
+                    }
+                })
                 .unwrap_or_else(|| "no reason given (see the job's log)".into()),
         };
         bail!("LAVA ended job {} {}: {why}", s.id, s.health);

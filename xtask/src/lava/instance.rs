@@ -310,7 +310,7 @@ impl Instance {
             let t = Instant::now();
             // SAFETY: as above; signal 0 only asks whether the group exists.
             while unsafe { libc::kill(-pid, 0) } == 0 {
-                if t.elapsed() > Duration::from_secs(15) {
+                if t.elapsed() > Duration::from_secs(5) {
                     // SAFETY: as above.
                     unsafe { libc::kill(-pid, libc::SIGKILL) };
                 }
