@@ -32,7 +32,7 @@ pub struct LabArgs {
 #[derive(Subcommand)]
 enum LabCmd {
     /// Bring up a LAVA instance on this machine (root; Debian's packages,
-    /// installed when missing): one QEMU worker and device.
+    /// installed when missing): one worker, QEMU devices.
     Up(InstanceArgs),
     /// Take the instance down: no daemon left, no database, no state.
     Down(InstanceArgs),
@@ -138,6 +138,9 @@ pub fn lab(a: LabArgs) -> Result<i32> {
             let s = a.submit;
             if s.lava.print || s.lava.local {
                 bail!("`lab` submits the jobs to a server: --print and --local are `cargo xtask lava`'s");
+            }
+            if s.lava.mode == super::run::ModeArg::Test {
+                bail!("`lab` imports a job's figures and a --mode test boot has none (its KTAP lines are in the job's log: `cargo xtask lava --mode test` writes such jobs)");
             }
             let server = connect(&s.server)?;
             if s.lava.base_url.is_none() && !is_local(&server.url) {
