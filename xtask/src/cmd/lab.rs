@@ -396,27 +396,52 @@ fn variant_of(description: &str) -> Option<&str> {
 /// A finished job's log and results fetched and imported (not saved).
 pub fn import(server: &Server, s: &JobState, lab: &str) -> Result<Results> {
     if s.health != "Complete" {
-        // Why, in LAVA's words: its comment, else the log's last error.
-        let why = match s.failure_comment.as_deref().filter(|c| !c.is_empty()) {
-            Some(c) => c.to_string(),
-            None => server
+        // Why, in LAVA's words: its comment, else the errors of the
+        // failed actions in its results (the first is the cause, the
+        // last LAVA's verdict), else the log's.
+        let from_results = server
+            .results(s.id)
+            .ok()
+            .and_then(|r| crate::lava::log::parse_results(&r).ok())
+            .map(|cases| {
+                cases
+                    .into_iter()
+                    .filter(|c| c.suite == "lava" && c.result == "fail")
+                    .filter_map(|c| c.error)
+                    .collect::<Vec<_>>()
+            });
+        let from_log = || {
+            server
                 .log(s.id)
                 .ok()
                 .and_then(|log| crate::lava::log::parse_log(&log).ok())
-                .filter(|l| !l.errors.is_empty())
-                .map(|l| {
-                    // The first error is the cause, the last LAVA's verdict.
-                    let mut e = l.errors.clone();
-                    e.dedup();
-                    match e.as_slice() {
-                        [one] => one.clone(),
-                        [first, .., last] => format!("{first} (then: {last})"),
-                        [] => unreachable!("not empty"),
-                    }
-                })
-                .unwrap_or_else(|| "no reason given (see the job's log)".into()),
+                .map(|l| l.errors)
         };
-        bail!("LAVA ended job {} {}: {why}", s.id, s.health);
+        let mut errors = from_results
+            .filter(|e| !e.is_empty())
+            .or_else(from_log)
+            .unwrap_or_default();
+        errors.dedup();
+        let why = match (s.failure_comment.as_deref(), errors.as_slice()) {
+            (Some(c), _) if !c.is_empty() => c.to_string(),
+            (_, []) => "no reason given (see the job's log)".into(),
+            (_, [one]) => one.clone(),
+            (_, [first, .., last]) => format!("{first} (then: {last})"),
+        };
+        // What the kernel said last, if it panicked or faulted.
+        let kernel = server
+            .log(s.id)
+            .ok()
+            .and_then(|log| crate::lava::log::parse_log(&log).ok())
+            .and_then(|l| {
+                l.serial
+                    .lines()
+                    .find(|x| x.starts_with("kernel panic") || x.contains(" in kernel mode"))
+                    .map(|x| format!("; the kernel printed: {}", x.trim()))
+            })
+            .unwrap_or_default();
+        let why = why.split_whitespace().collect::<Vec<_>>().join(" ");
+        bail!("LAVA ended job {} {}: {why}{kernel}", s.id, s.health);
     }
     let log = server.log(s.id)?;
     let results = server.results(s.id)?;
