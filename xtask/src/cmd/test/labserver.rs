@@ -138,7 +138,8 @@ fn in_flight(dir: &Path) -> Result<String> {
 fn failing(dir: &Path) -> Result<()> {
     let server = connect()?;
     let mut jobs = Vec::new();
-    for (name, flags) in [
+    // Each job, and what its error must say of the cause.
+    for (name, flags, cause) in [
         (
             "bad URL",
             vec![
@@ -147,19 +148,24 @@ fn failing(dir: &Path) -> Result<()> {
                 "--append",
                 APPEND,
             ],
+            "/nonexistent/testbed/",
         ),
-        ("timeout", vec!["--timeout", "1", "--append", "batches=256"]),
-        ("panic", vec!["--append", "crash=panic"]),
+        (
+            "timeout",
+            vec!["--timeout", "1", "--append", "batches=256"],
+            "timed out",
+        ),
+        ("panic", vec!["--append", "crash=panic"], "kernel panic"),
     ] {
         let w = write_jobs(&dir.join(name.replace(' ', "-")), &flags)?;
         let mut j = submit(&server, &w)?;
-        jobs.push((name, j.remove(0)));
+        jobs.push((name, j.remove(0), cause));
     }
     let results = dir.join("results");
     std::fs::create_dir_all(&results)?;
     let subs: Vec<Submitted> = jobs
         .iter()
-        .map(|(_, j)| Submitted {
+        .map(|(_, j, _)| Submitted {
             id: j.id,
             file: j.file.clone(),
         })
@@ -178,7 +184,7 @@ fn failing(dir: &Path) -> Result<()> {
         Ok(_) => bail!("three failing jobs were imported"),
         Err(e) => format!("{e:#}"),
     };
-    for (name, j) in &jobs {
+    for (name, j, cause) in &jobs {
         ensure!(
             e.contains(&format!("job {}", j.id)),
             "the error does not name the {name} job ({}): {e}",
@@ -191,8 +197,8 @@ fn failing(dir: &Path) -> Result<()> {
             Err(e) => {
                 let e = format!("{e:#}");
                 ensure!(
-                    e.contains(&format!("job {}", j.id)),
-                    "the {name} job's error does not name it: {e}"
+                    e.contains(&format!("job {}", j.id)) && e.contains(cause),
+                    "the {name} job's error does not name it and say {cause:?}: {e}"
                 );
             }
         }
