@@ -69,6 +69,7 @@ pub fn import(data: &[u8]) -> bool {
             device: "fuzz".into(),
             device_type: "qemu".into(),
             job: "1".into(),
+            lab: String::new(),
         };
         let results = second.map(|t| (Path::new("results.yaml"), t));
         return match import::from_lava(log, results, lab, "fuzz") {

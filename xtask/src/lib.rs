@@ -14,6 +14,7 @@ mod export;
 pub mod fuzzing;
 mod iso;
 mod kbuild;
+mod ktap;
 mod lava;
 mod machine;
 mod ministat;
@@ -53,6 +54,8 @@ enum Cmd {
     Setup,
     /// LAVA job definitions for a lab's QEMU workers and PCs (--local: run them here).
     Lava(cmd::lava::LavaArgs),
+    /// Submit those jobs to a LAVA server, wait, fetch and import them (up/down: a LAVA instance here; fetch: resume).
+    Lab(cmd::lab::LabArgs),
     /// Turn a serial log (real hardware's, or a LAVA job's log) into results JSON.
     Import(cmd::import::ImportArgs),
     /// Many boots per variant, interleaved, compared with ministat's statistics.
@@ -91,6 +94,7 @@ pub fn main() -> ! {
         Cmd::Iso(a) => cmd::iso::make_iso(a),
         Cmd::Setup => cmd::setup::setup(),
         Cmd::Lava(a) => cmd::lava::lava(a),
+        Cmd::Lab(a) => cmd::lab::lab(a),
         Cmd::Import(a) => cmd::import::import(a),
         // The variants in the order the command line named them.
         Cmd::Bench(a) => match matches.subcommand_matches("bench") {

@@ -1,7 +1,11 @@
 //! The in-kernel test runner (`mode=test`): kernel tests first, then the
 //! user programs that test every mechanism and every fault class. Each test
 //! prints a PASS/FAIL line and a `test` record; the summary decides the exit
-//! status.
+//! status. Beside them the run is KTAP (the format of Linux's kselftest and
+//! KUnit), for LAVA and any KTAP reader: `KTAP version 1` first, an
+//! `ok N name` or `not ok N name` line per test (`# SKIP why` for a skip),
+//! and the plan `1..N` last (TAP lets the plan close the run when the count
+//! is known only then: which tests run depends on the CPU and `test=`).
 
 use core::fmt::Write as _;
 
@@ -60,6 +64,25 @@ const KERNEL_TESTS: &[Test] = &[
 struct Tally {
     passed: u32,
     failed: u32,
+    /// Tests reported so far (KTAP's test number of the last).
+    ktap: u32,
+}
+
+/// A test's name as a KTAP description: `#` (which would start a
+/// directive) escaped as `\#`, a line end as a space.
+struct KtapName<'a>(&'a str);
+
+impl core::fmt::Display for KtapName<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+        for c in self.0.chars() {
+            match c {
+                '#' => f.write_str("\\#")?,
+                '\n' | '\r' => f.write_char(' ')?,
+                c => f.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Tally {
@@ -67,19 +90,30 @@ impl Tally {
     fn skip(&mut self, name: &str, why: &str) {
         kprintln!("SKIP {name}: {why}");
         record!(kind::TEST, "name" => name, "result" => "skip", "detail" => why);
+        self.ktap += 1;
+        kprintln!(
+            "ok {} {} # SKIP {}",
+            self.ktap,
+            KtapName(name),
+            KtapName(why)
+        );
     }
 
     fn report(&mut self, name: &str, result: Result<(), &str>) {
+        self.ktap += 1;
         match result {
             Ok(()) => {
                 self.passed += 1;
                 kprintln!("PASS {name}");
                 record!(kind::TEST, "name" => name, "result" => "pass", "detail" => "");
+                kprintln!("ok {} {}", self.ktap, KtapName(name));
             }
             Err(why) => {
                 self.failed += 1;
                 kprintln!("FAIL {name}: {why}");
                 record!(kind::TEST, "name" => name, "result" => "fail", "detail" => why);
+                kprintln!("# {}", KtapName(why));
+                kprintln!("not ok {} {}", self.ktap, KtapName(name));
             }
         }
     }
@@ -91,7 +125,9 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
     let mut t = Tally {
         passed: 0,
         failed: 0,
+        ktap: 0,
     };
+    kprintln!("KTAP version 1");
     for &(name, test) in KERNEL_TESTS {
         if wanted(name) {
             t.report(name, test());
@@ -148,6 +184,7 @@ pub fn run_all(bi: &BootInfo<'static>, opts: &Options) -> bool {
         total
     );
     record!(kind::TESTS, "passed" => t.passed, "failed" => t.failed);
+    kprintln!("1..{}", t.ktap);
     t.failed == 0
 }
 

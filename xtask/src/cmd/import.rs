@@ -232,6 +232,7 @@ fn import_lava(a: &ImportArgs, text: &str) -> Result<i32> {
         device: device.clone(),
         device_type: device_type.clone(),
         job,
+        lab: String::new(),
     };
     let lava_results = a
         .lava_results

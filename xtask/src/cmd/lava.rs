@@ -263,8 +263,21 @@ fn grub_image(art: &Artifacts, cmdline: &str, out: &Path) -> Result<PathBuf> {
     iso::build(art, &[entry], 0, out)
 }
 
-pub fn lava(a: LavaArgs) -> Result<i32> {
-    let vs = variants(&a)?;
+/// The jobs `a` names, written: each job's file, its variant's name and
+/// its definition.
+pub struct Written {
+    pub path: PathBuf,
+    pub variant: String,
+    pub definition: String,
+}
+
+/// One planned job: its file name, its variant's name, the job.
+type Planned = (String, String, Job);
+
+/// The jobs `a` names: the directory they go to, and each job's file name,
+/// variant and definition (nothing built yet: a bad flag fails first).
+fn plan(a: &LavaArgs) -> Result<(PathBuf, Vec<Planned>)> {
+    let vs = variants(a)?;
     if a.target == Target::Pc && (a.grub || a.cpu.is_some() || a.smp != 1) {
         bail!("--grub, --cpu and --smp describe a QEMU worker; a PC has its own CPUs (for the GRUB image on a PC: --pc-boot minimal)");
     }
@@ -287,22 +300,22 @@ pub fn lava(a: LavaArgs) -> Result<i32> {
         None => format!("file://{}", files.display()),
     };
     let url = |f: &str| format!("{base}/{f}");
-    // Every job, before anything is built: a bad flag fails first.
-    let mut jobs: Vec<(String, &Variant, Job)> = Vec::new();
+    let mut jobs = Vec::new();
     for v in &vs {
         for i in 1..=a.boots {
             let title = format!("{}, boot {i} of {}", v.name, a.boots);
             let file = format!("{}-{i}.yaml", results::sanitize(&v.name));
-            jobs.push((file, v, job(&a, v, &title, &url)?));
+            jobs.push((file, v.name.clone(), job(a, v, &title, &url)?));
         }
     }
-    if a.print {
-        for (file, _, j) in &jobs {
-            println!("# {file}");
-            print!("{}", j.yaml());
-        }
-        return Ok(0);
-    }
+    Ok((out, jobs))
+}
+
+/// Builds the kernel and the program, copies them to `<out>/files` (with
+/// the GRUB images the jobs need), and writes every job to `<out>/jobs`.
+pub fn write(a: &LavaArgs) -> Result<Vec<Written>> {
+    let (out, jobs) = plan(a)?;
+    let files = out.join("files");
     let grub = a.grub || (a.target == Target::Pc && a.pc_boot == PcBoot::Minimal);
     preflight::ensure(if grub {
         preflight::Need::QemuAndGrub
@@ -317,28 +330,52 @@ pub fn lava(a: LavaArgs) -> Result<i32> {
         .with_context(|| format!("cannot create {}", out.join("jobs").display()))?;
     let art = copy_files(&art, &a.prog, &files)?;
     if grub {
-        for v in &vs {
+        for v in variants(a)? {
             let cmdline = &jobs
                 .iter()
-                .find(|(_, x, _)| x.name == v.name)
+                .find(|(_, x, _)| *x == v.name)
                 .expect("a job")
                 .2
                 .cmdline;
             grub_image(&art, cmdline, &files.join(iso_name(&v.name)))?;
         }
     }
-    let mut paths = Vec::new();
-    for (file, _, j) in &jobs {
+    let mut written = Vec::new();
+    for (file, variant, j) in jobs {
         let p = out.join("jobs").join(file);
-        std::fs::write(&p, j.yaml()).with_context(|| format!("cannot write {}", p.display()))?;
-        paths.push(p);
+        let definition = j.yaml();
+        std::fs::write(&p, &definition).with_context(|| format!("cannot write {}", p.display()))?;
+        written.push(Written {
+            path: p,
+            variant,
+            definition,
+        });
     }
     eprintln!(
         "lava: {} jobs in {}/jobs, their files in {}",
-        jobs.len(),
+        written.len(),
         out.display(),
         files.display()
     );
+    Ok(written)
+}
+
+pub fn lava(a: LavaArgs) -> Result<i32> {
+    if a.print {
+        for (file, _, j) in plan(&a)?.1 {
+            println!("# {file}");
+            print!("{}", j.yaml());
+        }
+        return Ok(0);
+    }
+    let written = write(&a)?;
+    let out = written[0]
+        .path
+        .parent()
+        .and_then(Path::parent)
+        .expect("<out>/jobs/<file>")
+        .to_path_buf();
+    let paths: Vec<PathBuf> = written.iter().map(|w| w.path.clone()).collect();
     if !a.local {
         for p in &paths {
             println!("{}", p.display());
@@ -347,7 +384,7 @@ pub fn lava(a: LavaArgs) -> Result<i32> {
         return Ok(0);
     }
     let mut failed = 0;
-    for (k, ((_, v, _), p)) in jobs.iter().zip(&paths).enumerate() {
+    for (k, (w, p)) in written.iter().zip(&paths).enumerate() {
         let id = format!("{}{:03}", std::process::id(), k + 1);
         let log = out.join("logs").join(format!(
             "{}.log",
@@ -361,8 +398,9 @@ pub fn lava(a: LavaArgs) -> Result<i32> {
             device: LOCAL_DEVICE.into(),
             device_type: "qemu".into(),
             job: id.clone(),
+            lab: String::new(),
         };
-        match super::import::from_lava(&text, None, lab, &v.name) {
+        match super::import::from_lava(&text, None, lab, &w.variant) {
             Ok(r) => {
                 if !a.quiet {
                     print!("{}", r.table());
@@ -379,7 +417,7 @@ pub fn lava(a: LavaArgs) -> Result<i32> {
         }
         eprintln!(
             "lava: job {id} ({}): lava-run {:.1} s, log {}",
-            v.name,
+            w.variant,
             wall.as_secs_f64(),
             log.display()
         );

@@ -10,6 +10,7 @@ pub mod fuzz;
 pub mod gdb;
 pub mod import;
 pub mod iso;
+pub mod lab;
 pub mod lava;
 pub mod layers;
 pub mod lmbench;

@@ -12,7 +12,9 @@
 //! line, and every variable-length group is followed by a fixed character
 //! (a figure cut after its first digit must not match).
 
+pub mod instance;
 pub mod log;
+pub mod server;
 
 use abi::report::{kind, MARKER, SCHEMA};
 use serde::{Deserialize, Serialize};
@@ -26,6 +28,10 @@ pub struct Lab {
     pub device_type: String,
     /// The LAVA job id.
     pub job: String,
+    /// The lab: its server's host (and port), as `cargo xtask lab` names
+    /// it; empty for a log imported by hand or run by `lava-run` alone.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub lab: String,
 }
 
 impl Lab {

@@ -22,7 +22,7 @@ use super::Test;
 
 /// Small batches: the figures are per call and exact under icount, so a
 /// short run shows every difference a long one would.
-const APPEND: &str = "batches=3 batch_size=64";
+pub(super) const APPEND: &str = "batches=3 batch_size=64";
 
 /// `cargo xtask lava --local` with `flags` into `out`; the logs it wrote,
 /// by variant (`<variant>-1.log`).
@@ -53,6 +53,7 @@ fn imported(out: &Path, variant: &str) -> Result<(Results, log::JobLog)> {
         device: crate::cmd::lava::LOCAL_DEVICE.into(),
         device_type: "qemu".into(),
         job: job.job_id.clone().unwrap_or_default(),
+        lab: String::new(),
     };
     let r = from_lava(&text, None, lab, variant)
         .with_context(|| format!("importing {}", path.display()))?;
@@ -61,7 +62,7 @@ fn imported(out: &Path, variant: &str) -> Result<(Results, log::JobLog)> {
 
 /// A direct boot (what `cargo xtask run --accel tcg --clock icount` does)
 /// with `append`, through GRUB if `grub`.
-fn direct(append: &str, grub: bool) -> Result<Results> {
+pub(super) fn direct(append: &str, grub: bool) -> Result<Results> {
     let art = kbuild::build(true)?;
     let mut b = crate::cmd::test_boot_args(None);
     b.append = append.into();
@@ -86,7 +87,7 @@ fn direct(append: &str, grub: bool) -> Result<Results> {
 /// for where they come from (the lab's device, LAVA as the source); and
 /// LAVA must have made a test case of every per-operation figure, in
 /// instructions.
-fn same_as_direct(lab: &Results, job: &log::JobLog, direct: &Results) -> Result<()> {
+pub(super) fn same_as_direct(lab: &Results, job: &log::JobLog, direct: &Results) -> Result<()> {
     let l = lab.lab.as_ref().context("no lab in the imported results")?;
     ensure!(
         lab.host == l.system() && lab.source == "lava" && l.device_type == "qemu",
@@ -197,6 +198,7 @@ fn ended_early(dir: &Path) -> Result<()> {
         device: "x".into(),
         device_type: "qemu".into(),
         job: "1".into(),
+        lab: String::new(),
     };
     match from_lava(&text, None, lab, "early") {
         Ok(_) => bail!("a job that ended early was imported as figures"),

@@ -6,7 +6,9 @@
 pub(crate) mod agreement;
 mod cases;
 pub(crate) use cases::PATH_LENGTH_LIMITS;
+mod junit;
 mod lab;
+mod labserver;
 mod model;
 pub(crate) use model::{FORK_FLUSHES, FORK_FLUSH_PROFILE, FORK_FLUSH_WORDS};
 pub mod soak;
@@ -64,6 +66,10 @@ pub struct TestArgs {
     /// them (docs/data/test-times.json, which docs/tests.md shows).
     #[arg(long, conflicts_with = "list")]
     record_times: bool,
+    /// After the run, write every test's result as JUnit XML to FILE (for
+    /// CI systems): one test suite per section.
+    #[arg(long, value_name = "FILE", conflicts_with = "list")]
+    junit: Option<PathBuf>,
 }
 
 /// Every test of the run counted in one place, as the kernel's own runner
@@ -82,6 +88,8 @@ struct Tally {
     section: String,
     /// Every test so far, in order.
     ran: Vec<times::Ran>,
+    /// Why a test failed or was skipped, by its index in `ran`.
+    why: std::collections::HashMap<usize, String>,
 }
 
 /// How a test that cannot run here (a tool missing) says so: its error
@@ -230,6 +238,10 @@ impl Tally {
             secs: started.map(|t| t.elapsed().as_secs_f64()),
             load: times::load_average(),
         });
+        if let Err(why) = &result {
+            let why = why.strip_prefix(SKIP).unwrap_or(why);
+            self.why.insert(self.ran.len() - 1, why.to_string());
+        }
         match result {
             Ok(()) => {
                 self.passed += 1;
@@ -745,6 +757,10 @@ pub fn run(a: TestArgs) -> Result<i32> {
         times::merge_into(&book, &file)?;
         println!("test: wall times merged into {}", times::BOOK_FILE);
     }
+    if let Some(path) = &a.junit {
+        junit::write(path, &tally.ran, &tally.why)?;
+        println!("test: JUnit XML in {}", path.display());
+    }
     Ok(tally.finish())
 }
 
@@ -927,6 +943,13 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
             tally.section("the lab path: LAVA jobs under lava-run (QEMU TCG, clock=icount)");
         }
         for t in lab {
+            tally.test(t);
+        }
+        let server = labserver::self_tests(a.filter.as_deref());
+        if !server.is_empty() {
+            tally.section("the lab path through a LAVA server: lab up, submit, wait, fetch, import (QEMU TCG, clock=icount)");
+        }
+        for t in server {
             tally.test(t);
         }
         let teaching = teaching::self_tests(a.filter.as_deref());

@@ -121,6 +121,7 @@ pub(super) fn all_tests_pass(log: &BootLog, r: &[Record], at_least: usize) -> Re
     // A boot that did not end well (hung, crashed) says so before its
     // count, which it cut short.
     succeeded(log)?;
+    ktap_agrees(log, r)?;
     // A skipped test ran nothing: only passes count toward `at_least`.
     let result = |want: &str| {
         report::of_kind(r, kind::TEST)
@@ -134,6 +135,36 @@ pub(super) fn all_tests_pass(log: &BootLog, r: &[Record], at_least: usize) -> Re
         ));
     }
     end(r, "success")
+}
+
+/// The boot's KTAP lines tell what its `test` records tell: the same
+/// tests, in the same order, with the same results, and a plan that
+/// counts them.
+pub(super) fn ktap_agrees(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    let run = crate::ktap::parse(&log.serial)
+        .map_err(|e| format!("{e:#}"))?
+        .ok_or("the test boot printed no KTAP (no `KTAP version 1` line)")?;
+    let tests: Vec<_> = report::of_kind(r, kind::TEST).collect();
+    if run.plan != Some(tests.len() as u32) {
+        return Err(format!(
+            "KTAP's plan is {:?}, the kernel's records count {} tests",
+            run.plan.map(|n| format!("1..{n}")),
+            tests.len()
+        ));
+    }
+    for (c, t) in run.cases.iter().zip(&tests) {
+        if t.get("name") != Some(c.name.as_str()) || t.get("result") != Some(c.result.word()) {
+            return Err(format!(
+                "KTAP test {} is {:?} ({}), the kernel's record {:?} ({})",
+                c.number,
+                c.name,
+                c.result.word(),
+                t.get("name").unwrap_or("?"),
+                t.get("result").unwrap_or("?")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The kernel test whose name starts with `name` ran and passed (a skip

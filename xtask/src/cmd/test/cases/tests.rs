@@ -64,10 +64,17 @@ fn every_case_is_a_machine() {
 /// and a test a check names must have passed, not been skipped.
 #[test]
 fn skips_are_not_passes() {
-    let serial = "@@tb1 test name=a result=pass\n@@tb1 test name=b result=skip detail=no%20SEP\n@@tb1 test name=c result=skip\n@@tb1 end status=success\n";
+    let serial = "KTAP version 1\n@@tb1 test name=a result=pass\nok 1 a\n@@tb1 test name=b result=skip detail=no%20SEP\nok 2 b # SKIP no SEP\n@@tb1 test name=c result=skip\nok 3 c # SKIP\n1..3\n@@tb1 end status=success\n";
     let log = log_of(serial);
     let r = crate::report::parse_log(serial).unwrap();
     assert!(checks::all_tests_pass(&log, &r, 1).is_ok());
+    // The KTAP lines must tell what the records tell.
+    let bad = serial.replace("ok 2 b # SKIP no SEP", "ok 2 b");
+    let e = checks::all_tests_pass(&log_of(&bad), &r, 1).unwrap_err();
+    assert!(e.contains("KTAP test 2 is \"b\" (pass)"), "{e}");
+    let none = serial.replace("KTAP version 1\n", "");
+    let e = checks::all_tests_pass(&log_of(&none), &r, 1).unwrap_err();
+    assert!(e.contains("no KTAP"), "{e}");
     let e = checks::all_tests_pass(&log, &r, 2).unwrap_err();
     assert!(e.contains("only 1 tests passed (2 skipped)"), "{e}");
     assert!(checks::test_passed(&r, "a").is_ok());
