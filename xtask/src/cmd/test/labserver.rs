@@ -8,9 +8,9 @@
 //! The instance is taken down after the last test (no daemon, no
 //! database left).
 
-use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
@@ -305,7 +305,7 @@ pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
         .into_iter()
         .filter(|(n, _)| filter.is_none_or(|f| n.contains(f)))
         .collect();
-    let ready: Rc<OnceCell<Result<(), String>>> = Rc::default();
+    let ready: Arc<OnceLock<Result<(), String>>> = Arc::default();
     let last = wanted.len();
     wanted
         .into_iter()
