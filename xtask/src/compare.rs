@@ -18,7 +18,7 @@ pub fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
 }
 
 /// Per variant, per metric, one value per boot.
-pub type Table = BTreeMap<String, BTreeMap<String, Vec<f64>>>;
+pub use crate::results::bench::Table;
 
 /// How a comparison's figures are to be read, from the clock and the
 /// machine that made them.

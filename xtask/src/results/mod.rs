@@ -9,6 +9,7 @@
 //! written and read back); `gather` turns a log's records into it and
 //! `table` renders it for a reader.
 
+pub mod bench;
 mod gather;
 #[cfg(test)]
 mod hostile;
@@ -606,7 +607,7 @@ pub fn dirty_of_rev(rev: &str) -> (bool, String) {
 pub fn other_kind(text: &str) -> Option<&'static str> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let o = v.as_object()?;
-    if o.get("kind").and_then(|k| k.as_str()) == Some(crate::export::BENCH_KIND)
+    if o.get("kind").and_then(|k| k.as_str()) == Some(bench::BENCH_KIND)
         || o.contains_key("variants") && o.contains_key("values")
     {
         Some("a bench export")

@@ -2,7 +2,6 @@
 //! summary of what changed.
 
 use anyhow::Result;
-use serde::Serialize;
 
 use crate::compare::{self, Compared, Reading, Table};
 use crate::ministat::RenderOptions;
@@ -120,16 +119,7 @@ pub(super) fn compare_all(
     Ok(out)
 }
 
-/// What the comparison found, over every metric measured.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Summary {
-    /// Metrics that changed (by at least the threshold).
-    pub changed: Vec<String>,
-    /// Metrics compared and found unchanged (under an exact clock, those no
-    /// set differs in are unchanged without a comparison of their own).
-    pub unchanged: Vec<String>,
-    pub threshold: f64,
-}
+pub use crate::results::bench::Summary;
 
 impl Summary {
     pub fn of(compared: &[Compared], all: &[String], threshold: f64) -> Summary {
@@ -157,30 +147,6 @@ impl Summary {
             changed,
             threshold,
         }
-    }
-
-    /// `bench: 12 metrics compared: 2 changed (null, macro); 10 unchanged (...)`.
-    pub fn line(&self) -> String {
-        let list = |v: &[String]| {
-            if v.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", v.join(", "))
-            }
-        };
-        format!(
-            "bench: {} metrics compared: {} changed{}{}; {} unchanged{}",
-            self.changed.len() + self.unchanged.len(),
-            self.changed.len(),
-            if self.threshold > 0.0 {
-                format!(" by {}% or more", self.threshold)
-            } else {
-                String::new()
-            },
-            list(&self.changed),
-            self.unchanged.len(),
-            list(&self.unchanged)
-        )
     }
 }
 
