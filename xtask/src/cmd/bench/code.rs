@@ -105,8 +105,18 @@ pub fn parse_objdump(text: &str) -> Functions {
             insns.push(Insn { bytes, text, key });
         }
     }
+    // The linker fills the gap to the next function with `int3`: padding,
+    // not code (its length changes whenever the function's does).
+    for (_, insns) in &mut out {
+        while insns.last().is_some_and(|i| i.bytes == [INT3]) {
+            insns.pop();
+        }
+    }
     out
 }
+
+/// `int3`, the byte rust-lld pads code sections with.
+const INT3: u8 = 0xcc;
 
 /// The profile key the model prices `insn` with beyond `base`, if any.
 pub fn priced_by(insn: &Insn) -> Option<&'static str> {
@@ -300,6 +310,7 @@ mod tests {
   10168c:\t81 fd 04 00 00 40    \tcmp    $0x40000004,%ebp
   101692:\t72 58                \tjb     1016ec <sysenter_bad_stack>
   101694:\t8e d9                \tmov    %ecx,%ds
+  101696:\tcc                   \tint3
 ";
 
     /// The same code with an `lfence` after `pushf`: every later address
