@@ -304,20 +304,20 @@ fn unchanged_line(f: &BenchFile) -> Option<String> {
 }
 
 /// Why a real CPU's cost for an instruction priced by `key` varies where
-/// the model's does not.
+/// the model's does not, as a clause.
 fn why_it_varies(key: &str) -> &'static str {
     match key {
-        "lfence" => "waits until every earlier instruction has completed: its cost is the drain of what is in flight",
+        "lfence" => "it waits until every earlier instruction has completed, so it costs what is in flight",
         "cpuid" | "wrmsr" | "mov_cr3" | "invlpg" => {
-            "serializing (SDM Vol. 3A, \"Serializing Instructions\"): drains the pipeline and the store buffer"
+            "it is serializing (SDM Vol. 3A, \"Serializing Instructions\"): it drains the pipeline and the store buffer"
         }
         "iret" | "sysexit" | "sysret" | "lret_far" | "int_n" | "sysenter" | "syscall"
-        | "lcall_gate" => "a privilege change, microcoded; IRET is serializing",
-        "popf" => "writes EFLAGS' system flags: microcoded, and ordered with what is in flight",
-        "sreg_load" => "a descriptor load with its checks: microcoded",
-        "locked" => "a locked access: waits for the store buffer to drain",
-        "rdtsc" | "rdmsr" => "microcoded; how it orders with earlier instructions varies",
-        _ => "microcoded",
+        | "lcall_gate" => "it changes privilege in microcode and costs more or less with what is in flight (IRET is serializing)",
+        "popf" => "it writes EFLAGS' system flags in microcode, ordered with what is in flight",
+        "sreg_load" => "it loads and checks a descriptor in microcode",
+        "locked" => "it waits for the store buffer to drain",
+        "rdtsc" | "rdmsr" => "it is microcoded, and how it orders with earlier instructions varies",
+        _ => "it is microcoded",
     }
 }
 
@@ -349,9 +349,14 @@ fn code_section(f: &BenchFile, d: &CodeDiff, form: Form) -> String {
         if parts.is_empty() {
             parts.push("the same instructions in another order".into());
         }
+        let what = if c.constants_only {
+            "constants only, "
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
-            "{item}{} {}: {}",
+            "{item}{} {}: {what}{}",
             c.binary,
             code(&c.name, md),
             parts.join("; ")
@@ -360,13 +365,8 @@ fn code_section(f: &BenchFile, d: &CodeDiff, form: Form) -> String {
     if f.clock() != Some(Clock::Model) {
         return out;
     }
-    let fixed: Vec<_> = d
-        .functions
-        .iter()
-        .flat_map(|c| c.fixed.iter().map(move |i| (c, i)))
-        .collect();
     let profile = f.profile.as_deref().unwrap_or("?");
-    if fixed.is_empty() {
+    if d.functions.iter().all(|c| c.fixed.is_empty()) {
         let _ = writeln!(
             out,
             "{}None of its instructions is one the model prices from profile {profile}'s table beyond the base cost.",
@@ -384,19 +384,43 @@ fn code_section(f: &BenchFile, d: &CodeDiff, form: Form) -> String {
     if md {
         out += "\n";
     }
-    for (c, i) in &fixed {
-        let side = if i.side.trim().is_empty() {
-            " "
-        } else {
-            &i.side
-        };
-        let _ = writeln!(
-            out,
-            "{item}{side} {} in {}: profile key {}",
-            code(&i.text, md),
-            code(&c.name, md),
-            code(&i.key, md)
-        );
+    for c in &d.functions {
+        for i in c.fixed.iter().filter(|i| i.side.trim() != "") {
+            let _ = writeln!(
+                out,
+                "{item}{} {} in {}: profile key {}",
+                i.side,
+                code(&i.text, md),
+                code(&c.name, md),
+                code(&i.key, md)
+            );
+        }
+        // The rest of the function, unchanged, by key.
+        let mut same: Vec<(&str, usize)> = Vec::new();
+        for i in c.fixed.iter().filter(|i| i.side.trim() == "") {
+            match same.iter_mut().find(|(k, _)| *k == i.key) {
+                Some((_, n)) => *n += 1,
+                None => same.push((&i.key, 1)),
+            }
+        }
+        if !same.is_empty() {
+            let keys: Vec<String> = same
+                .iter()
+                .map(|(k, n)| {
+                    if *n > 1 {
+                        format!("{} x{n}", code(k, md))
+                    } else {
+                        code(k, md)
+                    }
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "{item}  in both, elsewhere in {}: {}",
+                code(&c.name, md),
+                keys.join(", ")
+            );
+        }
     }
     let _ = writeln!(out, "{}The entries, in cycles on top of the base cost, with their sources (model/profiles.toml):", if md { "\n" } else { "" });
     if md {
@@ -405,7 +429,7 @@ fn code_section(f: &BenchFile, d: &CodeDiff, form: Form) -> String {
     for e in &f.fixed_costs {
         let _ = writeln!(
             out,
-            "{item}{} = {}: {}; on a real CPU it {}",
+            "{item}{} = {}: {}. On a real CPU, {}.",
             code(&e.key, md),
             e.cycles,
             e.source,

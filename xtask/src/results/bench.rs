@@ -230,8 +230,14 @@ pub struct ChangedFunction {
     pub added: Vec<String>,
     pub removed: Vec<String>,
     /// The instructions of the function (either build) whose cost the
-    /// model takes from its profile's table.
+    /// model takes from its profile's table; of a function whose change is
+    /// in constants only, just the added and removed ones.
     pub fixed: Vec<FixedInsn>,
+    /// The function differs in constants only (the same instructions, other
+    /// numbers: the length of the revision string the kernel prints, when
+    /// a set is built from another revision).
+    #[serde(default)]
+    pub constants_only: bool,
 }
 
 /// An instruction the model prices from a profile entry.

@@ -53,6 +53,27 @@ pub fn key_of(text: &str) -> String {
     out.join(" ")
 }
 
+/// An instruction's shape: its key with every number (`$0x34`, `0x8`,
+/// `$2`) read as `#`. Two instructions of one shape differ in constants.
+fn shape(key: &str) -> String {
+    let mut out = String::new();
+    let mut chars = key.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            while chars
+                .peek()
+                .is_some_and(|n| n.is_ascii_hexdigit() || *n == 'x' || *n == '.')
+            {
+                chars.next();
+            }
+            out.push('#');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `$0x40000004` → `$0x...`; shorter constants stay.
 fn long_hex_hidden(w: &str) -> String {
     let mut out = String::new();
@@ -166,9 +187,19 @@ pub fn changed(binary: &str, base: &Functions, later: &Functions) -> Vec<Changed
         }
         let added = only_in(&l, &b);
         let removed = only_in(&b, &l);
+        let shapes = |v: &[&Insn]| {
+            let mut s: Vec<String> = v.iter().map(|i| shape(&i.key)).collect();
+            s.sort();
+            s
+        };
+        let constants_only = !added.is_empty() && shapes(&added) == shapes(&removed);
         let mut fixed = Vec::new();
         let mut new_ones = added.clone();
         for i in &l {
+            let in_change = new_ones.iter().any(|a| std::ptr::eq(*a, i));
+            if constants_only && !in_change {
+                continue;
+            }
             if let Some(key) = priced_by(i) {
                 let pos = new_ones.iter().position(|a| std::ptr::eq(*a, i));
                 let side = if let Some(p) = pos {
@@ -199,6 +230,7 @@ pub fn changed(binary: &str, base: &Functions, later: &Functions) -> Vec<Changed
             added: added.iter().map(|i| i.text.clone()).collect(),
             removed: removed.iter().map(|i| i.text.clone()).collect(),
             fixed,
+            constants_only,
         });
     }
     out
@@ -353,6 +385,21 @@ mod tests {
         // The other way round the lfence is removed.
         let c = changed("kernel", &a, &b);
         assert_eq!(c[0].fixed[0].side, "-");
+    }
+
+    /// A function that differs only in a constant (the revision string's
+    /// length) is said to, and its priced instructions are not listed.
+    #[test]
+    fn a_change_of_constants_only_is_told_apart() {
+        let b = parse_objdump(BEFORE);
+        let a = parse_objdump(&BEFORE.replace("push   $0x2", "push   $0x3"));
+        let c = changed("kernel", &b, &a);
+        assert_eq!(c.len(), 1);
+        assert!(c[0].constants_only, "{c:?}");
+        assert!(c[0].fixed.is_empty(), "{c:?}");
+        assert_eq!(shape("movl $0x34,0x8(%esp)"), "movl $#,#(%esp)");
+        // The lfence is no constant.
+        assert!(!changed("kernel", &b, &parse_objdump(AFTER))[0].constants_only);
     }
 
     #[test]
