@@ -133,9 +133,18 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
     };
     let reading = labels.reading();
     let header = labels.header(a.boots);
-    println!("{header}");
+    // With --post, stdout holds the post alone (to redirect into a mail);
+    // the comparison as printed goes to stderr.
+    let say = |s: &str| {
+        if a.post {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    };
+    say(&header);
     for n in &notes {
-        println!("note: {n}");
+        say(&format!("note: {n}"));
     }
     let compared = compare_all(a, &table, &order, reading, &info_of)?;
     // What was compared: the metrics asked for, or every one measured.
@@ -150,7 +159,7 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
         a.metrics.clone()
     };
     let summary = Summary::of(&compared, &all_metrics, a.threshold);
-    println!("{}", summary.line());
+    say(&summary.line());
     if let Some(name) = &a.save_baseline {
         save_baseline(&a.out, name, &variants[0].name, &now, first_raw)?;
     }
@@ -209,7 +218,7 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
     export::write(&dir, &report)?;
     if a.post {
         let text = std::fs::read_to_string(dir.join("post.txt"))?;
-        println!("\n{text}");
+        print!("{text}");
     }
     eprintln!(
         "exports: {}/ (bench.json, bench.csv, bench.md, ministat.txt, post.txt, post.md, data/, plots)",

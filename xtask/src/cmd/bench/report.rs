@@ -49,6 +49,14 @@ pub(super) fn compare_all(
     info_of: &dyn Fn(&str) -> MetricInfo,
 ) -> Result<Vec<Compared>> {
     let metrics = compare::chosen_metrics(table, &a.metrics)?;
+    // With --post, stdout is the post's alone.
+    let say = |s: &str| {
+        if a.post {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    };
     let opts = RenderOptions {
         confidence: a.confidence,
         ..RenderOptions::default()
@@ -58,16 +66,16 @@ pub(super) fn compare_all(
             .values()
             .flat_map(|m| m.keys().map(String::as_str))
             .collect();
-        println!(
+        say(&format!(
             "no metric differs between the variants; identical: {}",
             all.into_iter().collect::<Vec<_>>().join(", ")
-        );
+        ));
     }
     let mut out = Vec::new();
     for m in &metrics {
         let info = info_of(m);
         if let Some(have) = compare::only_in(table, order, m) {
-            println!(
+            say(&format!(
                 "== {m} ({}): only in {}",
                 info.describe(),
                 if have.is_empty() {
@@ -75,7 +83,7 @@ pub(super) fn compare_all(
                 } else {
                     have.join(", ")
                 }
-            );
+            ));
             out.push(Compared {
                 metric: m.clone(),
                 info: info.clone(),
@@ -113,7 +121,7 @@ pub(super) fn compare_all(
             .map(|n| (n.clone(), table[n][m].clone()))
             .collect();
         let c = compare::compare_metric(m, &sets, reading, &info, &opts);
-        print!("{}", c.text);
+        say(c.text.trim_end_matches('\n'));
         out.push(c);
     }
     Ok(out)
