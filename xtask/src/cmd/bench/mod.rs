@@ -101,6 +101,9 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
     preflight::ensure(a.boot.need())?;
     let tmp = kbuild::root().join("target/xtask/bench");
     std::fs::create_dir_all(&tmp)?;
+    // Each --rev as the commit it names now, as its build checks it out
+    // (resolved after the boots, a commit made meanwhile would be named).
+    let command = reproduce(a, &variants);
     let builds = build_variants(&variants, &tmp)?;
     let started = Instant::now();
     // The builds are kept between runs; the boots' files are this run's own.
@@ -185,7 +188,6 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
         Some(p) => code::fixed_costs(p.split(',').next().unwrap_or(p).trim(), &code),
         None => Vec::new(),
     };
-    let command = reproduce(a, &variants);
     let report = export::Report {
         stamp: &stamp,
         boots: a.boots,
