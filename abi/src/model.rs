@@ -22,7 +22,7 @@
 //! ```text
 //! model1 profile=<name> virt=<0|1> ncpus=<n>
 //! param <key>=<value> ...                      the profile's parameters
-//! snap cpu=<c> stream=<s> seq=<n> insns=<n> cycles=<n> l1_misses=<n> l2_misses=<n> tlb_misses=<n> tlb_flushes=<n> coherence_misses=<n> invalidations=<n> transfers=<n> invalidations_received=<n> upgrades=<n> ipis=<n> clock=<n>
+//! snap cpu=<c> stream=<s> seq=<n> insns=<n> cycles=<n> l1_misses=<n> l2_misses=<n> tlb_misses=<n> tlb_flushes=<n> coherence_misses=<n> invalidations=<n> transfers=<n> invalidations_received=<n> upgrades=<n> ipis=<n> vm_exits=<n> clock=<n>
 //! capped cpu=<c> stream=<s> kept=<n> dropped=<n>    only past the cap
 //! forced events=<n> limit=<n>                      only if the queues overflowed
 //! end
@@ -51,7 +51,10 @@
 //! APIC's interrupt command register), not handler entries: a send is what
 //! the model charges (an APIC access, and under `virt` a VM exit: without
 //! posted interrupts the hypervisor sends it), and two sends of one vector
-//! to a CPU whose interrupts are off are one entry. `clock` is CPU `c`'s
+//! to a CPU whose interrupts are off are one entry. `vm_exits` counts the
+//! exits CPU `c` took under `virt` (CR3 writes and `invlpg` under shadow
+//! paging, `hlt`, its IPI sends, and the kicks of IPIs that reached it
+//! running); each is inside its `cycles`. `clock` is CPU `c`'s
 //! modelled time: its `cycles` plus the time it waited for other CPUs
 //! (halted until an IPI, or behind a write it saw); on one CPU it equals
 //! `cycles`. The guest counts its own snapshots and

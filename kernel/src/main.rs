@@ -43,7 +43,7 @@ impl PhysMem<'static> for Identity {
 }
 
 /// Every cargo feature of the kernel, and whether this build has it.
-const ALL_FEATURES: [(&str, bool); 4] = [
+const ALL_FEATURES: [(&str, bool); 5] = [
     (
         "exercise-sysexit-always",
         cfg!(feature = "exercise-sysexit-always"),
@@ -57,6 +57,7 @@ const ALL_FEATURES: [(&str, bool); 4] = [
         cfg!(feature = "exercise-sysenter-no-flags-reset"),
     ),
     ("test-late-ap", cfg!(feature = "test-late-ap")),
+    ("test-gdt-order", cfg!(feature = "test-gdt-order")),
 ];
 
 /// The enabled features, comma-separated ("none" without any), built at
@@ -304,7 +305,7 @@ extern "C" fn ap_main(cpu: u32) -> ! {
         arch::apic::start_timer(arch::pit::TICK_HZ as u32, arch::pit::tsc_hz());
     }
     // This context becomes the CPU's idle thread.
-    let idle_ok = task::sched::become_idle(cpu).is_ok();
+    let idle_ok = task::sched::idle::become_idle(cpu).is_ok();
     let me = arch::smp::this_cpu();
     if cfg!(feature = "test-late-ap") && cpu == 1 {
         // 200 ms late, past the 100 ms after which the BSP once gave the
@@ -327,7 +328,7 @@ extern "C" fn ap_main(cpu: u32) -> ! {
             // Only when a thread was made ready here: an idle CPU that the
             // pacer wakes each turn leaves the scheduler lock alone.
             if idle_ok && arch::smp::take_work() {
-                task::sched::idle_once();
+                task::sched::idle::idle_once();
             }
             if me.command.load(Ordering::Acquire) == 0
                 && arch::smp::idle_state(cpu).wake.load(Ordering::Acquire) == 0
@@ -557,6 +558,7 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
         .map(|l| (l.file(), l.line()))
         .unwrap_or(("?", 0));
     console::take_over();
+    console::take_over_devices();
     kprintln!("kernel panic at {file}:{line}: {}", info.message());
     record!(kind::EXCEPTION, "vector" => 255u32, "name" => "panic", "mode" => "kernel",
         "file" => file, "line" => line);

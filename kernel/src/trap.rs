@@ -256,7 +256,7 @@ extern "C" fn trap_debug_kill() -> ! {
 extern "fastcall" fn trap_timer(cs: u32) {
     // Acknowledged at the master PIC before anything can switch.
     pit::ack();
-    sched::tick(cs & 3 == 3);
+    sched::tick::tick(cs & 3 == 3);
     if cs & 3 == 3 {
         signal::at_interrupt_return(&USER_MEM);
     }
@@ -268,7 +268,7 @@ extern "fastcall" fn trap_timer(cs: u32) {
 #[unsafe(no_mangle)]
 extern "fastcall" fn trap_reschedule(cs: u32) {
     apic::eoi();
-    sched::interrupt(cs & 3 == 3, false);
+    sched::tick::interrupt(cs & 3 == 3, false);
     if cs & 3 == 3 {
         signal::at_interrupt_return(&USER_MEM);
     }
@@ -285,7 +285,7 @@ extern "fastcall" fn trap_apic_timer(cs: u32) {
 /// local timer (`arch::pacer`, which has sent the end of interrupt).
 #[unsafe(no_mangle)]
 extern "fastcall" fn trap_pacer_tick(cs: u32) {
-    sched::interrupt(cs & 3 == 3, true);
+    sched::tick::interrupt(cs & 3 == 3, true);
     if cs & 3 == 3 {
         signal::at_interrupt_return(&USER_MEM);
     }

@@ -157,6 +157,19 @@ impl Virt {
     pub fn on(self) -> bool {
         self != Virt::Off
     }
+
+    /// Whether an instruction of `class` exits to the hypervisor: CR3
+    /// writes and invlpg under shadow paging (the hypervisor keeps the
+    /// shadow tables; EPT leaves both to the guest), and HLT under either
+    /// (KVM sets HLT exiting: the host blocks the vCPU until an interrupt
+    /// comes). The one rule both the cost and the count of exits follow.
+    pub fn exits_on(self, class: Class) -> bool {
+        match class {
+            Class::MovCr3 | Class::Invlpg => self == Virt::Shadow,
+            Class::Hlt => self.on(),
+            _ => false,
+        }
+    }
 }
 
 /// Size in bytes of the pair the adjacent-line prefetch completes.
@@ -266,13 +279,7 @@ impl Profile {
         if class == Class::Marker {
             return 0;
         }
-        let exit = match class {
-            Class::MovCr3 | Class::Invlpg if virt == Virt::Shadow => self.vmexit,
-            // HLT exits under a hypervisor (KVM sets HLT exiting): the
-            // host blocks the vCPU until an interrupt comes.
-            Class::Hlt if virt.on() => self.vmexit,
-            _ => 0,
-        };
+        let exit = if virt.exits_on(class) { self.vmexit } else { 0 };
         self.base + self.extra(class) + exit
     }
 
@@ -449,7 +456,10 @@ mod tests {
     fn embedded_profiles_parse_and_check() {
         let all = builtin();
         let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["p3", "p4", "core2", "penryn", "nehalem", "modern"]);
+        assert_eq!(
+            names,
+            ["p3", "p4", "core2", "penryn", "nehalem", "k10", "modern"]
+        );
         let p4 = find("p4").unwrap();
         assert_eq!((p4.line, p4.pair_prefetch), (64, 1));
         assert_eq!(find("p3").unwrap().line, 32);
@@ -462,6 +472,18 @@ mod tests {
         );
         let nehalem = find("nehalem").unwrap();
         assert_eq!((nehalem.l3_size, nehalem.stlb_entries), (8 << 20, 512));
+        // The row the mail asked others for: a Phenom X4 9550 (family 10h),
+        // QEMU's phenom model. Fully associative L1 TLBs are one set; the
+        // L2 is per core, the L3 shared; SYSCALL runs in 32-bit mode.
+        let k10 = find("k10").unwrap();
+        assert_eq!(
+            (k10.l1d_size, k10.l1d_ways, k10.l2_size, k10.l2_shared),
+            (64 << 10, 2, 512 << 10, 0)
+        );
+        assert_eq!((k10.l3_size, k10.l3_ways), (2 << 20, 32));
+        assert_eq!(k10.dtlb().entries, k10.dtlb().ways);
+        assert_eq!(k10.itlb().entries, k10.itlb().ways);
+        assert!(k10.syscall > 0 && k10.sysret > 0);
     }
 
     #[test]
@@ -507,12 +529,56 @@ mod tests {
         assert!(sources(PROFILES_TOML, "p5").is_empty());
     }
 
+    /// The tags of the header's list of sources: `#  TAG   text`.
+    fn source_tags() -> Vec<&'static str> {
+        PROFILES_TOML
+            .lines()
+            .filter_map(|l| l.strip_prefix("#  "))
+            .filter_map(|l| l.split_once("  ").map(|(tag, _)| tag))
+            .filter(|tag| {
+                tag.starts_with(|c: char| c.is_ascii_uppercase())
+                    && tag.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_nonzero_number_is_sourced_estimated_or_a_rule() {
+        let tags = source_tags();
+        for t in ["SDM-2A", "AGNER-T", "SOG-10h", "SOG-K8", "AT09", "APM-2"] {
+            assert!(tags.contains(&t), "{t} not in the header: {tags:?}");
+        }
+        for (n, line) in PROFILES_TOML.lines().enumerate() {
+            let Some((kv, comment)) = line.split_once('#') else {
+                continue;
+            };
+            let Some((_, value)) = kv.split_once('=') else {
+                continue;
+            };
+            if kv.trim_start().starts_with("description") || value.trim() == "0" {
+                // A zero says what the part lacks (no L3, no SYSCALL).
+                continue;
+            }
+            let c = comment.trim();
+            // "(no L3)": the placeholder of a level the part lacks.
+            let ok = ["estimate:", "rule", "as ", "(no "]
+                .iter()
+                .any(|p| c.starts_with(p))
+                || tags.iter().any(|t| c.contains(t));
+            assert!(
+                ok,
+                "profiles.toml line {}: neither a source from the header, an estimate nor a rule: {line}",
+                n + 1
+            );
+        }
+    }
+
     #[test]
     fn unknown_profile_names_the_known_ones() {
         let e = find("p5").unwrap_err();
         assert!(
             e.contains("unknown profile \"p5\"")
-                && e.contains("p3, p4, core2, penryn, nehalem, modern"),
+                && e.contains("p3, p4, core2, penryn, nehalem, k10, modern"),
             "{e}"
         );
     }

@@ -23,7 +23,7 @@ pub struct SnapLine {
 
 /// The numbers of a `snap` line, in the file's order: the counters, then
 /// the clock ([`SnapLine::values`]).
-pub const FIELDS: [&str; 13] = [
+pub const FIELDS: [&str; 14] = [
     "insns",
     "cycles",
     "l1_misses",
@@ -36,6 +36,7 @@ pub const FIELDS: [&str; 13] = [
     "invalidations_received",
     "upgrades",
     "ipis",
+    "vm_exits",
     "clock",
 ];
 
@@ -56,6 +57,7 @@ impl SnapLine {
             c.invalidations_received,
             c.upgrades,
             c.ipis,
+            c.vm_exits,
             self.clock,
         ]
     }
@@ -229,6 +231,7 @@ pub fn parse(text: &str) -> Result<SnapshotFile, String> {
                     invalidations_received: num(&f, "invalidations_received", n)?,
                     upgrades: num(&f, "upgrades", n)?,
                     ipis: num(&f, "ipis", n)?,
+                    vm_exits: num(&f, "vm_exits", n)?,
                 };
                 let snap = SnapLine {
                     cpu: num(&f, "cpu", n)?,
@@ -379,7 +382,7 @@ mod tests {
             .unwrap_err()
             .contains("not a model1"));
         assert!(parse(&text.replace("end", "snap cpu=x\nend")).is_err());
-        let snap = "snap cpu=0 stream=1 seq=0 insns=1 cycles=1 l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 clock=1\n";
+        let snap = "snap cpu=0 stream=1 seq=0 insns=1 cycles=1 l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 vm_exits=0 clock=1\n";
         let twice = text.replace("end", &format!("{snap}{snap}end"));
         assert!(parse(&twice).unwrap_err().contains("appears twice"));
         // A snapshot without its IPIs (an older plugin's) is refused, not
@@ -403,7 +406,7 @@ mod tests {
     fn two_snaps(insns: u64, cycles: u64) -> String {
         let m = Machine::new(find("p3").unwrap(), Options::default(), 1).unwrap();
         let snap = |seq: u32, insns: u64, cycles: u64| {
-            format!("snap cpu=0 stream=1 seq={seq} insns={insns} cycles={cycles} l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 clock={cycles}\n")
+            format!("snap cpu=0 stream=1 seq={seq} insns={insns} cycles={cycles} l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 vm_exits=0 clock={cycles}\n")
         };
         // The later snapshot first in the file: the order that counts is
         // the sequence's.
@@ -494,7 +497,7 @@ mod tests {
     #[test]
     fn cpus_beyond_the_file_s_count_are_refused() {
         let snap = |cpu: usize| {
-            format!("snap cpu={cpu} stream=1 seq=0 insns=1 cycles=1 l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 clock=1\n")
+            format!("snap cpu={cpu} stream=1 seq=0 insns=1 cycles=1 l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 vm_exits=0 clock=1\n")
         };
         let file = |ncpus: &str, body: &str| {
             format!("model1 profile=p4 virt=0 ncpus={ncpus}\n{body}end\n")

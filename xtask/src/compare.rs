@@ -478,37 +478,24 @@ pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Res
     Ok(compare_metric(call, &sets, Reading::of(r.clock(), r.tcg()), &info, &opts).text)
 }
 
-/// The rows of a plain-text table as lines: each column as wide as its
-/// widest cell, two spaces apart, the first `left` columns aligned left and
-/// the rest right (numbers); no trailing blanks.
+/// The rows of a plain-text table as lines, laid out by `comfy-table`:
+/// each column as wide as its widest cell, two spaces apart, the first
+/// `left` columns aligned left and the rest right (numbers); no borders,
+/// no trailing blanks.
 pub fn aligned(rows: &[Vec<String>], left: usize) -> Vec<String> {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|i| {
-            rows.iter()
-                .filter_map(|r| r.get(i))
-                .map(String::len)
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    rows.iter()
-        .map(|row| {
-            let cells: Vec<String> = row
-                .iter()
-                .zip(&widths)
-                .enumerate()
-                .map(|(i, (c, &w))| {
-                    if i < left {
-                        format!("{c:<w$}")
-                    } else {
-                        format!("{c:>w$}")
-                    }
-                })
-                .collect();
-            cells.join("  ").trim_end().to_string()
-        })
-        .collect()
+    use comfy_table::{presets::NOTHING, CellAlignment, Table};
+    let mut t = Table::new();
+    t.load_style(NOTHING).add_rows(rows.iter().cloned());
+    let columns = t.column_count();
+    for (i, c) in t.column_iter_mut().enumerate() {
+        c.set_padding((u16::from(i > 0), u16::from(i + 1 < columns)));
+        c.set_cell_alignment(if i < left {
+            CellAlignment::Left
+        } else {
+            CellAlignment::Right
+        });
+    }
+    t.lines().map(|l| l.trim_end().to_string()).collect()
 }
 
 #[cfg(test)]

@@ -39,9 +39,10 @@ pub const DEFAULT_PROFILE: &str = "modern";
 /// The profile that models QEMU's CPU model `cpu`, where one does: the
 /// Pentium III (and II: the same P6 core) is p3, the Pentium 4 p4, the
 /// 65 nm Core 2 models (core2duo, Conroe) core2, Penryn penryn, Nehalem
-/// and Westmere nehalem, and the Intel cores from Sandy Bridge on
-/// `modern`; QEMU's generic models (qemu32, qemu64, kvm32,
-/// kvm64) are `modern` too. Others (486, pentium, AMD's, host): `None`.
+/// and Westmere nehalem, the Phenom (phenom: a Phenom X4 9550, family 10h)
+/// k10, and the Intel cores from Sandy Bridge on `modern`; QEMU's generic
+/// models (qemu32, qemu64, kvm32, kvm64) are `modern` too. Others (486,
+/// pentium, AMD's other models, host): `None`.
 pub fn profile_for_cpu(cpu: &str) -> Option<&'static str> {
     let base = cpu.split(['-', ',']).next().unwrap_or(cpu);
     Some(match base {
@@ -50,6 +51,7 @@ pub fn profile_for_cpu(cpu: &str) -> Option<&'static str> {
         "core2duo" | "Conroe" | "core2" => "core2",
         "Penryn" | "penryn" => "penryn",
         "Nehalem" | "Westmere" | "nehalem" => "nehalem",
+        "phenom" | "k10" => "k10",
         "qemu32" | "qemu64" | "kvm32" | "kvm64" | "max" | "modern" | "SandyBridge"
         | "IvyBridge" | "Haswell" | "Broadwell" | "Skylake" | "Cascadelake" | "Cooperlake"
         | "Icelake" | "SapphireRapids" => "modern",
@@ -306,6 +308,12 @@ pub struct ModelFigures {
     /// wake-up across CPUs and the shootdowns.
     #[serde(default)]
     pub ipis: f64,
+    /// VM exits per call the benchmark's CPU took under `--virt` (CR3
+    /// writes and invlpg under shadow paging, `hlt`, its IPI sends, the
+    /// kicks of IPIs that reached it running), each inside `cycles`; 0 on
+    /// a bare machine.
+    #[serde(default)]
+    pub vm_exits: f64,
     /// Instructions the model counted per call (a cross-check of icount).
     pub insns: f64,
     /// Per batch, per figure (keyed by the figure names above).
@@ -507,6 +515,7 @@ pub fn figures(file: &SnapshotFile, span: &Span, label: &str) -> Result<ModelFig
         invalidations_received: per_call("invalidations_received"),
         upgrades: per_call("upgrades"),
         ipis: per_call("ipis"),
+        vm_exits: per_call("vm_exits"),
         samples,
         clamped,
     })
@@ -627,6 +636,11 @@ pub fn table(r: &Results) -> String {
         "{:<width$} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}",
         "benchmark", "insns", "cycles", "L1 miss", "L2 miss", "TLB miss", "flushes"
     );
+    // Under a hypervisor: the exits the benchmark's CPU took.
+    let virt = r.virt().on();
+    if virt {
+        s += &format!(" {:>9}", "VM exits");
+    }
     if smp {
         s += &format!(
             " {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
@@ -639,6 +653,9 @@ pub fn table(r: &Results) -> String {
             "{:<width$} {:>10.2} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
             name, m.insns, m.cycles, m.l1_misses, m.l2_misses, m.tlb_misses, m.tlb_flushes
         );
+        if virt {
+            s += &format!(" {:>9.2}", m.vm_exits);
+        }
         if smp {
             s += &format!(
                 " {:>10.1} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7.3}",
@@ -730,11 +747,14 @@ mod tests {
     #[test]
     fn profiles_come_from_the_model() {
         let known = known_profiles();
-        assert_eq!(known, ["p3", "p4", "core2", "penryn", "nehalem", "modern"]);
+        assert_eq!(
+            known,
+            ["p3", "p4", "core2", "penryn", "nehalem", "k10", "modern"]
+        );
         assert!(check_profile("p4", &known).is_ok());
         let e = check_profile("k7", &known).unwrap_err().to_string();
         assert!(
-            e.contains("\"k7\": no such model profile; known profiles: p3, p4, core2, penryn, nehalem, modern"),
+            e.contains("\"k7\": no such model profile; known profiles: p3, p4, core2, penryn, nehalem, k10, modern"),
             "{e}"
         );
     }
@@ -751,13 +771,16 @@ mod tests {
             ("Nehalem-IBRS", Some("nehalem")),
             ("Skylake-Client", Some("modern")),
             ("Haswell-noTSX", Some("modern")),
-            ("phenom", None),
+            ("phenom", Some("k10")),
+            ("phenom-v1", Some("k10")),
+            ("athlon", None),
+            ("Opteron_G3", None),
             ("pentium", None),
             ("486", None),
         ] {
             assert_eq!(profile_for_cpu(cpu), p, "{cpu}");
         }
-        let o = ModelOpts::for_cpu("phenom", Virt::Shadow);
+        let o = ModelOpts::for_cpu("athlon", Virt::Shadow);
         assert_eq!(
             (o.profile.as_str(), o.virt, o.from_cpu),
             ("modern", Virt::Shadow, true)
@@ -812,7 +835,7 @@ mod tests {
 
     fn snap(seq: u32, cycles: u64, l1: u64) -> String {
         format!(
-            "snap cpu=0 stream=1 seq={seq} insns={} cycles={cycles} l1_misses={l1} l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis={} clock={cycles}\n",
+            "snap cpu=0 stream=1 seq={seq} insns={} cycles={cycles} l1_misses={l1} l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis={} vm_exits=0 clock={cycles}\n",
             cycles / 2,
             2 * l1
         )

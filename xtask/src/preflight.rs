@@ -107,6 +107,20 @@ fn missing_for(need: Need) -> Vec<&'static str> {
         .collect()
 }
 
+/// Runs an install line (`sh -c`, apt-get non-interactive) with everything
+/// it prints on stderr, both halves of `apt-get update && apt-get install`:
+/// stdout stays the command's own (`run --json`'s JSON starts at its first
+/// byte even on the run that installs). Whether it succeeded.
+fn run_install(line: &str) -> Result<bool> {
+    Ok(Command::new("sh")
+        .args(["-c", line])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(std::io::stderr())
+        .status()
+        .context("cannot run apt-get")?
+        .success())
+}
+
 /// What Bochs needs that is missing: its binary, and the files of its packages.
 fn missing_bochs() -> Vec<&'static str> {
     let mut m: Vec<&str> = Vec::new();
@@ -146,12 +160,7 @@ fn ensure_bochs() -> Result<()> {
         missing.join(", "),
         bochs::PACKAGES.join(" ")
     );
-    let ok = Command::new("sh")
-        .args(["-c", &format!("{} >/dev/null", bochs_install_command())])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .context("cannot run apt-get")?
-        .success();
+    let ok = run_install(&bochs_install_command())?;
     let still = missing_bochs();
     if !ok || !still.is_empty() {
         bail!(
@@ -211,12 +220,7 @@ pub fn ensure(need: Need) -> Result<()> {
         missing.join(", "),
         APT_PACKAGES.join(" ")
     );
-    let ok = Command::new("sh")
-        .args(["-c", &format!("{} >/dev/null", install_command())])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .context("cannot run apt-get")?
-        .success();
+    let ok = run_install(&install_command())?;
     let still = missing_for(need);
     if !ok || !still.is_empty() {
         bail!(
@@ -267,12 +271,7 @@ pub fn ensure_lava() -> Result<()> {
     eprintln!(
         "xtask: lava-run is missing; installing {LAVA_PACKAGE} with apt-get (about a minute)"
     );
-    let ok = Command::new("sh")
-        .args(["-c", &format!("{} >/dev/null", lava_install_command())])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .context("cannot run apt-get")?
-        .success();
+    let ok = run_install(&lava_install_command())?;
     if !ok || !on_path("lava-run") {
         bail!(
             "apt-get could not install {LAVA_PACKAGE}.\nTry by hand:\n  {}",
@@ -292,12 +291,9 @@ pub fn ensure_gdb() -> Result<()> {
         bail!("gdb is missing. Install it with:\n  sudo apt-get install -y gdb");
     }
     eprintln!("xtask: gdb is missing; installing it with apt-get");
-    let ok = Command::new("sh")
-        .args(["-c", "apt-get install -y --no-install-recommends gdb >/dev/null || (apt-get update >/dev/null && apt-get install -y --no-install-recommends gdb >/dev/null)"])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .context("cannot run apt-get")?
-        .success();
+    let ok = run_install(
+        "apt-get install -y --no-install-recommends gdb || (apt-get update && apt-get install -y --no-install-recommends gdb)",
+    )?;
     if !ok || !on_path("gdb") {
         bail!("apt-get could not install gdb; try: apt-get install -y gdb");
     }
@@ -322,6 +318,7 @@ pub fn ensure_rust_src(root: &Path) -> Result<()> {
     let ok = Command::new("rustup")
         .args(["component", "add", "rust-src"])
         .current_dir(root)
+        .stdout(std::io::stderr())
         .status()
         .context(
             "cannot run rustup (install rust-src for the nightly named in rust-toolchain.toml)",

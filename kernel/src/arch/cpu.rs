@@ -5,7 +5,7 @@ use core::arch::asm;
 
 use raw_cpuid::{CpuId, CpuIdResult};
 
-use crate::sync::cell::SetOnce;
+use spin::Once;
 
 /// The Pentium Pro reports SEP but has no working SYSENTER: it needs family 6,
 /// model 3, stepping 3 or later (SDM Vol. 2B, SYSENTER, "Operation" note).
@@ -65,7 +65,7 @@ pub struct Features {
 }
 
 /// The boot CPU's features, detected once.
-static FEATURES: SetOnce<Features> = SetOnce::new();
+static FEATURES: Once<Features> = Once::new();
 
 /// True when EFLAGS.ID can be toggled: the CPU has CPUID (not an early 486).
 fn cpuid_present() -> bool {
@@ -178,7 +178,8 @@ pub fn detect() -> Features {
             copy_into(&mut f.hypervisor_sig[8..12], &h.edx.to_le_bytes());
         }
     }
-    FEATURES.set(f);
+    assert!(!FEATURES.is_completed(), "cpu::detect ran twice");
+    FEATURES.call_once(|| f);
     f
 }
 

@@ -4,6 +4,12 @@
 //! frame is reachable through the kernel's identity map), stepping over the
 //! kernel image, the boot information and the modules; freed frames go on a
 //! free list threaded through the frames themselves.
+//!
+//! The allocator stays a `BootCell` (each use says why it is alone), not
+//! a `spin::Mutex`: fork and exit allocate and free a page directory here,
+//! inside forktest's and lmbench's timed rounds, and the mutex's take and
+//! release added 34 instructions to every `forktest.fork_exit` round under
+//! icount (118281.375 to 118315.375 per fork on one CPU).
 
 use abi::layout::{KERNEL_MAP_END, PAGE_SIZE};
 

@@ -370,16 +370,29 @@ pub fn init(
         selector::KERNEL_DATA,
         "kernel data",
     );
-    expect(
-        gdt.add(Descriptor::code(3), 3),
-        selector::USER_CODE,
-        "user code",
-    );
-    expect(
-        gdt.add(Descriptor::data(3), 3),
-        selector::USER_DATA,
-        "user data",
-    );
+    let user_code = |gdt: &mut Gdt| {
+        expect(
+            gdt.add(Descriptor::code(3), 3),
+            selector::USER_CODE,
+            "user code",
+        )
+    };
+    let user_data = |gdt: &mut Gdt| {
+        expect(
+            gdt.add(Descriptor::data(3), 3),
+            selector::USER_DATA,
+            "user data",
+        )
+    };
+    if cfg!(feature = "test-gdt-order") {
+        // The two lines swapped, as a slip would: the check above must stop
+        // the boot here (docs/booting.md; `cargo xtask test` boots it).
+        user_data(gdt);
+        user_code(gdt);
+    } else {
+        user_code(gdt);
+        user_data(gdt);
+    }
     expect(gdt.add(Descriptor::tss(tss_ref), 0), selector::TSS, "TSS");
     expect(
         gdt.add(Descriptor::tss(df_ref), 0),

@@ -6,10 +6,8 @@
 use core::arch::asm;
 
 use super::port::{inb, outb};
-use abi::layout::selector;
 
-use crate::sync::cell::SetOnce;
-use core::arch::global_asm;
+use spin::Once;
 
 /// The PIT's input clock (Hz).
 const PIT_HZ: u64 = 1_193_182;
@@ -31,7 +29,7 @@ fn rdtsc() -> u64 {
 }
 
 /// TSC ticks per second as measured at boot (0: no TSC, or no PIT).
-static TSC_HZ: SetOnce<u64> = SetOnce::new();
+static TSC_HZ: Once<u64> = Once::new();
 
 /// The boot's TSC frequency (0 before `measure_tsc_hz`, or without a TSC).
 pub fn tsc_hz() -> u64 {
@@ -41,7 +39,8 @@ pub fn tsc_hz() -> u64 {
 /// Measures TSC ticks per second once, at boot, and keeps the answer.
 pub fn measure_tsc_hz(has_tsc: bool) -> u64 {
     let hz = if has_tsc { measure() } else { 0 };
-    TSC_HZ.set(hz);
+    assert!(!TSC_HZ.is_completed(), "the TSC was measured twice");
+    TSC_HZ.call_once(|| hz);
     hz
 }
 
@@ -112,7 +111,7 @@ pub fn stop_ticks() {
     }
 }
 
-global_asm!(
+super::regs::frame_asm!(
     r#"
     .pushsection .text.irq, "ax"
     .global irq0_entry
@@ -121,24 +120,18 @@ global_asm!(
 irq0_entry:
     /* The model's marker: a device interrupt's delivery. */
     nopl {marker}(%eax)
-    pushl %ds
-    pushl %es
-    pushal
-    movl ${kdata}, %ecx
-    movl %ecx, %ds
-    movl %ecx, %es
+    /* The interrupted DS, ES and general registers, then the kernel's
+       data segments; DF clear for Rust. */
+    frame_save
     cld
     /* The interrupted CS: the same frame as a system-call entry. Up to
        the trap module's timer (arch/mod.rs lists the upcalls). */
     movl {cs}(%esp), %ecx
     call trap_timer
-    popal
-    popl %es
-    popl %ds
+    frame_restore
     iret
     .popsection
     "#,
-    kdata = const selector::KERNEL_DATA,
     cs = const super::regs::frame::CS,
     marker = const abi::model::marker_disp(abi::model::device_interrupt_marker(VECTOR_TIMER)),
     options(att_syntax)

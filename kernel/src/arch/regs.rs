@@ -67,3 +67,66 @@ pub mod frame {
 
     const _: () = assert!(CS == 44 && EFLAGS == 48 && SS == 56 && USER_ESP_ABOVE_SEGMENTS == 20);
 }
+
+/// `global_asm!` for a stub that builds or unwinds an [`EntryFrame`]: the
+/// one text of its save and restore, as assembler macros the stub names.
+/// Every such stub (the int 0x80, call-gate, sysenter and syscall entries,
+/// the PIT's and the SMP interrupts, the TLB shootdown's, and the scheduler's
+/// first return of a forked child) pushes and pops the frame with the same
+/// instructions in the same order, so one copy of them serves all, and
+/// each stub's path is the instructions it named before, one for one.
+///
+/// - `frame_push_segments`: the interrupted DS and ES ([`EntryFrame`]'s
+///   `ds`, `es`), which the way out restores whatever they were.
+/// - `frame_push_regs`: PUSHAL, the [`Regs`] block (the dispatcher reads the
+///   number and arguments there and writes the result into its EAX); then
+///   the kernel's data segment in DS and ES before any access through them
+///   (ECX is free: PUSHAL saved it).
+/// - `frame_save`: the two in a row. The sysenter and syscall entries use
+///   the halves, since each fetches an argument from the user's stack
+///   between them.
+/// - `frame_restore`: the reverse (POPAL, ES, DS), leaving ESP at the IRET
+///   frame (or the call gate's), which the stub's own return instruction
+///   consumes.
+///
+/// The stub's text comes first, then its operands; `{frame_kdata}` is the
+/// macro's own. The definitions are dropped again at the end of the block
+/// (`.purgem`), as the blocks of one object file share the assembler's
+/// macro table.
+macro_rules! frame_asm {
+    ($text:literal, $($operands:tt)*) => {
+        core::arch::global_asm!(
+            r#"
+    .macro frame_push_segments
+    pushl %ds
+    pushl %es
+    .endm
+    .macro frame_push_regs
+    pushal
+    movl ${frame_kdata}, %ecx
+    movl %ecx, %ds
+    movl %ecx, %es
+    .endm
+    .macro frame_save
+    frame_push_segments
+    frame_push_regs
+    .endm
+    .macro frame_restore
+    popal
+    popl %es
+    popl %ds
+    .endm
+"#,
+            $text,
+            r#"
+    .purgem frame_save
+    .purgem frame_push_regs
+    .purgem frame_push_segments
+    .purgem frame_restore
+"#,
+            frame_kdata = const abi::layout::selector::KERNEL_DATA,
+            $($operands)*
+        );
+    };
+}
+pub(crate) use frame_asm;

@@ -556,7 +556,7 @@ pub fn init(tsc_hz: u64, has_apic: bool, ap_main: ApMain) -> usize {
     started
 }
 
-global_asm!(
+super::regs::frame_asm!(
     r#"
     .pushsection .text.ipi, "ax"
     .global ipi_reschedule_entry, apic_timer_entry, pacer_entry
@@ -567,12 +567,7 @@ global_asm!(
        model's marker of its delivery (an IPI's, a device's), and calls up
        to the trap module (arch/mod.rs lists the upcalls). */
     .macro smp_irq_save
-    pushl %ds
-    pushl %es
-    pushal
-    movl ${kdata}, %ecx
-    movl %ecx, %ds
-    movl %ecx, %es
+    frame_save
     cld
     .endm
     .macro smp_irq_enter marker, handler
@@ -598,13 +593,10 @@ pacer_entry:
     jz 1f
     movl {cs}(%esp), %ecx
     call trap_pacer_tick
-1:  popal
-    popl %es
-    popl %ds
+1:  frame_restore
     iret
     .popsection
     "#,
-    kdata = const abi::layout::selector::KERNEL_DATA,
     cs = const super::regs::frame::CS,
     resched_marker = const abi::model::marker_disp(abi::model::interrupt_marker(VECTOR_RESCHEDULE)),
     timer_marker = const abi::model::marker_disp(abi::model::device_interrupt_marker(apic::VECTOR_TIMER)),

@@ -28,6 +28,12 @@ pub fn init() {
 /// from different CPUs do not mix. A CPU that holds it already (a panic
 /// while printing) prints on without waiting for itself. The kernel prints
 /// with interrupts off, so no interrupt on this CPU meets it held.
+///
+/// Hand-written, not a `spin::Mutex`: a record holds it across its several
+/// writes, each of which takes it again on the same CPU, and a panic takes
+/// it from whoever holds it; `spin`'s mutex does neither. Behind it the
+/// serial port sits behind a `spin::Mutex`; the VGA cursor stays a
+/// `BootCell` (`vga` says why).
 static LOCK: AtomicU32 = AtomicU32::new(0);
 
 /// The console lock, held while it lives.
@@ -60,6 +66,13 @@ pub fn lock() -> Held {
 /// even when the holder is another CPU stuck for good (the boot ends next).
 pub fn take_over() {
     LOCK.store(crate::arch::gdt::cpu() as u32 + 1, Ordering::Release);
+}
+
+/// For the panic handler, after [`take_over`]: frees the serial port's
+/// lock too, so that a panic inside a write (on this CPU, or on one that
+/// will never finish it) still prints.
+pub fn take_over_devices() {
+    serial::take_over();
 }
 
 #[doc(hidden)]

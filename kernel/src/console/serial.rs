@@ -1,15 +1,20 @@
 //! COM1 through the `uart_16550` crate: 115200 8N1, the speed a serial cable
 //! to real hardware is set to (README: "Booting real hardware").
+//!
+//! The port sits behind a `spin::Mutex`, as `uart_16550`'s users keep it:
+//! the console's own lock (`console::lock`) already orders the CPUs' lines,
+//! so this one is never found held, but it makes the port's exclusive use a
+//! type's guarantee rather than a promise in a `SAFETY` line.
 
 use uart_16550::backend::PioBackend;
 use uart_16550::{Config, Uart16550};
 
-use crate::sync::cell::BootCell;
+use spin::Mutex;
 
 /// The first serial port's I/O base (the PC's COM1).
 const COM1: u16 = 0x3f8;
 
-static PORT: BootCell<Option<Uart16550<PioBackend>>> = BootCell::new(None);
+static PORT: Mutex<Option<Uart16550<PioBackend>>> = Mutex::new(None);
 
 pub fn init() {
     // SAFETY: COM1's eight registers at 0x3f8 belong to this driver alone.
@@ -22,14 +27,13 @@ pub fn init() {
     };
     // A machine without COM1 keeps only the VGA console.
     if uart.init(config).is_ok() {
-        // SAFETY: single CPU, boot time: nothing else holds the cell.
-        unsafe { *PORT.get_mut() = Some(uart) };
+        *PORT.lock() = Some(uart);
     }
 }
 
 pub fn write_str(s: &str) {
-    // SAFETY: the console is used by one context at a time (see console::_print).
-    let Some(uart) = (unsafe { PORT.get_mut() }) else {
+    let mut port = PORT.lock();
+    let Some(uart) = port.as_mut() else {
         return;
     };
     for line in s.split_inclusive('\n') {
@@ -41,5 +45,17 @@ pub fn write_str(s: &str) {
             }
             None => uart.send_bytes_exact(line.as_bytes()),
         }
+    }
+}
+
+/// Frees the port whoever holds it, for a panic (`console::take_over_devices`):
+/// the holder is this CPU, stopped inside a write, or another CPU that
+/// will never finish its write.
+pub fn take_over() {
+    if PORT.is_locked() {
+        // SAFETY: the panicking CPU is the port's only user from here on
+        // (the boot ends after its message); a write it interrupted on
+        // this CPU is never resumed.
+        unsafe { PORT.force_unlock() };
     }
 }

@@ -5,14 +5,12 @@
 //! EFLAGS: IF is still on, and TF, DF, AC, NT are the user's. The return is
 //! LRET, which pops EIP, CS, ESP, SS.
 
-use core::arch::global_asm;
-
 use abi::eflags;
-use abi::layout::selector;
 
 use super::addr;
+use crate::arch::regs::frame_asm;
 
-global_asm!(
+frame_asm!(
     r#"
     .pushsection .text.entry, "ax"
     .global callgate_floor, callgate_full, callgate_traced
@@ -27,17 +25,12 @@ callgate_common:
     /* Known EFLAGS: DF, AC, NT, TF clear, and IF off in the kernel. */
     pushl ${kernel_eflags}
     popfl
-    pushl %ds
-    pushl %es
-    pushal
-    movl ${kdata}, %ecx
-    movl %ecx, %ds
-    movl %ecx, %es
+    /* The user's DS and ES and general registers (the Regs block), then
+       the kernel's data segments. */
+    frame_save
     movl %esp, %ecx
     call syscall_dispatch
-    popal
-    popl %es
-    popl %ds
+    frame_restore
     /* The user's flags back (IF on again; a TF takes effect after LRET, in ring 3). */
     popfl
     lret
@@ -50,7 +43,6 @@ callgate_traced:
     jmp callgate_common
     .popsection
     "#,
-    kdata = const selector::KERNEL_DATA,
     kernel_eflags = const eflags::KERNEL_ENTRY,
     tf = const eflags::TF,
     options(att_syntax)

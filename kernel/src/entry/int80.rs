@@ -5,14 +5,13 @@
 //! pushed the user's SS, ESP, EFLAGS, CS, EIP, and cleared TF, NT, RF and
 //! (interrupt gate) IF. DF and AC are still the user's. DS and ES too.
 
-use core::arch::global_asm;
-
 use abi::eflags;
-use abi::layout::{selector, VECTOR_SYSCALL, VECTOR_SYSCALL_FLOOR};
+use abi::layout::{VECTOR_SYSCALL, VECTOR_SYSCALL_FLOOR};
 
 use crate::arch::idt::{self, Gate, GateKind};
+use crate::arch::regs::frame_asm;
 
-global_asm!(
+frame_asm!(
     r#"
     .pushsection .text.entry, "ax"
     .global int80_floor, int80_full
@@ -22,15 +21,10 @@ int80_floor:
     iret
 
 int80_full:
-    /* The user's data segments: restored on the way out, whatever they were. */
-    pushl %ds
-    pushl %es
-    /* The user's general registers: the Regs block the dispatcher reads. */
-    pushal
-    /* Kernel data segments before any memory access through DS or ES. */
-    movl ${kdata}, %ecx
-    movl %ecx, %ds
-    movl %ecx, %es
+    /* Above the CPU's IRET frame: the user's DS and ES, then its general
+       registers (the Regs block the dispatcher reads); then the kernel's
+       data segments, before any memory access through DS or ES. */
+    frame_save
     /* Known EFLAGS: DF, AC, NT, TF clear (IF is already clear). */
     pushl ${kernel_eflags}
     popfl
@@ -39,13 +33,10 @@ int80_full:
     call syscall_dispatch
     /* Back out: EAX now holds the result; IRET restores the user's EFLAGS
        (IF included) and SS:ESP, CS:EIP. */
-    popal
-    popl %es
-    popl %ds
+    frame_restore
     iret
     .popsection
     "#,
-    kdata = const selector::KERNEL_DATA,
     kernel_eflags = const eflags::KERNEL_ENTRY,
     options(att_syntax)
 );

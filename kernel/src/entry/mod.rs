@@ -11,7 +11,8 @@
 //! entry finds no user stack, `trap_sysenter_bad_stack` or
 //! `trap_syscall_bad_stack` (the task ends, in `trap`).
 //!
-//! Every full entry builds the same [`Regs`] block with PUSHAL, so the
+//! Every full entry builds the same [`Regs`] block with PUSHAL (the
+//! save and restore are written once, `arch::regs::frame_asm!`), so the
 //! dispatcher reads the number and arguments in one place whichever way the
 //! user came in, and writes the result into the saved EAX.
 //!

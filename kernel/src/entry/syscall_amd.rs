@@ -20,13 +20,12 @@
 //! the user pointed ESP. So #DB is delivered through a task gate
 //! (arch::exceptions), which switches stacks in hardware and pushes nothing.
 
-use core::arch::global_asm;
-
 use abi::eflags;
 use abi::layout::{selector, MAX_CPUS, USER_BASE, USER_TOP};
 
 use super::{addr, frame};
 use crate::arch::msr::{rdmsr, wrmsr, EFER, EFER_SCE, STAR};
+use crate::arch::regs::frame_asm;
 
 // Every CPU has its own copy of the full entry (and its traced variant),
 // each naming that CPU's two slots; each CPU's STAR points at its copy.
@@ -35,7 +34,7 @@ use crate::arch::msr::{rdmsr, wrmsr, EFER, EFER_SCE, STAR};
 // user's), and SS is flat (STAR fixes its descriptor).
 const _: () = assert!(MAX_CPUS == 8, "the .irp lists below name CPUs 0..8");
 
-global_asm!(
+frame_asm!(
     r#"
     .pushsection .data
     .align 4
@@ -81,8 +80,8 @@ syscall_common_\cpu:
     /* Re-arm the slot for the next entry (ECX is saved now). */
     movl %ss:syscall_slots + {slot_bytes} * \cpu + 4, %ecx
     movl %ecx, %ss:syscall_slots + {slot_bytes} * \cpu
-    pushl %ds
-    pushl %es
+    /* The user's DS and ES (the IRET frame is complete below them). */
+    frame_push_segments
     /* Argument 2 from the user's stack, which must lie in user space. */
     movl {user_esp}(%esp), %ecx
     cmpl ${user_base}, %ecx
@@ -91,17 +90,14 @@ syscall_common_\cpu:
     ja syscall_bad_stack
 syscall_arg2_\cpu:
     movl %ss:(%ecx), %ecx
-    pushal
-    movl ${kdata}, %ecx
-    movl %ecx, %ds
-    movl %ecx, %es
+    /* The user's general registers, ECX now argument 2 (the Regs block),
+       then the kernel's data segments. */
+    frame_push_regs
     movl %esp, %ecx
     call syscall_dispatch
     testl ${dirty}, {eflags}(%esp)
     jnz syscall_iret
-    popal
-    popl %es
-    popl %ds
+    frame_restore
     /* ECX = return EIP; ESP = the user's. IF=0 until SYSRET sets it. */
     movl {iret_eip}(%esp), %ecx
     movl {iret_esp}(%esp), %esp
@@ -126,9 +122,7 @@ syscall_traced_\cpu:
 
 syscall_iret:
     orl ${eflags_if}, {eflags}(%esp)
-    popal
-    popl %es
-    popl %ds
+    frame_restore
     iret
 
 syscall_bad_stack:

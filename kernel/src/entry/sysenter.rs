@@ -24,13 +24,12 @@
 //! that the first push lands on the EFLAGS slot of an IRET frame (EIP, CS,
 //! EFLAGS, ESP, SS): the slow return path is then a plain IRET.
 
-use core::arch::global_asm;
-
 use abi::eflags;
 use abi::layout::{selector, USER_BASE, USER_TOP};
 
 use super::{addr, frame};
 use crate::arch::msr::{rdmsr, wrmsr, IA32_SYSENTER_CS, IA32_SYSENTER_EIP, IA32_SYSENTER_ESP};
+use crate::arch::regs::frame_asm;
 
 // The exercises (docs/exercises.md) each remove one piece of hygiene; the
 // stub stays one string, and its `.if` blocks read these two (1: keep).
@@ -44,7 +43,7 @@ const LFENCE_AFTER_PUSHFL: u32 = cfg!(feature = "example-lfence-after-pushfl") a
 /// The check that sends a dirty frame back through IRET.
 const IRET_IF_DIRTY: u32 = !cfg!(feature = "exercise-sysexit-always") as u32;
 
-global_asm!(
+frame_asm!(
     r#"
     .pushsection .text.entry, "ax"
     .global sysenter_floor, sysenter_full, sysenter_traced
@@ -82,14 +81,13 @@ sysenter_common:
        addressing uses SS (the kernel's), never the user's DS. An unmapped
        page faults here and the exception table sends us to the bad-stack exit. */
 1:  pushl -4(%ebp)
-    pushl %ds
-    pushl %es
+    /* The user's DS and ES (the IRET frame is complete below them). */
+    frame_push_segments
     /* Argument 6. */
 2:  movl (%ebp), %ebp
-    pushal
-    movl ${kdata}, %ecx
-    movl %ecx, %ds
-    movl %ecx, %es
+    /* The user's general registers, EBP now argument 6 (the Regs block),
+       then the kernel's data segments. */
+    frame_push_regs
     movl %esp, %ecx
     call syscall_dispatch
     /* SYSEXIT keeps the kernel's EFLAGS: only a user whose flags need no
@@ -98,9 +96,7 @@ sysenter_common:
     testl ${dirty}, {eflags}(%esp)
     jnz sysenter_iret
     .endif
-    popal
-    popl %es
-    popl %ds
+    frame_restore
     /* EDX = return EIP, ECX = return ESP (the IRET frame's slots). */
     movl {iret_eip}(%esp), %edx
     movl {iret_esp}(%esp), %ecx
@@ -111,9 +107,7 @@ sysenter_iret:
     /* Complete the IRET frame: user SS, and IF on in the flags to restore. */
     movl ${udata}, {ss}(%esp)
     orl ${eflags_if}, {eflags}(%esp)
-    popal
-    popl %es
-    popl %ds
+    frame_restore
     iret
 
     /* Entered from the #DB handler when the user came in with TF set: the

@@ -5,9 +5,17 @@
 //! makes it exclusive: the lock that guards it (the scheduler lock for the
 //! thread table and the sync objects), or "boot, before any other CPU runs".
 //!
-//! [`SetOnce`]: a fact learnt once during boot (which entry mechanisms this
-//! CPU has, what `cpuinfo` reports, the TSC frequency) and read everywhere
-//! afterwards, from any CPU, without `unsafe`.
+//! [`SetOnce`]: a fact learnt once during boot and read afterwards, from any
+//! CPU, without `unsafe`, where a timed path reads it: the usable entry
+//! mechanisms (`entry`: every thread switch), the benchmarks' worker
+//! (`arch::smp`: the application processors' command loop), the pmap
+//! strategy and its window (`vm::pmap`: every fork and exec), the process
+//! hooks (`proc`: fork and exit), the counters' status (`arch::pmu`: a
+//! ring-3 #GP or #UD). `spin::Once` does the same job for the facts no
+//! timed path reads (the CPU's features, the TSC frequency, the `cpuinfo`
+//! record, the pools' boot layout, the task's reset hook); on the worker
+//! it changed the `mode=smp` TLB-shootdown samples under icount, so the
+//! cells above keep this one.
 
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;

@@ -11,18 +11,22 @@ use core::mem::{align_of, size_of};
 
 use abi::syscall::MAX_THREADS;
 
-use crate::sync::cell::SetOnce;
+use spin::Once;
 
 // A CPU's block (`arch::smp::PerCpu`) fills one slot, as a pool object does.
 const _: () = assert!(core::mem::size_of::<crate::arch::smp::PerCpu>() == SLOT);
 
 /// The layout `pool_align=` chose at boot: what every task's end restores
 /// (a task may change it with the `pool_align` system call).
-static BOOT_ALIGN: SetOnce<Align> = SetOnce::new();
+static BOOT_ALIGN: Once<Align> = Once::new();
 
 /// Records the boot's layout (once, in `kmain`).
 pub fn set_boot_align(a: Align) {
-    BOOT_ALIGN.set(a);
+    assert!(
+        !BOOT_ALIGN.is_completed(),
+        "the boot's pool layout set twice"
+    );
+    BOOT_ALIGN.call_once(|| a);
 }
 
 /// The boot's layout (128 before `kmain` has chosen).

@@ -8,10 +8,15 @@
 //! field of every turnstile and sleepqueue, whose size and layout the
 //! pool-alignment and false-sharing benchmarks measure, and `spin`'s
 //! `SpinMutex<()>` is a one-byte flag with its own instruction sequence;
-//! the `xchg` loop on a 32-bit word is the subject here. (`sync::cell`'s
-//! `SetOnce` stays too: put on `spin::Once`, the application processors'
-//! command loop, which reads the benchmarks' worker through it, changed the
-//! `mode=smp` TLB-shootdown samples under icount.)
+//! the `xchg` loop on a 32-bit word is the subject here. The scheduler lock
+//! (`task::sched::lock`) is hand-written too, and says why.
+//!
+//! Where a lock is not what a benchmark measures, the kernel takes the
+//! `spin` crate's: the serial port (`console::serial`). And where one would
+//! be but still changed a timed figure, the module says so and keeps its
+//! own: the frame allocator (`arch::frames`), the VGA cursor
+//! (`console::vga`), the console's line lock (`console`). The once-cells
+//! are sorted the same way (`sync::cell`).
 
 use core::sync::atomic::{AtomicU32, Ordering};
 

@@ -14,14 +14,15 @@ use abi::Mechanism;
 
 use crate::arch::regs::Regs;
 use crate::entry;
-use crate::sync::cell::SetOnce;
 use crate::task;
+use spin::Once;
 
 /// What the `cpuinfo` system call reports: learnt once at boot (`kmain`).
-static SYSINFO: SetOnce<CpuInfo> = SetOnce::new();
+static SYSINFO: Once<CpuInfo> = Once::new();
 
 pub fn set_sysinfo(info: CpuInfo) {
-    SYSINFO.set(info);
+    assert!(!SYSINFO.is_completed(), "cpuinfo set twice");
+    SYSINFO.call_once(|| info);
 }
 
 /// The boot's `cpuinfo` record (set before any user program runs).

@@ -26,8 +26,9 @@ use abi::report::kind;
 use abi::syscall::{wait, DEFAULT_EUID};
 
 use crate::boot::info::Module;
-use crate::sync::cell::{BootCell, SetOnce};
+use crate::sync::cell::BootCell;
 use crate::{kprintln, record};
+use spin::Once;
 
 /// The running task's identity.
 #[derive(Clone, Copy, Debug)]
@@ -61,11 +62,12 @@ static ENDED: BootCell<Option<End>> = BootCell::new(None);
 /// What the layers above keep for a task and empty between tasks (the
 /// syscall layer's ring behind `fd::RING`): set once at boot, so that
 /// `task` need not import them.
-static RESET_ABOVE: SetOnce<fn()> = SetOnce::new();
+static RESET_ABOVE: Once<fn()> = Once::new();
 
 /// Names what [`run`] empties before each task and after it (once, in `kmain`).
 pub fn set_reset_above(reset: fn()) {
-    RESET_ABOVE.set(reset);
+    assert!(!RESET_ABOVE.is_completed(), "the reset above set twice");
+    RESET_ABOVE.call_once(|| reset);
 }
 
 fn reset_above() {

@@ -188,10 +188,15 @@ fn processes(bi: &BootInfo<'static>, wanted: &dyn Fn(&str) -> bool, named: bool,
         };
         let after = (frames::usage().0, crate::vm::page::usage().0);
         let pipes_left = crate::proc::pipe::left_at_reset();
+        // The strategy's own tables are in both counts (taken at boot, never
+        // given back): named apart, so the direct map's tables are not read
+        // as a leak and a leak cannot hide among them.
         kprintln!(
-            "processes: frames in use {} before, {} after; user pages {} before, {} after; {} forks since boot; {} pipes left open",
+            "processes: frames in use {} before, {} after ({} of them pmap={}'s own page tables); user pages {} before, {} after; {} forks since boot; {} pipes left open",
             before.0,
             after.0,
+            crate::vm::pmap::own_frames(),
+            crate::vm::pmap::strategy().key(),
             before.1,
             after.1,
             crate::proc::forks(),

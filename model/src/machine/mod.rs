@@ -108,6 +108,12 @@ pub struct Counters {
     /// model charges, and a target that takes two sends of one vector
     /// while its interrupts are off enters the handler once.
     pub ipis: u64,
+    /// VM exits this CPU took under `virt`: CR3 writes and `invlpg` under
+    /// shadow paging, `hlt`, each IPI it sent (the ICR write) and each IPI
+    /// that kicked it out while it ran (one that woke it from `hlt` came
+    /// in with the wake-up). Each is charged the profile's `vmexit` inside
+    /// `cycles`; this counts them, so a figure says how many it paid.
+    pub vm_exits: u64,
 }
 
 impl Counters {
@@ -536,6 +542,9 @@ impl Machine {
             c.last_ipage = page;
         }
         let c = &mut self.cpus[cpu];
+        if self.opts.virt.exits_on(insn.decoded.class) {
+            c.c.vm_exits += 1;
+        }
         match insn.decoded.class {
             Class::MovCr3 => {
                 c.c.tlb_flushes += 1;
@@ -655,10 +664,10 @@ impl Machine {
         for s in &self.snaps {
             let (c, m) = (&s.counters, &s.machine);
             out.push_str(&format!(
-                "snap cpu={} stream={} seq={} insns={} cycles={} l1_misses={} l2_misses={} tlb_misses={} tlb_flushes={} coherence_misses={} invalidations={} transfers={} invalidations_received={} upgrades={} ipis={} clock={}\n",
+                "snap cpu={} stream={} seq={} insns={} cycles={} l1_misses={} l2_misses={} tlb_misses={} tlb_flushes={} coherence_misses={} invalidations={} transfers={} invalidations_received={} upgrades={} ipis={} vm_exits={} clock={}\n",
                 s.cpu, s.stream, s.seq, c.insns, c.cycles, c.l1_misses, c.l2_misses,
                 c.tlb_misses, c.tlb_flushes, m.coherence_misses, m.invalidations, m.transfers,
-                m.invalidations_received, m.upgrades, m.ipis, s.clock
+                m.invalidations_received, m.upgrades, m.ipis, c.vm_exits, s.clock
             ));
         }
         for (cpu, stream, dropped) in self.capped() {

@@ -1288,6 +1288,7 @@ impl Machine {
                 // ICR write exits: the hypervisor sends the IPI for it.
                 if send && self.opts.virt.on() {
                     self.cpus[cpu].c.cycles += u64::from(self.profile.vmexit);
+                    self.cpus[cpu].c.vm_exits += 1;
                 }
                 if send && self.ordered {
                     self.ipi_clocks.push(self.cpus[cpu].clock());
@@ -1315,6 +1316,7 @@ impl Machine {
                 // with that wake-up.
                 if ipi != 0 && self.opts.virt.on() && self.cpus[cpu].woken_by != ipi {
                     self.cpus[cpu].c.cycles += u64::from(self.profile.vmexit);
+                    self.cpus[cpu].c.vm_exits += 1;
                 }
                 // Delivery through the gate: int n's microcode and reads
                 // (from ring 3 also the TSS's ring-0 stack).

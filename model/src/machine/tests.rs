@@ -265,6 +265,7 @@ fn virt_adds_the_vm_exit_to_cr3_writes() {
     assert_eq!(m.counters(0).cycles, 1 + 50 + 1000 + 30);
     exec(&mut m, &[0x0f, 0x34], KERNEL_PAGE); // sysenter: no VM exit
     assert_eq!(m.counters(0).cycles, 1 + 50 + 1000 + 30 + 1 + 3 + 30);
+    assert_eq!(m.counters(0).vm_exits, 1, "the CR3 write's exit, counted");
 }
 
 #[test]
@@ -283,6 +284,7 @@ fn ept_exits_on_no_cr3_write_or_invlpg_but_walks_two_dimensions() {
     exec(&mut m, &[0x0f, 0x01, 0x38], KERNEL_PAGE);
     assert_eq!(m.counters(0).cycles, 1 + 50 + 210 + 1 + 40 + 210);
     assert_eq!(m.counters(0).tlb_misses, 2);
+    assert_eq!(m.counters(0).vm_exits, 0);
 }
 
 #[test]
@@ -315,7 +317,7 @@ fn snapshots_count_per_stream_and_markers_cost_nothing() {
     ));
     assert_eq!(
         lines[4],
-        "snap cpu=0 stream=1 seq=1 insns=4 cycles=31 l1_misses=0 l2_misses=0 tlb_misses=1 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 clock=31"
+        "snap cpu=0 stream=1 seq=1 insns=4 cycles=31 l1_misses=0 l2_misses=0 tlb_misses=1 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 vm_exits=0 clock=31"
     );
     assert_eq!(lines[5], "end");
 }
@@ -657,6 +659,14 @@ fn virt_charges_hlt_the_wake_up_of_a_halted_vcpu_and_the_kick_of_a_running_one()
             100 + exit,
             "virt={virt:?}: the running vCPU's delivery"
         );
+        // Counted: CPU 0's two sends; CPU 1's HLT and the kick (the first
+        // IPI came in with the wake-up, no exit of its own).
+        let exits = if virt.on() { (2, 2) } else { (0, 0) };
+        assert_eq!(
+            (m.cpus[0].c.vm_exits, m.cpus[1].c.vm_exits),
+            exits,
+            "virt={virt:?}: the exits counted"
+        );
     }
 }
 
@@ -950,7 +960,10 @@ fn snapshots_sum_every_cpus_ipis_sent() {
     assert_eq!(s[1].counters.ipis, 1, "the CPU's own counters: its sends");
     let r = m.report(2);
     let last = r.lines().rfind(|l| l.starts_with("snap")).unwrap();
-    assert!(last.contains(" upgrades=0 ipis=2 clock="), "{last}");
+    assert!(
+        last.contains(" upgrades=0 ipis=2 vm_exits=0 clock="),
+        "{last}"
+    );
     // On one CPU a send is counted too (and its exit charged under virt).
     let mut one = Machine::new(
         profile(&[]),
@@ -965,6 +978,7 @@ fn snapshots_sum_every_cpus_ipis_sent() {
     one.mem(0, eoi, 4, true, || None);
     assert_eq!(one.counters(0).ipis, 1);
     assert_eq!(one.counters(0).cycles, 70 + 1000 + 70);
+    assert_eq!(one.counters(0).vm_exits, 1, "the send's exit, counted");
 }
 
 #[test]

@@ -282,10 +282,88 @@ fn privileged(p: Privileged) {
 /// TF set by POPF right before the entry instruction: the single-step trap
 /// comes after that instruction (SDM Vol. 3A §17.3.1.4), which for sysenter,
 /// the call gate and syscall is the kernel's first instruction.
+///
+/// For int 0x80 and the call gate the program first prints where the NOP
+/// after the entry instruction is, and the instruction after that NOP, so
+/// the EIP the kernel reports for the #DB can be read against them
+/// (docs/exercises.md, exercise 8; xtask's teaching test compares them).
 fn tf_before(m: Mechanism) {
-    // SAFETY: the trap ends the task after the return (the kernel gives TF
-    // back); the stack layout is the stubs'.
-    unsafe { through!(m, [set_tf!()], tf = const TF, in("eax") nr::NULL,) }
+    let entry = match m {
+        Mechanism::Int80 => Some((
+            "int 0x80",
+            tb_tf_int80 as unsafe extern "C" fn(),
+            tb_tf_int80_nop as unsafe extern "C" fn() as usize,
+            tb_tf_int80_next as unsafe extern "C" fn() as usize,
+        )),
+        Mechanism::CallGate => Some((
+            "the call gate",
+            tb_tf_gate as unsafe extern "C" fn(),
+            tb_tf_gate_nop as unsafe extern "C" fn() as usize,
+            tb_tf_gate_next as unsafe extern "C" fn() as usize,
+        )),
+        _ => None,
+    };
+    match entry {
+        Some((what, f, nop, next)) => {
+            println!("faults: TF before {what}: its nop at {nop:#010x}, the instruction after that nop at {next:#010x}");
+            // SAFETY: the entry with TF set; the trap after the return ends
+            // the task (the kernel gives TF back).
+            unsafe { f() }
+        }
+        // SAFETY: the trap ends the task after the return (the kernel gives
+        // TF back); the stack layout is the stubs'.
+        None => unsafe { through!(m, [set_tf!()], tf = const TF, in("eax") nr::NULL,) },
+    }
+}
+
+// `tb_tf_int80()` and `tb_tf_gate()`: a null call through int 0x80 or the
+// call gate with TF set by the POPF right before it, the entry followed by
+// a NOP (`_nop`) and another instruction (`_next`), as `through!` places
+// them; never returns (the single-step trap ends the task). The labels
+// are global so that `tf_before` can print their addresses.
+global_asm!(
+    r#"
+    .pushsection .text.tb_tf_entries, "ax"
+    .global tb_tf_int80, tb_tf_int80_nop, tb_tf_int80_next
+tb_tf_int80:
+    movl ${null}, %eax
+    pushfl
+    orl ${tf}, (%esp)
+    popfl
+    int $0x80
+tb_tf_int80_nop:
+    nop
+tb_tf_int80_next:
+    nop
+    ret
+
+    .global tb_tf_gate, tb_tf_gate_nop, tb_tf_gate_next
+tb_tf_gate:
+    movl ${null}, %eax
+    pushfl
+    orl ${tf}, (%esp)
+    popfl
+    lcall ${gate}, $0
+tb_tf_gate_nop:
+    nop
+tb_tf_gate_next:
+    nop
+    ret
+    .popsection
+    "#,
+    null = const nr::NULL,
+    tf = const TF,
+    gate = const selector::CALL_GATE,
+    options(att_syntax)
+);
+
+unsafe extern "C" {
+    fn tb_tf_int80();
+    fn tb_tf_int80_nop();
+    fn tb_tf_int80_next();
+    fn tb_tf_gate();
+    fn tb_tf_gate_nop();
+    fn tb_tf_gate_next();
 }
 
 /// `flag` (DF, AC or NT) set before entering through `m`: the call must give

@@ -9,6 +9,7 @@
 
 mod claims;
 mod links;
+pub use links::{line_of, markdown};
 mod table;
 
 use std::path::{Path, PathBuf};
@@ -309,15 +310,35 @@ pub fn docs_stale_in(check: bool, only: &[PathBuf]) -> Result<Vec<String>> {
     Ok(stale)
 }
 
-/// Whether `cmd` may run beside others: the commands that boot into their
-/// own scratch directories or boot nothing. `bench` writes its `--out`
-/// directory (two blocks name the same one), `gdb` listens on a fixed
-/// port and `test` runs boots side by side itself: those run alone.
-fn runs_beside_others(cmd: &str) -> bool {
-    const ALONE: &[&str] = &["bench", "gdb", "test"];
-    words(cmd)
-        .first()
-        .is_some_and(|w| !ALONE.contains(&w.as_str()))
+/// Whether `cmd` may run beside the other `commands`: those that boot into
+/// their own scratch directories or boot nothing. A `bench` writes its
+/// `--out` directory: beside others when no other command names the same
+/// one. `gdb` listens on a fixed port and `test` runs boots side by side
+/// itself: those run alone.
+fn runs_beside_others(cmd: &str, commands: &[(String, String)]) -> bool {
+    const ALONE: &[&str] = &["gdb", "test"];
+    let w = words(cmd);
+    match w.first().map(String::as_str) {
+        None => false,
+        Some(first) if ALONE.contains(&first) => false,
+        Some("bench") => {
+            let out = out_dir(&w);
+            out.is_some()
+                && commands
+                    .iter()
+                    .filter(|(c, _)| c != cmd)
+                    .all(|(c, _)| out_dir(&words(c)) != out)
+        }
+        Some(_) => true,
+    }
+}
+
+/// The directory a command's `--out` names, if it names one.
+fn out_dir(words: &[String]) -> Option<&str> {
+    words
+        .windows(2)
+        .find(|p| p[0] == "--out")
+        .map(|p| p[1].as_str())
 }
 
 /// Runs every `(command, file that shows it)`: those that may, as many at a
@@ -331,10 +352,10 @@ fn run_all(commands: &[(String, String)]) -> Result<std::collections::HashMap<St
     let workers = cpus.clamp(1, 4).min(commands.len().max(1));
     // The side-by-side commands first, in the order the files show them.
     let order: Vec<usize> = (0..commands.len())
-        .filter(|&k| runs_beside_others(&commands[k].0))
+        .filter(|&k| runs_beside_others(&commands[k].0, commands))
         .collect();
     let alone: Vec<usize> = (0..commands.len())
-        .filter(|&k| !runs_beside_others(&commands[k].0))
+        .filter(|&k| !runs_beside_others(&commands[k].0, commands))
         .collect();
     let next = AtomicUsize::new(0);
     let outputs: Mutex<Vec<Option<Result<String>>>> =
@@ -504,21 +525,29 @@ mod docs_tests {
 
     #[test]
     fn commands_that_share_a_directory_or_a_port_run_alone() {
-        assert!(runs_beside_others(
-            "run --no-save --clock icount --prog locks"
-        ));
-        assert!(runs_beside_others("docs --table lmbench"));
-        assert!(runs_beside_others(
-            "lmbench --no-save --append \"batches=4\""
-        ));
-        assert!(!runs_beside_others(
-            "bench --prog forktest -n 1 --out target/docs-bench"
-        ));
-        assert!(!runs_beside_others(
-            "gdb --batch --stop-at sysenter --port 12350"
-        ));
-        assert!(!runs_beside_others("test --boots-only --filter x"));
-        assert!(!runs_beside_others(""));
+        let bench = |out: &str| format!("bench --prog forktest -n 1 --out {out}");
+        let all: Vec<(String, String)> = [
+            "run --no-save --clock icount --prog locks".to_string(),
+            bench("target/a"),
+            bench("target/b"),
+            format!("{} --clock model", bench("target/b")),
+            "bench --prog forktest -n 1".to_string(),
+        ]
+        .into_iter()
+        .map(|c| (c, "x.md".to_string()))
+        .collect();
+        let beside = |c: &str| runs_beside_others(c, &all);
+        assert!(beside("run --no-save --clock icount --prog locks"));
+        assert!(beside("docs --table lmbench"));
+        assert!(beside("lmbench --no-save --append \"batches=4\""));
+        // Its own --out: beside the others; one another names too, or
+        // none (results/): alone.
+        assert!(beside(&bench("target/a")));
+        assert!(!beside(&bench("target/b")));
+        assert!(!beside("bench --prog forktest -n 1"));
+        assert!(!beside("gdb --batch --stop-at sysenter --port 12350"));
+        assert!(!beside("test --boots-only --filter x"));
+        assert!(!beside(""));
     }
 
     #[test]

@@ -30,54 +30,80 @@ pub const OLD: &str = "apte";
 pub const NEW: &str = "direct";
 
 /// What the table needs to know of the machine a profile describes: how
-/// many CPUs its MP rows boot (the part's cores) and whether it had EPT,
-/// which decides the paging a hypervisor on it used (EPT where the part
-/// had it, shadow page tables where it did not).
+/// many CPUs its MP rows boot (the part's cores), whether it walked two
+/// dimensions under a hypervisor, which decides the paging a hypervisor on
+/// it used (EPT or AMD's nested paging where the part had it, shadow page
+/// tables where it did not), and QEMU's CPU model of the part, where its
+/// rows boot one.
 struct Part {
     profile: &'static str,
     cores: u32,
     ept: bool,
+    /// `None`: QEMU's default model (qemu32), as the Intel rows boot.
+    cpu: Option<&'static str>,
+}
+
+impl Part {
+    /// Not an Intel part: the mail had no such row, and asked for one.
+    fn non_intel(&self) -> bool {
+        self.cpu.is_some_and(qemu::is_amd_model)
+    }
 }
 
 /// The parts of model/profiles.toml (each description names its part).
 /// EPT first shipped with Nehalem (SDM Vol. 3C, "VMX Support for Address
-/// Translation"; profiles.toml's rules).
+/// Translation"; profiles.toml's rules); AMD's nested paging, the same two
+/// dimensions, with family 10h (the AMD64 manual's "Nested Paging").
 const PARTS: &[Part] = &[
     // One core; SMP Pentium III systems had two sockets.
     Part {
         profile: "p3",
         cores: 2,
         ept: false,
+        cpu: None,
     },
     // Pentium D: two Prescott cores.
     Part {
         profile: "p4",
         cores: 2,
         ept: false,
+        cpu: None,
     },
     // Core 2 Duo: two cores.
     Part {
         profile: "core2",
         cores: 2,
         ept: false,
+        cpu: None,
     },
     // Core 2 Duo T8100 (ark.intel.com): two cores, VT-x without EPT.
     Part {
         profile: "penryn",
         cores: 2,
         ept: false,
+        cpu: None,
     },
     // Core i7-920 (ark.intel.com): four cores, VT-x with EPT.
     Part {
         profile: "nehalem",
         cores: 4,
         ept: true,
+        cpu: None,
+    },
+    // Phenom X4 9550 (AMD's product data; QEMU's phenom model): four
+    // cores, AMD-V with nested paging, walked by the model's EPT rule.
+    Part {
+        profile: "k10",
+        cores: 4,
+        ept: true,
+        cpu: Some("phenom"),
     },
     // Core i7-6700: four cores, EPT.
     Part {
         profile: "modern",
         cores: 4,
         ept: true,
+        cpu: None,
     },
 ];
 
@@ -87,14 +113,33 @@ fn part(profile: &str) -> Option<&'static Part> {
 
 /// The mail's own speed-ups (old / new), for the rows of its systems: its
 /// Core i7 SP and MP, its Core 2 Duo (T8100) MP, and its KVM guest with 4
-/// virtual CPUs (the host's part not named).
+/// virtual CPUs (the host's part not named, but the mail's machines were
+/// Intel's: it asked others for a non-Intel row, so none of those is one).
 fn mail(s: &System) -> Option<(f64, &'static str)> {
+    if asked(s) {
+        return None;
+    }
     match (s.profile.as_str(), s.virt, s.cpus) {
         ("nehalem", Virt::Off, 1) => Some((1.03, "Core i7 SP")),
         ("nehalem", Virt::Off, c) if c > 1 => Some((1.52, "Core i7 MP")),
         ("penryn", Virt::Off, c) if c > 1 => Some((1.11, "Core 2 Duo T8100 MP")),
         (_, Virt::Shadow | Virt::Ept, 4) => Some((3.26, "KVM guest with 4 vCPUs, MP")),
         _ => None,
+    }
+}
+
+/// A row of a non-Intel part: the row the mail asked others for.
+fn asked(s: &System) -> bool {
+    part(&s.profile).is_some_and(Part::non_intel)
+}
+
+/// The mail column of a row: its figure, `asked` for a non-Intel row,
+/// else nothing.
+fn mail_cell(s: &System, none: &str) -> String {
+    match mail(s) {
+        Some((x, _)) => format!("{x:.2}"),
+        None if asked(s) => "asked".into(),
+        None => none.into(),
     }
 }
 
@@ -120,7 +165,7 @@ impl System {
         format!(
             "{}, {}, {}",
             self.profile,
-            virt_name(self.virt),
+            virt_name(self.virt, self.npt()),
             if self.cpus > 1 {
                 format!("MP ({} CPUs)", self.cpus)
             } else {
@@ -128,13 +173,25 @@ impl System {
             }
         )
     }
+
+    /// Two-dimensional paging on an AMD part: nested paging (NPT), which
+    /// the model walks by the EPT rule.
+    fn npt(&self) -> bool {
+        self.virt == Virt::Ept && asked(self)
+    }
+
+    /// QEMU's CPU model of the row's part, where it has one.
+    fn cpu(&self) -> Option<&'static str> {
+        part(&self.profile).and_then(|p| p.cpu)
+    }
 }
 
-/// The table's words for a paging.
-fn virt_name(v: Virt) -> &'static str {
+/// The table's words for a paging (`npt`: EPT's rule on an AMD part).
+fn virt_name(v: Virt, npt: bool) -> &'static str {
     match v {
         Virt::Off => "bare",
         Virt::Shadow => "virt (shadow paging)",
+        Virt::Ept if npt => "virt (NPT, nested paging)",
         Virt::Ept => "virt (EPT)",
     }
 }
@@ -215,6 +272,7 @@ impl Settings {
 /// Boots forktest once: `system` under `pmap=`, the model clock.
 fn boot(art: &kbuild::Artifacts, s: &System, pmap: &str, set: &Settings) -> Result<Figures> {
     let spec = machine::Spec {
+        cpu: s.cpu().map(str::to_string),
         cpus: s.cpus,
         clock: Some(Clock::Model),
         turn: set.turn,
@@ -351,7 +409,9 @@ fn ept_what_ifs(rows: &[Row]) -> Vec<&str> {
 /// The table in Markdown, as the book shows it; a column with the mail's
 /// own figure where a row is one of its systems.
 pub fn markdown(rows: &[Row], set: &Settings) -> String {
-    let with_mail = rows.iter().any(|r| mail(&r.system).is_some());
+    let with_mail = rows
+        .iter()
+        .any(|r| mail(&r.system).is_some() || asked(&r.system));
     let mut out = String::from(
         "| system | old: pmap=apte (modelled cycles) | new: pmap=direct (modelled cycles) | speed up (old/new) | instructions (old, new) |",
     );
@@ -382,8 +442,7 @@ pub fn markdown(rows: &[Row], set: &Settings) -> String {
             cell(r.new.insns)
         );
         if with_mail {
-            let m = mail(&r.system).map_or(String::new(), |(x, _)| format!("{x:.2}"));
-            out += &format!(" {m} |");
+            out += &format!(" {} |", mail_cell(&r.system, ""));
         }
         out += "\n";
     }
@@ -426,10 +485,44 @@ pub fn markdown(rows: &[Row], set: &Settings) -> String {
                 The CPUs interleave at the turn pacer's grain, a choice of the run (`--turn`), \
                 so an MP figure holds for that grain, not for parallel hardware.";
     }
-    if with_mail {
+    if rows.iter().any(|r| mail(&r.system).is_some()) {
         out += " The mail's column: its own speed-ups (Core i7 SP and MP, Core 2 Duo T8100 MP, \
                 a KVM guest with 4 virtual CPUs on a host it does not name), \
                 of a whole kernel's fork path; beside the model's they compare directions, not sizes.";
+    }
+    out += &non_intel_words(rows);
+    out
+}
+
+/// What the rows of a non-Intel part need said, for the Markdown and the
+/// text alike (empty without such rows): the mail had no such row, how
+/// they boot, and what their nested paging is in the model.
+fn non_intel_words(rows: &[Row]) -> String {
+    let mut parts: Vec<(&str, &str)> = Vec::new();
+    for r in rows.iter().filter(|r| asked(&r.system)) {
+        let p = r.system.profile.as_str();
+        if let Some(cpu) = r.system.cpu() {
+            if !parts.contains(&(p, cpu)) {
+                parts.push((p, cpu));
+            }
+        }
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    let names: Vec<String> = parts
+        .iter()
+        .map(|(p, cpu)| format!("{p} (`--cpu {cpu}`)"))
+        .collect();
+    let mut out = format!(
+        " asked: the row the mail asked others for, a non-Intel CPU's; the mail gave none, so there is no figure beside it. \
+         Those rows boot QEMU's model of the part: {}.",
+        names.join(", ")
+    );
+    if rows.iter().any(|r| r.system.npt()) {
+        out += " NPT: AMD's nested paging, which walks the guest's tables and the host's as EPT does; \
+                the model charges it by the same rule (`--virt ept`: no exit on CR3 writes or invlpg, \
+                a two-dimensional walk per TLB miss).";
     }
     out
 }
@@ -487,6 +580,7 @@ pub fn text(rows: &[Row], set: &Settings) -> String {
             match s.virt {
                 Virt::Off => "bare".into(),
                 Virt::Shadow => "shadow".into(),
+                Virt::Ept if s.npt() => "NPT".into(),
                 Virt::Ept => "EPT".into(),
             },
             if s.cpus > 1 {
@@ -500,7 +594,7 @@ pub fn text(rows: &[Row], set: &Settings) -> String {
             cell(r.new.cycles),
             format!("{:.2}", r.speedup()),
             format!("{:.2}", r.old.insns / r.new.insns),
-            mail(s).map_or("-".into(), |(x, _)| format!("{x:.2}")),
+            mail_cell(s, "-"),
         ]);
         notes.push((s.cpus > 1).then(|| {
             format!(
@@ -540,6 +634,11 @@ pub fn text(rows: &[Row], set: &Settings) -> String {
             what_ifs.join(", ")
         );
     }
+    let amd = non_intel_words(rows);
+    if !amd.is_empty() {
+        out += amd.trim_start();
+        out += "\n";
+    }
     if rows.iter().any(|r| r.system.cpus > 1) {
         out += "MP: one forker per CPU in one process; CPU 0's rounds are timed, and include its waits for the \
                 scheduler lock and for shootdowns. The CPUs interleave as each MP row says (--turn): an MP figure \
@@ -555,7 +654,8 @@ pub enum Paging {
     Bare,
     /// Shadow page tables: CR3 writes, invlpg and IPI sends exit.
     Shadow,
-    /// Extended page tables: IPI sends exit, TLB misses walk two dimensions.
+    /// Extended page tables: IPI sends exit, TLB misses walk two dimensions
+    /// (on k10, AMD's nested paging, by the same rule).
     Ept,
 }
 
@@ -583,11 +683,12 @@ pub struct ForktestArgs {
     )]
     pub profiles: Vec<String>,
     /// CPUs of each row: 1 is SP, more is MP. Default: 1 and the part's
-    /// cores (4 on nehalem and modern, 2 on the others).
+    /// cores (4 on nehalem, k10 and modern, 2 on the others).
     #[arg(long, value_delimiter = ',', value_name = "N,...", value_parser = clap::value_parser!(u32).range(1..=16))]
     pub smp: Vec<u32>,
     /// Pagings of each row. Default: bare and the part's own hypervisor
-    /// paging (EPT on nehalem and modern, shadow on the parts without EPT).
+    /// paging (EPT on nehalem and modern, nested paging on k10, shadow on
+    /// the parts without either). k10's rows boot QEMU's phenom model.
     #[arg(
         long,
         value_delimiter = ',',
@@ -721,6 +822,69 @@ mod tests {
         // Every row of the mail has its figure.
         let mails: Vec<f64> = s.iter().filter_map(mail).map(|m| m.0).collect();
         assert_eq!(mails, [1.03, 1.52, 3.26, 1.11]);
+    }
+
+    #[test]
+    fn the_amd_part_gives_the_row_the_mail_asked_for() {
+        let s = parse(&["--profiles", "k10"]).unwrap();
+        let want = [
+            System::new("k10", Virt::Off, 1),
+            System::new("k10", Virt::Ept, 1),
+            System::new("k10", Virt::Off, 4),
+            System::new("k10", Virt::Ept, 4),
+        ];
+        assert_eq!(s, want);
+        // QEMU's Phenom boots them; the mail has no figure for any, not
+        // even its 4-vCPU KVM guest's: it asked others for this row.
+        assert!(s.iter().all(|x| x.cpu() == Some("phenom") && asked(x)));
+        assert!(s.iter().all(|x| mail(x).is_none()));
+        assert_eq!(
+            s.iter().map(System::npt).collect::<Vec<_>>(),
+            [false, true, false, true]
+        );
+        // The Intel rows keep QEMU's default model and the mail's figures.
+        let intel = parse(&[]).unwrap();
+        assert!(intel.iter().all(|x| x.cpu().is_none() && !asked(x)));
+        let rows: Vec<Row> = s
+            .iter()
+            .map(|x| Row {
+                system: x.clone(),
+                old: figures(3000.0, (x.cpus > 1).then(|| vec![32, 30, 31, 29])),
+                new: figures(2000.0, (x.cpus > 1).then(|| vec![32, 31, 30, 30])),
+            })
+            .collect();
+        let set = Settings::default();
+        let md = markdown(&rows, &set);
+        assert!(
+            md.contains(
+                "| k10, virt (NPT, nested paging), SP | 3000 | 2000 | 1.50 | 1000, 1000 | asked |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("the row the mail asked others for") && md.contains("k10 (`--cpu phenom`)"),
+            "{md}"
+        );
+        assert!(md.contains("NPT: AMD's nested paging"), "{md}");
+        assert!(!md.contains("The mail's column"), "{md}");
+        let t = text(&rows, &set);
+        assert!(t.contains("k10      NPT     MP 4"), "{t}");
+        assert!(
+            t.contains("asked: the row the mail asked others for"),
+            "{t}"
+        );
+        assert!(!t.contains("3.26"), "{t}");
+        // Without an AMD row, none of it is said.
+        let intel_rows = [Row {
+            system: System::new("nehalem", Virt::Ept, 4),
+            old: figures(3000.0, Some(vec![32, 30, 31, 29])),
+            new: figures(2000.0, Some(vec![32, 31, 30, 30])),
+        }];
+        let t = text(&intel_rows, &set);
+        assert!(
+            !t.contains("asked") && !t.contains("NPT") && t.contains("3.26"),
+            "{t}"
+        );
     }
 
     #[test]

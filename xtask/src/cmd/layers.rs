@@ -9,34 +9,50 @@
 //!
 //! A circle is a strongly connected component of that graph: files each
 //! of which imports, directly or through the others, every other. A reader
-//! of one file of a circle must read them all; the layers (bottom to top:
-//! arch, sync, vm, task/proc, syscall/entry, trap and main) keep every
-//! circle small. The check fails when the largest holds more than
-//! [`MAX_CIRCLE`] files, and prints it with the imports that close it; it
-//! also fails when a file of a bottom layer imports from above it
-//! ([`BELOW`]: arch knows the CPU and nothing of the kernel above it).
+//! of one file of a circle must read them all. The check fails when the
+//! largest holds more than [`MAX_CIRCLE`] files, and prints it with the
+//! imports that close it.
 //!
-//! The reading is lexical (comments and literals blanked, no macro
-//! expansion but the exported macros' names): a path in a `cfg`'d-out
-//! block still counts, which errs on the side of a larger circle.
+//! The layers, bottom to top: `arch` (the CPU) → `sync` → `entry` beside
+//! `vm` → `task` with `proc` → `syscall`, `trap` and `main`; `boot` (the
+//! loader's facts) and `console` (which prints for every layer) sit beside
+//! them all. The rule: a file of a layer imports only its own layer, the
+//! layers below it, `boot` and `console` ([`BELOW`] lists each layer's
+//! allowance; `arch` may also reach `sync/cell.rs`, a global's cell). The
+//! check fails on any other import of those layers.
+//!
+//! The files are parsed by `syn`; a path inside a macro's arguments (which
+//! `syn` leaves as tokens) is read from the tokens. Every path counts,
+//! `cfg`'d-out code too, which errs on the side of a larger circle; what a
+//! path names is decided here (`syn` parses, it does not resolve names),
+//! by the module tree the files make.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
+use syn::visit::Visit;
 
 /// The largest circle the kernel may hold.
 pub const MAX_CIRCLE: usize = 6;
 
-/// The bottom layers and all they may import: a file under the first
-/// folder imports only files under the others (or a file named exactly).
-/// `boot` (the loader's facts) and `sync/cell.rs` (a global's cell) import
-/// nothing of the kernel; the console prints for every layer.
+/// Every layer's allowance: a file under the first folder imports only
+/// files under the others (or a file named exactly).
 pub const BELOW: &[(&str, &[&str])] = &[
     ("arch/", &["arch/", "boot/", "console/", "sync/cell.rs"]),
     ("sync/", &["sync/", "arch/", "boot/", "console/"]),
     ("entry/", &["entry/", "sync/", "arch/", "boot/", "console/"]),
+    ("vm/", &["vm/", "sync/", "arch/", "boot/", "console/"]),
+    ("task/", TASK_PROC),
+    ("proc/", TASK_PROC),
+];
+
+/// What task and proc may import: one layer (a process owns threads, and a
+/// switch loads its process's space), above entry and vm.
+const TASK_PROC: &[&str] = &[
+    "task/", "proc/", "vm/", "entry/", "sync/", "arch/", "boot/", "console/",
 ];
 
 #[derive(Args, Debug)]
@@ -67,7 +83,8 @@ pub fn layers(a: LayersArgs) -> Result<i32> {
 }
 
 /// Reads `src`, and says whether its largest circle is within
-/// [`MAX_CIRCLE`], with the report to print.
+/// [`MAX_CIRCLE`] and no file imports above its layer, with the report to
+/// print.
 pub fn check(src: &Path, verbose: bool) -> Result<(bool, String)> {
     let g = scan(src)?;
     let mut out = String::new();
@@ -88,8 +105,10 @@ pub fn check(src: &Path, verbose: bool) -> Result<(bool, String)> {
             allowed.join(", ")
         );
     }
+    let root = crate::kbuild::root();
+    let shown = src.strip_prefix(&root).unwrap_or(src).display();
     out += &format!(
-        "kernel/src: {} files; largest import circle: {} file{} (limit {MAX_CIRCLE}){}\n",
+        "{shown}: {} files; largest import circle: {} file{} (limit {MAX_CIRCLE}){}\n",
         g.files.len(),
         largest.len(),
         if largest.len() == 1 { "" } else { "s" },
@@ -152,7 +171,7 @@ pub fn scan(src: &Path) -> Result<Graph> {
         let text = std::fs::read_to_string(&full).with_context(|| format!("{}", full.display()))?;
         texts.push((p.clone(), text));
     }
-    Ok(graph_of(&texts))
+    graph_of(&texts)
 }
 
 fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
@@ -185,128 +204,162 @@ fn module_of(file: &str) -> Vec<String> {
     parts
 }
 
+/// What one file names: each path with the inline modules (`mod m { }`)
+/// it sits in, and the macros it invokes by a bare name.
+#[derive(Default)]
+struct Names {
+    inline: Vec<String>,
+    paths: Vec<(Vec<String>, Vec<String>)>,
+    macros: BTreeSet<String>,
+    exported: Vec<String>,
+}
+
+impl Names {
+    fn path(&mut self, p: Vec<String>) {
+        self.paths.push((self.inline.clone(), p));
+    }
+
+    /// The paths and macro calls in a macro's tokens: `a::b::c` runs,
+    /// `a::{b, c::d}` groups (a `use` inside a macro), `name!` calls.
+    /// `$crate::` is the macro's own crate at its caller: not a path here.
+    fn tokens(&mut self, ts: TokenStream, prefix: &[String]) {
+        let t: Vec<TokenTree> = ts.into_iter().collect();
+        let colons = |k: usize| {
+            matches!((t.get(k), t.get(k + 1)), (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
+                if a.as_char() == ':' && a.spacing() == Spacing::Joint && b.as_char() == ':')
+        };
+        let mut k = 0;
+        while k < t.len() {
+            let start = k;
+            k += 1;
+            let id = match &t[start] {
+                TokenTree::Group(g) => {
+                    self.tokens(g.stream(), &[]);
+                    continue;
+                }
+                TokenTree::Ident(id) => id.to_string(),
+                _ => continue,
+            };
+            let after_path = start >= 2 && colons(start - 2);
+            let after_dollar = matches!(start.checked_sub(1).map(|j| &t[j]), Some(TokenTree::Punct(p)) if p.as_char() == '$');
+            if after_path || after_dollar {
+                continue;
+            }
+            let mut path: Vec<String> = prefix.iter().cloned().chain([id]).collect();
+            while colons(k) {
+                match t.get(k + 2) {
+                    Some(TokenTree::Ident(n)) => path.push(n.to_string()),
+                    Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace => {
+                        self.tokens(g.stream(), &path);
+                        k += 3;
+                        path.clear();
+                        break;
+                    }
+                    _ => break,
+                }
+                k += 3;
+            }
+            let bang = matches!(t.get(k), Some(TokenTree::Punct(p)) if p.as_char() == '!');
+            if path.len() > 1 {
+                self.path(path);
+            } else if path.len() == 1 && bang {
+                self.macros.insert(path.remove(0));
+            }
+        }
+    }
+}
+
+/// Every path of a `use` tree: `a::b::{c, d::e, self}` is `a::b::c`,
+/// `a::b::d::e`, `a::b::self`; a glob `a::*` is `a`.
+fn use_paths(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            use_paths(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        syn::UseTree::Name(n) => out.push([prefix.clone(), vec![n.ident.to_string()]].concat()),
+        syn::UseTree::Rename(r) => out.push([prefix.clone(), vec![r.ident.to_string()]].concat()),
+        syn::UseTree::Glob(_) => out.push(prefix.clone()),
+        syn::UseTree::Group(g) => g.items.iter().for_each(|t| use_paths(t, prefix, out)),
+    }
+}
+
+impl<'ast> Visit<'ast> for Names {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        self.inline.push(m.ident.to_string());
+        syn::visit::visit_item_mod(self, m);
+        self.inline.pop();
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        let mut found = Vec::new();
+        use_paths(&u.tree, &mut Vec::new(), &mut found);
+        found.into_iter().for_each(|p| self.path(p));
+    }
+
+    fn visit_item_macro(&mut self, m: &'ast syn::ItemMacro) {
+        if let Some(name) = &m.ident {
+            if m.attrs.iter().any(|a| a.path().is_ident("macro_export")) {
+                self.exported.push(name.to_string());
+            }
+        }
+        syn::visit::visit_item_macro(self, m);
+    }
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        if let Some(name) = m.path.get_ident() {
+            self.macros.insert(name.to_string());
+        }
+        syn::visit::visit_macro(self, m);
+        self.tokens(m.tokens.clone(), &[]);
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        if p.segments.len() > 1 {
+            self.path(p.segments.iter().map(|s| s.ident.to_string()).collect());
+        }
+        syn::visit::visit_path(self, p);
+    }
+}
+
 /// The graph of files given as (path, text).
-pub fn graph_of(texts: &[(String, String)]) -> Graph {
+pub fn graph_of(texts: &[(String, String)]) -> Result<Graph> {
     let files: Vec<String> = texts.iter().map(|(p, _)| p.clone()).collect();
     let modules: BTreeMap<Vec<String>, usize> = files
         .iter()
         .enumerate()
         .map(|(i, f)| (module_of(f), i))
         .collect();
-    let stripped: Vec<String> = texts.iter().map(|(_, t)| blank(t)).collect();
+    let mut names = Vec::new();
+    for (p, t) in texts {
+        let ast = syn::parse_file(t).with_context(|| format!("parsing {p}"))?;
+        let mut n = Names::default();
+        n.visit_file(&ast);
+        names.push(n);
+    }
     // The exported macros and the file of each.
-    let mut macros = BTreeMap::new();
-    for (i, t) in stripped.iter().enumerate() {
-        let mut rest = t.as_str();
-        while let Some(at) = rest.find("#[macro_export]") {
-            rest = &rest[at + "#[macro_export]".len()..];
-            let after = rest.trim_start();
-            if let Some(def) = after.strip_prefix("macro_rules!") {
-                let name = ident_at(def.trim_start());
-                if !name.is_empty() {
-                    macros.insert(name.to_string(), i);
-                }
-            }
-        }
-    }
+    let macros: BTreeMap<String, usize> = names
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.exported.iter().map(move |m| (m.clone(), i)))
+        .collect();
     let mut imports = vec![BTreeSet::new(); files.len()];
-    for (i, t) in stripped.iter().enumerate() {
-        let here = module_of(&files[i]);
-        for target in targets(t, &here, &inline_mods(t), &modules, &macros) {
-            if target != i {
-                imports[i].insert(target);
-            }
+    for (i, n) in names.iter().enumerate() {
+        let mut to: BTreeSet<usize> = n
+            .macros
+            .iter()
+            .filter_map(|m| macros.get(m))
+            .copied()
+            .collect();
+        for (inline, p) in &n.paths {
+            let here = [module_of(&files[i]), inline.clone()].concat();
+            to.extend(resolve(p, &here, &modules, &macros));
         }
+        to.remove(&i);
+        imports[i] = to;
     }
-    Graph { files, imports }
-}
-
-/// The inline modules (`mod name { ... }`) of a blanked text: each its
-/// name and the byte range of its body.
-fn inline_mods(t: &str) -> Vec<(String, std::ops::Range<usize>)> {
-    let b = t.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while let Some(at) = t[i..].find("mod ") {
-        let start = i + at;
-        i = start + 4;
-        if start > 0 && is_ident(b[start - 1]) {
-            continue;
-        }
-        let rest = t[i..].trim_start();
-        let name = ident_at(rest);
-        let after = rest[name.len()..].trim_start();
-        if name.is_empty() || !after.starts_with('{') {
-            continue;
-        }
-        let open = t.len() - after.len();
-        let mut depth = 0;
-        let mut end = t.len();
-        for (j, &c) in b.iter().enumerate().skip(open) {
-            depth += match c {
-                b'{' => 1,
-                b'}' => -1,
-                _ => 0,
-            };
-            if depth == 0 {
-                end = j;
-                break;
-            }
-        }
-        out.push((name.to_string(), open..end));
-    }
-    out
-}
-
-/// The files one file's text (blanked) names; `inline` are its inline
-/// modules, which `super::` inside them counts from.
-fn targets(
-    t: &str,
-    file_module: &[String],
-    inline: &[(String, std::ops::Range<usize>)],
-    modules: &BTreeMap<Vec<String>, usize>,
-    macros: &BTreeMap<String, usize>,
-) -> BTreeSet<usize> {
-    let b = t.as_bytes();
-    let mut out = BTreeSet::new();
-    let mut i = 0;
-    while i < b.len() {
-        if !is_ident_start(b[i]) || (i > 0 && (is_ident(b[i - 1]) || b[i - 1] == b'$')) {
-            i += 1;
-            continue;
-        }
-        let name = ident_at(&t[i..]);
-        let end = i + name.len();
-        let preceded_by_path = t[..i].trim_end().ends_with("::");
-        let after = t[end..].trim_start();
-        if after.starts_with("::") && !preceded_by_path {
-            let mut here = file_module.to_vec();
-            here.extend(
-                inline
-                    .iter()
-                    .filter(|(_, r)| r.contains(&i))
-                    .map(|(n, _)| n.clone()),
-            );
-            let (tree, used) = path_tree(&t[i..]);
-            for p in tree {
-                if let Some(f) = resolve(&p, &here, modules, macros) {
-                    out.insert(f);
-                }
-            }
-            i += used.max(name.len());
-            continue;
-        }
-        if after.starts_with('!') && !preceded_by_path && !after.starts_with("!=") {
-            let before = t[..i].trim_end();
-            if !before.ends_with("macro_rules!") {
-                if let Some(&f) = macros.get(name) {
-                    out.insert(f);
-                }
-            }
-        }
-        i = end;
-    }
-    out
+    Ok(Graph { files, imports })
 }
 
 /// A path's segments made absolute (`crate`, `super`, `self`, or a child
@@ -358,224 +411,24 @@ fn resolve(
     modules.get(&abs).copied()
 }
 
-/// The paths of one path expression or `use` tree at the start of `s`:
-/// `a::b::{c, d::e, self}` is `a::b::c`, `a::b::d::e`, `a::b`. Returns them
-/// and the bytes read.
-fn path_tree(s: &str) -> (Vec<Vec<String>>, usize) {
-    let mut prefix = Vec::new();
-    let mut i = 0;
-    loop {
-        i += s[i..].len() - s[i..].trim_start().len();
-        let name = ident_at(&s[i..]);
-        if !name.is_empty() {
-            prefix.push(name.to_string());
-            i += name.len();
-        } else if s[i..].starts_with('{') {
-            i += 1;
-            let mut out = Vec::new();
-            loop {
-                i += s[i..].len() - s[i..].trim_start().len();
-                if s[i..].starts_with('}') || i >= s.len() {
-                    i += 1;
-                    break;
-                }
-                if s[i..].starts_with(',') {
-                    i += 1;
-                    continue;
-                }
-                let (sub, used) = path_tree(&s[i..]);
-                for p in sub {
-                    let mut full = prefix.clone();
-                    full.extend(p);
-                    out.push(full);
-                }
-                i += used.max(1);
-            }
-            return (out, i.min(s.len()));
-        } else {
-            // `*`, or the end of the path.
-            if s[i..].starts_with('*') {
-                i += 1;
-            }
-            break;
-        }
-        let ws = s[i..].len() - s[i..].trim_start().len();
-        if s[i + ws..].starts_with("::") {
-            i += ws + 2;
-        } else {
-            // `name as alias`: the path ends at `name`.
-            break;
-        }
-    }
-    (vec![prefix], i)
-}
-
-fn is_ident_start(c: u8) -> bool {
-    c.is_ascii_alphabetic() || c == b'_'
-}
-
-fn is_ident(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_'
-}
-
-fn ident_at(s: &str) -> &str {
-    let b = s.as_bytes();
-    if b.first().is_none_or(|&c| !is_ident_start(c)) {
-        return "";
-    }
-    let n = b.iter().take_while(|&&c| is_ident(c)).count();
-    &s[..n]
-}
-
-/// The text with comments, strings and character literals replaced by
-/// spaces (lengths kept), so only code is read.
-fn blank(t: &str) -> String {
-    let b = t.as_bytes();
-    let mut out = b.to_vec();
-    let mut i = 0;
-    let wipe = |out: &mut Vec<u8>, from: usize, to: usize| {
-        for c in &mut out[from..to.min(b.len())] {
-            if *c != b'\n' {
-                *c = b' ';
-            }
-        }
-    };
-    while i < b.len() {
-        if b[i..].starts_with(b"//") {
-            let end = b[i..]
-                .iter()
-                .position(|&c| c == b'\n')
-                .map_or(b.len(), |n| i + n);
-            wipe(&mut out, i, end);
-            i = end;
-        } else if b[i..].starts_with(b"/*") {
-            let (mut depth, mut j) = (1, i + 2);
-            while j < b.len() && depth > 0 {
-                if b[j..].starts_with(b"/*") {
-                    depth += 1;
-                    j += 2;
-                } else if b[j..].starts_with(b"*/") {
-                    depth -= 1;
-                    j += 2;
-                } else {
-                    j += 1;
-                }
-            }
-            wipe(&mut out, i, j);
-            i = j;
-        } else if b[i] == b'r' && (i == 0 || !is_ident(b[i - 1])) && raw_string_at(&b[i..]) > 0 {
-            let n = raw_string_at(&b[i..]);
-            wipe(&mut out, i, i + n);
-            i += n;
-        } else if b[i] == b'"' {
-            let mut j = i + 1;
-            while j < b.len() && b[j] != b'"' {
-                j += if b[j] == b'\\' { 2 } else { 1 };
-            }
-            wipe(&mut out, i, j + 1);
-            i = j + 1;
-        } else if b[i] == b'\'' {
-            // A character literal ('a', '\n', '\u{..}'), not a lifetime ('a).
-            let n = if b.get(i + 1) == Some(&b'\\') {
-                b[i + 2..].iter().position(|&c| c == b'\'').map(|p| p + 3)
-            } else if b.get(i + 2) == Some(&b'\'') {
-                Some(3)
-            } else {
-                // Multi-byte UTF-8 characters between the quotes.
-                let ch = t[i + 1..].chars().next();
-                ch.filter(|c| t[i + 1 + c.len_utf8()..].starts_with('\''))
-                    .map(|c| c.len_utf8() + 2)
-            };
-            match n {
-                Some(n) => {
-                    wipe(&mut out, i, i + n);
-                    i += n;
-                }
-                None => i += 1,
-            }
-        } else {
-            i += 1;
-        }
-    }
-    // Only ASCII bytes were replaced, each by a space: still UTF-8 where
-    // whole characters were wiped; lossless on the code that remains.
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The length of a raw string literal (`r"..."`, `r#"..."#`) at the start,
-/// or 0.
-fn raw_string_at(b: &[u8]) -> usize {
-    let hashes = b[1..].iter().take_while(|&&c| c == b'#').count();
-    if b.get(1 + hashes) != Some(&b'"') {
-        return 0;
-    }
-    let close: Vec<u8> = std::iter::once(b'"')
-        .chain(std::iter::repeat_n(b'#', hashes))
-        .collect();
-    let body = 2 + hashes;
-    b[body..]
-        .windows(close.len())
-        .position(|w| w == close.as_slice())
-        .map_or(b.len(), |p| body + p + close.len())
-}
-
-/// The strongly connected components (Tarjan), largest first, each sorted
-/// by file name.
+/// The strongly connected components (petgraph's Tarjan), largest first,
+/// each sorted by file name.
 pub fn circles(g: &Graph) -> Vec<Vec<usize>> {
-    struct T<'a> {
-        g: &'a Graph,
-        index: Vec<Option<usize>>,
-        low: Vec<usize>,
-        on: Vec<bool>,
-        stack: Vec<usize>,
-        next: usize,
-        out: Vec<Vec<usize>>,
-    }
-    fn visit(t: &mut T, v: usize) {
-        t.index[v] = Some(t.next);
-        t.low[v] = t.next;
-        t.next += 1;
-        t.stack.push(v);
-        t.on[v] = true;
-        for &w in &t.g.imports[v] {
-            match t.index[w] {
-                None => {
-                    visit(t, w);
-                    t.low[v] = t.low[v].min(t.low[w]);
-                }
-                Some(iw) if t.on[w] => t.low[v] = t.low[v].min(iw),
-                Some(_) => {}
-            }
+    let mut dg = petgraph::graph::DiGraph::<(), ()>::new();
+    let nodes: Vec<_> = g.files.iter().map(|_| dg.add_node(())).collect();
+    for (i, to) in g.imports.iter().enumerate() {
+        for &j in to {
+            dg.add_edge(nodes[i], nodes[j], ());
         }
-        if Some(t.low[v]) == t.index[v] {
-            let mut c = Vec::new();
-            while let Some(w) = t.stack.pop() {
-                t.on[w] = false;
-                c.push(w);
-                if w == v {
-                    break;
-                }
-            }
+    }
+    let mut out: Vec<Vec<usize>> = petgraph::algo::tarjan_scc(&dg)
+        .into_iter()
+        .map(|c| {
+            let mut c: Vec<usize> = c.into_iter().map(|n| n.index()).collect();
             c.sort();
-            t.out.push(c);
-        }
-    }
-    let n = g.files.len();
-    let mut t = T {
-        g,
-        index: vec![None; n],
-        low: vec![0; n],
-        on: vec![false; n],
-        stack: Vec::new(),
-        next: 0,
-        out: Vec::new(),
-    };
-    for v in 0..n {
-        if t.index[v].is_none() {
-            visit(&mut t, v);
-        }
-    }
-    let mut out = t.out;
+            c
+        })
+        .collect();
     out.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
     out
 }
@@ -589,7 +442,7 @@ mod tests {
             .iter()
             .map(|(p, t)| (p.to_string(), t.to_string()))
             .collect();
-        graph_of(&texts)
+        graph_of(&texts).unwrap()
     }
 
     fn imports(g: &Graph, file: &str) -> Vec<String> {
@@ -676,6 +529,29 @@ mod tests {
     }
 
     #[test]
+    fn paths_inside_a_macro_call_and_a_use_inside_a_macro_count() {
+        let g = graph(&[
+            (
+                "main.rs",
+                "fn f() { assert!(crate::a::ok(), \"{}\", b::c::X); }",
+            ),
+            ("a.rs", "m! { use crate::{b, d::e}; }"),
+            ("b/mod.rs", ""),
+            ("b/c.rs", ""),
+            ("d.rs", ""),
+        ]);
+        assert_eq!(imports(&g, "main.rs"), ["a.rs", "b/c.rs"]);
+        assert_eq!(imports(&g, "a.rs"), ["b/mod.rs", "d.rs"]);
+    }
+
+    #[test]
+    fn a_file_that_does_not_parse_is_named() {
+        let texts = [("x/y.rs".to_string(), "fn (".to_string())];
+        let e = graph_of(&texts).unwrap_err();
+        assert!(format!("{e:#}").contains("x/y.rs"), "{e:#}");
+    }
+
+    #[test]
     fn the_largest_circle_comes_first_and_an_acyclic_graph_has_none() {
         // a -> b -> c -> a is a circle of 3; d -> a is outside it.
         let g = graph(&[
@@ -715,6 +591,39 @@ mod tests {
         assert_eq!(
             (up[0].0.as_str(), up[0].1.as_str()),
             ("arch/smp.rs", "task/sched.rs")
+        );
+    }
+
+    #[test]
+    fn vm_below_task_and_proc_below_syscall() {
+        let g = graph(&[
+            (
+                "vm/mod.rs",
+                "use crate::sync::spin; fn f() { crate::task::yield_now(); }",
+            ),
+            ("sync/spin.rs", ""),
+            (
+                "task/mod.rs",
+                "use crate::vm; use crate::proc::signal; use crate::entry;",
+            ),
+            ("entry/mod.rs", ""),
+            (
+                "proc/signal.rs",
+                "use crate::task; use crate::syscall::table;",
+            ),
+            ("syscall/table.rs", ""),
+        ]);
+        let up = upward(&g);
+        let up: Vec<(&str, &str)> = up
+            .iter()
+            .map(|(f, t, _)| (f.as_str(), t.as_str()))
+            .collect();
+        assert_eq!(
+            up,
+            [
+                ("vm/mod.rs", "task/mod.rs"),
+                ("proc/signal.rs", "syscall/table.rs")
+            ]
         );
     }
 

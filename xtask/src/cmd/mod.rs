@@ -72,14 +72,15 @@ pub struct BootArgs {
     pub clock: Option<Clock>,
     /// With --clock model: the CPU profile (model/profiles.toml; default: the
     /// one matching --cpu, e.g. pentium3 → p3, core2duo → core2, Penryn →
-    /// penryn, Nehalem → nehalem, qemu32 and recent Intel models → modern;
-    /// else modern).
+    /// penryn, Nehalem → nehalem, phenom → k10, qemu32 and recent Intel
+    /// models → modern; else modern).
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
     /// With --clock model: model a guest under a hypervisor. `shadow` (the
     /// default of a bare `--virt`): shadow page tables, a VM exit on every
     /// CR3 write, invlpg and IPI send. `ept`: extended page tables, a VM exit
-    /// on IPI sends only, and every TLB miss a two-dimensional walk.
+    /// on IPI sends only, and every TLB miss a two-dimensional walk (under
+    /// k10, AMD's nested paging, which walks the same two dimensions).
     #[arg(long, value_enum, value_name = "PAGING", num_args = 0..=1, default_missing_value = "shadow")]
     pub virt: Option<VirtArg>,
     /// With --clock model: the kernel's identity-map pages are global in

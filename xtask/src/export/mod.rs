@@ -275,44 +275,43 @@ fn clock_words(r: &Report, unit: &str) -> String {
     }
 }
 
-/// A CSV field (RFC 4180): in double quotes, its own doubled, when it holds
-/// a comma, a quote or a line break (`modelled cycles (profile p4, virt
-/// ept)`); as it is otherwise.
-pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// `variant,boot,metric,value,unit,clock,profile,accel,baseline,flag`,
 /// one value a line; `profile` is empty but under the model; `flag` is
 /// empty, or says one CPU did a multi-CPU figure's work
-/// (`MetricInfo::one_cpu`, its commas made semicolons). A field with a
-/// comma is quoted ([`csv_field`]).
+/// (`MetricInfo::one_cpu`, its commas made semicolons). The `csv` crate
+/// writes it: a field with a comma, a quote or a line break (`modelled
+/// cycles (profile p4, virt ept)`) is quoted, as RFC 4180 says.
 pub fn csv(t: &Table, index: &str, l: &Labels, info_of: &dyn Fn(&str) -> MetricInfo) -> String {
-    let mut csv = format!("variant,{index},metric,value,unit,clock,profile,accel,baseline,flag\n");
-    let labels = [
-        l.clock.key(),
-        l.profile.as_deref().unwrap_or(""),
-        &l.accel,
-        &l.baseline,
-    ]
-    .map(csv_field)
-    .join(",");
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut put = |rec: &[&str]| w.write_record(rec).expect("writing to memory");
+    put(&[
+        "variant", index, "metric", "value", "unit", "clock", "profile", "accel", "baseline",
+        "flag",
+    ]);
+    let profile = l.profile.as_deref().unwrap_or("");
     for (v, ms) in t {
-        let v = csv_field(v);
         for (m, vals) in ms {
             let info = info_of(m);
-            let (m, unit) = (csv_field(m), csv_field(&info.unit));
-            let flag = csv_field(&info.one_cpu.replace(',', ";"));
+            let flag = info.one_cpu.replace(',', ";");
             for (i, x) in vals.iter().enumerate() {
-                csv += &format!("{v},{},{m},{x},{unit},{labels},{flag}\n", i + 1);
+                let (n, x) = ((i + 1).to_string(), x.to_string());
+                put(&[
+                    v,
+                    &n,
+                    m,
+                    &x,
+                    &info.unit,
+                    l.clock.key(),
+                    profile,
+                    &l.accel,
+                    &l.baseline,
+                    &flag,
+                ]);
             }
         }
     }
-    csv
+    let bytes = w.into_inner().expect("writing to memory");
+    String::from_utf8(bytes).expect("UTF-8 fields make UTF-8")
 }
 
 /// The typed `bench.json` of a report, its compared metrics `metrics`.
@@ -549,25 +548,6 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// The fields of one CSV line, quoted ones unquoted.
-    fn csv_cells(line: &str) -> Vec<String> {
-        let (mut cells, mut cell, mut quoted) = (Vec::new(), String::new(), false);
-        let mut chars = line.chars().peekable();
-        while let Some(c) = chars.next() {
-            match (c, quoted) {
-                ('"', true) if chars.peek() == Some(&'"') => {
-                    cell.push('"');
-                    chars.next();
-                }
-                ('"', _) => quoted = !quoted,
-                (',', false) => cells.push(std::mem::take(&mut cell)),
-                _ => cell.push(c),
-            }
-        }
-        cells.push(cell);
-        cells
-    }
-
     /// A bench's exports, written under `labels` into a fresh directory:
     /// two sets of one metric, exact counts that differ.
     fn exports_under(labels: &Labels, unit: &str) -> BTreeMap<String, String> {
@@ -700,15 +680,15 @@ mod tests {
                 "{md}"
             );
             for f in ["bench.csv", "batches.csv"] {
-                let mut lines = x[f].lines();
-                let head: Vec<&str> = lines.next().unwrap().split(',').collect();
-                let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
-                for l in lines {
-                    let cells = csv_cells(l);
-                    assert_eq!(cells[col("clock")], key, "{f}: {l}");
-                    assert_eq!(cells[col("profile")], profile.unwrap_or(""), "{f}: {l}");
-                    assert_eq!(cells[col("accel")], "tcg", "{f}: {l}");
-                    assert_eq!(cells[col("baseline")], "before", "{f}: {l}");
+                let mut r = csv::Reader::from_reader(x[f].as_bytes());
+                let head = r.headers().unwrap().clone();
+                let col = |n: &str| head.iter().position(|h| h == n).unwrap();
+                for l in r.records() {
+                    let l = l.unwrap();
+                    assert_eq!(&l[col("clock")], key, "{f}: {l:?}");
+                    assert_eq!(&l[col("profile")], profile.unwrap_or(""), "{f}: {l:?}");
+                    assert_eq!(&l[col("accel")], "tcg", "{f}: {l:?}");
+                    assert_eq!(&l[col("baseline")], "before", "{f}: {l:?}");
                 }
             }
             let json: serde_json::Value = serde_json::from_str(&x["bench.json"]).unwrap();

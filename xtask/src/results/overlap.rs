@@ -238,7 +238,7 @@ mod tests {
         let mut t = String::from("model1 profile=p4 virt=0 ncpus=2\n");
         for &(c, seq, clock) in snaps {
             t += &format!(
-                "snap cpu={c} stream={} seq={seq} insns={seq} cycles={clock} l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 clock={clock}\n",
+                "snap cpu={c} stream={} seq={seq} insns={seq} cycles={clock} l1_misses=0 l2_misses=0 tlb_misses=0 tlb_flushes=0 coherence_misses=0 invalidations=0 transfers=0 invalidations_received=0 upgrades=0 ipis=0 vm_exits=0 clock={clock}\n",
                 abi::model::SNAP_KERNEL
             );
         }

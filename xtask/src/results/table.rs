@@ -364,14 +364,15 @@ impl Results {
 }
 
 /// The model's misses of one figure where they are not zero
-/// (`L1 0.02  TLB 1.00`), with the coherence misses and the IPIs sent on
-/// several CPUs.
+/// (`L1 0.02  TLB 1.00`), the VM exits under `--virt`, with the coherence
+/// misses and the IPIs sent on several CPUs.
 fn misses(m: &crate::model::ModelFigures, smp: bool) -> String {
     let mut v = vec![
         ("L1", m.l1_misses),
         ("L2", m.l2_misses),
         ("TLB", m.tlb_misses),
         ("flush", m.tlb_flushes),
+        ("exit", m.vm_exits),
     ];
     if smp {
         v.push(("coh", m.coherence_misses));
@@ -382,6 +383,7 @@ fn misses(m: &crate::model::ModelFigures, smp: bool) -> String {
         "L2" => "l2_misses",
         "TLB" => "tlb_misses",
         "flush" => "tlb_flushes",
+        "exit" => "vm_exits",
         "coh" => "coherence_misses",
         _ => "ipis",
     };

@@ -54,6 +54,11 @@ const RECURSIVE_SLOT: usize = 1023;
 
 static STRATEGY: SetOnce<Strategy> = SetOnce::new();
 
+/// The frames `init` took for the strategy's own kernel page tables (the
+/// windows' table, the direct map's tables): held from boot to the end, so
+/// the leak test names them beside its count of frames in use.
+static OWN_FRAMES: SetOnce<u32> = SetOnce::new();
+
 /// The directory each CPU's CR3 holds (c: written by that CPU under (s)).
 static LOADED: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 
@@ -61,15 +66,22 @@ pub fn strategy() -> Strategy {
     STRATEGY.get().copied().unwrap_or(Strategy::Window)
 }
 
+/// The frames the strategy keeps for its own page tables from boot on.
+pub fn own_frames() -> u32 {
+    OWN_FRAMES.get().copied().unwrap_or(0)
+}
+
 /// Boot, after paging is on and before the first address space: the
 /// strategy, the kernel page tables the windows (and the direct map) live
 /// in, and the shootdown's vector.
 pub fn init(s: Strategy, phys_end: u64) -> Result<(), paging::OutOfMemory> {
     STRATEGY.set(s);
+    let before = frames::usage().0;
     window::init()?;
     if s == Strategy::Direct {
         direct::init(phys_end)?;
     }
+    OWN_FRAMES.set(frames::usage().0 - before);
     shootdown::init();
     for l in LOADED.iter() {
         l.store(paging::directory_address(), Ordering::Relaxed);

@@ -9,7 +9,6 @@
 //! IPI itself.
 
 use abi::layout::MAX_CPUS;
-use core::arch::global_asm;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::arch::idt::{self, Gate, GateKind};
@@ -38,7 +37,7 @@ pub fn reset_counts() {
 /// runs no user thread (lazily) is about to be freed.
 const LEAVE: u32 = 2;
 
-global_asm!(
+crate::arch::regs::frame_asm!(
     r#"
     .pushsection .text.ipi, "ax"
     .global tlb_shootdown_entry
@@ -49,22 +48,14 @@ global_asm!(
        like every other entry. */
 tlb_shootdown_entry:
     nopl {marker}(%eax)
-    pushl %ds
-    pushl %es
-    pushal
-    movl ${kdata}, %eax
-    movl %eax, %ds
-    movl %eax, %es
+    frame_save
     cld
     call {handler}
-    popal
-    popl %es
-    popl %ds
+    frame_restore
     iret
     .popsection
     "#,
     marker = const abi::model::marker_disp(abi::model::interrupt_marker(VECTOR_TLB_SHOOTDOWN)),
-    kdata = const abi::layout::selector::KERNEL_DATA,
     handler = sym shootdown_irq,
     options(att_syntax)
 );

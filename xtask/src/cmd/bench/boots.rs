@@ -1,11 +1,11 @@
 //! Step 3: the boots, interleaved round by round, and what they measured.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressFinish, ProgressStyle};
 
 use crate::compare::{self, Table};
 use crate::kbuild::Artifacts;
@@ -76,9 +76,11 @@ pub(super) fn boot_interleaved(
     let mut emulator = String::new();
     let host_cpu = host_cpu();
     let mut done = 0usize;
+    let bar = progress(total, started);
     for _round in 0..a.boots {
         for (v, art) in variants.iter().zip(builds) {
-            progress(done, total, started, &v.name);
+            bar.set_position(done as u64);
+            bar.set_message(format!(", running {}", v.name));
             let words = format!("{} prog={} {}", a.mode.word(), a.prog, v.cmdline)
                 .trim()
                 .to_string();
@@ -215,8 +217,11 @@ pub(super) fn boot_interleaved(
             done += 1;
         }
     }
-    progress(done, total, started, "");
-    eprintln!();
+    bar.set_message("");
+    bar.finish();
+    if !bar.is_hidden() {
+        eprintln!();
+    }
     Ok(m)
 }
 
@@ -233,25 +238,16 @@ fn profile_of(r: &Results) -> Option<String> {
     )
 }
 
-/// A one-line progress bar on stderr: boots done, ETA, the variant running.
-fn progress(done: usize, total: usize, started: Instant, running: &str) {
-    let width = 30;
-    let filled = done * width / total.max(1);
-    let eta = if done == 0 {
-        "?".to_string()
-    } else {
-        let per = started.elapsed().as_secs_f64() / done as f64;
-        format!("{:.0} s", per * (total - done) as f64)
-    };
-    eprint!(
-        "\r[{}{}] {done}/{total} boots, ETA {eta}{}   ",
-        "#".repeat(filled),
-        ".".repeat(width - filled),
-        if running.is_empty() {
-            String::new()
-        } else {
-            format!(", running {running}")
-        }
-    );
-    let _ = std::io::stderr().flush();
+/// A one-line progress bar on stderr (indicatif's; nothing when stderr is
+/// not a terminal): boots done, ETA, the variant running. A boot that fails
+/// ends the line (`eprintln!()`) before its error; the bar, dropped then,
+/// clears only that empty line.
+fn progress(total: usize, started: Instant) -> ProgressBar {
+    let style = ProgressStyle::with_template("[{bar:30}] {pos}/{len} boots, ETA {eta}{msg}")
+        .expect("a valid template")
+        .progress_chars("##.");
+    ProgressBar::new(total as u64)
+        .with_style(style)
+        .with_elapsed(started.elapsed())
+        .with_finish(ProgressFinish::AndClear)
 }

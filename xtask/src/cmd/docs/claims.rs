@@ -20,70 +20,27 @@ pub struct Named {
     pub name: String,
 }
 
-/// Every `` `test: NAME` `` of `text` outside fenced code blocks. A
-/// paragraph (or a list item) is read as one line (a code span may wrap),
-/// its first line's number given.
+/// Every `` `test: NAME` `` of `text` outside code blocks, with the line
+/// its paragraph (list item, table row, heading) starts on; a code span
+/// may wrap (`pulldown-cmark` reads its line break as a space).
 pub fn named_tests(text: &str) -> Vec<Named> {
+    use pulldown_cmark::{Event, Tag};
     let mut out = Vec::new();
-    let mut para: Vec<(usize, &str)> = Vec::new();
-    let mut in_fence = false;
-    let mut flush = |para: &mut Vec<(usize, &str)>| {
-        if let Some(&(line, _)) = para.first() {
-            let joined = para
-                .iter()
-                .map(|(_, l)| l.trim())
-                .collect::<Vec<_>>()
-                .join(" ");
-            for name in spans(&joined) {
-                if let Some(n) = name.strip_prefix(PREFIX) {
+    let mut block = 0;
+    for (e, at) in super::markdown(text).into_offset_iter() {
+        match e {
+            Event::Start(
+                Tag::Paragraph | Tag::Item | Tag::Heading { .. } | Tag::TableHead | Tag::TableRow,
+            ) => block = at.start,
+            Event::Code(c) => {
+                if let Some(n) = c.trim().strip_prefix(PREFIX) {
                     out.push(Named {
-                        line,
+                        line: super::line_of(text, block),
                         name: n.trim().to_string(),
                     });
                 }
             }
-        }
-        para.clear();
-    };
-    for (i, l) in text.lines().enumerate() {
-        let t = l.trim_start();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            flush(&mut para);
-            in_fence = !in_fence;
-            continue;
-        }
-        if in_fence {
-            continue;
-        }
-        // A blank line ends a paragraph; a list item or a table row starts
-        // one of its own.
-        let item = t.starts_with("- ") || t.starts_with("* ") || t.starts_with('|');
-        if t.is_empty() || item {
-            flush(&mut para);
-        }
-        if !t.is_empty() {
-            para.push((i + 1, l));
-        }
-    }
-    flush(&mut para);
-    out
-}
-
-/// The contents of the inline code spans of `text` (one backtick each
-/// side; a longer run of backticks opens a span closed by the same run).
-fn spans(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(i) = rest.find('`') {
-        let ticks = rest[i..].chars().take_while(|&c| c == '`').count();
-        let fence = &rest[i..i + ticks];
-        let body = &rest[i + ticks..];
-        match body.find(fence) {
-            Some(j) => {
-                out.push(body[..j].trim());
-                rest = &body[j + ticks..];
-            }
-            None => rest = body,
+            _ => {}
         }
     }
     out

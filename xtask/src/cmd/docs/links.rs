@@ -1,12 +1,15 @@
 //! The book's internal links: every relative Markdown link in README.md and
 //! docs/ must name a file of the repository, and a `#anchor` into a Markdown
 //! file must name one of its headings (GitHub's heading ids). Links with a
-//! scheme (`https:`, `mailto:`) are not followed.
+//! scheme (`https:`, `mailto:`) are not followed. The Markdown is parsed by
+//! `pulldown-cmark`: what is code (spans, fenced and indented blocks) holds
+//! no link, as on GitHub.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result};
+use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};
 
 /// One link found in a Markdown text: its line (1-based) and its target as
 /// written (`chapter.md#section`, `../kernel/src/main.rs`, `#here`).
@@ -16,120 +19,61 @@ pub struct Link {
     pub target: String,
 }
 
-/// Removes inline code spans (`` `...` ``), so a link written as code
-/// (`` `[a](b)` ``) is not taken for one.
-fn without_code_spans(line: &str) -> String {
-    let mut out = String::new();
-    let mut rest = line;
-    while let Some(i) = rest.find('`') {
-        out.push_str(&rest[..i]);
-        let ticks = rest[i..].chars().take_while(|&c| c == '`').count();
-        let fence = &rest[i..i + ticks];
-        match rest[i + ticks..].find(fence) {
-            Some(j) => rest = &rest[i + ticks + j + ticks..],
-            None => {
-                // An unmatched backtick is literal text.
-                out.push_str(fence);
-                rest = &rest[i + ticks..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+/// How the book is read: GitHub's Markdown (tables, footnotes) as
+/// `pulldown-cmark` parses it.
+pub fn markdown(text: &str) -> Parser<'_> {
+    Parser::new_ext(text, Options::ENABLE_TABLES | Options::ENABLE_FOOTNOTES)
 }
 
-/// Whether `line` opens or closes a fenced code block (```` ``` ```` or `~~~`).
-fn is_fence(line: &str) -> bool {
-    let t = line.trim_start();
-    t.starts_with("```") || t.starts_with("~~~")
+/// The 1-based line of byte `offset` of `text`.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset].matches('\n').count() + 1
 }
 
-/// The lines of `text` outside fenced code blocks, with their numbers.
-fn prose_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    let mut in_fence = false;
-    text.lines().enumerate().filter_map(move |(i, l)| {
-        if is_fence(l) {
-            in_fence = !in_fence;
-            return None;
-        }
-        (!in_fence).then_some((i + 1, l))
-    })
-}
-
-/// The target of a link destination: `<a b.md>` unwrapped, a `"title"` dropped.
-fn destination(raw: &str) -> String {
-    let raw = raw.trim();
-    if let Some(inner) = raw.strip_prefix('<') {
-        return inner.split('>').next().unwrap_or("").to_string();
-    }
-    raw.split_whitespace().next().unwrap_or("").to_string()
-}
-
-/// Every inline link (`[text](target)`, images too) and reference
-/// definition (`[label]: target`) of `text` outside code.
+/// Every inline link (`[text](target)`, images too, `<autolinks>`) and
+/// reference definition (`[label]: target`) of `text`, in the text's
+/// order; code spans and code blocks hold none. A link by reference
+/// (`[text][label]`) is its definition's, counted there once.
 pub fn links_in(text: &str) -> Vec<Link> {
-    let mut out = Vec::new();
-    for (line, raw) in prose_lines(text) {
-        let l = without_code_spans(raw);
-        // Reference definitions: `[label]: target` at the start of a line.
-        let t = l.trim_start();
-        if t.starts_with('[') && !t.starts_with("[^") {
-            if let Some(i) = t.find("]:") {
-                out.push(Link {
-                    line,
-                    target: destination(&t[i + 2..]),
-                });
-                continue;
+    let p = markdown(text);
+    let mut found: Vec<(usize, String)> = p
+        .reference_definitions()
+        .iter()
+        .map(|(_, d)| (d.span.start, d.dest.to_string()))
+        .collect();
+    for (e, at) in p.into_offset_iter() {
+        if let Event::Start(
+            Tag::Link {
+                link_type,
+                dest_url,
+                ..
             }
-        }
-        let mut rest = l.as_str();
-        while let Some(i) = rest.find("](") {
-            let after = &rest[i + 2..];
-            // The destination ends at the parenthesis that balances the opening one.
-            let mut depth = 0usize;
-            let mut end = None;
-            for (j, c) in after.char_indices() {
-                match c {
-                    '(' => depth += 1,
-                    ')' if depth == 0 => {
-                        end = Some(j);
-                        break;
-                    }
-                    ')' => depth -= 1,
-                    _ => {}
-                }
+            | Tag::Image {
+                link_type,
+                dest_url,
+                ..
+            },
+        ) = e
+        {
+            if matches!(link_type, LinkType::Inline | LinkType::Autolink) {
+                found.push((at.start, dest_url.to_string()));
             }
-            let Some(end) = end else { break };
-            out.push(Link {
-                line,
-                target: destination(&after[..end]),
-            });
-            rest = &after[end + 1..];
         }
     }
-    out
+    found.sort_by_key(|(at, _)| *at);
+    found
+        .into_iter()
+        .map(|(at, target)| Link {
+            line: line_of(text, at),
+            target,
+        })
+        .collect()
 }
 
-/// GitHub's id for a heading: the text lowercased, everything but letters,
-/// digits, `-`, `_` and spaces removed, spaces made `-`. Links in a heading
-/// count by their text.
+/// GitHub's id for a heading's text: lowercased, everything but letters,
+/// digits, `-`, `_` and spaces removed, spaces made `-`.
 pub fn slug(heading: &str) -> String {
-    let text = without_code_spans_keep_text(heading);
-    // `[text](target)` counts as `text`.
-    let mut plain = String::new();
-    let mut rest = text.as_str();
-    while let Some(i) = rest.find("](") {
-        plain.push_str(&rest[..i]);
-        match rest[i..].find(')') {
-            Some(j) => rest = &rest[i + j + 1..],
-            None => {
-                rest = &rest[i..];
-                break;
-            }
-        }
-    }
-    plain.push_str(rest);
-    plain
+    heading
         .trim()
         .to_lowercase()
         .chars()
@@ -138,42 +82,39 @@ pub fn slug(heading: &str) -> String {
         .collect()
 }
 
-/// A heading's text with the backticks of its code spans dropped (their
-/// text stays: it is part of the heading's id).
-fn without_code_spans_keep_text(s: &str) -> String {
-    s.replace('`', "")
-}
-
-/// The anchors a Markdown text offers: its headings' ids (a repeated id
-/// gets `-1`, `-2`, ... as on GitHub) and any `id="..."`/`name="..."` of
-/// inline HTML.
+/// The anchors a Markdown text offers: its headings' ids (from their text:
+/// a code span's and a link's text count; a repeated id gets `-1`, `-2`,
+/// ... as on GitHub) and any `id="..."`/`name="..."` of its HTML.
 pub fn anchors(text: &str) -> HashSet<String> {
     let mut out = HashSet::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
-    for (_, l) in prose_lines(text) {
-        let t = l.trim_start();
-        let hashes = t.chars().take_while(|&c| c == '#').count();
-        if (1..=6).contains(&hashes) && t[hashes..].starts_with(' ') {
-            let title = t[hashes..].trim().trim_end_matches('#').trim();
-            let base = slug(title);
-            let n = seen.entry(base.clone()).or_insert(0);
-            let id = if *n == 0 {
-                base.clone()
-            } else {
-                format!("{base}-{n}")
-            };
-            *n += 1;
-            out.insert(id);
-        }
-        for attr in ["id=\"", "name=\""] {
-            let mut rest = l;
-            while let Some(i) = rest.find(attr) {
-                let v = &rest[i + attr.len()..];
-                if let Some(j) = v.find('"') {
-                    out.insert(v[..j].to_string());
-                }
-                rest = v;
+    let mut heading: Option<String> = None;
+    for e in markdown(text) {
+        match e {
+            Event::Start(Tag::Heading { .. }) => heading = Some(String::new()),
+            Event::Text(t) | Event::Code(t) if heading.is_some() => {
+                heading.get_or_insert_default().push_str(&t);
             }
+            Event::End(TagEnd::Heading(_)) => {
+                let base = slug(&heading.take().unwrap_or_default());
+                let n = seen.entry(base.clone()).or_insert(0);
+                out.insert(if *n == 0 {
+                    base.clone()
+                } else {
+                    format!("{base}-{n}")
+                });
+                *n += 1;
+            }
+            Event::Html(h) | Event::InlineHtml(h) => {
+                for attr in ["id=\"", "name=\""] {
+                    for v in h.split(attr).skip(1) {
+                        if let Some((id, _)) = v.split_once('"') {
+                            out.insert(id.to_string());
+                        }
+                    }
+                }
+            }
+            _ => {}
         }
     }
     out
@@ -297,14 +238,20 @@ mod tests {
 
     #[test]
     fn heading_ids_follow_github() {
-        assert_eq!(slug("The `int $0x80` path"), "the-int-0x80-path");
-        assert_eq!(slug("EFLAGS: `pushl $2; popfl`"), "eflags-pushl-2-popfl");
-        assert_eq!(
-            slug("Default formulas and `--classic`"),
-            "default-formulas-and---classic"
+        let a = anchors(
+            "# The `int $0x80` path\n## EFLAGS: `pushl $2; popfl`\n\
+             ## Default formulas and `--classic`\n### AMD `syscall`/`sysret`\n\
+             ## See [the model](model.md)\n",
         );
-        assert_eq!(slug("AMD `syscall`/`sysret`"), "amd-syscallsysret");
-        assert_eq!(slug("See [the model](model.md)"), "see-the-model");
+        for id in [
+            "the-int-0x80-path",
+            "eflags-pushl-2-popfl",
+            "default-formulas-and---classic",
+            "amd-syscallsysret",
+            "see-the-model",
+        ] {
+            assert!(a.contains(id), "{id}: {a:?}");
+        }
         let a = anchors("# A\n## Same\n```\n# not a heading\n```\n## Same\n<a id=\"here\"></a>\n");
         for id in ["a", "same", "same-1", "here"] {
             assert!(a.contains(id), "{id}");

@@ -68,6 +68,17 @@ pub enum Table {
     /// `mode=run`: what CPUID says, the mechanisms the kernel used, the
     /// tests and the hostile suite, and the benchmark.
     CpuMatrix,
+    /// booting.md's GDT: each entry's index and selector, from the
+    /// selectors `abi` names (the ones boot asserts each descriptor lands on).
+    Gdt,
+    /// docs/experiment-sysenter.md's ladder: each operation's modelled
+    /// cycles under `p4` through int 0x80 and through sysenter (one boot
+    /// each), the cycles saved and the share of the old time left.
+    SysenterLadder,
+    /// docs/experiment-turnstiles.md's layouts across CPUs: the `locks`
+    /// program's ebizzy under `p4` on 2 and 4 CPUs and `p3` on 4, one boot
+    /// per pool layout.
+    TurnstileLayouts,
 }
 
 /// One kind of instruction on a round trip that a profile charges more than
@@ -1161,6 +1172,241 @@ fn fork_flushes() -> Result<String> {
     Ok(out)
 }
 
+/// booting.md's GDT table, from `abi::layout::selector`: no boot (the
+/// boot itself asserts that every descriptor lands on these selectors).
+fn gdt() -> String {
+    use abi::layout::{selector as sel, MAX_CPUS};
+    let aps = MAX_CPUS as u16 - 1;
+    let one = |s: u16, what: &str| (s, 1, what.to_string());
+    let rows = [
+        (0, 1, "null (the CPU never uses entry 0)".to_string()),
+        one(sel::KERNEL_CODE, "kernel code, DPL 0"),
+        one(sel::KERNEL_DATA, "kernel data, DPL 0"),
+        one(
+            sel::USER_CODE,
+            &format!(
+                "user code, DPL 3 (`{:#04x}` with RPL 3)",
+                sel::USER_CODE & !3
+            ),
+        ),
+        one(
+            sel::USER_DATA,
+            &format!(
+                "user data, DPL 3 (`{:#04x}` with RPL 3)",
+                sel::USER_DATA & !3
+            ),
+        ),
+        one(sel::TSS, "the main TSS"),
+        one(sel::DOUBLE_FAULT_TSS, "the double-fault TSS"),
+        one(sel::CALL_GATE, "call gate to the full entry, DPL 3"),
+        one(sel::CALL_GATE_FLOOR, "call gate to the floor entry, DPL 3"),
+        one(sel::DEBUG_TSS, "the debug TSS"),
+        (
+            sel::AP_TSS_BASE,
+            aps,
+            "one TSS per application processor (started when there are several CPUs, above)".into(),
+        ),
+        (
+            sel::PERCPU_BASE,
+            MAX_CPUS as u16,
+            "one per-CPU data segment per CPU, loaded into GS in ring 0".into(),
+        ),
+        (
+            sel::AP_DF_TSS_BASE,
+            aps,
+            "one double-fault TSS per application processor".into(),
+        ),
+        (
+            sel::AP_DB_TSS_BASE,
+            aps,
+            "one debug TSS per application processor".into(),
+        ),
+    ];
+    let mut out = String::from("| index | selector | descriptor |\n| --- | --- | --- |\n");
+    for (s, n, what) in rows {
+        let (first, last) = (s >> 3, (s >> 3) + n - 1);
+        if n == 1 {
+            out.push_str(&format!("| {first} | `{s:#04x}` | {what} |\n"));
+        } else {
+            let end = s + 8 * (n - 1);
+            out.push_str(&format!(
+                "| {first}–{last} | `{s:#04x}`–`{end:#04x}` | {what} |\n"
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "\nFrom [abi/src/layout.rs](../abi/src/layout.rs) (`selector`), for {MAX_CPUS} CPUs at most (`abi::layout::MAX_CPUS`)."
+    ));
+    out
+}
+
+/// The command line of the sysenter ladder's boots, after the entry.
+const LADDER_APPEND: &str = "batches=16 batch_size=256";
+
+/// The ladder's rows: what the row says, and the benchmark (`M` stands for
+/// the mechanism).
+const LADDER_ROWS: &[(&str, &str)] = &[
+    ("floor (enter, leave)", "M.floor"),
+    ("`null`", "M.null"),
+    ("`geteuid`", "M.geteuid"),
+    ("`write1` (1 byte to the null device)", "M.write1"),
+    (
+        "macro mix (one operation: 64 bytes written to a kernel ring and read back, `getpid`, `yield`: 4 calls)",
+        "macro.M",
+    ),
+];
+
+/// System calls one operation of the macro mix makes (`macro_op` in
+/// userland/src/bin/bench.rs: a write, a read, `getpid`, `yield`).
+const MACRO_CALLS: f64 = 4.0;
+
+/// experiment-sysenter.md's ladder: one `p4` model boot per mechanism, as
+/// the chapter's bench makes them; per operation the instructions through
+/// int 0x80 (the guest's count: icount), both mechanisms' modelled cycles,
+/// the cycles saved, and sysenter's time as a share of int 0x80's.
+fn sysenter_ladder() -> Result<String> {
+    let boot = |mech: &str| {
+        results_of(&[
+            "run",
+            "--no-save",
+            "--json",
+            "--clock",
+            "model",
+            "--profile",
+            "p4",
+            "--append",
+            &format!("entry={mech} {LADDER_APPEND}"),
+        ])
+    };
+    let (old, new) = (boot("int80")?, boot("sysenter")?);
+    // A call's figures are a benchmark's (its median: instructions); the
+    // macro mix's are its `macros` entry's (ticks, which are instructions
+    // under the model, per operation).
+    let figures = |r: &Value, name: &str| -> Result<(f64, f64)> {
+        let (list, key, value, field) = match name.strip_prefix("macro.") {
+            Some(mech) => ("macros", "mech", mech, "ticks_per_op"),
+            None => ("benches", "name", name, "median"),
+        };
+        let bench = r[list]
+            .as_array()
+            .and_then(|b| b.iter().find(|b| b[key] == value))
+            .with_context(|| format!("no {name} in the results"))?;
+        let m = &bench["model"];
+        if clamped(m, "cycles") {
+            bail!("{name}: its modelled cycles were clamped at zero");
+        }
+        match (bench[field].as_f64(), m["cycles"].as_f64()) {
+            (Some(insns), Some(cycles)) => Ok((insns, cycles)),
+            _ => bail!("{name} has no instructions or no modelled cycles"),
+        }
+    };
+    let mut out = String::from(
+        "| operation | instructions, int 0x80 (icount) | int 0x80 | sysenter | saved | time through sysenter, of int 0x80's |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    let mut per_call = None;
+    for &(label, name) in LADDER_ROWS {
+        let (insns, a) = figures(&old, &name.replace('M', "int80"))?;
+        let (_, b) = figures(&new, &name.replace('M', "sysenter"))?;
+        let saved = a - b;
+        if name == "M.null" {
+            per_call = Some(saved);
+        }
+        let saved_cell = match per_call {
+            Some(c) if name.starts_with("macro.") && saved == MACRO_CALLS * c => {
+                format!("{} = {MACRO_CALLS} x {}", cell(saved), cell(c))
+            }
+            _ => cell(saved),
+        };
+        out.push_str(&format!(
+            "| {label} | {} | {} | {} | {saved_cell} | {:.0}% |\n",
+            cell(insns),
+            cell(a),
+            cell(b),
+            100.0 * b / a
+        ));
+    }
+    out.push_str(&format!(
+        "\nModelled cycles per operation under `p4` (medians of the batches); QEMU TCG, one boot per mechanism: \
+         `cargo xtask run --clock model --profile p4 --append \"entry=M {LADDER_APPEND}\"`."
+    ));
+    Ok(out)
+}
+
+/// The turnstile chapter's boots: (profile, CPUs), each in every layout.
+const LAYOUT_MACHINES: &[(&str, u32)] = &[("p4", 2), ("p4", 4), ("p3", 4)];
+
+/// experiment-turnstiles.md's Run 3: the `locks` program on several CPUs,
+/// one model boot per pool layout; per boot ebizzy's modelled cycles and
+/// coherence misses a record, the records each CPU found, and each other
+/// CPU's overlap with CPU 0 in modelled time.
+fn turnstile_layouts() -> Result<String> {
+    let mut out = String::from(
+        "| profile, CPUs | layout | ebizzy.smp, modelled cycles a record | coherence misses a record | records found by each CPU | overlap with CPU 0 |\n| --- | --- | ---: | ---: | --- | --- |\n",
+    );
+    for &(profile, cpus) in LAYOUT_MACHINES {
+        for layout in ["packed", "64", "128"] {
+            let r = results_of(&[
+                "run",
+                "--no-save",
+                "--json",
+                "--prog",
+                "locks",
+                "--smp",
+                &cpus.to_string(),
+                "--clock",
+                "model",
+                "--profile",
+                profile,
+                "--append",
+                &format!("pool_align={layout}"),
+            ])?;
+            let name = format!("ebizzy.smp.{layout}");
+            let (_, cycles, misses) = smp_figures(&r, &name, profile)?;
+            let bench = r["benches"]
+                .as_array()
+                .and_then(|b| b.iter().find(|b| b["name"] == name.as_str()))
+                .with_context(|| format!("{profile}: no {name}"))?;
+            let share = &bench["share"];
+            let per_cpu: Vec<u64> = share["per_cpu"]
+                .as_array()
+                .map(|v| v.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default();
+            if per_cpu.len() != cpus as usize {
+                bail!(
+                    "{profile}, {cpus} CPUs: {name}'s share names {} CPUs",
+                    per_cpu.len()
+                );
+            }
+            let total = per_cpu.iter().sum::<u64>().max(1);
+            let found: Vec<String> = per_cpu
+                .iter()
+                .map(|&n| format!("{:.0}", 100.0 * n as f64 / total as f64))
+                .collect();
+            let overlap: Vec<String> = (1..cpus)
+                .map(|cpu| {
+                    share["overlap"]
+                        .as_array()
+                        .and_then(|o| o.iter().find(|o| o["cpu"] == cpu))
+                        .and_then(|o| o["percent"].as_f64())
+                        .map_or("-".to_string(), |p| format!("{p:.0}"))
+                })
+                .collect();
+            out.push_str(&format!(
+                "| {profile}, {cpus} | {layout} | {} | {} | {}% | {}% |\n",
+                or_clamped(cycles, |x| format!("{x:.1}")),
+                or_clamped(misses, |x| format!("{x:.2}")),
+                found.join("/"),
+                overlap.join("/")
+            ));
+        }
+    }
+    out.push_str(
+        "\nebizzy's figures per record found, all CPUs' coherence misses together (medians of the batches); QEMU TCG, the turn pacer's default grain, one boot per row: \
+         `cargo xtask run --clock model --profile P --prog locks --smp N --append pool_align=L`.",
+    );
+    Ok(out)
+}
+
 /// The agreement table: the boots of `cargo xtask test`'s agreement check
 /// (its pairs, its command line), one per machine, read back as results.
 fn agreement() -> Result<String> {
@@ -1304,7 +1550,7 @@ fn render_tests(
         .count();
     out.push_str(&format!(
         "\nTests: `cargo xtask test --list` (nothing booted). Wall times: the last run that ran each test with \
-         `--record-times` ({}), the icount and Bochs boots two at a time, the others one at a time{}; {} of the {all} tests have none yet{}.",
+         `--record-times` ({}), the icount, model and Bochs boots two at a time, the others one at a time{}; {} of the {all} tests have none yet{}.",
         crate::cmd::test::times::BOOK_FILE,
         match &book.whole_run {
             Some(w) => format!(
@@ -1753,6 +1999,9 @@ pub fn print(table: Table) -> Result<i32> {
         Table::Tests => tests()?,
         Table::WallTimes => wall_times()?,
         Table::CpuMatrix => cpu_matrix()?,
+        Table::Gdt => gdt(),
+        Table::SysenterLadder => sysenter_ladder()?,
+        Table::TurnstileLayouts => turnstile_layouts()?,
     };
     println!("{text}");
     Ok(0)

@@ -4,9 +4,9 @@
 //! must be exactly those of a direct boot under icount. A job that LAVA
 //! ends early must be refused by `import`, never read as figures.
 
-use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::OnceLock;
 
 use anyhow::{bail, ensure, Context, Result};
 
@@ -239,7 +239,7 @@ pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
         .filter(|(n, _)| filter.is_none_or(|f| n.contains(f)))
         .collect();
     let dir: PathBuf = kbuild::root().join("target/xtask/lab-test");
-    let ready: Rc<OnceCell<Result<(), String>>> = Rc::default();
+    let ready: Arc<OnceLock<Result<(), String>>> = Arc::default();
     let last = wanted.len();
     wanted
         .into_iter()

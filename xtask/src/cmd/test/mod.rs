@@ -92,11 +92,11 @@ pub(crate) const SKIP: &str = "SKIP: ";
 /// it does (`Ok(what it showed)`, empty when the name says it all).
 pub(crate) struct Test<'a> {
     pub name: String,
-    run: Box<dyn FnOnce() -> Result<String, String> + 'a>,
+    run: Box<dyn FnOnce() -> Result<String, String> + Send + 'a>,
 }
 
 impl<'a> Test<'a> {
-    pub fn new(name: String, run: impl FnOnce() -> Result<String, String> + 'a) -> Test<'a> {
+    pub fn new(name: String, run: impl FnOnce() -> Result<String, String> + Send + 'a) -> Test<'a> {
         Test {
             name,
             run: Box::new(run),
@@ -104,7 +104,7 @@ impl<'a> Test<'a> {
     }
 
     /// A test whose PASS line is its name alone.
-    pub fn plain(name: String, run: impl FnOnce() -> Result<(), String> + 'a) -> Test<'a> {
+    pub fn plain(name: String, run: impl FnOnce() -> Result<(), String> + Send + 'a) -> Test<'a> {
         Test::new(name, move || run().map(|()| String::new()))
     }
 
@@ -162,6 +162,45 @@ impl Tally {
         } else {
             t.run_in(self);
         }
+    }
+
+    /// Names or runs a section's tests, `workers` at a time (each is a
+    /// boot or a few, one host thread each, in scratch files of its own),
+    /// each counted as it ends.
+    fn tests_parallel(&mut self, tests: Vec<Test>, workers: usize) {
+        if self.listing || workers <= 1 {
+            for t in tests {
+                self.test(t);
+            }
+            return;
+        }
+        let queue = std::sync::Mutex::new(tests.into_iter());
+        let (tx, rx) = mpsc::channel::<(String, Instant, Result<String, String>)>();
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                let tx = tx.clone();
+                let queue = &queue;
+                s.spawn(move || loop {
+                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                    let Some(t) = next else { break };
+                    let started = Instant::now();
+                    let r = (t.run)();
+                    if tx.send((t.name, started, r)).is_err() {
+                        break;
+                    }
+                });
+            }
+            drop(tx);
+            for (name, started, r) in rx {
+                match r {
+                    Ok(what) if !what.is_empty() => {
+                        let shown = format!("{name}: {what}");
+                        self.report_as(&name, &shown, Some(started), Ok(()))
+                    }
+                    r => self.report(&name, Some(started), r.map(|_| ())),
+                }
+            }
+        });
     }
 
     /// Counts `result` and prints `PASS name (t s)` or `FAIL name: why`;
@@ -347,6 +386,42 @@ fn settings_as_asked(c: &Case, records: &[report::Record]) -> Result<(), String>
     }
 }
 
+/// The test of boot's GDT check (docs/booting.md, "The GDT").
+const GDT_ORDER: &str = "GDT check (feature test-gdt-order): with user code and user data added in the wrong order, boot panics naming the selector abi gives";
+
+/// Boots the kernel built with `test-gdt-order`, whose `gdt::init` adds
+/// the user data descriptor before the user code one: `Gdt::add` then
+/// returns user code's selector for the data descriptor, and the check
+/// beside it must stop the boot with a panic that says so.
+fn gdt_order(dest: &Path) -> Result<(), String> {
+    use abi::layout::selector;
+    let art = crate::cmd::run::feature_build(&["test-gdt-order".to_string()])
+        .map_err(|e| format!("{e:#}"))?;
+    let spec = crate::machine::Spec::new(
+        crate::machine::BackendSpec::Qemu(crate::machine::qemu::Spec::new(
+            crate::machine::AccelChoice::Tcg,
+        )),
+        std::time::Duration::from_secs(60),
+    );
+    let log = Machine::build(&spec, &art, "mode=test", dest)
+        .and_then(|m| m.boot(&mut |_| {}))
+        .map_err(|e| format!("{e:#}"))?;
+    let said = format!(
+        "GDT: user data at {:#x}, abi says {:#x}",
+        selector::USER_CODE,
+        selector::USER_DATA
+    );
+    let panicked = log.ending == crate::machine::Ending::Exited(abi::exit::Outcome::Panic);
+    if !panicked || !log.serial.contains("kernel panic at ") || !log.serial.contains(&said) {
+        return Err(format!(
+            "expected a panic saying {said:?}: {}\n{}",
+            log.verdict(),
+            log.explain(20)
+        ));
+    }
+    Ok(())
+}
+
 /// A Bochs boot test: a case, or an agreement check (a Bochs boot and a QEMU one).
 enum Job {
     /// A case, booted this many times.
@@ -387,8 +462,9 @@ fn bochs_jobs(wanted: &dyn Fn(&str) -> bool) -> Vec<Job> {
     jobs
 }
 
-/// Bochs runs one CPU on one host thread: as many boots at once as the
-/// host has CPUs, at most [`MAX_BOCHS_WORKERS`].
+/// Bochs runs one CPU on one host thread (as does QEMU under icount, the
+/// model's plugin with it): as many boots at once as the host has CPUs, at
+/// most [`MAX_BOCHS_WORKERS`].
 fn bochs_workers() -> usize {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -904,11 +980,15 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
             run_case(late, &art, &dir.join("late-ap"), 1)
         });
     }
+    if on(Emulator::Qemu) && wanted(GDT_ORDER) {
+        tally.case(GDT_ORDER, || gdt_order(&dir.join("gdt-order")));
+    }
     if on(Emulator::Qemu) {
         tally.section("boots under the model clock (QEMU TCG, icount, the model plugin)");
-        for t in model::self_tests(&art, &dir, a.filter.as_deref()) {
-            tally.test(t);
-        }
+        // Two at a time, as the icount boots: each is one QEMU process on
+        // one host thread, with a plugin file of its own.
+        let tests = model::self_tests(&art, &dir, a.filter.as_deref());
+        tally.tests_parallel(tests, bochs_workers());
     }
     if !bochs_jobs.is_empty() {
         tally.section(&format!(

@@ -2,6 +2,7 @@
 //! mechanism, gdb stopping at an entry stub, and the exercises (kernels built
 //! without one piece of entry hygiene, and what their test boots then show).
 
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -17,7 +18,9 @@ use super::Test;
 pub struct Exercise {
     pub feature: &'static str,
     pub question: &'static str,
-    pub check: fn(&BootLog, &[crate::report::Record]) -> Result<(), String>,
+    /// The boot's log, its records, and the kernel it booted (for the
+    /// symbol at a reported address).
+    pub check: fn(&BootLog, &[crate::report::Record], &Path) -> Result<(), String>,
 }
 
 /// The test `name` ran and its result is `want` ("pass" or "fail").
@@ -46,6 +49,47 @@ fn failed_check(r: &[crate::report::Record], mech: &str, name: &str) -> Result<(
     } else {
         Err(format!("the {mech} check {name:?} should fail"))
     }
+}
+
+/// The boot printed `text` (an answer quotes it).
+fn said(log: &BootLog, text: &str) -> Result<(), String> {
+    if log.serial.contains(text) {
+        Ok(())
+    } else {
+        Err(format!("the boot did not print {text:?}"))
+    }
+}
+
+/// The per-mechanism check `name` of `mech` ran and passed.
+fn passed_check(r: &[crate::report::Record], mech: &str, name: &str) -> Result<(), String> {
+    let found = crate::report::of_kind(r, abi::report::kind::CHECK).any(|c| {
+        c.get("mech") == Some(mech)
+            && c.get("name") == Some(name)
+            && c.get("result") == Some("pass")
+    });
+    if found {
+        Ok(())
+    } else {
+        Err(format!("the {mech} check {name:?} should pass"))
+    }
+}
+
+/// The instruction at `addr` in the ELF file `kernel`, as gdb shows it
+/// with its symbol (`0x1016de <sysenter_iret+19>:\tiret`). Without gdb
+/// the test cannot look, and says so (SKIP, counted).
+fn instruction_at(kernel: &Path, addr: &str) -> Result<String, String> {
+    preflight::ensure_gdb().map_err(|e| format!("{}no gdb here: {e:#}", super::SKIP))?;
+    let o = Command::new("gdb")
+        .args(["-batch", "-nx", "-ex", &format!("x/i {addr}")])
+        .arg(kernel)
+        .output()
+        .map_err(|e| format!("gdb: {e}"))?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    text.lines()
+        .rev()
+        .find(|l| l.contains(addr.trim_start_matches("0x")))
+        .map(str::to_string)
+        .ok_or_else(|| format!("gdb did not show the instruction at {addr}: {text}"))
 }
 
 /// Every failure of the boot is one the answer lists, and every one it
@@ -97,7 +141,7 @@ pub const EXERCISES: &[Exercise] = &[
         feature: "exercise-sysexit-always",
         question:
             "Return from sysenter with SYSEXIT every time, even when the saved EFLAGS is dirty.",
-        check: |log, r| {
+        check: |log, r, _| {
             ended(log, abi::exit::Outcome::Failure)?;
             // The flags that are state come back as the kernel's: utest's
             // checks and the hostile suite's cases for each (the answer
@@ -119,6 +163,25 @@ pub const EXERCISES: &[Exercise] = &[
                 r,
                 "user fault: TF set before sysenter (#DB after the return)",
             )?;
+            // The values the answer quotes: each flag's utest check saw
+            // EFLAGS 0x202 after the call, and the TF cases' tasks were not
+            // ended.
+            for flag in ["DF", "AC", "NT"] {
+                said(
+                    log,
+                    &format!("utest: FAIL sysenter: {flag} set before the call: the user gets it back (got 0x202)"),
+                )?;
+            }
+            for case in [
+                "TF set before sysenter",
+                "TF and pop ss right before sysenter",
+                "NT and TF set before sysenter",
+            ] {
+                said(
+                    log,
+                    &format!("FAIL user fault: {case} (#DB after the return): expected #DB, got exit(1): the act did not end the task"),
+                )?;
+            }
             // The answer lists every failure the boot has, no more.
             failures_exactly(
                 r,
@@ -143,7 +206,7 @@ pub const EXERCISES: &[Exercise] = &[
     Exercise {
         feature: "exercise-trust-user-pointers",
         question: "Let usercopy::check accept every pointer.",
-        check: |log, r| {
+        check: |log, r, _| {
             failed_test(r, "kernel: user-pointer checks refuse bad ranges")?;
             failed_check(r, "int80", "pointer into the kernel gives EFAULT")?;
             // The kernel's own memory is mapped: a copy into it succeeds,
@@ -161,14 +224,32 @@ pub const EXERCISES: &[Exercise] = &[
                 "user fault: sigaction storing the old handler into kernel memory (EFAULT)",
             )?;
             // The values the answer quotes.
-            for said in [
+            for text in [
+                "FAIL kernel: user-pointer checks refuse bad ranges: write to read-only",
                 "utest: FAIL int80: pointer into the kernel gives EFAULT (got 0x4)",
                 "utest: FAIL int80: read into read-only memory gives EFAULT (got 0x0)",
                 "faults: the call returned 0x4, not an errno",
+                "FAIL user fault: cpuinfo into kernel memory (EFAULT): expected EFAULT (exit 14), got exit(0)",
+                "FAIL user fault: sigaction storing the old handler into kernel memory (EFAULT): expected EFAULT (exit 14), got exit(0)",
             ] {
-                if !log.serial.contains(said) {
-                    return Err(format!("the boot did not print {said:?}"));
+                said(log, text)?;
+            }
+            // Every utest -EFAULT check fails, through every mechanism
+            // the boot has (int 0x80, sysenter and the call gate on qemu32).
+            let efault: Vec<_> = crate::report::of_kind(r, abi::report::kind::CHECK)
+                .filter(|c| c.get("name").is_some_and(|n| n.ends_with("gives EFAULT")))
+                .collect();
+            for mech in ["int80", "sysenter", "callgate"] {
+                if !efault.iter().any(|c| c.get("mech") == Some(mech)) {
+                    return Err(format!("no -EFAULT check ran through {mech}"));
                 }
+            }
+            if let Some(c) = efault.iter().find(|c| c.get("result") != Some("fail")) {
+                return Err(format!(
+                    "the {} check {:?} did not fail",
+                    c.get("mech").unwrap_or("?"),
+                    c.get("name").unwrap_or("?")
+                ));
             }
             ended(log, abi::exit::Outcome::Failure)
         },
@@ -176,11 +257,40 @@ pub const EXERCISES: &[Exercise] = &[
     Exercise {
         feature: "exercise-sysenter-no-flags-reset",
         question: "Remove `pushl $2; popfl` (the cld, and more) from the sysenter path.",
-        check: |log, r| {
+        check: |log, r, kernel| {
             failed_check(r, "sysenter", "DF set before the call: ring data intact")?;
+            // The first failure of the boot is that one, with the value
+            // the answer quotes.
+            let first = log.serial.lines().find(|l| l.contains("FAIL "));
+            let df = "utest: FAIL sysenter: DF set before the call: ring data intact (got 0x10)";
+            if first != Some(df) {
+                return Err(format!("the first failure is {first:?}, not {df:?}"));
+            }
+            // AC does no harm: both its checks pass through sysenter.
+            for name in [
+                "AC set before the call: ring data intact",
+                "AC set before the call: the user gets it back",
+            ] {
+                passed_check(r, "sysenter", name)?;
+            }
             ended(log, abi::exit::Outcome::Exception(10))?;
-            if !log.serial.contains("#TS invalid TSS") {
-                return Err("no #TS report".into());
+            let ts = "#TS invalid TSS (vector 10) in kernel mode, error code 0x0";
+            if !log.serial.contains(ts) {
+                return Err(format!("the boot did not print {ts:?}"));
+            }
+            // EFLAGS 0x4006 (NT set), EIP at the `iret` of `sysenter_iret`.
+            let e = crate::report::of_kind(r, abi::report::kind::EXCEPTION)
+                .find(|e| e.get("name") == Some("#TS"))
+                .ok_or("no #TS record")?;
+            if e.get("eflags") != Some("0x4006") {
+                return Err(format!("#TS with EFLAGS {:?}, not 0x4006", e.get("eflags")));
+            }
+            let eip = e.get("eip").ok_or("the #TS record has no EIP")?;
+            let at = instruction_at(kernel, eip)?;
+            if !(at.contains("<sysenter_iret+") && at.trim_end().ends_with("iret")) {
+                return Err(format!(
+                    "#TS at {eip}, which is not the iret of sysenter_iret: {at}"
+                ));
             }
             Ok(())
         },
@@ -214,7 +324,8 @@ pub fn run_exercises(filter: Option<&str>) -> Vec<Test<'static>> {
                         .map_err(|err| format!("{err:#}"))?;
                     let records =
                         crate::report::parse_log(&log.serial).map_err(|err| err.to_string())?;
-                    (e.check)(&log, &records).map_err(|err| format!("{err}\n{}", log.explain(20)))
+                    (e.check)(&log, &records, &art.kernel)
+                        .map_err(|err| format!("{err}\n{}", log.explain(20)))
                 })
         }));
     }
@@ -398,52 +509,62 @@ fn parse_expect(c: &str) -> Result<Expect, String> {
 }
 
 /// Every `cargo xtask` command in `text`'s plain code blocks (fences with
-/// no language: the ones a reader types; output blocks are `text`).
+/// no language: the ones a reader types; output blocks are `text`), as
+/// `pulldown-cmark` finds them; the `<!-- expect: -->` comment right
+/// before a block (blank lines between allowed) says what it must do.
 pub fn stated_commands(chapter: &str, text: &str) -> Result<Vec<Stated>, String> {
+    use pulldown_cmark::{CodeBlockKind, Event, Tag, TagEnd};
     let mut out = Vec::new();
-    let mut expect = parse_expect("")?;
     let mut pending: Option<Expect> = None;
-    let mut in_block = false;
-    let mut plain = false;
-    let mut joined = String::new();
-    for (n, line) in text.lines().enumerate() {
-        let t = line.trim();
-        if let Some(fence) = t.strip_prefix("```") {
-            if in_block {
-                in_block = false;
-            } else {
-                in_block = true;
-                plain = fence.trim().is_empty();
-                expect = pending.take().unwrap_or(parse_expect("")?);
+    // The block being read: what it must do, and its text so far.
+    let mut block: Option<(Expect, String)> = None;
+    for (e, at) in crate::cmd::docs::markdown(text).into_offset_iter() {
+        match e {
+            Event::Html(h) if block.is_none() => {
+                pending = match h.trim().strip_prefix("<!-- expect:") {
+                    Some(c) => {
+                        let c = c.strip_suffix("-->").unwrap_or(c);
+                        let line = crate::cmd::docs::line_of(text, at.start);
+                        Some(parse_expect(c).map_err(|e| format!("{chapter}:{line}: {e}"))?)
+                    }
+                    None => None,
+                };
             }
-            continue;
-        }
-        if !in_block {
-            if let Some(c) = t
-                .strip_prefix("<!-- expect:")
-                .and_then(|c| c.strip_suffix("-->"))
-            {
-                pending = Some(parse_expect(c).map_err(|e| format!("{chapter}:{}: {e}", n + 1))?);
-            } else if !t.is_empty() {
-                pending = None;
+            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) if info.trim().is_empty() => {
+                let expect = pending.take().unwrap_or(parse_expect("")?);
+                block = Some((expect, String::new()));
             }
-            continue;
+            Event::Text(t) => {
+                if let Some((_, body)) = &mut block {
+                    body.push_str(&t);
+                }
+            }
+            Event::End(TagEnd::CodeBlock) => {
+                let Some((expect, body)) = block.take() else {
+                    continue;
+                };
+                let mut joined = String::new();
+                for t in body.lines().map(str::trim) {
+                    if joined.is_empty() && !t.starts_with("cargo xtask ") {
+                        continue;
+                    }
+                    let body = t.split(" #").next().unwrap_or(t).trim();
+                    if let Some(b) = body.strip_suffix('\\') {
+                        joined.push_str(b.trim_end());
+                        joined.push(' ');
+                        continue;
+                    }
+                    joined.push_str(body);
+                    out.push(Stated {
+                        chapter: chapter.to_string(),
+                        line: std::mem::take(&mut joined),
+                        expect: expect.clone(),
+                    });
+                }
+            }
+            Event::Start(_) => pending = None,
+            _ => {}
         }
-        if !plain || (joined.is_empty() && !t.starts_with("cargo xtask ")) {
-            continue;
-        }
-        let body = t.split(" #").next().unwrap_or(t).trim();
-        if let Some(b) = body.strip_suffix('\\') {
-            joined.push_str(b.trim_end());
-            joined.push(' ');
-            continue;
-        }
-        joined.push_str(body);
-        out.push(Stated {
-            chapter: chapter.to_string(),
-            line: std::mem::take(&mut joined),
-            expect: expect.clone(),
-        });
     }
     Ok(out)
 }
@@ -515,12 +636,38 @@ pub fn chapter_tests(filter: Option<&str>) -> Vec<Test<'static>> {
             )),
         }
     }
-    let mut seen = std::collections::HashSet::new();
-    // A command two places state the same way runs once.
-    for s in stated
-        .iter()
-        .filter(|s| s.expect.run && seen.insert(s.line.clone()))
-    {
+    // A command two places state the same way runs once, and must do what
+    // each place expects of it: the words of both, the one exit status
+    // they agree on (a disagreement is a failed test of its own). A place
+    // that skips it, for the reason it gives, skips it everywhere.
+    let mut merged: Vec<Stated> = Vec::new();
+    for s in &stated {
+        match merged.iter_mut().find(|m| m.line == s.line) {
+            None => merged.push(s.clone()),
+            Some(m) => {
+                if m.expect.exit != s.expect.exit && m.expect.run && s.expect.run {
+                    let e = format!(
+                        "{} expects exit status {}, {} expects {}",
+                        m.chapter, m.expect.exit, s.chapter, s.expect.exit
+                    );
+                    out.push(Test::plain(
+                        format!(
+                            "teaching: `{}`: the chapters agree on its exit status",
+                            s.line
+                        ),
+                        move || Err(e),
+                    ));
+                }
+                m.expect.run &= s.expect.run;
+                for w in &s.expect.says {
+                    if !m.expect.says.contains(w) {
+                        m.expect.says.push(w.clone());
+                    }
+                }
+            }
+        }
+    }
+    for s in merged.iter().filter(|s| s.expect.run) {
         let name = format!(
             "teaching: {}: `{}` works as the chapter says",
             s.chapter, s.line
@@ -551,30 +698,115 @@ pub fn chapter_tests(filter: Option<&str>) -> Vec<Test<'static>> {
     if wanted(name) {
         out.push(Test::plain(name.to_string(), path_counts));
     }
+    if wanted(EXERCISE_8) {
+        out.push(Test::plain(EXERCISE_8.to_string(), single_step_eips));
+    }
     out
+}
+
+/// The test that holds exercise 8's answer (docs/exercises.md).
+const EXERCISE_8: &str = "teaching: docs/exercises.md: exercise 8: the #DB after int 0x80 is reported at the instruction after its nop, after the call gate at the nop itself";
+
+/// The first `0x...` number of `text`.
+fn first_hex(text: &str) -> Option<u32> {
+    let at = text.find("0x")?;
+    let digits: String = text[at + 2..]
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect();
+    u32::from_str_radix(&digits, 16).ok()
+}
+
+/// Exercise 8: `cargo xtask run --mode test --append test=TF`, as the
+/// chapter states it. Before each TF case through int 0x80 and the call
+/// gate, `faults` prints where the NOP after the entry instruction is and
+/// the instruction after that NOP; the kernel's report of the #DB that
+/// ends the task follows, before the case's verdict line. The EIP it
+/// reports must be the instruction after the NOP for int 0x80, the NOP
+/// itself for the call gate.
+fn single_step_eips() -> Result<(), String> {
+    let (code, text) =
+        run_stated(&["run", "--mode", "test", "--append", "test=TF"].map(String::from))?;
+    if code != 0 {
+        return Err(format!("exit status {code}:\n{}", tail(&text, 30)));
+    }
+    for (what, at_nop) in [("int 0x80", false), ("the call gate", true)] {
+        let head = format!("faults: TF before {what}: its nop at ");
+        let case = text
+            .split(head.as_str())
+            .nth(1)
+            .ok_or_else(|| format!("the boot did not print {head:?}:\n{}", tail(&text, 30)))?;
+        // This case's lines: up to its verdict.
+        let case = case
+            .split("\nPASS ")
+            .next()
+            .and_then(|c| c.split("\nFAIL ").next())
+            .unwrap_or(case);
+        let nop = first_hex(case);
+        let next = case
+            .split("the instruction after that nop at ")
+            .nth(1)
+            .and_then(first_hex);
+        let eip = case
+            .split("#DB debug (vector 1) in user mode")
+            .nth(1)
+            .and_then(|r| r.split("EIP ").nth(1))
+            .and_then(first_hex);
+        let (Some(nop), Some(next)) = (nop, next) else {
+            return Err(format!("cannot read the places `faults` printed:\n{case}"));
+        };
+        let Some(eip) = eip else {
+            return Err(format!("no #DB report with an EIP after {what}:\n{case}"));
+        };
+        let (want, said) = if at_nop {
+            (nop, "the nop itself")
+        } else {
+            (next, "the instruction after the nop")
+        };
+        if eip != want {
+            return Err(format!(
+                "the #DB after {what} is reported at EIP {eip:#x}; its nop is at {nop:#x}, the instruction after it at {next:#x}; the answer says {said}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The sum of the `count` column of a chapter's "Counting the path" table.
 pub fn counted_path(text: &str) -> Result<u32, String> {
-    let section = text
-        .split("## Counting the path")
-        .nth(1)
-        .ok_or("no section \"Counting the path\"")?;
-    let mut sum = 0;
-    let mut rows = 0;
-    for l in section.lines().take_while(|l| !l.starts_with("## ")) {
-        let cells: Vec<&str> = l
-            .trim()
-            .trim_matches('|')
-            .split('|')
-            .map(str::trim)
-            .collect();
-        if cells.len() == 3 {
-            if let Ok(n) = cells[2].parse::<u32>() {
-                sum += n;
-                rows += 1;
+    use pulldown_cmark::{Event, HeadingLevel, Tag, TagEnd};
+    // The section runs to the next heading of its level or above.
+    let (mut inside, mut found) = (false, false);
+    let (mut heading, mut cell, mut cells) = (None::<String>, String::new(), Vec::new());
+    let (mut sum, mut rows) = (0, 0);
+    for e in crate::cmd::docs::markdown(text) {
+        match e {
+            Event::Start(Tag::Heading { level, .. }) if level <= HeadingLevel::H2 => {
+                heading = Some(String::new());
             }
+            Event::End(TagEnd::Heading(_)) => {
+                if let Some(h) = heading.take() {
+                    inside = h == "Counting the path";
+                    found |= inside;
+                }
+            }
+            Event::Text(t) | Event::Code(t) => heading.as_mut().unwrap_or(&mut cell).push_str(&t),
+            Event::Start(Tag::TableCell) => cell.clear(),
+            Event::End(TagEnd::TableCell) => cells.push(cell.trim().to_string()),
+            Event::End(TagEnd::TableHead | TagEnd::TableRow) => {
+                let row = std::mem::take(&mut cells);
+                if let (true, [_, _, count]) = (inside, row.as_slice()) {
+                    if let Ok(n) = count.parse::<u32>() {
+                        sum += n;
+                        rows += 1;
+                    }
+                }
+            }
+            _ => {}
         }
+    }
+    if !found {
+        return Err("no section \"Counting the path\"".into());
     }
     if rows == 0 {
         return Err("the section has no table of counts".into());

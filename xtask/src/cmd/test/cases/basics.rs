@@ -160,9 +160,9 @@ pub(super) const BASICS: &[Case] = &[
         ..CASE
     },
     Case {
-        name: "kernel and user tests on pentium (no SEP: sysenter skipped)",
+        name: "kernel and user tests on pentium (no SEP: sysenter skipped) under pmap=apte fork=cow",
         cpu: Some("pentium"),
-        cmdline: "mode=test",
+        cmdline: "mode=test pmap=apte fork=cow",
         check: |log, r| {
             all_tests_pass(log, r, 20)?;
             mech(r, "sysenter", "unavailable")?;
@@ -171,9 +171,9 @@ pub(super) const BASICS: &[Case] = &[
         ..CASE
     },
     Case {
-        name: "kernel and user tests on phenom (AMD syscall/sysret in 32-bit mode)",
+        name: "kernel and user tests on phenom (AMD syscall/sysret in 32-bit mode) under pmap=cr3 fork=copy",
         cpu: Some("phenom"),
-        cmdline: "mode=test",
+        cmdline: "mode=test pmap=cr3 fork=copy",
         check: |log, r| {
             all_tests_pass(log, r, 20)?;
             mech(r, "syscall", "ok")?;

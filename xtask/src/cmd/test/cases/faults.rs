@@ -13,13 +13,27 @@ use super::{Case, CASE};
 /// What the kernel says when it breaks, and a guest that hangs.
 pub(super) const FAULTS: &[Case] = &[
     Case {
-        name: "kernel stack overflow is reported by the #DF task",
+        name:
+            "kernel stack overflow is reported by the #DF task, CR2 four bytes below the saved ESP",
         cmdline: "crash=overflow",
         check: |log, r| {
             outcome(log, Outcome::Exception(8))?;
             contains(log, "#DF double fault")?;
             contains(log, "kernel stack overflow")?;
-            exception(r, 8, "kernel")
+            exception(r, 8, "kernel")?;
+            // The push that crossed into the guard page faulted one word
+            // below where ESP stood (docs/booting.md).
+            let e = one(r, kind::EXCEPTION)?;
+            let hex = |k: &str| {
+                e.get(k)
+                    .and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+                    .ok_or(format!("the exception record's {k} is not a number"))
+            };
+            let (esp, cr2) = (hex("esp")?, hex("cr2")?);
+            if cr2 != esp.wrapping_sub(4) {
+                return Err(format!("CR2 {cr2:#x} is not four bytes below ESP {esp:#x}"));
+            }
+            Ok(())
         },
         ..CASE
     },

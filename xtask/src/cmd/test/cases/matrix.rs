@@ -9,15 +9,48 @@ use crate::report::{self, Record};
 use super::checks::{all_tests_pass, contains, end, mech, one, succeeded};
 use super::{Case, CASE};
 
+/// A CPU-matrix boot of an Intel family-6 model with SEP and no AMD
+/// syscall, in test mode under one `pmap=`/`fork=` pair.
+macro_rules! intel_family6 {
+    ($cpu:literal, $also:literal, $settings:literal) => {
+        Case {
+            name: concat!(
+                "cpu matrix: ",
+                $cpu,
+                $also,
+                ": tests and the hostile suite (",
+                $settings,
+                ")"
+            ),
+            cpu: Some($cpu),
+            cmdline: concat!("mode=test ", $settings),
+            check: |log, r| {
+                matrix(
+                    log,
+                    r,
+                    "GenuineIntel",
+                    "6",
+                    ["ok", "ok", "ok", "unavailable"],
+                )
+            },
+            ..CASE
+        }
+    };
+}
+
 pub(super) const MATRIX: &[Case] = &[
     // The CPU matrix: test mode on every i386 model QEMU has (qemu32,
     // pentium and phenom are the test boots above). Correct means the
     // features detected, unavailable mechanisms skipped with a reason, the
-    // hostile suite all as expected, no crash. The fuzzer boots follow.
+    // hostile suite all as expected, no crash. Each model boots under its
+    // own `pmap=`/`fork=` pair, so that with qemu32's, pentium's and
+    // phenom's the eight pairs each pass the tests on one CPU without a
+    // boot of their own (`tests::every_pmap_and_fork_on_1_and_2_cpus`).
+    // The fuzzer boots follow.
     Case {
-        name: "cpu matrix: 486 (no TSC, no SEP): tests and the hostile suite",
+        name: "cpu matrix: 486 (no TSC, no SEP): tests and the hostile suite (pmap=cr3 fork=cow)",
         cpu: Some("486"),
-        cmdline: "mode=test",
+        cmdline: "mode=test pmap=cr3 fork=cow",
         check: |log, r| {
             matrix(
                 log,
@@ -44,66 +77,10 @@ pub(super) const MATRIX: &[Case] = &[
         },
         ..CASE
     },
-    Case {
-        name: "cpu matrix: pentium2 (SEP): tests and the hostile suite",
-        cpu: Some("pentium2"),
-        cmdline: "mode=test",
-        check: |log, r| {
-            matrix(
-                log,
-                r,
-                "GenuineIntel",
-                "6",
-                ["ok", "ok", "ok", "unavailable"],
-            )
-        },
-        ..CASE
-    },
-    Case {
-        name: "cpu matrix: pentium3: tests and the hostile suite",
-        cpu: Some("pentium3"),
-        cmdline: "mode=test",
-        check: |log, r| {
-            matrix(
-                log,
-                r,
-                "GenuineIntel",
-                "6",
-                ["ok", "ok", "ok", "unavailable"],
-            )
-        },
-        ..CASE
-    },
-    Case {
-        name: "cpu matrix: coreduo: tests and the hostile suite",
-        cpu: Some("coreduo"),
-        cmdline: "mode=test",
-        check: |log, r| {
-            matrix(
-                log,
-                r,
-                "GenuineIntel",
-                "6",
-                ["ok", "ok", "ok", "unavailable"],
-            )
-        },
-        ..CASE
-    },
-    Case {
-        name: "cpu matrix: core2duo: tests and the hostile suite",
-        cpu: Some("core2duo"),
-        cmdline: "mode=test",
-        check: |log, r| {
-            matrix(
-                log,
-                r,
-                "GenuineIntel",
-                "6",
-                ["ok", "ok", "ok", "unavailable"],
-            )
-        },
-        ..CASE
-    },
+    intel_family6!("pentium2", " (SEP)", "pmap=apte fork=copy"),
+    intel_family6!("pentium3", "", "pmap=window fork=cow"),
+    intel_family6!("coreduo", "", "pmap=direct fork=copy"),
+    intel_family6!("core2duo", "", "pmap=direct fork=cow"),
 ];
 
 /// A CPU-matrix boot in test mode: every test passed, the CPU record has

@@ -11,7 +11,7 @@ use crate::report::{self, Record};
 use crate::results::Results;
 
 use super::checks::{
-    all_tests_pass, clock_is, contains, has_bench, succeeded, test_passed, ICOUNT,
+    all_tests_pass, clock_is, contains, has_bench, one, succeeded, test_passed, ICOUNT,
 };
 use super::{Case, CASE};
 
@@ -106,7 +106,48 @@ fn leaks_pass(log: &BootLog, r: &[Record]) -> Result<(), String> {
     for want in ["user: processes", "processes: 10,000 fork/exit/wait rounds"] {
         test_passed(r, want)?;
     }
-    Ok(())
+    frames_named(log, r)
+}
+
+/// The leak test's line: frames in use the same before and after, the
+/// strategy the boot applied named, with the frames it keeps for its own
+/// page tables (the windows' table; the direct map's tables besides under
+/// `pmap=direct`), and 0 pipes left.
+fn frames_named(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    let pmap = one(r, kind::SETTINGS)?
+        .get("pmap")
+        .ok_or("the settings record names no pmap")?;
+    let line = log
+        .serial
+        .lines()
+        .find(|l| l.starts_with("processes: frames in use"))
+        .ok_or("no line 'processes: frames in use ...'")?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let parsed = match words[..] {
+        ["processes:", "frames", "in", "use", before, "before,", after, "after", own, "of", "them", named, "own", "page", "tables);", ..] =>
+        {
+            let n = |s: &str| s.trim_start_matches('(').parse::<u32>().ok();
+            n(before)
+                .zip(n(after))
+                .zip(n(own))
+                .map(|((b, a), o)| (b, a, o, named))
+        }
+        _ => None,
+    };
+    let Some((before, after, own, named)) = parsed else {
+        return Err(format!("the leak line does not parse: {line:?}"));
+    };
+    let want_named = format!("pmap={pmap}'s");
+    // The windows' table is one frame under every strategy; the direct map
+    // adds its tables (one per 4 MiB mapped), which the other strategies
+    // must not have.
+    let own_ok = if pmap == "direct" { own > 1 } else { own == 1 };
+    if before != after || named != want_named || !own_ok || own > after {
+        return Err(format!(
+            "the leak line {line:?}: expected the same count before and after, {want_named} named, and its own tables (1 frame, more under pmap=direct) among them"
+        ));
+    }
+    contains(log, "0 pipes left open")
 }
 
 /// A forktest boot: `forktest.fork_exit` with its samples, per round, on

@@ -60,6 +60,18 @@ macro_rules! tests_on_cpus {
     };
 }
 
+/// The fuzzer's 50,000 seeded calls on 2 CPUs: every result right, 0
+/// kernel faults, and its helpers on both CPUs (the `helper_cpus` mask).
+fn fuzz_on_both(log: &BootLog, r: &[Record]) -> Result<(), String> {
+    fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"])?;
+    match one(r, kind::FUZZ)?.get("helper_cpus") {
+        Some("3") => Ok(()),
+        other => Err(format!(
+            "the helpers ran on CPUs {other:?} (mask), not on both"
+        )),
+    }
+}
+
 /// The boots on several CPUs: the kernel and user tests, the fuzzer, locks
 /// and SMP figures across CPUs, and the pool layouts.
 pub(super) const SMP: &[Case] = &[
@@ -107,16 +119,21 @@ pub(super) const SMP: &[Case] = &[
     },
     tests_on_cpus!(2, Threads::Single, "kernel and user tests on 2 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite on CPU 1"),
     tests_on_cpus!(4, Threads::Single, "kernel and user tests on 4 CPUs (icount): locks across CPUs, a task ending everywhere, the hostile suite on CPU 3"),
+    // With the default boot above (window, copy) and phenom's below (apte,
+    // copy), every `pmap=`/`fork=` pair on 2 CPUs.
     pmap_case!("pmap=apte fork=cow", ""),
-    pmap_case!("pmap=cr3", ""),
+    pmap_case!("pmap=cr3 fork=copy", ""),
+    pmap_case!("pmap=cr3 fork=cow", ""),
+    pmap_case!("pmap=window fork=cow", ""),
+    pmap_case!("pmap=direct fork=copy", ""),
     pmap_case!(
         "pmap=direct fork=cow",
         " (the exception-table test among them)"
     ),
     Case {
-        name: "phenom on 2 CPUs (icount): AMD syscall, sysenter, int 0x80 and the call gate from every CPU, the hostile suite on CPU 1",
+        name: "phenom on 2 CPUs (icount) under pmap=apte fork=copy: AMD syscall, sysenter, int 0x80 and the call gate from every CPU, the hostile suite on CPU 1",
         cpu: Some("phenom"),
-        cmdline: "mode=test",
+        cmdline: "mode=test pmap=apte fork=copy",
         timeout: 120,
         cpus: 2,
         check: |log, r| {
@@ -139,13 +156,7 @@ pub(super) const SMP: &[Case] = &[
         cpus: 2,
         threads: Threads::Multi,
         timeout: 120,
-        check: |log, r| {
-            fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"])?;
-            match one(r, kind::FUZZ)?.get("helper_cpus") {
-                Some("3") => Ok(()),
-                other => Err(format!("the helpers ran on CPUs {other:?} (mask), not on both")),
-            }
-        },
+        check: fuzz_on_both,
         ..CASE
     },
     Case {
@@ -184,14 +195,7 @@ pub(super) const SMP: &[Case] = &[
         name: "fuzzer on 2 CPUs: 50,000 seeded calls (seed=7), every result right, 0 kernel faults, helpers on both CPUs",
         cmdline: "mode=run prog=fuzz fuzz_calls=50000 seed=7",
         cpus: 2,
-        check: |log, r| {
-            fuzz_clean(log, r, 50_000, &["int80", "sysenter", "callgate"])?;
-            // The helpers' CPUs, a mask: both.
-            match one(r, kind::FUZZ)?.get("helper_cpus") {
-                Some("3") => Ok(()),
-                other => Err(format!("the helpers ran on CPUs {other:?} (mask), not on both")),
-            }
-        },
+        check: fuzz_on_both,
         ..CASE
     },
     Case {

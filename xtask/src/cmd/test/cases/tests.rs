@@ -75,3 +75,29 @@ fn skips_are_not_passes() {
     assert!(e.contains("Some(\"skip\")") && e.contains("no SEP"), "{e}");
     assert!(checks::test_passed(&r, "d").is_err());
 }
+
+/// The test boot passes under every `pmap=` and both `fork=` on 1 and on 2
+/// CPUs: among the QEMU cases in test mode (every test, not one named),
+/// each pair boots at least once on each count.
+#[test]
+fn every_pmap_and_fork_on_1_and_2_cpus() {
+    use abi::cmdline::{Fork, Mode, Options, Pmap};
+    for cpus in [1, 2] {
+        for (pmap, pk) in Pmap::ALL {
+            for (fork, fk) in Fork::ALL {
+                let booted = all().any(|c| {
+                    let o = Options::parse(c.cmdline, &mut |_| {});
+                    c.emulator == Emulator::Qemu
+                        && c.cpus == cpus
+                        && o.mode == Mode::Test
+                        && o.test.is_none()
+                        && (o.pmap, o.fork) == (pmap, fork)
+                });
+                assert!(
+                    booted,
+                    "no test boot on {cpus} CPU(s) under pmap={pk} fork={fk}"
+                );
+            }
+        }
+    }
+}
