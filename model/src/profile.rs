@@ -246,6 +246,32 @@ impl Profile {
         }
     }
 
+    /// The profile key that prices `class` on top of `base` (`lfence`,
+    /// `sreg_load`); `None` for the classes charged `base` alone.
+    pub fn key_of(class: Class) -> Option<&'static str> {
+        Some(match class {
+            Class::Plain | Class::MovCrPaging | Class::Hlt | Class::Marker => return None,
+            Class::IntN => "int_n",
+            Class::Iret => "iret",
+            Class::Sysenter => "sysenter",
+            Class::Sysexit => "sysexit",
+            Class::Syscall => "syscall",
+            Class::Sysret => "sysret",
+            Class::LcallGate => "lcall_gate",
+            Class::LretFar => "lret_far",
+            Class::MovCr3 => "mov_cr3",
+            Class::Invlpg => "invlpg",
+            Class::Wrmsr => "wrmsr",
+            Class::Rdmsr => "rdmsr",
+            Class::Cpuid => "cpuid",
+            Class::Rdtsc => "rdtsc",
+            Class::Lfence => "lfence",
+            Class::Popf => "popf",
+            Class::SregLoad => "sreg_load",
+            Class::Locked => "locked",
+        })
+    }
+
     /// The whole cost of one instruction of `class` (markers cost nothing).
     /// Under shadow paging CR3 writes and invlpg also pay a VM exit; under
     /// EPT they do not; under either HLT does.
@@ -384,6 +410,28 @@ fn strip_comment(line: &str) -> &str {
     line.split_once('#').map_or(line, |(a, _)| a)
 }
 
+/// Profile `name`'s sources in a profiles file: each key with the comment
+/// written beside its number (`AGNER-T Skylake: LFENCE, reciprocal
+/// throughput 4`). Empty when the file has no such profile.
+pub fn sources(text: &str, name: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut inside = false;
+    for raw in text.lines() {
+        let line = strip_comment(raw).trim();
+        if let Some(n) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            inside = n.trim() == name;
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        if let (Some((key, _)), Some((_, comment))) = (line.split_once('='), raw.split_once('#')) {
+            out.insert(key.trim().to_string(), comment.trim().to_string());
+        }
+    }
+    out
+}
+
 /// The profiles of the embedded file.
 pub fn builtin() -> Vec<Profile> {
     parse(PROFILES_TOML).expect("the embedded profiles.toml is checked by the tests")
@@ -456,6 +504,29 @@ mod tests {
                 n + 1
             );
         }
+    }
+
+    /// The key [`Profile::key_of`] names holds the extra [`Profile::extra`]
+    /// charges, and its source is the comment beside it in the file.
+    #[test]
+    fn each_priced_class_names_its_key_and_source() {
+        let p = find("modern").unwrap();
+        let params: std::collections::BTreeMap<&str, u32> = p.params().into_iter().collect();
+        let src = sources(PROFILES_TOML, "modern");
+        for c in crate::decode::CLASSES {
+            match Profile::key_of(c) {
+                Some(k) => {
+                    assert_eq!(params[k], p.extra(c), "{c:?}");
+                    assert!(!src[k].is_empty(), "{k}");
+                }
+                None => assert_eq!(p.extra(c), 0, "{c:?}"),
+            }
+        }
+        assert_eq!(
+            src["lfence"],
+            "AGNER-T Skylake: LFENCE, reciprocal throughput 4"
+        );
+        assert!(sources(PROFILES_TOML, "p5").is_empty());
     }
 
     /// The tags of the header's list of sources: `#  TAG   text`.

@@ -18,7 +18,7 @@ pub fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
 }
 
 /// Per variant, per metric, one value per boot.
-pub type Table = BTreeMap<String, BTreeMap<String, Vec<f64>>>;
+pub use crate::results::bench::Table;
 
 /// How a comparison's figures are to be read, from the clock and the
 /// machine that made them.
@@ -30,6 +30,9 @@ pub struct Reading {
     /// The figures are host time under emulation ([`Clock::emulated`]): a
     /// difference between them is not a difference in cycles.
     pub host_time: bool,
+    /// The figures are the model's ([`Clock::Model`]): deterministic, so
+    /// exact across boots, yet only as sure as the profile's cost table.
+    pub modelled: bool,
 }
 
 impl Reading {
@@ -39,6 +42,7 @@ impl Reading {
         Reading {
             exact: clock.is_some_and(Clock::exact),
             host_time: clock.is_some_and(|c| c.emulated(tcg)),
+            modelled: clock == Some(Clock::Model),
         }
     }
 }
@@ -89,6 +93,13 @@ impl Verdict {
         };
         match self {
             Verdict::Identical => "identical".into(),
+            // The model repeats itself exactly; its figure is no more
+            // exact than its cost table.
+            Verdict::Exact { delta, percent } if reading.modelled => format!(
+                "differs by {} {unit} in every boot alike ({percent:+.2}%, {})",
+                fmt_num(*delta),
+                better(*delta)
+            ),
             Verdict::Exact { delta, percent } => format!(
                 "differs by exactly {} {unit} ({percent:+.2}%, {})",
                 fmt_num(*delta),
@@ -266,6 +277,7 @@ pub fn compare_metric(
                 s += &format!("  verdict {name}: {w}\n");
             }
         }
+        s += &format!("  spread: {}\n", no_spread_words(reading));
         out.text = s;
         return out;
     }
@@ -298,6 +310,16 @@ pub fn compare_metric(
     s += &out.verdict_lines();
     out.text = s;
     out
+}
+
+/// Why a comparison under a deterministic clock has no spread, and what
+/// that does not mean.
+pub fn no_spread_words(reading: Reading) -> &'static str {
+    if reading.modelled {
+        "none, because the model is deterministic: every boot models the same cycles. That says the boots agree, not that the figure is right: the model prices instructions from a fixed table, one after another, where a real CPU overlaps and drains them"
+    } else {
+        "none, because icount is deterministic: every boot counts the same instructions. The count is exact; what the instructions cost in cycles it does not say"
+    }
 }
 
 pub fn fmt_num(v: f64) -> String {
@@ -495,6 +517,7 @@ mod tests {
         let exact = Reading {
             exact: true,
             host_time: false,
+            modelled: false,
         };
         let c = compare_metric("int80.null", &sets, exact, &info, &RenderOptions::default());
         assert!(c.changed());

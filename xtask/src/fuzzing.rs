@@ -116,7 +116,8 @@ pub fn model_file(data: &[u8], log: &str) -> bool {
 
 /// The results JSON readers: `cargo xtask table` on up to four files
 /// (results files and bench exports, NUL-separated), and each part read as
-/// a saved baseline of `bench --baseline`.
+/// a saved baseline of `bench --baseline` and, as a bench export, made
+/// into its post.
 pub fn results_json(data: &[u8]) -> bool {
     let texts: Vec<(String, String)> = parts(data, 4)
         .into_iter()
@@ -129,6 +130,12 @@ pub fn results_json(data: &[u8]) -> bool {
         read |= baseline::read_and_check(t, None).is_ok();
         if let Ok(r) = results::Results::parse(t) {
             render(&r);
+        }
+        // A bench export's post, in both forms.
+        if let Ok(f) = results::bench::BenchFile::parse(t) {
+            read = true;
+            let _ = crate::export::post::post(&f, crate::export::post::Form::Text);
+            let _ = crate::export::post::post(&f, crate::export::post::Form::Markdown);
         }
     }
     if let Ok((rs, exports)) = table::from_texts(&texts, true) {

@@ -60,6 +60,8 @@ enum Cmd {
     Import(cmd::import::ImportArgs),
     /// Many boots per variant, interleaved, compared with ministat's statistics.
     Bench(cmd::bench::BenchArgs),
+    /// The post of a bench's results directory: the text to paste under a patch (plain text, or --md).
+    Post(cmd::post::PostArgs),
     /// The speed-up table across results files (time without / time with).
     Table(cmd::table::TableArgs),
     /// The pmap mail's forktest table: old (pmap=apte) against new (pmap=direct) per machine, SP and MP, bare and virt, under the model.
@@ -98,9 +100,14 @@ pub fn main() -> ! {
         Cmd::Import(a) => cmd::import::import(a),
         // The variants in the order the command line named them.
         Cmd::Bench(a) => match matches.subcommand_matches("bench") {
-            Some(m) => cmd::bench::bench(a.in_order(m)),
+            Some(m) => {
+                let mut a = a.in_order(m);
+                a.argv = std::env::args().skip(1).collect();
+                cmd::bench::bench(a)
+            }
             None => cmd::bench::bench(a),
         },
+        Cmd::Post(a) => cmd::post::post(a),
         Cmd::Table(a) => cmd::table::table(a),
         Cmd::Forktest(a) => cmd::forktest::forktest(a),
         Cmd::Lmbench(a) => cmd::lmbench::lmbench(a),

@@ -36,6 +36,10 @@ use crate::arch::regs::frame_asm;
 
 /// Known EFLAGS on entry (DF, AC, NT, TF clear).
 const RESET_FLAGS: u32 = !cfg!(feature = "exercise-sysenter-no-flags-reset") as u32;
+/// docs/measuring.md's A/B: the change a kernel developer benchmarks and
+/// posts, an LFENCE after PUSHFL (0: not there). LFENCE is SSE2's: a CPU
+/// without SSE2 raises #UD on it, so only a build with the feature has it.
+const LFENCE_AFTER_PUSHFL: u32 = cfg!(feature = "example-lfence-after-pushfl") as u32;
 /// The check that sends a dirty frame back through IRET.
 const IRET_IF_DIRTY: u32 = !cfg!(feature = "exercise-sysexit-always") as u32;
 
@@ -55,6 +59,9 @@ sysenter_full:
     /* ESP = IA32_SYSENTER_ESP = kernel stack top - 8. The user's EFLAGS
        go to the IRET frame's EFLAGS slot (IF reads 0: SYSENTER cleared it). */
     pushfl
+    .if {lfence_after_pushfl}
+    lfence
+    .endif
 sysenter_common:
     /* Known EFLAGS: DF, AC, NT, TF clear. */
     .if {reset_flags}
@@ -130,6 +137,7 @@ sysenter_bad_stack:
     udata = const selector::USER_DATA,
     kdata = const selector::KERNEL_DATA,
     reset_flags = const RESET_FLAGS,
+    lfence_after_pushfl = const LFENCE_AFTER_PUSHFL,
     iret_if_dirty = const IRET_IF_DIRTY,
     kernel_eflags = const eflags::KERNEL_ENTRY,
     dirty = const eflags::NOT_RESTORED_BY_FAST_RETURN,

@@ -51,8 +51,14 @@ const BLOCK_END: &str = "<!-- end output -->";
 pub fn normalize(text: &str) -> String {
     text.lines()
         .filter(|l| !l.starts_with("results: ") && !l.starts_with("run: finished"))
+        // A post's note on a set built from uncommitted changes says the
+        // state of the tree the book was generated in.
+        .filter(|l| !l.contains(" was built from uncommitted changes (diff "))
         .map(|l| {
             let mut l = l.to_string();
+            if l.starts_with(POST_ENVIRONMENT) {
+                l = post_environment(&l);
+            }
             if let Some(rest) = l.strip_prefix("i386 testbed kernel ") {
                 let _ = rest;
                 l = "i386 testbed kernel <rev>".into();
@@ -76,6 +82,35 @@ pub fn normalize(text: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// How a post's environment line starts (`export::post::environment`).
+const POST_ENVIRONMENT: &str = "i386 testbed: ";
+
+/// A post's environment line made stable: the host's CPU and each set's
+/// revision (`before=79be713d8be3-dirty.aa9e898de534`) become placeholders.
+fn post_environment(line: &str) -> String {
+    let mut l = line.to_string();
+    if let (Some(a), Some(b)) = (l.find("host CPU "), l.find(", guest cpu=")) {
+        if a < b {
+            l.replace_range(a + "host CPU ".len()..b, "<host>");
+        }
+    }
+    let rev_like = |r: &str| {
+        r.len() >= 7
+            && r.split("-dirty.")
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_hexdigit()))
+    };
+    l.split(' ')
+        .map(|w| {
+            let (core, tail) = w.strip_suffix(',').map_or((w, ""), |c| (c, ","));
+            match core.split_once('=') {
+                Some((name, rev)) if rev_like(rev) => format!("{name}=<rev>{tail}"),
+                _ => w.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Splits a block's command line into words, keeping "quoted phrases" whole.
@@ -528,6 +563,17 @@ mod docs_tests {
             String::new()
         ))
         .is_err());
+    }
+
+    /// A post's environment line loses the host's CPU and the sets'
+    /// revisions; the note on uncommitted changes goes.
+    #[test]
+    fn a_post_is_made_stable() {
+        let post = "i386 testbed: QEMU 7.2.22 TCG, host CPU AMD EPYC 7B13, guest cpu=qemu32, clock=icount (exact instruction counts, not cycles), before=79be713d8be3 after=79be713d8be3-dirty.aa9e898de534 (features: x), 3 boots per side\nafter was built from uncommitted changes (diff aa9e898de534): commit them for the command to rebuild it.\nReproduce: cargo xtask bench -n 3";
+        assert_eq!(
+            normalize(post),
+            "i386 testbed: QEMU <version> TCG, host CPU <host>, guest cpu=qemu32, clock=icount (exact instruction counts, not cycles), before=<rev> after=<rev> (features: x), 3 boots per side\nReproduce: cargo xtask bench -n 3"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod lava;
 pub mod layers;
 pub mod lmbench;
 pub mod modelspeed;
+pub mod post;
 pub mod run;
 pub mod setup;
 pub mod table;

@@ -271,23 +271,18 @@ fn flag_mark(flag: &str) -> Option<&'static str> {
     }
 }
 
-/// Reads a bench export (`results/bench/<timestamp>/bench.json`).
+/// Reads a bench export (`results/bench/<timestamp>/bench.json`), typed
+/// ([`BenchFile`](crate::results::bench::BenchFile)).
 fn read_export(text: &str) -> Result<Export> {
-    use crate::cmd::bench::baseline::Provenance;
-    let v: serde_json::Value = serde_json::from_str(text)?;
-    let sets = v["sets"].as_array().context("no variants (sets)")?;
-    let first = sets.first().context("no variants")?;
-    let prov: Provenance = serde_json::from_value(first["provenance"].clone())
-        .context("the first variant has no provenance")?;
-    for set in sets {
-        let Ok(p) = serde_json::from_value::<Provenance>(set["provenance"].clone()) else {
-            continue;
-        };
+    let f = crate::results::bench::BenchFile::parse(text)?;
+    let prov = f.sets[0].provenance.clone();
+    for set in &f.sets {
+        let p = &set.provenance;
         let c = crate::results::contradictions(&p.cmdline, &p.settings);
         if !c.is_empty() {
             bail!(
-                "variant {}: its boots' settings record contradicts its command line: {}",
-                set["name"],
+                "variant {:?}: its boots' settings record contradicts its command line: {}",
+                set.name,
                 c.join("; ")
             );
         }
@@ -314,39 +309,25 @@ fn read_export(text: &str) -> Result<Export> {
         n => format!("{machine} MP ({n} CPUs)"),
     };
     let mut medians = Vec::new();
-    for set in sets {
-        let name = set["name"].as_str().context("a variant without a name")?;
-        let values = v["values"][name]
-            .as_object()
+    for set in &f.sets {
+        let name = &set.name;
+        let values = f
+            .values
+            .get(name)
             .with_context(|| format!("variant {name}: no values"))?;
-        for (metric, vals) in values {
-            let mut xs: Vec<f64> = vals
-                .as_array()
-                .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
-                .unwrap_or_default();
+        for (metric, xs) in values {
             if xs.is_empty() {
                 continue;
             }
-            xs.sort_by(f64::total_cmp);
-            let n = xs.len();
-            let median = if n % 2 == 1 {
-                xs[n / 2]
-            } else {
-                (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-            };
-            medians.push((name.to_string(), metric.clone(), median));
+            medians.push((name.clone(), metric.clone(), crate::compare::median(xs)));
         }
     }
     let reading = |says: &str| -> Vec<String> {
-        v["metrics"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter(|(_, i)| i["reads"].as_str().is_some_and(|r| r.contains(says)))
-                    .map(|(k, _)| k.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+        f.metrics
+            .iter()
+            .filter(|(_, e)| e.reads.contains(says))
+            .map(|(k, _)| k.clone())
+            .collect()
     };
     Ok(Export {
         system,
@@ -623,6 +604,46 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    use crate::results::bench::{BenchFile, MetricEntry, Provenance, SetInfo};
+
+    /// A bench export's text, typed as `bench` writes it: its sets, each
+    /// set's values of each metric, and how some metrics read.
+    fn typed_export(
+        sets: &[(&str, Provenance)],
+        values: &[(&str, &str, Vec<f64>)],
+        reads: &[(&str, &str)],
+    ) -> String {
+        let mut f = BenchFile {
+            schema: crate::results::bench::BENCH_SCHEMA,
+            kind: crate::results::bench::BENCH_KIND.into(),
+            sets: sets
+                .iter()
+                .map(|(n, p)| SetInfo {
+                    name: n.to_string(),
+                    how: String::new(),
+                    provenance: p.clone(),
+                })
+                .collect(),
+            ..BenchFile::default()
+        };
+        for (set, metric, v) in values {
+            f.values
+                .entry(set.to_string())
+                .or_default()
+                .insert(metric.to_string(), v.clone());
+        }
+        for (metric, r) in reads {
+            f.metrics.insert(
+                metric.to_string(),
+                MetricEntry {
+                    reads: r.to_string(),
+                    ..MetricEntry::default()
+                },
+            );
+        }
+        serde_json::to_string(&f).unwrap()
+    }
+
     /// A `--bench` or `--base` that names nothing in the files is an error
     /// naming it and what exists; a comma list is several benchmarks.
     #[test]
@@ -635,15 +656,25 @@ mod tests {
         }
         let t = T::try_parse_from(["x", "f.json", "--bench", "int80.null,sysenter.null"]).unwrap();
         assert_eq!(t.t.benches, ["int80.null", "sysenter.null"]);
-        let export = serde_json::json!({
-            "schema": 1, "kind": "bench",
-            "sets": [{"name": "before", "provenance": serde_json::to_value(
-                crate::cmd::bench::Provenance { cpus: 1, ..Default::default() }).unwrap()},
-                     {"name": "after", "provenance": {}}],
-            "values": {"before": {"int80.null": [24.0], "sysenter.null": [40.0]},
-                       "after": {"int80.null": [25.0], "sysenter.null": [40.0]}}
-        })
-        .to_string();
+        let export = typed_export(
+            &[
+                (
+                    "before",
+                    Provenance {
+                        cpus: 1,
+                        ..Default::default()
+                    },
+                ),
+                ("after", Provenance::default()),
+            ],
+            &[
+                ("before", "int80.null", vec![24.0]),
+                ("before", "sysenter.null", vec![40.0]),
+                ("after", "int80.null", vec![25.0]),
+                ("after", "sysenter.null", vec![40.0]),
+            ],
+            &[],
+        );
         let e = [read_export(&export).unwrap()];
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(check_names(
@@ -672,21 +703,37 @@ mod tests {
     #[test]
     fn bench_exports_give_one_system_each() {
         let export = |profile: &str, cpus: u32, old: f64, new: f64| {
-            serde_json::json!({
-                "schema": 1, "kind": "bench",
-                "sets": [
-                    {"name": "old", "provenance": {"clock": "icount", "accel": "tcg", "emulator": "QEMU 7.2",
-                        "cpu_model": "qemu32", "cpu": "QEMU", "rev": "r", "dirty": false, "diff": "",
-                        "cmdline": "", "batches": "4", "batch_size": "8", "host": "h", "host_cpu": "c",
-                        "profile": profile, "cpus": cpus}},
-                    {"name": "new", "provenance": {}}
+            let prov = Provenance {
+                clock: "icount".into(),
+                accel: "tcg".into(),
+                emulator: "QEMU 7.2".into(),
+                cpu_model: "qemu32".into(),
+                cpu: "QEMU".into(),
+                rev: "r".into(),
+                batches: "4".into(),
+                batch_size: "8".into(),
+                host: "h".into(),
+                host_cpu: "c".into(),
+                profile: profile.into(),
+                cpus,
+                ..Provenance::default()
+            };
+            typed_export(
+                &[("old", prov), ("new", Provenance::default())],
+                &[
+                    ("old", "forktest.fork_exit", vec![old, old * 3.0, old]),
+                    ("old", "ebizzy.128", vec![10.0]),
+                    ("new", "forktest.fork_exit", vec![new]),
+                    ("new", "ebizzy.128", vec![20.0]),
                 ],
-                "metrics": {"forktest.fork_exit": {"reads": "modelled cycles per operation, lower is better"},
-                            "ebizzy.128": {"reads": "records/s, higher is better"}},
-                "values": {"old": {"forktest.fork_exit": [old, old * 3.0, old], "ebizzy.128": [10.0]},
-                           "new": {"forktest.fork_exit": [new], "ebizzy.128": [20.0]}}
-            })
-            .to_string()
+                &[
+                    (
+                        "forktest.fork_exit",
+                        "modelled cycles per operation, lower is better",
+                    ),
+                    ("ebizzy.128", "records/s, higher is better"),
+                ],
+            )
         };
         let a = read_export(&export("modelled, profile p4", 1, 300.0, 200.0)).unwrap();
         let b = read_export(&export("modelled, profile p4, virt", 2, 900.0, 300.0)).unwrap();
@@ -1007,19 +1054,22 @@ mod tests {
                 .to_string();
             assert!(e.contains(says), "{before} {after}: {e}");
         }
-        let export = serde_json::json!({
-            "schema": 1, "kind": "bench",
-            "sets": [
-                {"name": "old", "provenance": {"clock": "icount", "accel": "tcg", "emulator": "QEMU 7.2",
-                    "cpu_model": "qemu32", "cpu": "QEMU", "rev": "r", "dirty": false, "diff": "",
-                    "cmdline": "", "batches": "4", "batch_size": "8", "host": "h", "host_cpu": "c",
-                    "profile": "", "cpus": 1}},
-                {"name": "new", "provenance": {}}
+        let prov = Provenance {
+            clock: "icount".into(),
+            accel: "tcg".into(),
+            cpu: "QEMU".into(),
+            host: "h".into(),
+            cpus: 1,
+            ..Provenance::default()
+        };
+        let export = typed_export(
+            &[("old", prov), ("new", Provenance::default())],
+            &[
+                ("old", "int80.null", vec![30.0]),
+                ("new", "int80.null", vec![5e-324]),
             ],
-            "metrics": {},
-            "values": {"old": {"int80.null": [30.0]}, "new": {"int80.null": [5e-324]}}
-        })
-        .to_string();
+            &[],
+        );
         let (rows, dropped) = export_rows(&[read_export(&export).unwrap()], None, &[]);
         assert!(rows.is_empty(), "{rows:?}");
         assert_eq!(

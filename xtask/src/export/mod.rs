@@ -7,10 +7,12 @@
 //! - `bench.csv` and `batches.csv`: one value a line, with its unit and clock;
 //! - `bench.md`: the system, the variants, and per metric the medians, the
 //!   delta with its interval and the verdict, each linked to its plot;
-//! - `ministat.txt`: the comparison as printed, to paste into a mail;
+//! - `ministat.txt`: the comparison as printed;
+//! - `post.txt`, `post.md`: the post to paste under a patch ([`post`]);
 //! - `data/<metric>.<set>.dat`: ministat-ready files, one value a line;
 //! - `<metric>.svg`: each set's samples, median and interval ([`svg`]).
 
+pub mod post;
 pub mod svg;
 
 use std::collections::BTreeMap;
@@ -19,22 +21,14 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::cmd::bench::{Provenance, Summary};
 use crate::compare::{fmt_num, median, Compared, Reading, Table, Verdict};
 use crate::machine::Clock;
+use crate::results::bench::{BenchFile, CodeDiff, FixedCost, MetricEntry, Summary};
+pub use crate::results::bench::{BENCH_KIND, BENCH_SCHEMA};
 use crate::results::{sanitize, MetricInfo};
 
-/// Schema of `bench.json`.
-pub const BENCH_SCHEMA: u32 = 1;
-
 /// A set as the exports describe it.
-#[derive(Clone, Debug, Serialize)]
-pub struct VariantInfo {
-    pub name: String,
-    /// How it differs (`cmdline: entry=int80`, `rev: HEAD~1`).
-    pub how: String,
-    pub provenance: Provenance,
-}
+pub type VariantInfo = crate::results::bench::SetInfo;
 
 /// What the figures of a bench are and what they are compared against:
 /// the one value every label of stdout and of every export is written from
@@ -123,41 +117,13 @@ pub struct Report<'a> {
     /// Per set, per metric, every batch's value per operation.
     pub batches: &'a Table,
     pub info_of: &'a dyn Fn(&str) -> MetricInfo,
+    /// The command that reproduces the bench.
+    pub command: &'a str,
+    /// What code differs between each later set's build and the baseline's.
+    pub code: &'a [CodeDiff],
+    /// Under the model: the profile entries that price what `code` lists.
+    pub fixed_costs: &'a [FixedCost],
 }
-
-#[derive(Serialize)]
-struct MetricJson {
-    unit: String,
-    /// Which way is better, in words.
-    reads: String,
-    changed: bool,
-    /// Per later set: the verdict in words.
-    verdicts: BTreeMap<String, String>,
-    plot: String,
-}
-
-#[derive(Serialize)]
-struct BenchJson<'a> {
-    schema: u32,
-    /// `bench.json`, told apart from a run's results file.
-    kind: &'static str,
-    timestamp: &'a str,
-    boots: u32,
-    /// `clock`, `profile`, `accel`, `baseline`.
-    #[serde(flatten)]
-    labels: &'a Labels,
-    machine: &'a str,
-    confidence: f64,
-    sets: Vec<&'a VariantInfo>,
-    notes: &'a [String],
-    metrics: BTreeMap<String, MetricJson>,
-    summary: &'a Summary,
-    values: &'a Table,
-    batches: &'a Table,
-}
-
-/// The kind `bench.json` names itself with.
-pub const BENCH_KIND: &str = "bench";
 
 /// A metric's name as a file name.
 pub fn file_stem(metric: &str) -> String {
@@ -348,6 +314,31 @@ pub fn csv(t: &Table, index: &str, l: &Labels, info_of: &dyn Fn(&str) -> MetricI
     String::from_utf8(bytes).expect("UTF-8 fields make UTF-8")
 }
 
+/// The typed `bench.json` of a report, its compared metrics `metrics`.
+pub fn bench_file(r: &Report, metrics: BTreeMap<String, MetricEntry>) -> BenchFile {
+    BenchFile {
+        schema: BENCH_SCHEMA,
+        kind: BENCH_KIND.into(),
+        timestamp: r.stamp.into(),
+        boots: r.boots,
+        clock: r.labels.clock.key().into(),
+        profile: r.labels.profile.clone(),
+        accel: r.labels.accel.clone(),
+        baseline: r.labels.baseline.clone(),
+        machine: r.machine.into(),
+        confidence: r.confidence,
+        sets: sets(r).into_iter().cloned().collect(),
+        notes: r.notes.to_vec(),
+        metrics,
+        summary: r.summary.clone(),
+        values: r.values.clone(),
+        batches: r.batches.clone(),
+        command: r.command.into(),
+        code: r.code.to_vec(),
+        fixed_costs: r.fixed_costs.to_vec(),
+    }
+}
+
 /// Writes every export into `dir` (which exists).
 pub fn write(dir: &Path, r: &Report) -> Result<()> {
     let put = |name: &str, text: String| -> Result<()> {
@@ -359,7 +350,7 @@ pub fn write(dir: &Path, r: &Report) -> Result<()> {
         let stem = file_stem(&c.metric);
         metrics.insert(
             c.metric.clone(),
-            MetricJson {
+            MetricEntry {
                 unit: c.info.unit.clone(),
                 reads: c.info.describe(),
                 changed: c.changed(),
@@ -369,6 +360,8 @@ pub fn write(dir: &Path, r: &Report) -> Result<()> {
                     .map(|(n, v)| (n.clone(), c.said(n, v)))
                     .collect(),
                 plot: format!("{stem}.svg"),
+                higher_is_better: c.info.measure.higher_is_better(),
+                text: c.text.clone(),
             },
         );
         let batches: Vec<(String, Vec<f64>)> = c
@@ -395,22 +388,8 @@ pub fn write(dir: &Path, r: &Report) -> Result<()> {
             ),
         )?;
     }
-    let json = BenchJson {
-        schema: BENCH_SCHEMA,
-        kind: BENCH_KIND,
-        timestamp: r.stamp,
-        boots: r.boots,
-        labels: r.labels,
-        machine: r.machine,
-        confidence: r.confidence,
-        sets: sets(r),
-        notes: r.notes,
-        metrics,
-        summary: r.summary,
-        values: r.values,
-        batches: r.batches,
-    };
-    put("bench.json", serde_json::to_string_pretty(&json)? + "\n")?;
+    let file = bench_file(r, metrics);
+    put("bench.json", serde_json::to_string_pretty(&file)? + "\n")?;
     put("bench.csv", csv(r.values, "boot", r.labels, r.info_of))?;
     put("batches.csv", csv(r.batches, "batch", r.labels, r.info_of))?;
     put("bench.md", markdown(r))?;
@@ -423,6 +402,8 @@ pub fn write(dir: &Path, r: &Report) -> Result<()> {
     }
     text += &format!("{}\n", r.summary.line());
     put("ministat.txt", text)?;
+    put("post.txt", post::post(&file, post::Form::Text))?;
+    put("post.md", post::post(&file, post::Form::Markdown))?;
     let data = dir.join("data");
     std::fs::create_dir_all(&data).with_context(|| format!("cannot create {}", data.display()))?;
     for (set, ms) in r.values {
@@ -440,6 +421,7 @@ mod tests {
     use super::*;
     use crate::compare::{compare_metric, Reading};
     use crate::ministat::RenderOptions;
+    use crate::results::bench::Provenance;
 
     fn info(_: &str) -> MetricInfo {
         MetricInfo {
@@ -516,6 +498,9 @@ mod tests {
             values: &values,
             batches: &values,
             info_of: &info,
+            command: "",
+            code: &[],
+            fixed_costs: &[],
         };
         let dir = std::env::temp_dir().join(format!("testbed-export-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -624,6 +609,9 @@ mod tests {
             values: &values,
             batches: &values,
             info_of: &info_of,
+            command: "",
+            code: &[],
+            fixed_costs: &[],
         };
         let dir = std::env::temp_dir().join(format!(
             "testbed-labels-{}-{}",

@@ -9,6 +9,7 @@
 //! written and read back); `gather` turns a log's records into it and
 //! `table` renders it for a reader.
 
+pub mod bench;
 mod gather;
 #[cfg(test)]
 mod hostile;
@@ -53,8 +54,16 @@ pub struct Results {
     pub cmdline: String,
     pub protocol: String,
     pub accel: String,
+    /// The clock the figures are in: `model` for a model run (its modelled
+    /// cycles), though the guest read icount (`guest_clock`).
     pub clock: String,
-    /// "instructions" under icount; under tsc "cycles", "TCG ticks" or
+    /// The clock the guest read, where it is not `clock` (a model run's
+    /// guest counts instructions: `icount`); empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub guest_clock: String,
+    /// The guest clock's unit, what the benchmarks' summaries count:
+    /// "instructions" under icount (and under the model, whose cycles are
+    /// in each benchmark's `model` figures); under tsc "cycles", "TCG ticks" or
     /// "Bochs ticks" (accel=bochs: 1 tick = 1 instruction).
     pub unit: String,
     pub tsc_hz: u64,
@@ -445,8 +454,23 @@ impl Results {
         }
     }
 
+    /// The clock the figures are in. A model run written before `clock`
+    /// said so names the guest's (`icount`) beside its profile: its
+    /// figures are modelled cycles all the same.
     pub fn clock(&self) -> Option<Clock> {
+        if self.model_profile.is_some() {
+            return Some(Clock::Model);
+        }
         Clock::from_key(&self.clock)
+    }
+
+    /// The clock the guest read (`icount` under the model).
+    pub fn guest_clock(&self) -> &str {
+        if self.guest_clock.is_empty() {
+            &self.clock
+        } else {
+            &self.guest_clock
+        }
     }
 
     /// The guest ran under TCG.
@@ -572,7 +596,8 @@ impl Results {
     pub fn like(&self) -> String {
         format!(
             "clock={} accel={} source={}{}",
-            self.clock,
+            self.clock()
+                .map_or_else(|| self.clock.clone(), |c| c.key().to_string()),
             self.accel,
             self.source,
             match &self.model_profile {
@@ -606,7 +631,7 @@ pub fn dirty_of_rev(rev: &str) -> (bool, String) {
 pub fn other_kind(text: &str) -> Option<&'static str> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let o = v.as_object()?;
-    if o.get("kind").and_then(|k| k.as_str()) == Some(crate::export::BENCH_KIND)
+    if o.get("kind").and_then(|k| k.as_str()) == Some(bench::BENCH_KIND)
         || o.contains_key("variants") && o.contains_key("values")
     {
         Some("a bench export")

@@ -25,9 +25,14 @@ impl Results {
         } else {
             ""
         };
+        let clock = if self.guest_clock.is_empty() {
+            self.clock.clone()
+        } else {
+            format!("{}, the guest's {}", self.clock, self.guest_clock)
+        };
         s += &format!(
             "clock={} ({} per tick)  accel={}  cpu={} \"{}\"{}\n",
-            self.clock,
+            clock,
             self.unit.trim_end_matches('s'),
             self.accel,
             self.cpu.get("vendor").map_or("?", String::as_str),

@@ -19,68 +19,7 @@ pub fn baseline_name(name: &str) -> Result<String> {
     Ok(clean)
 }
 
-/// Where a set of figures comes from: what `run` records of a boot, and
-/// what a baseline keeps so that a later comparison can tell like from
-/// unlike.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Provenance {
-    pub clock: String,
-    pub accel: String,
-    /// The emulator and its version (`QEMU 7.2.0`).
-    pub emulator: String,
-    /// The CPU model the emulator was given (`qemu32`, `pentium`, `host`).
-    pub cpu_model: String,
-    /// The CPU the guest saw (its brand string).
-    pub cpu: String,
-    pub rev: String,
-    pub dirty: bool,
-    pub diff: String,
-    /// The whole kernel command line.
-    pub cmdline: String,
-    pub batches: String,
-    pub batch_size: String,
-    /// The host that ran the emulator, and its CPU.
-    pub host: String,
-    pub host_cpu: String,
-    /// Under the model clock, the profile (and `virt`) the figures are
-    /// modelled with; empty otherwise.
-    #[serde(default)]
-    pub profile: String,
-    /// How many CPUs the machine had (0 in exports older than the field).
-    #[serde(default)]
-    pub cpus: u32,
-    /// The settings the kernel applied (its `settings` record: `pmap`,
-    /// `fork`, `cpus`); empty in older exports.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub settings: std::collections::BTreeMap<String, String>,
-}
-
-impl Provenance {
-    /// The emulator's name without its version (`QEMU`).
-    fn emulator_name(&self) -> &str {
-        self.emulator.split_whitespace().next().unwrap_or("")
-    }
-
-    /// The clock the figures are in. A model run saved before the field
-    /// named the machine's clock says `icount` (the guest's) beside its
-    /// profile: its figures are modelled cycles all the same.
-    pub fn figures_clock(&self) -> &str {
-        if !self.profile.is_empty() && self.clock == crate::machine::Clock::Icount.key() {
-            crate::machine::Clock::Model.key()
-        } else {
-            &self.clock
-        }
-    }
-
-    /// The revision with its dirty flag, as exports print it.
-    pub fn revision(&self) -> String {
-        if self.dirty && !self.rev.contains("-dirty") {
-            format!("{} (dirty)", self.rev)
-        } else {
-            self.rev.clone()
-        }
-    }
-}
+pub use crate::results::bench::Provenance;
 
 /// Why the figures of `base` (a baseline) and `now` cannot be compared:
 /// another clock, accelerator, emulator or CPU model. The second list is

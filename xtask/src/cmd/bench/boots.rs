@@ -137,13 +137,14 @@ pub(super) fn boot_interleaved(
             }
             // The kernel must have read the clock the machine gave it (a
             // CPU without a TSC reports `none`, which says so itself).
-            if Clock::from_key(&r.clock).is_some() && r.clock != machine.clock.guest().key() {
+            let guest = r.guest_clock();
+            if Clock::from_key(guest).is_some() && guest != machine.clock.guest().key() {
                 eprintln!();
                 bail!(
                     "variant {}: boot {}: the kernel read clock={}, the machine gave it {} (clock={})",
                     v.name,
                     done + 1,
-                    r.clock,
+                    guest,
                     machine.clock.key(),
                     machine.clock.guest().key()
                 );

@@ -25,12 +25,12 @@ use crate::results::{utc_timestamp, MetricInfo};
 pub(crate) mod baseline;
 mod boots;
 mod build;
+pub(crate) mod code;
 pub(crate) mod plan;
 mod report;
 #[cfg(test)]
 mod tests;
 
-pub use baseline::Provenance;
 use baseline::{check_baseline, load_baseline, save_baseline};
 use boots::boot_interleaved;
 use build::build_variants;
@@ -101,6 +101,9 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
     preflight::ensure(a.boot.need())?;
     let tmp = kbuild::root().join("target/xtask/bench");
     std::fs::create_dir_all(&tmp)?;
+    // Each --rev as the commit it names now, as its build checks it out
+    // (resolved after the boots, a commit made meanwhile would be named).
+    let command = reproduce(a, &variants);
     let builds = build_variants(&variants, &tmp)?;
     let started = Instant::now();
     // The builds are kept between runs; the boots' files are this run's own.
@@ -133,9 +136,18 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
     };
     let reading = labels.reading();
     let header = labels.header(a.boots);
-    println!("{header}");
+    // With --post, stdout holds the post alone (to redirect into a mail);
+    // the comparison as printed goes to stderr.
+    let say = |s: &str| {
+        if a.post {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    };
+    say(&header);
     for n in &notes {
-        println!("note: {n}");
+        say(&format!("note: {n}"));
     }
     let compared = compare_all(a, &table, &order, reading, &info_of)?;
     // What was compared: the metrics asked for, or every one measured.
@@ -150,10 +162,32 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
         a.metrics.clone()
     };
     let summary = Summary::of(&compared, &all_metrics, a.threshold);
-    println!("{}", summary.line());
+    say(&summary.line());
     if let Some(name) = &a.save_baseline {
         save_baseline(&a.out, name, &variants[0].name, &now, first_raw)?;
     }
+    // What code each later set's build changed against the baseline's.
+    let code: Vec<crate::results::bench::CodeDiff> = if baseline.is_some() {
+        variants
+            .iter()
+            .map(|v| crate::results::bench::CodeDiff {
+                set: v.name.clone(),
+                base: order[0].clone(),
+                note: "a saved baseline: its build is not at hand to compare the code with".into(),
+                functions: Vec::new(),
+            })
+            .collect()
+    } else {
+        variants[1..]
+            .iter()
+            .zip(&builds[1..])
+            .map(|(v, b)| code::diff(&variants[0].name, &builds[0], &v.name, b))
+            .collect()
+    };
+    let fixed_costs = match &labels.profile {
+        Some(p) => code::fixed_costs(p.split(',').next().unwrap_or(p).trim(), &code),
+        None => Vec::new(),
+    };
     let report = export::Report {
         stamp: &stamp,
         boots: a.boots,
@@ -179,10 +213,17 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
         values: &table,
         batches: &batches,
         info_of: &info_of,
+        command: &command,
+        code: &code,
+        fixed_costs: &fixed_costs,
     };
     export::write(&dir, &report)?;
+    if a.post {
+        let text = std::fs::read_to_string(dir.join("post.txt"))?;
+        print!("{text}");
+    }
     eprintln!(
-        "exports: {}/ (bench.json, bench.csv, bench.md, ministat.txt, data/, plots)",
+        "exports: {}/ (bench.json, bench.csv, bench.md, ministat.txt, post.txt, post.md, data/, plots)",
         dir.display()
     );
     eprintln!(
@@ -198,6 +239,67 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
         return Ok((CHANGED_EXIT, compared));
     }
     Ok((0, compared))
+}
+
+/// The command that reproduces this bench: the words its command line gave
+/// (or, without them, its variants), each `--rev`'s revision as the commit
+/// it named, quoted for a POSIX shell.
+fn reproduce(a: &BenchArgs, variants: &[plan::Variant]) -> String {
+    let root = kbuild::root();
+    let commit = |spec: &str| -> String {
+        match spec.split_once('=') {
+            Some((n, r)) => match build::resolve_commit(&root, r) {
+                Ok(c) => format!("{n}={}", &c[..c.len().min(12)]),
+                Err(_) => spec.to_string(),
+            },
+            None => spec.to_string(),
+        }
+    };
+    let mut words: Vec<String> = Vec::new();
+    if a.argv.is_empty() {
+        words.push("bench".into());
+        words.push(format!("-n{}", a.boots));
+        for v in variants {
+            match (&v.rev, v.features.is_empty()) {
+                (Some(r), _) => words.extend(["--rev".into(), commit(&format!("{}={r}", v.name))]),
+                (None, false) => words.extend([
+                    "--features".into(),
+                    format!("{}={}", v.name, v.features.join(",")),
+                ]),
+                (None, true) => {
+                    words.extend(["--variant".into(), format!("{}={}", v.name, v.cmdline)])
+                }
+            }
+        }
+    } else {
+        let mut next_is_rev = false;
+        for w in &a.argv {
+            if next_is_rev {
+                words.push(commit(w));
+                next_is_rev = false;
+            } else if let Some(spec) = w.strip_prefix("--rev=") {
+                words.push(format!("--rev={}", commit(spec)));
+            } else {
+                next_is_rev = w == "--rev";
+                words.push(w.clone());
+            }
+        }
+    }
+    let quoted: Vec<String> = words.iter().map(|w| shell_word(w)).collect();
+    format!("cargo xtask {}", quoted.join(" "))
+}
+
+/// `w` as one word of a POSIX shell: as it is when it holds nothing the
+/// shell reads specially, else in single quotes.
+pub fn shell_word(w: &str) -> String {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=,:@%+".contains(c))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
 }
 
 /// A new export directory `<out>/<timestamp>[-N]/`, made before any boot so

@@ -131,6 +131,18 @@ pub struct BenchArgs {
         conflicts_with = "turn"
     )]
     pub turns: Vec<u32>,
+    /// Print the post on stdout: the text to paste under a patch (one
+    /// line of environment, a ministat block per changed metric, a table
+    /// of every metric, the command that reproduces it). Every bench also
+    /// writes it as post.txt and post.md; `cargo xtask post DIR` prints it
+    /// again from a bench's directory.
+    #[arg(long)]
+    pub post: bool,
+    /// The words the command line gave (after `cargo xtask`), for the
+    /// command a post says reproduces the bench; empty when the flags did
+    /// not come from a command line.
+    #[arg(skip)]
+    pub argv: Vec<String>,
 }
 
 impl BenchArgs {

@@ -2,7 +2,6 @@
 //! summary of what changed.
 
 use anyhow::Result;
-use serde::Serialize;
 
 use crate::compare::{self, Compared, Reading, Table};
 use crate::ministat::RenderOptions;
@@ -50,6 +49,14 @@ pub(super) fn compare_all(
     info_of: &dyn Fn(&str) -> MetricInfo,
 ) -> Result<Vec<Compared>> {
     let metrics = compare::chosen_metrics(table, &a.metrics)?;
+    // With --post, stdout is the post's alone.
+    let say = |s: &str| {
+        if a.post {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    };
     let opts = RenderOptions {
         confidence: a.confidence,
         ..RenderOptions::default()
@@ -59,16 +66,16 @@ pub(super) fn compare_all(
             .values()
             .flat_map(|m| m.keys().map(String::as_str))
             .collect();
-        println!(
+        say(&format!(
             "no metric differs between the variants; identical: {}",
             all.into_iter().collect::<Vec<_>>().join(", ")
-        );
+        ));
     }
     let mut out = Vec::new();
     for m in &metrics {
         let info = info_of(m);
         if let Some(have) = compare::only_in(table, order, m) {
-            println!(
+            say(&format!(
                 "== {m} ({}): only in {}",
                 info.describe(),
                 if have.is_empty() {
@@ -76,7 +83,7 @@ pub(super) fn compare_all(
                 } else {
                     have.join(", ")
                 }
-            );
+            ));
             out.push(Compared {
                 metric: m.clone(),
                 info: info.clone(),
@@ -114,22 +121,13 @@ pub(super) fn compare_all(
             .map(|n| (n.clone(), table[n][m].clone()))
             .collect();
         let c = compare::compare_metric(m, &sets, reading, &info, &opts);
-        print!("{}", c.text);
+        say(c.text.trim_end_matches('\n'));
         out.push(c);
     }
     Ok(out)
 }
 
-/// What the comparison found, over every metric measured.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Summary {
-    /// Metrics that changed (by at least the threshold).
-    pub changed: Vec<String>,
-    /// Metrics compared and found unchanged (under an exact clock, those no
-    /// set differs in are unchanged without a comparison of their own).
-    pub unchanged: Vec<String>,
-    pub threshold: f64,
-}
+pub use crate::results::bench::Summary;
 
 impl Summary {
     pub fn of(compared: &[Compared], all: &[String], threshold: f64) -> Summary {
@@ -157,30 +155,6 @@ impl Summary {
             changed,
             threshold,
         }
-    }
-
-    /// `bench: 12 metrics compared: 2 changed (null, macro); 10 unchanged (...)`.
-    pub fn line(&self) -> String {
-        let list = |v: &[String]| {
-            if v.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", v.join(", "))
-            }
-        };
-        format!(
-            "bench: {} metrics compared: {} changed{}{}; {} unchanged{}",
-            self.changed.len() + self.unchanged.len(),
-            self.changed.len(),
-            if self.threshold > 0.0 {
-                format!(" by {}% or more", self.threshold)
-            } else {
-                String::new()
-            },
-            list(&self.changed),
-            self.unchanged.len(),
-            list(&self.unchanged)
-        )
     }
 }
 

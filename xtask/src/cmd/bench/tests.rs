@@ -130,7 +130,7 @@ fn the_verdict_names_the_set_and_its_baseline() {
     );
     assert_eq!(
         faster.said("after", &faster.verdicts[0].1),
-        "after is 20.00% faster than before: differs by exactly -10 modelled cycles (profile modern) (-20.00%, better)"
+        "after is 20.00% faster than before: differs by -10 modelled cycles (profile modern) in every boot alike (-20.00%, better)"
     );
     let insns = per_op("instructions");
     let c = compare::compare_metric(
@@ -461,6 +461,7 @@ fn by_grain_says_where_the_direction_changes() {
         reading: Reading {
             exact: true,
             host_time: false,
+            modelled: false,
         },
         sets: Vec::new(),
         verdicts: vec![("new".into(), v)],
@@ -524,4 +525,55 @@ fn turns_need_several_cpus_and_a_valid_grain() {
         b: BenchArgs,
     }
     assert!(T::try_parse_from(["x", "--turn", "2000", "--turns", "2000"]).is_err());
+}
+
+/// Under icount and the model every boot gives the same figure: the
+/// comparison says the spread is none because the clock is
+/// deterministic, and under the model that the figure is only as sure as
+/// the cost table; the verdict never calls a modelled difference exact.
+#[test]
+fn a_deterministic_clock_says_why_its_spread_is_zero() {
+    let sets = vec![
+        ("before".to_string(), vec![210.0; 3]),
+        ("after".to_string(), vec![213.0; 3]),
+    ];
+    let info = |unit: &str| MetricInfo {
+        unit: unit.into(),
+        measure: abi::report::Measure::PerOp,
+        ..MetricInfo::default()
+    };
+    let model = compare::compare_metric(
+        "sysenter.null",
+        &sets,
+        Reading::of(Some(Clock::Model), true),
+        &info("modelled cycles (profile modern)"),
+        &RenderOptions::default(),
+    );
+    assert!(
+        model
+            .text
+            .contains("spread: none, because the model is deterministic")
+            && model.text.contains("fixed table")
+            && model
+                .text
+                .contains("differs by 3 modelled cycles (profile modern) in every boot alike")
+            && !model.text.contains("exactly"),
+        "{}",
+        model.text
+    );
+    let icount = compare::compare_metric(
+        "sysenter.null",
+        &sets,
+        Reading::of(Some(Clock::Icount), true),
+        &info("instructions"),
+        &RenderOptions::default(),
+    );
+    assert!(
+        icount
+            .text
+            .contains("spread: none, because icount is deterministic")
+            && icount.text.contains("differs by exactly 3 instructions"),
+        "{}",
+        icount.text
+    );
 }

@@ -548,16 +548,135 @@ fn docs_current() -> Result<()> {
 /// `cargo xtask bench -n n --accel tcg --clock icount args...`: its exit
 /// status.
 fn bench_under_icount(n: &str, args: &[&str]) -> Result<i32> {
+    let mut argv = vec!["-n", n, "--accel", "tcg", "--clock", "icount"];
+    argv.extend_from_slice(args);
+    bench_cli(&argv)
+}
+
+/// `cargo xtask bench args...` as the command line gives it (its words
+/// kept for the command a post says reproduces it): its exit status.
+fn bench_cli(args: &[&str]) -> Result<i32> {
     use clap::{CommandFactory, FromArgMatches, Parser};
     #[derive(Parser)]
     struct Cli {
         #[command(flatten)]
         b: crate::cmd::bench::BenchArgs,
     }
-    let argv = ["bench", "-n", n, "--accel", "tcg", "--clock", "icount"];
-    let m = Cli::command().try_get_matches_from(argv.iter().chain(args))?;
+    let argv: Vec<&str> = std::iter::once("bench")
+        .chain(args.iter().copied())
+        .collect();
+    let m = Cli::command().try_get_matches_from(&argv)?;
     let cli = Cli::from_arg_matches(&m)?;
-    crate::cmd::bench::bench(cli.b.in_order(&m))
+    let mut b = cli.b.in_order(&m);
+    b.argv = argv.iter().map(|w| w.to_string()).collect();
+    crate::cmd::bench::bench(b)
+}
+
+/// `bench --post` on a real change, the flags reset dropped from the
+/// sysenter path (feature `exercise-sysenter-no-flags-reset`: no `pushl
+/// $2; popfl`), under icount and under the model (profile modern): the
+/// post's labels, its table's figures, the zero spread said in words, the
+/// changed code, the profile entry the modelled figure rests on with its
+/// source, and the command that reproduces it.
+fn bench_post(root: &Path) -> Result<()> {
+    let feature = "exercise-sysenter-no-flags-reset";
+    let features = format!("noreset={feature}");
+    let runs: [(&str, &[&str], &[&str]); 2] = [
+        (
+            "icount",
+            &["--clock", "icount"],
+            &[
+                "clock=icount (exact instruction counts, not cycles)",
+                "sysenter.null instructions 46 44 -2 -4.35%",
+                "The spread is 0 because icount is deterministic",
+                "  kernel sysenter_common: -push $0x2, popf\n",
+            ],
+        ),
+        (
+            "model",
+            &["--clock", "model", "--profile", "modern"],
+            &[
+                "clock=model (modelled cycles of profile modern; the guest counted instructions)",
+                "sysenter.null modelled cycles (profile modern) 210 189 -21 -10.00%",
+                "The spread is 0 because the model is deterministic",
+                "  - popf in sysenter_common: profile key popf\n",
+                "  popf = 19: AGNER-T Skylake: POPF, reciprocal throughput 20. On a real CPU, it ",
+            ],
+        ),
+    ];
+    for (clock, flags, says) in runs {
+        let out = root.join(format!("target/xtask/bench-post-{clock}"));
+        let _ = std::fs::remove_dir_all(&out);
+        let out_arg = out.to_str().context("path")?;
+        let mut argv = vec!["-n", "3", "--accel", "tcg"];
+        argv.extend_from_slice(flags);
+        argv.extend_from_slice(&[
+            "--variant",
+            "reset=",
+            "--features",
+            &features,
+            "--append",
+            "batches=4 batch_size=64",
+            "--out",
+            out_arg,
+            "--post",
+        ]);
+        bench_cli(&argv)?;
+        let dir = export_dir(&out)?;
+        let post = std::fs::read_to_string(dir.join("post.txt"))?;
+        let env = post.lines().next().unwrap_or("");
+        anyhow::ensure!(
+            env.starts_with("i386 testbed: QEMU ")
+                && env.contains(" TCG, host CPU ")
+                && env.contains(&format!("(features: {feature})"))
+                && env.ends_with(", 3 boots per side"),
+            "{clock}: the environment line: {env}"
+        );
+        // The table's rows with their blanks made one (the columns are as
+        // wide as their widest cell).
+        let rows: Vec<String> = post
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
+        for s in says
+            .iter()
+            .copied()
+            .filter(|s| s.starts_with("sysenter.null "))
+        {
+            anyhow::ensure!(
+                rows.iter().any(|r| r == s),
+                "{clock}: the post's table has no row {s:?}:\n{post}"
+            );
+        }
+        for s in says
+            .iter()
+            .copied()
+            .filter(|s| !s.starts_with("sysenter.null "))
+            .chain([
+                "noreset against reset: ",
+                "Reproduce: cargo xtask bench -n 3 --accel tcg ",
+            ])
+        {
+            anyhow::ensure!(
+                post.contains(s),
+                "{clock}: the post does not say {s:?}:\n{post}"
+            );
+        }
+        if clock == "model" {
+            anyhow::ensure!(
+                !post.contains("icount ("),
+                "{clock}: the post calls modelled cycles icount's:\n{post}"
+            );
+        }
+        // `post DIR` reads the same post back from bench.json, typed.
+        let text = std::fs::read_to_string(dir.join("bench.json"))?;
+        let f = crate::results::bench::BenchFile::parse(&text)?;
+        anyhow::ensure!(
+            crate::export::post::post(&f, crate::export::post::Form::Text) == post,
+            "{clock}: the post made from bench.json differs from post.txt"
+        );
+    }
+    Ok(())
 }
 
 fn bench_smoke(root: &Path) -> Result<()> {
@@ -907,11 +1026,16 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
     let selected =
         |short: &str| on(Emulator::Qemu) && a.filter.as_deref().is_none_or(|f| short.contains(f));
     type HostCheck<'a> = (&'a str, &'a str, &'a dyn Fn() -> Result<()>);
-    let host_checks: [HostCheck; 4] = [
+    let host_checks: [HostCheck; 5] = [
         (
             "bench",
             "bench: two variants interleaved, compared and exported",
             &|| bench_smoke(&root),
+        ),
+        (
+            "bench post",
+            "bench post: a change's post under icount and the model, its labels and figures",
+            &|| bench_post(&root),
         ),
         (
             "bench layouts",
