@@ -72,6 +72,9 @@ pub struct ModelOpts {
     pub from_cpu: bool,
     /// The plugin's reference mode (every instruction a call): the tests'.
     pub reference: bool,
+    /// The plugin's reference machine beside the fast one, on the same
+    /// events (`reference=shadow`, several CPUs): the tests'.
+    pub shadow: bool,
 }
 
 impl Default for ModelOpts {
@@ -82,6 +85,7 @@ impl Default for ModelOpts {
             pge: false,
             from_cpu: false,
             reference: false,
+            shadow: false,
         }
     }
 }
@@ -95,6 +99,7 @@ impl ModelOpts {
             pge: false,
             from_cpu: true,
             reference: false,
+            shadow: false,
         }
     }
 }
@@ -224,6 +229,8 @@ pub fn build_plugin(root: &Path) -> Result<PathBuf> {
 pub fn qemu_args(lib: &Path, opts: &ModelOpts, out: &Path) -> Result<Vec<String>> {
     let mut arg = if opts.reference {
         model::reference_arg(lib, &opts.profile, opts.virt, out)
+    } else if opts.shadow {
+        model::shadow_arg(lib, &opts.profile, opts.virt, out)
     } else {
         model::plugin_arg(lib, &opts.profile, opts.virt, out)
     }
@@ -790,6 +797,7 @@ mod tests {
             pge: false,
             from_cpu: false,
             reference: false,
+            shadow: false,
         };
         let a = qemu_args(Path::new("/t/libmodel.so"), &o, Path::new("/t/out.txt")).unwrap();
         assert_eq!(
@@ -807,6 +815,7 @@ mod tests {
             pge: false,
             from_cpu: false,
             reference: false,
+            shadow: false,
         };
         assert_eq!(ept.label(), "modelled, profile p4, virt ept");
         assert_eq!(
