@@ -584,11 +584,21 @@ fn smp_four_p4(art: &Artifacts, dir: &Path) -> Result<String> {
 /// Every cross-CPU figure has CPU 1's overlap with CPU 0 in modelled
 /// time ([`overlaps`]).
 fn locks_across(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
-    // With QEMU's own interleaving (`--turn 0`): at the pacer's grain the
-    // counters 64 and 128 bytes apart take 5 to 12 coherence misses a
-    // batch after the warm-up under p4 (the join's words, or the ticks'
-    // kernel work, now inside each other's batches: not analysed yet), and
-    // this check's "none" was measured, and holds, without it.
+    // With QEMU's own interleaving (`--turn 0`), where this check's "none"
+    // was measured and holds. At the pacer's grain the counters 64 and 128
+    // bytes apart take a few coherence misses a batch after the warm-up
+    // (under p4 6 in every batch of 40,000 increments; 5 to 12 seen), none
+    // on the counters' lines. Logged per miss (a throwaway build), each
+    // batch's, beyond the hand-shake the calibration subtracts, are the
+    // pacer's at the turn boundaries inside the batch: its handler reading
+    // the turn owner's idle state (`arch::smp::IDLE`, which that CPU writes
+    // as it idles and wakes: 3), CPU 1's idle loop writing its own after
+    // CPU 0's pacer read it (1), the park poll reading the scheduler's
+    // lock (`sched::LOCK`, 1); and the join's: the exiting thread's slot in
+    // the thread library's `BUSY`, written at its spawn on CPU 0 (1). Only
+    // the last is the program's; the pacer keeps its own state in a block
+    // per CPU so as to add no miss to the figures, but the state it reads
+    // is written by another CPU.
     let (_, _, r) = boot_full(
         art,
         dir,
