@@ -594,11 +594,11 @@ fn locks_across(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
     // the turn owner's idle state (`arch::smp::IDLE`, which that CPU writes
     // as it idles and wakes: 3), CPU 1's idle loop writing its own after
     // CPU 0's pacer read it (1), the park poll reading the scheduler's
-    // lock (`sched::LOCK`, 1); and the join's: the exiting thread's slot in
-    // the thread library's `BUSY`, written at its spawn on CPU 0 (1). Only
-    // the last is the program's; the pacer keeps its own state in a block
-    // per CPU so as to add no miss to the figures, but the state it reads
-    // is written by another CPU.
+    // lock word (`LOCK` in task/sched, 1); and the join's: the exiting
+    // thread's slot in the thread library's `BUSY`, written at its spawn
+    // on CPU 0 (1). Only the last is the program's; the pacer keeps its
+    // own state in a block per CPU so as to add no miss to the figures,
+    // but the state it reads is written by another CPU.
     let (_, _, r) = boot_full(
         art,
         dir,
