@@ -64,6 +64,23 @@ pub fn reference_arg(lib: &Path, profile: &str, virt: Virt, out: &Path) -> Resul
     ))
 }
 
+/// [`plugin_arg`] with `reference=shadow`: the reference machine beside
+/// the fast one, on the same events; its file goes to [`shadow_path`].
+pub fn shadow_arg(lib: &Path, profile: &str, virt: Virt, out: &Path) -> Result<String, String> {
+    Ok(format!(
+        "{},reference=shadow",
+        plugin_arg(lib, profile, virt, out)?
+    ))
+}
+
+/// Where `reference=shadow` writes the reference machine's file, beside
+/// `out`.
+pub fn shadow_path(out: &Path) -> PathBuf {
+    let mut name = out.as_os_str().to_owned();
+    name.push(".reference");
+    PathBuf::from(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,12 @@
 //! `reference=on` makes every instruction a call and every event wait in
 //! its CPU's queue (`Machine::set_reference`): the plain, slow way the tests
 //! compare the fast ways against (the same file, byte for byte).
+//! `reference=shadow` (several CPUs) runs that reference machine beside the
+//! fast one on the same events ([`Shadow`]) and writes its file too: a
+//! `reference=on` boot's calls end QEMU's blocks elsewhere, so QEMU may hand
+//! the vCPUs their turns at other instructions, and the two boots' models
+//! then order different streams (each CPU's the same, their interleaving
+//! not).
 //! When QEMU exits, the snapshot file (`abi::model`) is written to `out`.
 //!
 //! The QEMU functions are looked up with `dlsym` at install time rather than
@@ -31,6 +37,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
+use crate::decode::{Class, Decoded};
 use crate::machine::{Insn, Machine, Options, Step};
 use crate::profile;
 use crate::profile::Virt;
@@ -223,6 +230,53 @@ struct State {
     /// holds belongs to them.
     last_vcpu: usize,
     pending: &'static [u32],
+    /// `reference=shadow`: the reference machine beside this one.
+    shadow: Option<Box<Shadow>>,
+}
+
+/// The reference machine ([`Machine::set_reference`]) fed the events the
+/// fast one is, each instruction a call of its own: those the plan inlined
+/// as instructions that only cost (their costs), on the page of the
+/// instruction before them (where the plan inlines one, a marker aside).
+/// What a `reference=on` boot's model would make of this boot's order of
+/// the vCPUs' events; at exit its file goes to [`crate::shadow_path`].
+struct Shadow {
+    machine: Machine,
+    out: PathBuf,
+    /// Per vCPU, the address of its last instruction that is no marker.
+    last: Vec<u32>,
+}
+
+impl Shadow {
+    fn exec(&mut self, vcpu: usize, insn: &Insn) {
+        if insn.decoded.class != Class::Marker {
+            if self.last.len() <= vcpu {
+                self.last.resize(vcpu + 1, 0);
+            }
+            self.last[vcpu] = insn.vaddr;
+        }
+        self.machine.exec(vcpu, insn);
+    }
+
+    /// The inline instructions of `run`, executed on `vcpu` in order.
+    fn run(&mut self, vcpu: usize, run: &[u32]) {
+        let vaddr = self.last.get(vcpu).copied().unwrap_or(0);
+        let decoded = Decoded {
+            class: Class::Plain,
+            vector: 0,
+            marker: 0,
+        };
+        for &cost in run {
+            self.machine.exec(
+                vcpu,
+                &Insn {
+                    vaddr,
+                    decoded,
+                    cost,
+                },
+            );
+        }
+    }
 }
 
 impl State {
@@ -240,6 +294,9 @@ impl State {
             let n = ((acc >> crate::machine::INLINE_INSN_SHIFT) as usize).min(self.pending.len());
             let (run, rest) = self.pending.split_at(n);
             self.pending = rest;
+            if let Some(sh) = &mut self.shadow {
+                sh.run(self.last_vcpu, run);
+            }
             self.machine.credit(self.last_vcpu, acc, run);
         }
     }
@@ -370,6 +427,8 @@ pub struct Args {
     pub out: PathBuf,
     /// Every instruction a call, nothing inlined (the tests' reference).
     pub reference: bool,
+    /// The reference machine beside the fast one (`reference=shadow`).
+    pub shadow: bool,
 }
 
 fn on_off(key: &str, v: &str) -> Result<bool, String> {
@@ -384,7 +443,7 @@ fn on_off(key: &str, v: &str) -> Result<bool, String> {
 pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Args, String> {
     let (mut profile, mut out) = (None, None);
     let mut opts = Options::default();
-    let mut reference = false;
+    let (mut reference, mut shadow) = (false, false);
     for a in args {
         let (k, v) = a
             .split_once('=')
@@ -397,6 +456,7 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Args, S
                     .ok_or_else(|| format!("{k}={v}: expected on (shadow), ept or off"))?
             }
             "pge" => opts.pge = on_off(k, v)?,
+            "reference" if v == "shadow" => shadow = true,
             "reference" => reference = on_off(k, v)?,
             _ => {
                 return Err(format!(
@@ -410,6 +470,7 @@ pub fn parse_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Args, S
         opts,
         out: out.ok_or("missing out=PATH")?,
         reference,
+        shadow,
     })
 }
 
@@ -442,6 +503,21 @@ fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
     let a = parse_args(args.iter().copied())?;
     let profile = profile::find(&a.profile)?;
     let ncpus = info.smp_vcpus.max(1) as usize;
+    let shadow = if a.shadow {
+        // With one CPU the fast ways skip the calls the shadow is fed from.
+        if ncpus < 2 {
+            return Err("reference=shadow needs several CPUs".into());
+        }
+        let mut machine = Machine::new(profile.clone(), a.opts, ncpus)?;
+        machine.set_reference(true);
+        Some(Box::new(Shadow {
+            machine,
+            out: crate::shadow_path(&a.out),
+            last: Vec::new(),
+        }))
+    } else {
+        None
+    };
     let mut machine = Machine::new(profile, a.opts, ncpus)?;
     machine.set_reference(a.reference);
     let api = Api::resolve()?;
@@ -456,6 +532,7 @@ fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
         reference: a.reference,
         last_vcpu: 0,
         pending: &[],
+        shadow,
     };
     STATE.install(Some(state));
     API.get_or_init(|| api);
@@ -604,6 +681,9 @@ fn exec(s: &mut State, vcpu: usize, site: &'static Site, acc: u64) {
     s.credit_acc(acc);
     s.last_vcpu = vcpu;
     s.pending = site.run;
+    if let Some(sh) = &mut s.shadow {
+        sh.exec(vcpu, &site.insn);
+    }
     s.machine.exec(vcpu, &site.insn);
 }
 
@@ -645,6 +725,10 @@ fn in_order(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64, interned: &In
     if !s.machine.repeat(vcpu, vaddr as u32, size, store) {
         access(s, vcpu, info, vaddr, size, store);
     }
+    if let Some(sh) = &mut s.shadow {
+        sh.machine
+            .mem(vcpu, vaddr as u32, size, store, || translate(info, vaddr));
+    }
 }
 
 /// A data access beyond the quick cases ([`Machine::repeat`],
@@ -682,6 +766,18 @@ extern "C" fn on_exit(_id: PluginId, _udata: *mut c_void) {
         let Some(s) = s.as_mut() else { return };
         s.credit();
         s.machine.finish();
+        if let Some(sh) = &mut s.shadow {
+            sh.machine.finish();
+            let text = sh.machine.report(s.ncpus);
+            if let Err(e) = std::fs::write(&sh.out, text) {
+                let msg = CString::new(format!(
+                    "model plugin: cannot write {}: {e}\n",
+                    sh.out.display()
+                ))
+                .unwrap_or_default();
+                (api.outs)(msg.as_ptr());
+            }
+        }
         let mut notes = Vec::new();
         if s.machine.forced > 0 {
             notes.push(format!(
@@ -741,6 +837,8 @@ mod tests {
             .unwrap_err()
             .contains("unknown argument speed"));
         assert!(parse_args(["p4"]).unwrap_err().contains("key=value"));
+        let both = parse_args(["profile=p4", "reference=shadow", "out=x"]).unwrap();
+        assert!(both.shadow && !both.reference);
     }
 
     #[test]

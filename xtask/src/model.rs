@@ -74,6 +74,9 @@ pub struct ModelOpts {
     pub from_cpu: bool,
     /// The plugin's reference mode (every instruction a call): the tests'.
     pub reference: bool,
+    /// The plugin's reference machine beside the fast one, on the same
+    /// events (`reference=shadow`, several CPUs): the tests'.
+    pub shadow: bool,
 }
 
 impl Default for ModelOpts {
@@ -84,6 +87,7 @@ impl Default for ModelOpts {
             pge: false,
             from_cpu: false,
             reference: false,
+            shadow: false,
         }
     }
 }
@@ -97,6 +101,7 @@ impl ModelOpts {
             pge: false,
             from_cpu: true,
             reference: false,
+            shadow: false,
         }
     }
 }
@@ -226,6 +231,8 @@ pub fn build_plugin(root: &Path) -> Result<PathBuf> {
 pub fn qemu_args(lib: &Path, opts: &ModelOpts, out: &Path) -> Result<Vec<String>> {
     let mut arg = if opts.reference {
         model::reference_arg(lib, &opts.profile, opts.virt, out)
+    } else if opts.shadow {
+        model::shadow_arg(lib, &opts.profile, opts.virt, out)
     } else {
         model::plugin_arg(lib, &opts.profile, opts.virt, out)
     }
@@ -802,6 +809,7 @@ mod tests {
             pge: false,
             from_cpu: false,
             reference: false,
+            shadow: false,
         };
         let a = qemu_args(Path::new("/t/libmodel.so"), &o, Path::new("/t/out.txt")).unwrap();
         assert_eq!(
@@ -819,6 +827,7 @@ mod tests {
             pge: false,
             from_cpu: false,
             reference: false,
+            shadow: false,
         };
         assert_eq!(ept.label(), "modelled, profile p4, virt ept");
         assert_eq!(

@@ -748,6 +748,12 @@ impl Machine {
         // Unblocked, a run's instructions go while this holds (as `run`).
         let upto = b.above.min(b.blocker);
         loop {
+            // A lane whose head waited for `k`'s write may go now, even
+            // unforced while `k` is blocked: look again before the bound
+            // stops a blocked `k` (as `take_next` would stop it).
+            if self.lanes[k].applied > b.release {
+                return true;
+            }
             if blocked && self.buffered <= self.bound {
                 return false;
             }
@@ -757,9 +763,6 @@ impl Machine {
                 return true;
             }
             let lane = &mut self.lanes[k];
-            if lane.applied > b.release {
-                return true;
-            }
             let Some(head) = lane.queue.front_mut() else {
                 return true;
             };
@@ -1053,7 +1056,7 @@ impl Machine {
     /// CPU moves. Returns false, having done nothing, when the event must
     /// take the ordinary way.
     fn direct(&mut self, cpu: usize, ev: Event) -> bool {
-        let b = match self.bounds_of {
+        let mut b = match self.bounds_of {
             Some((k, b)) if k == cpu => b,
             _ => {
                 let b = self.bounds(cpu, false);
@@ -1066,31 +1069,50 @@ impl Machine {
         if b.waits_on_k() || matches!(ev, Event::Access { after, .. } if after != Saw::NONE) {
             return false;
         }
-        let (below, upto) = (b.below, b.above.min(b.blocker));
         let t = self.cpus[cpu].clock();
-        if t >= below || t > upto {
+        if t >= b.below || t > b.above.min(b.blocker) {
             return false;
         }
         match ev {
-            Event::Run(run) => {
-                let done = take_run(&mut self.cpus[cpu], run, below, upto);
-                if done < run.len() {
-                    // The rest waits its turn, as in `run`.
-                    self.frontier = self.frontier.max(self.cpus[cpu].clock());
-                    self.lanes[cpu].queue.push_back(Event::Run(&run[done..]));
-                    self.buffered += run.len() - done;
+            // Called one by one (the reference), each instruction of the
+            // run after the first arrives once the drain its predecessor
+            // set off is done, into an empty lane: another lane's event at
+            // the same clock has gone before it then, whichever lane is the
+            // lower. So each after the first goes only while its clock is
+            // below every candidate's (and not above a blocker's); where one
+            // does not, the other lanes go first (a drain, this lane
+            // empty), and the rest arrives anew: directly again if it may,
+            // else it waits its turn in the lane.
+            Event::Run(mut run) => loop {
+                let upto = b.above.saturating_sub(1).min(b.blocker);
+                let done = take_run(&mut self.cpus[cpu], run, b.below, upto);
+                if done == run.len() {
+                    break;
+                }
+                self.lanes[cpu].applied += 1;
+                self.frontier = self.frontier.max(self.cpus[cpu].clock());
+                self.bounds_of = None;
+                self.drain(false);
+                self.settled = true;
+                run = &run[done..];
+                b = self.bounds(cpu, false);
+                self.bounds_of = Some((cpu, b));
+                let t = self.cpus[cpu].clock();
+                if t >= b.below || t > b.above.min(b.blocker) {
+                    self.lanes[cpu].queue.push_back(Event::Run(run));
+                    self.buffered += run.len();
                     self.bounds_of = None;
                     self.drain(false);
                     self.settled = true;
                     return true;
                 }
-            }
+            },
             ev => self.apply(cpu, ev),
         }
         self.lanes[cpu].applied += 1;
         let t = self.cpus[cpu].clock();
         self.frontier = self.frontier.max(t);
-        if t >= below.min(b.above) || self.buffered > self.bound {
+        if t >= b.below.min(b.above) || self.buffered > self.bound {
             // Another lane's head may go now.
             self.bounds_of = None;
             self.drain(false);

@@ -283,6 +283,7 @@ fn boot(art: &kbuild::Artifacts, s: &System, pmap: &str, set: &Settings) -> Resu
             pge: false,
             from_cpu: false,
             reference: false,
+            shadow: false,
         }),
         ..machine::Spec::new(
             machine::BackendSpec::Qemu(qemu::Spec::new(AccelChoice::Tcg)),

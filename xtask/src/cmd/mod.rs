@@ -157,6 +157,7 @@ impl BootArgs {
                     pge: self.pge,
                     from_cpu: false,
                     reference: false,
+                    shadow: false,
                 },
                 None => ModelOpts {
                     pge: self.pge,

@@ -533,6 +533,7 @@ mod tests {
                 pge: false,
                 from_cpu: false,
                 reference: false,
+                shadow: false,
             },
             lib: "/t/libmodel.so".into(),
             out: "/t/m.txt".into(),
