@@ -26,6 +26,27 @@ pub struct Artifacts {
 }
 
 /// The workspace root (xtask's parent).
+/// The xtask binary, for a command of its own run as a child. While a test
+/// run goes on, its host unit tests (`cargo test -p abi -p xtask -p model`)
+/// may link the binary anew, with the features of shared dependencies
+/// unified across the three: the running process's file is then unlinked,
+/// and Linux names it `PATH (deleted)`. The file now at that path is built
+/// from the same sources, so a child runs that one.
+pub fn xtask_exe() -> std::io::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    if exe.exists() {
+        return Ok(exe);
+    }
+    let shown = exe.to_string_lossy().into_owned();
+    match shown.strip_suffix(" (deleted)") {
+        Some(p) if Path::new(p).exists() => Ok(PathBuf::from(p)),
+        _ => Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("the xtask binary {shown} is gone"),
+        )),
+    }
+}
+
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

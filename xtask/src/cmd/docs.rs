@@ -137,7 +137,7 @@ pub fn words(cmd: &str) -> Vec<String> {
 
 /// Runs `cargo xtask <cmd>` (this binary) and returns its normalised stdout.
 fn command_output(cmd: &str) -> Result<String> {
-    let exe = std::env::current_exe()?;
+    let exe = crate::kbuild::xtask_exe()?;
     let o = Command::new(exe)
         .args(words(cmd))
         .current_dir(kbuild::root())

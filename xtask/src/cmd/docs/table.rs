@@ -639,7 +639,7 @@ const MECHANISM_ROWS: &[(&str, &str)] = &[
 
 /// The results JSON of `cargo xtask <args>` (this binary, `--json`).
 fn results_of(args: &[&str]) -> Result<Value> {
-    let exe = std::env::current_exe()?;
+    let exe = crate::kbuild::xtask_exe()?;
     let o = Command::new(exe)
         .args(args)
         .current_dir(kbuild::root())
@@ -1711,7 +1711,7 @@ const MATRIX_RUN: &str = "batches=2 batch_size=16";
 
 /// The records of `cargo xtask run --records` with `args` (this binary).
 fn records_of(args: &[&str]) -> Result<Vec<crate::report::Record>> {
-    let exe = std::env::current_exe()?;
+    let exe = crate::kbuild::xtask_exe()?;
     let o = Command::new(exe)
         .args(args)
         .current_dir(kbuild::root())

@@ -527,11 +527,30 @@ fn run_parallel(
 /// `cargo test -p abi -p xtask -p model`; true when it passed.
 fn host_unit_tests(root: &Path) -> Result<bool> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    Ok(Command::new(cargo)
-        .args(["test", "-p", "abi", "-p", "xtask", "-p", "model"])
-        .current_dir(root)
-        .status()?
-        .success())
+    let mut c = Command::new(cargo);
+    c.args(["test", "-p", "abi", "-p", "xtask", "-p", "model"])
+        .current_dir(root);
+    // `cargo run` gave this process the package's variables (CARGO_PKG_NAME
+    // and the like). A build script that reads one (ring's, under ureq)
+    // asks cargo to rerun when it changes, and cargo compares its own
+    // environment: inherited, they would rebuild ring and link the xtask
+    // binary anew under the running one, and again at the next `cargo
+    // xtask`.
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("CARGO_PKG_")
+            || k.starts_with("CARGO_MANIFEST_")
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+            ]
+            .contains(&k.as_ref())
+        {
+            c.env_remove(k.as_ref());
+        }
+    }
+    Ok(c.status()?.success())
 }
 
 /// The outputs the README and the book (docs/) show must still be what the
@@ -753,7 +772,7 @@ fn bench_smoke(root: &Path) -> Result<()> {
 /// `run --json`: stdout holds the results JSON and nothing else (the
 /// header and the kernel's text go to stderr).
 fn run_json() -> Result<()> {
-    let o = Command::new(std::env::current_exe()?)
+    let o = Command::new(crate::kbuild::xtask_exe()?)
         .args([
             "run",
             "--clock",

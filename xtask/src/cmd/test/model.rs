@@ -1021,7 +1021,7 @@ fn unknown_profile_refused(root: &Path) -> Result<()> {
 /// `xtask` itself, run in the workspace with `args`: (success, stdout,
 /// stderr).
 fn xtask(root: &Path, args: &[&str]) -> Result<(bool, String, String)> {
-    let exe = std::env::current_exe().context("cannot find the xtask binary")?;
+    let exe = crate::kbuild::xtask_exe().context("cannot find the xtask binary")?;
     let o = std::process::Command::new(exe)
         .args(args)
         .current_dir(root)

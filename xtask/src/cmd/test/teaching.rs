@@ -576,7 +576,7 @@ const CHAPTER_COMMAND_TIMEOUT: Duration = Duration::from_secs(900);
 /// Runs `cargo xtask WORDS` (this binary) in the tree; (exit status, stdout
 /// and stderr).
 fn run_stated(words: &[String]) -> Result<(i32, String), String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let exe = crate::kbuild::xtask_exe().map_err(|e| e.to_string())?;
     let mut child = Command::new(exe)
         .args(words)
         .current_dir(kbuild::root())
@@ -860,7 +860,7 @@ fn path_counts() -> Result<(), String> {
 
 /// `cargo xtask gdb --batch [extra]`, captured.
 fn gdb_batch_output(extra: &[&str]) -> Result<String, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let exe = crate::kbuild::xtask_exe().map_err(|e| e.to_string())?;
     let o = Command::new(exe)
         .args(["gdb", "--batch", "--accel", "tcg", "--port", "12345"])
         .args(extra)
