@@ -289,8 +289,8 @@ impl Machine {
                 && insn.vaddr >> PAGE_SHIFT == self.cpus[lane].last_ipage
                 && self.quick_add(lane, 1, cost, cost);
             if !quick {
-                if insn.decoded.class != Class::Hlt && self.waits_behind(lane, 1) {
-                    self.wait_behind(lane, Event::Exec(*insn));
+                if insn.decoded.class != Class::Hlt && self.queues_only(lane, 1) {
+                    self.enqueue(lane, Event::Exec(*insn));
                 } else {
                     self.submit(cpu, Event::Exec(*insn));
                 }
@@ -352,7 +352,7 @@ impl Machine {
         };
         if self.ordered {
             let lane = cpu.min(MAX_CPUS - 1);
-            let behind = self.waits_behind(lane, 1);
+            let behind = self.queues_only(lane, 1);
             // `submit` notes the write it saw itself.
             let after = if behind {
                 self.note_access(lane, paddr, write)
@@ -367,7 +367,7 @@ impl Machine {
                 after,
             };
             if behind {
-                self.wait_behind(lane, access);
+                self.enqueue(lane, access);
             } else {
                 self.submit(cpu, access);
             }
@@ -402,9 +402,9 @@ impl Machine {
     /// An event of `cpu`'s, in QEMU's order: applied at once with one CPU;
     /// with several, placed in its lane (or applied the direct way), and
     /// the lanes drained unless the event only waits behind the others
-    /// ([`Window::only_waits`]). A call of its own: the front's quick ways
+    /// ([`Window::unchanged_by`]). A call of its own: the front's quick ways
     /// and the events that only wait behind others
-    /// ([`Machine::waits_behind`]) take none.
+    /// ([`Machine::queues_only`]) take none.
     #[inline(never)]
     pub(super) fn submit(&mut self, cpu: usize, ev: Event) {
         let cpu = cpu.min(MAX_CPUS - 1);
@@ -414,7 +414,7 @@ impl Machine {
         }
         let released = self.release_holds(cpu);
         // Asked before the event changes the lane; a `hlt` stops it below.
-        let only_waits = !released && self.w.only_waits(cpu, weight(&ev));
+        let unchanged = !released && self.w.unchanged_by(cpu, weight(&ev));
         let lane = &mut self.w.lanes[cpu];
         if matches!(ev, Event::Apic { send: true }) {
             self.w.holding += usize::from(!lane.hold);
@@ -461,7 +461,7 @@ impl Machine {
             return;
         }
         self.w.push(cpu, ev);
-        if only_waits && !self.w.lanes[cpu].stopped {
+        if unchanged && !self.w.lanes[cpu].stopped {
             return;
         }
         self.settle();
@@ -598,7 +598,7 @@ impl Machine {
             if self.w.lanes[k].applied > b.release {
                 return true;
             }
-            if blocked && self.w.buffered <= self.w.bound {
+            if blocked && self.w.within_bound() {
                 return false;
             }
             let t = self.cpus[k].clock();
@@ -738,7 +738,7 @@ impl Machine {
     /// out of clock order and counted if it was blocked.
     fn take_next(&mut self, k: usize, blocked: bool, all: bool) -> bool {
         if blocked {
-            if self.w.buffered <= self.w.bound {
+            if self.w.within_bound() {
                 return false;
             }
             self.w.forced += 1;
@@ -771,7 +771,7 @@ impl Machine {
     /// A run of inline instructions on `cpu` (`Machine::credit`), `cycles`
     /// their costs' sum: the quick way when it only adds to the counters
     /// at once ([`Machine::quick_add`]); else, when it only waits behind
-    /// the others ([`Machine::waits_behind`]), queued (joined to a waiting
+    /// the others ([`Machine::queues_only`]), queued (joined to a waiting
     /// `Exec`); else the ordinary way.
     #[inline(always)]
     pub(super) fn queue_run(&mut self, cpu: usize, run: &'static [u32], cycles: u64) {
@@ -781,7 +781,7 @@ impl Machine {
                 return;
             }
         }
-        if self.waits_behind(cpu, run.len()) && self.w.join_run(cpu, run) {
+        if self.queues_only(cpu, run.len()) && self.w.join_run(cpu, run) {
             self.w.bounds_of = None;
             return;
         }
@@ -789,20 +789,20 @@ impl Machine {
     }
 
     /// Queues an event of one instruction or access in lane `cpu`, for
-    /// which [`Machine::waits_behind`] holds: all `submit` would do.
+    /// which [`Machine::queues_only`] holds: all `submit` would do.
     #[inline(always)]
-    fn wait_behind(&mut self, cpu: usize, ev: Event) {
+    fn enqueue(&mut self, cpu: usize, ev: Event) {
         self.w.push(cpu, ev);
         self.w.bounds_of = None;
     }
 
     /// Whether an event of weight `n` that arrives in lane `cpu` only
-    /// waits behind the others ([`Window::only_waits`]) and no other
+    /// waits behind the others ([`Window::unchanged_by`]) and no other
     /// lane's hold is to be released: `submit` would only queue it (unless
     /// it is a `hlt` or an IPI's send, which the caller rules out).
     #[inline(always)]
-    fn waits_behind(&self, cpu: usize, n: usize) -> bool {
-        self.w.only_waits(cpu, n) && self.w.holding <= usize::from(self.w.lanes[cpu].hold)
+    fn queues_only(&self, cpu: usize, n: usize) -> bool {
+        self.w.unchanged_by(cpu, n) && self.w.holding <= usize::from(self.w.lanes[cpu].hold)
     }
 
     /// The lowest serial among lane `k`'s writes that another lane's head
@@ -907,7 +907,7 @@ impl Machine {
         }
         let t = self.cpus[cpu].clock();
         self.w.applied(cpu, t);
-        if !b.ahead(t) || self.w.buffered > self.w.bound {
+        if !b.ahead(t) || !self.w.within_bound() {
             // Another lane's head may go now.
             self.settle();
         }

@@ -299,8 +299,15 @@ impl Window {
 
     // ---- Questions. ----
 
-    /// Whether an event of weight `n` that arrives in lane `k` only waits
-    /// behind the others, nothing the drain decides from changing (the
+    /// No more events wait than the bound allows: none is to be forced.
+    #[inline(always)]
+    pub(super) fn within_bound(&self) -> bool {
+        self.buffered <= self.bound
+    }
+
+    /// Whether the window is unchanged by an event of weight `n` that
+    /// arrives in lane `k`: it only waits behind the others, nothing the
+    /// drain decides from changing (the
     /// heads of the queues, which lanes are empty, stopped or held): the
     /// window is settled, the lane is running and not empty, and the
     /// queues stay within the bound (or the last drain found no lane to
@@ -308,7 +315,7 @@ impl Window {
     /// or an IPI's send, or another lane's hold to release, changes more:
     /// the caller looks at those.
     #[inline(always)]
-    pub(super) fn only_waits(&self, k: usize, n: usize) -> bool {
+    pub(super) fn unchanged_by(&self, k: usize, n: usize) -> bool {
         let lane = &self.lanes[k];
         self.settled
             && !self.reference
@@ -335,7 +342,7 @@ impl Window {
         let (j, b) = self.bounds_of?;
         let ready = j == k
             && !b.waits_on_k()
-            && self.buffered <= self.bound
+            && self.within_bound()
             && self.holding <= usize::from(self.lanes[k].hold)
             && self.may_go_direct(k);
         ready.then_some(b)
@@ -394,7 +401,7 @@ impl Machine {
         }
         if w.settled {
             if let Some(c) = self.choose(false) {
-                if !c.bounds.blocked(c.t) || w.buffered > w.bound {
+                if !c.bounds.blocked(c.t) || !w.within_bound() {
                     return Err(format!(
                         "5: settled, but lane {} may go at {} ({} buffered)",
                         c.k, c.t, w.buffered
