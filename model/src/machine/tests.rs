@@ -1,4 +1,5 @@
 use super::order::{LAPIC_BASE, LAPIC_ICR_LOW};
+use super::window::Bounds;
 use super::*;
 use crate::profile::parse;
 use abi::model::marker_disp;
@@ -455,6 +456,39 @@ fn nop_and_write(m: &mut Machine, cpu: usize, a: u32) {
     let i = m.decode(&NOP, KERNEL_PAGE);
     m.exec(cpu, &i);
     m.mem(cpu, a, 4, true, || unreachable!());
+}
+
+/// The ordering window's invariant (`window`) holds after the entry
+/// points (which check it in debug builds), and each of its parts catches
+/// a break of its own: CPU 0's writes wait behind CPU 1, which runs with
+/// nothing queued at a lower clock.
+#[test]
+fn the_window_invariant_catches_a_break_of_each_part() {
+    let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+    let nop = m.decode(&NOP, KERNEL_PAGE);
+    m.exec(0, &nop);
+    m.exec(1, &nop);
+    for _ in 0..5 {
+        nop_and_write(&mut m, 0, KERNEL_PAGE);
+    }
+    assert!(m.w.buffered > 0 && m.w.settled);
+    assert_eq!(m.window_invariant(), Ok(()));
+    let broken = |f: &dyn Fn(&mut Machine)| {
+        let mut b = m.clone();
+        f(&mut b);
+        b.window_invariant().unwrap_err()
+    };
+    assert!(broken(&|b| b.w.buffered += 1).starts_with("1:"));
+    assert!(broken(&|b| b.w.frontier += 1).starts_with("2:"));
+    assert!(broken(&|b| b.w.holding += 1).starts_with("3:"));
+    let stale = Bounds::new(u64::MAX, 0, u64::MAX, u64::MAX);
+    assert!(broken(&|b| b.w.bounds_of = Some((1, stale))).starts_with("4:"));
+    // CPU 1 moves far ahead without a drain: CPU 0's head was free to go.
+    let e = broken(&|b| {
+        b.cpus[1].c.cycles += 1_000_000;
+        b.w.frontier = b.cpus[1].clock();
+    });
+    assert!(e.starts_with("5: settled, but lane 0 may go"), "{e}");
 }
 
 #[test]
