@@ -1,7 +1,8 @@
 //! The order of several CPUs' events. The front takes the plugin's
 //! events as QEMU delivers them (`exec`, `mem`); with several CPUs they
 //! wait in per-CPU lanes (`submit`) and are applied in modelled-clock
-//! order (`drain`, `apply`).
+//! order (`drain`, `apply`). What is applied, what waits and what is free
+//! to go is the window's (`window`, which states its invariant).
 //!
 //! QEMU runs the vCPUs round-robin, each for a long slice, so the order in
 //! which their events reach the plugin is not the order parallel hardware

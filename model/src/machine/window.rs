@@ -1,8 +1,13 @@
 //! The window between QEMU's order and clock order (several CPUs): what
 //! each lane has applied, what waits in the lanes, the highest clock
 //! applied, and whether the last drain left anything free to go. `order`
-//! changes it only through [`Window`]'s methods, and asks it one question
-//! before an event goes: [`Bounds::may_go`].
+//! changes what is applied, what waits and the frontier only through
+//! [`Window`]'s methods (`push`, `pop`, `applied`, `reached`, `take_exec`,
+//! `took_of_run`, `join_run`), and every way of applying an event asks the
+//! other lanes' [`Bounds`] one question, [`Bounds::may_go`] (each bound an
+//! excluded end: `t < end`), and after it whether the CPU stays ahead
+//! ([`Bounds::ahead`]: no drain need look again); only the drain may also
+//! force a blocked lane's event, past the bound.
 //!
 //! At rest, between two of the machine's entry points, it holds
 //! ([`Machine::window_invariant`], checked by a `debug_assert!` at the end
