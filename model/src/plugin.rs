@@ -18,12 +18,16 @@
 //! its CPU's queue (`Machine::set_reference`): the plain, slow way the tests
 //! compare the fast ways against (the same file, byte for byte).
 //! `reference=shadow` (several CPUs) runs that reference machine beside the
-//! fast one on the same events ([`Shadow`]) and writes its file too: a
+//! fast one on the same events and writes its file too: a
 //! `reference=on` boot's calls end QEMU's blocks elsewhere, so QEMU may hand
 //! the vCPUs their turns at other instructions, and the two boots' models
 //! then order different streams (each CPU's the same, their interleaving
 //! not).
 //! When QEMU exits, the snapshot file (`abi::model`) is written to `out`.
+//!
+//! What the callbacks do with their arguments is [`Feed`]'s, which holds
+//! the machine and which the tests drive directly; this file only turns
+//! QEMU's handles and pointers into those arguments.
 //!
 //! The QEMU functions are looked up with `dlsym` at install time rather than
 //! linked: QEMU exports them from its executable, and a missing one gives a
@@ -37,8 +41,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use crate::decode::{Class, Decoded};
-use crate::machine::{Insn, Machine, Options, Step};
+use crate::machine::{Feed, Insn, Machine, Options, Site, Step};
 use crate::profile;
 use crate::profile::Virt;
 
@@ -150,14 +153,6 @@ fn symbol(name: &str) -> Result<*mut c_void, String> {
 
 static API: OnceLock<Api> = OnceLock::new();
 
-/// An instruction the plugin calls on: the instruction, and the costs of
-/// the instructions after it in its block that the plan inlined, up to the
-/// next call.
-struct Site {
-    insn: Insn,
-    run: &'static [u32],
-}
-
 /// A translated instruction, decoded, and the kinds of its last data
 /// accesses: the user data of its memory callback, which finds the size
 /// and direction of most accesses here (an instruction's reads are of one
@@ -171,7 +166,7 @@ struct Interned {
 }
 
 // SAFETY: `kinds` is only reached from the thread that owns the state,
-// inside `Owned::with` (on_mem, in_order), one callback at a time, as the
+// inside `Owned::with` (on_mem), one callback at a time, as the
 // state itself is; `insn` is never written after the translation.
 unsafe impl Sync for Interned {}
 
@@ -189,14 +184,9 @@ impl Interned {
         }
     }
 
-    /// The size and direction of `info`, asked of QEMU unless a slot
-    /// holds it, and then remembered: a load's in the first slot, a
-    /// store's in the second.
-    #[inline]
-    fn get(&self, api: &Api, info: MemInfo) -> (u32, bool) {
-        self.kind(info).unwrap_or_else(|| self.ask(api, info))
-    }
-
+    /// The size and direction of `info`, asked of QEMU (no slot holds
+    /// it), and then remembered: a load's in the first slot, a store's in
+    /// the second.
     #[cold]
     #[inline(never)]
     fn ask(&self, api: &Api, info: MemInfo) -> (u32, bool) {
@@ -215,91 +205,17 @@ static INLINE: AtomicU64 = AtomicU64::new(0);
 /// Everything the callbacks share, reached from the one thread that runs
 /// the vCPUs under `-icount` ([`Owned`]).
 struct State {
-    machine: Machine,
+    /// The machine, fed as the callbacks come.
+    feed: Feed,
     out: PathBuf,
+    /// Where the reference machine's file goes (`reference=shadow`).
+    shadow_out: Option<PathBuf>,
     ncpus: usize,
     /// Decoded instructions, one per (address, bytes): their addresses are
     /// the memory callbacks' user data and live as long as QEMU.
     interned: HashMap<(u32, Vec<u8>), &'static Interned>,
     /// Call sites, one per (instruction, inlined costs after it).
     sites: HashMap<(usize, Vec<u32>), &'static Site>,
-    /// Every instruction a call (`reference=on`).
-    reference: bool,
-    /// The vCPU of the last callback, and the costs of the inline
-    /// instructions it may run before the next: what the accumulator
-    /// holds belongs to them.
-    last_vcpu: usize,
-    pending: &'static [u32],
-    /// `reference=shadow`: the reference machine beside this one.
-    shadow: Option<Box<Shadow>>,
-}
-
-/// The reference machine ([`Machine::set_reference`]) fed the events the
-/// fast one is, each instruction a call of its own: those the plan inlined
-/// as instructions that only cost (their costs), on the page of the
-/// instruction before them (where the plan inlines one, a marker aside).
-/// What a `reference=on` boot's model would make of this boot's order of
-/// the vCPUs' events; at exit its file goes to [`crate::shadow_path`].
-struct Shadow {
-    machine: Machine,
-    out: PathBuf,
-    /// Per vCPU, the address of its last instruction that is no marker.
-    last: Vec<u32>,
-}
-
-impl Shadow {
-    fn exec(&mut self, vcpu: usize, insn: &Insn) {
-        if insn.decoded.class != Class::Marker {
-            if self.last.len() <= vcpu {
-                self.last.resize(vcpu + 1, 0);
-            }
-            self.last[vcpu] = insn.vaddr;
-        }
-        self.machine.exec(vcpu, insn);
-    }
-
-    /// The inline instructions of `run`, executed on `vcpu` in order.
-    fn run(&mut self, vcpu: usize, run: &[u32]) {
-        let vaddr = self.last.get(vcpu).copied().unwrap_or(0);
-        let decoded = Decoded {
-            class: Class::Plain,
-            vector: 0,
-            marker: 0,
-        };
-        for &cost in run {
-            self.machine.exec(
-                vcpu,
-                &Insn {
-                    vaddr,
-                    decoded,
-                    cost,
-                },
-            );
-        }
-    }
-}
-
-impl State {
-    /// Empties the accumulator into the model: its instructions are the
-    /// next ones of `pending`, on the vCPU of the last callback.
-    #[inline(always)]
-    fn credit(&mut self) {
-        self.credit_acc(take_inline());
-    }
-
-    /// [`State::credit`] of an accumulator already taken.
-    #[inline(always)]
-    fn credit_acc(&mut self, acc: u64) {
-        if acc != 0 {
-            let n = ((acc >> crate::machine::INLINE_INSN_SHIFT) as usize).min(self.pending.len());
-            let (run, rest) = self.pending.split_at(n);
-            self.pending = rest;
-            if let Some(sh) = &mut self.shadow {
-                sh.run(self.last_vcpu, run);
-            }
-            self.machine.credit(self.last_vcpu, acc, run);
-        }
-    }
 }
 
 /// The plugin's state, reached only from the thread that runs the vCPUs.
@@ -510,11 +426,7 @@ fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
         }
         let mut machine = Machine::new(profile.clone(), a.opts, ncpus)?;
         machine.set_reference(true);
-        Some(Box::new(Shadow {
-            machine,
-            out: crate::shadow_path(&a.out),
-            last: Vec::new(),
-        }))
+        Some(machine)
     } else {
         None
     };
@@ -524,15 +436,12 @@ fn install(info: &QemuInfo, args: &[&str]) -> Result<(), String> {
     // A first check that the output file can be written, before the boot.
     std::fs::write(&a.out, "").map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
     let state = State {
-        machine,
+        shadow_out: shadow.is_some().then(|| crate::shadow_path(&a.out)),
+        feed: Feed::new(machine, shadow),
         out: a.out,
         ncpus,
         interned: HashMap::new(),
         sites: HashMap::new(),
-        reference: a.reference,
-        last_vcpu: 0,
-        pending: &[],
-        shadow,
     };
     STATE.install(Some(state));
     API.get_or_init(|| api);
@@ -588,7 +497,7 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut Tb) {
             // translation callback.
             let bytes = unsafe { std::slice::from_raw_parts(data, size) };
             let vaddr = (api.insn_vaddr)(h) as u32;
-            let machine = &s.machine;
+            let machine = &s.feed.machine;
             let interned: &'static Interned = s
                 .interned
                 .entry((vaddr, bytes.to_vec()))
@@ -604,20 +513,9 @@ extern "C" fn on_translate(_id: PluginId, tb: *mut Tb) {
             block.push((h, interned));
         }
         let insns: Vec<Insn> = block.iter().map(|(_, i)| i.insn).collect();
-        let mut plan = s.machine.plan(&insns);
-        if s.reference {
-            plan.fill(Step::Call);
-        }
-        for (i, ((h, interned), step)) in block.iter().zip(&plan).enumerate() {
-            match *step {
+        for ((h, interned), (step, run)) in block.iter().zip(s.feed.plan(&insns)) {
+            match step {
                 Step::Call => {
-                    // The costs of the inline instructions up to the next call.
-                    let run: Vec<u32> = insns[i + 1..]
-                        .iter()
-                        .zip(&plan[i + 1..])
-                        .take_while(|(_, st)| matches!(st, Step::Inline(_)))
-                        .map(|(x, _)| x.cost)
-                        .collect();
                     let key = (*interned as *const Interned as usize, run);
                     let site: &'static Site = match s.sites.get(&key) {
                         Some(site) => site,
@@ -661,82 +559,33 @@ fn take_inline() -> u64 {
 extern "C" fn on_exec(vcpu: c_uint, udata: *mut c_void) {
     // SAFETY: `udata` is an interned, leaked `Site` (on_translate).
     let site = unsafe { &*(udata as *const Site) };
-    with_state(|s| {
-        let vcpu = vcpu as usize;
-        let acc = take_inline();
-        // Most calls of one CPU: this function stays small for them.
-        if s.machine.exec_alone(vcpu, &site.insn, acc) {
-            s.last_vcpu = vcpu;
-            s.pending = site.run;
-        } else {
-            exec(s, vcpu, site, acc);
-        }
-    });
-}
-
-/// A call beyond [`Machine::exec_alone`]'s case: the inline instructions
-/// before it (`acc`, on the vCPU of the last call), then its instruction.
-#[inline(never)]
-fn exec(s: &mut State, vcpu: usize, site: &'static Site, acc: u64) {
-    s.credit_acc(acc);
-    s.last_vcpu = vcpu;
-    s.pending = site.run;
-    if let Some(sh) = &mut s.shadow {
-        sh.exec(vcpu, &site.insn);
-    }
-    s.machine.exec(vcpu, &site.insn);
+    with_state(|s| s.feed.on_exec(vcpu as usize, site, take_inline()));
 }
 
 extern "C" fn on_mem(vcpu: c_uint, info: MemInfo, vaddr: u64, udata: *mut c_void) {
     // SAFETY: `udata` is an interned, leaked `Interned` (on_translate).
     let interned = unsafe { &*(udata as *const Interned) };
     with_state(|s| {
-        let vcpu = vcpu as usize;
-        // Most accesses of one CPU are of a kind the instruction made
-        // before, and repeat its last line or cost nothing: they make no
-        // call (the only one, to the rest, comes last). The instructions
-        // inlined before the access can wait for the next call: with one
-        // CPU the counters only add up, and nothing reads them in between.
-        if s.machine.alone() && vcpu == s.last_vcpu {
-            if let Some((size, store)) = interned.kind(info) {
-                if !s.machine.repeat_alone(vcpu, vaddr as u32, size, store)
-                    && !s.machine.access_alone(vcpu, vaddr as u32, size, store)
-                {
-                    access(s, vcpu, info, vaddr, size, store);
-                }
-                return;
+        // Most accesses are of a kind the instruction made before; the
+        // others ask QEMU (two calls), once.
+        let (size, store, known) = match interned.kind(info) {
+            Some((size, store)) => (size, store, true),
+            None => {
+                let Some(api) = API.get() else { return };
+                let (size, store) = interned.ask(api, info);
+                (size, store, false)
             }
-        }
-        in_order(s, vcpu, info, vaddr, interned);
+        };
+        s.feed.on_mem(
+            vcpu as usize,
+            vaddr as u32,
+            size,
+            store,
+            known,
+            take_inline,
+            || translate(info, vaddr),
+        );
     });
-}
-
-/// A data access on several CPUs (or in reference mode), of a new kind,
-/// or on another vCPU than the last callback's.
-#[inline(never)]
-fn in_order(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64, interned: &Interned) {
-    let Some(api) = API.get() else { return };
-    // The instructions inlined before this access come first, in clock
-    // order.
-    s.credit();
-    let (size, store) = interned.get(api, info);
-    // On several CPUs too, an access that repeats the CPU's last line may
-    // skip the rest (when it would take its turn at once).
-    if !s.machine.repeat(vcpu, vaddr as u32, size, store) {
-        access(s, vcpu, info, vaddr, size, store);
-    }
-    if let Some(sh) = &mut s.shadow {
-        sh.machine
-            .mem(vcpu, vaddr as u32, size, store, || translate(info, vaddr));
-    }
-}
-
-/// A data access beyond the quick cases ([`Machine::repeat`],
-/// [`Machine::access_alone`]).
-#[inline(never)]
-fn access(s: &mut State, vcpu: usize, info: MemInfo, vaddr: u64, size: u32, store: bool) {
-    s.machine
-        .mem(vcpu, vaddr as u32, size, store, || translate(info, vaddr))
 }
 
 /// The physical address QEMU gives `vaddr` (None: MMIO), asked once per
@@ -764,29 +613,26 @@ extern "C" fn on_exit(_id: PluginId, _udata: *mut c_void) {
     let Some(api) = API.get() else { return };
     STATE.at_exit(|s| {
         let Some(s) = s.as_mut() else { return };
-        s.credit();
-        s.machine.finish();
-        if let Some(sh) = &mut s.shadow {
-            sh.machine.finish();
-            let text = sh.machine.report(s.ncpus);
-            if let Err(e) = std::fs::write(&sh.out, text) {
+        s.feed.finish(take_inline());
+        if let (Some(text), Some(path)) = (s.feed.shadow_report(s.ncpus), &s.shadow_out) {
+            if let Err(e) = std::fs::write(path, text) {
                 let msg = CString::new(format!(
                     "model plugin: cannot write {}: {e}\n",
-                    sh.out.display()
+                    path.display()
                 ))
                 .unwrap_or_default();
                 (api.outs)(msg.as_ptr());
             }
         }
         let mut notes = Vec::new();
-        if s.machine.forced > 0 {
+        if s.feed.machine.forced() > 0 {
             notes.push(format!(
                 "model plugin: {} events were applied out of clock order (more than {} waited)\n",
-                s.machine.forced,
+                s.feed.machine.forced(),
                 crate::machine::MAX_BUFFERED
             ));
         }
-        for (cpu, stream, dropped) in s.machine.capped() {
+        for (cpu, stream, dropped) in s.feed.machine.capped() {
             notes.push(format!(
                 "model plugin: CPU {cpu} stream {stream}: {dropped} snapshots past the first {} dropped (the figures that need them are incomplete)\n",
                 abi::model::MAX_SNAPS_PER_STREAM
@@ -797,7 +643,7 @@ extern "C" fn on_exit(_id: PluginId, _udata: *mut c_void) {
             // Part of the boot was not seen: no figures.
             format!("{}\n", refusal(strangers))
         } else {
-            s.machine.report(s.ncpus)
+            s.feed.machine.report(s.ncpus)
         };
         if let Err(e) = std::fs::write(&s.out, text) {
             notes.push(format!(

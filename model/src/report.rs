@@ -360,7 +360,7 @@ mod tests {
             "no line while every event was in order"
         );
         assert_eq!(parse(&none).unwrap().forced, (0, 0));
-        m.forced = 12;
+        m.set_forced(12);
         let text = m.report(2);
         let f = parse(&text).unwrap();
         assert_eq!(f.forced, (12, crate::machine::MAX_BUFFERED as u64));

@@ -211,16 +211,31 @@ pub fn check_profile(name: &str, known: &[String]) -> Result<()> {
 /// Builds the plugin (the model crate, for the host) and returns the
 /// shared library's path.
 pub fn build_plugin(root: &Path) -> Result<PathBuf> {
+    build_plugin_as(root, "release")
+}
+
+/// Builds the plugin under cargo profile `profile` (`release`, or
+/// `checked`: the release build with its debug assertions on) and returns
+/// the shared library's path.
+pub fn build_plugin_as(root: &Path, profile: &str) -> Result<PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "--release", "--quiet", "-p", "model", "--lib"])
+        .args([
+            "build",
+            "--profile",
+            profile,
+            "--quiet",
+            "-p",
+            "model",
+            "--lib",
+        ])
         .current_dir(root)
         .status()
         .context("cannot run cargo to build the model plugin")?;
     if !status.success() {
         bail!("the model plugin build failed (cargo exited with {status})");
     }
-    let lib = model::plugin_path(&root.join("target"));
+    let lib = root.join("target").join(profile).join(model::PLUGIN_FILE);
     if !lib.is_file() {
         bail!("the model build did not produce {}", lib.display());
     }

@@ -248,7 +248,7 @@ impl Machine {
     /// Not in reference mode, whose boots the tests hold this to.
     #[inline(always)]
     pub fn repeat(&mut self, cpu: usize, vaddr: u32, size: u32, write: bool) -> bool {
-        !self.reference
+        !self.w.reference
             && self.repeat_alone(cpu, vaddr, size.max(1), write)
             && (!self.ordered || self.quick_for(cpu) && self.repeat_ordered(cpu, vaddr, write))
     }

@@ -32,13 +32,18 @@
 //! and the L2 unless the profile shares it. With one CPU there is no
 //! queue and no directory.
 
+mod feed;
 mod memory;
 mod order;
+mod ring;
 #[cfg(test)]
 mod tests;
+mod window;
 
+pub use feed::{Feed, Site};
 pub use order::MAX_BUFFERED;
-use order::{Front, Lane, WORDS};
+use order::{Front, WORDS};
+use window::{Lane, Window};
 
 use abi::layout::{selector, KERNEL_MAP_END, PAGE_SIZE, USER_BASE};
 use abi::model::{
@@ -259,14 +264,14 @@ pub struct Machine {
     opts: Options,
     fronts: Vec<Front>,
     cpus: Vec<Cpu>,
-    lanes: Vec<Lane>,
     l2: Vec<Cache>,
     l3: Option<Cache>,
     /// Several CPUs: events wait in lanes, coherence is modelled.
     ordered: bool,
     dir: Directory,
-    /// The highest clock of an applied event.
-    frontier: u64,
+    /// The lanes of events between QEMU's order and clock order, and what
+    /// of them is applied (`window`).
+    w: Window,
     /// The last write to each word, in QEMU's order: (word, CPU, serial);
     /// and in applied order, with the writer's clock after it. Direct-
     /// mapped; a collision only loses an ordering constraint.
@@ -275,27 +280,6 @@ pub struct Machine {
     /// IPIs sent, in QEMU's order, and the clock of each one applied.
     ipis_sent: u64,
     ipi_clocks: Vec<u64>,
-    /// Lanes whose `hold` is set.
-    holding: usize,
-    buffered: usize,
-    /// The last `drain` applied everything it could (`submit` may skip the
-    /// next when nothing it decides from has changed).
-    settled: bool,
-    /// The last `drain` found no lane to choose (each queued lane is held
-    /// or its head waits).
-    unmoved: bool,
-    /// Reference mode: every event waits in its lane and every arrival
-    /// drains (no direct way, no skipped drain), as before those were
-    /// added; the tests hold the fast ways to it.
-    reference: bool,
-    /// The other lanes' bounds on one lane, kept while only it moves
-    /// (`order`'s direct way); None: to be found again.
-    bounds_of: Option<(usize, order::Bounds)>,
-    /// Events that may wait before the lowest-clock one is forced:
-    /// [`MAX_BUFFERED`] (a test sets fewer).
-    bound: usize,
-    /// Events applied out of clock order because the queues were full.
-    pub forced: u64,
     /// The IDT last announced by any CPU (a CPU that announced none uses it).
     idt: Option<u32>,
     snaps: Vec<Snap>,
@@ -319,22 +303,13 @@ impl Machine {
             l2: Vec::new(),
             fronts: Vec::new(),
             cpus: Vec::new(),
-            lanes: Vec::new(),
             ordered: ncpus > 1,
             dir: Directory::new(),
-            frontier: 0,
+            w: Window::new(),
             front_writes: Vec::new(),
             applied_writes: Vec::new(),
             ipis_sent: 0,
             ipi_clocks: Vec::new(),
-            holding: 0,
-            buffered: 0,
-            settled: false,
-            unmoved: false,
-            reference: false,
-            bounds_of: None,
-            bound: MAX_BUFFERED,
-            forced: 0,
             idt: None,
             snaps: Vec::new(),
             profile,
@@ -346,7 +321,23 @@ impl Machine {
 
     /// Reference mode (see the field): the plain way, for comparisons.
     pub fn set_reference(&mut self, on: bool) {
-        self.reference = on;
+        self.w.reference = on;
+    }
+
+    /// Whether it is in reference mode ([`Machine::set_reference`]).
+    pub fn reference(&self) -> bool {
+        self.w.reference
+    }
+
+    /// Events applied out of clock order because the queues were full.
+    pub fn forced(&self) -> u64 {
+        self.w.forced
+    }
+
+    /// Sets the count of forced events (the report's tests).
+    #[cfg(test)]
+    pub(crate) fn set_forced(&mut self, n: u64) {
+        self.w.forced = n;
     }
 
     /// One CPU, not in reference mode: the quick cases
@@ -354,7 +345,7 @@ impl Machine {
     /// [`Machine::access_alone`]) apply.
     #[inline(always)]
     pub fn alone(&self) -> bool {
-        !self.ordered && !self.reference
+        !self.ordered && !self.w.reference
     }
 
     pub fn profile(&self) -> &Profile {
@@ -390,12 +381,17 @@ impl Machine {
         while self.cpus.len() <= cpu {
             self.cpus.push(Cpu::new(&self.profile));
             self.fronts.push(Front::new());
-            self.lanes.push(Lane::new());
+            self.w.lanes.push(Lane::new());
             if self.l2.is_empty() || self.profile.l2_shared == 0 {
                 self.l2.push(Cache::new(self.profile.l2()));
             }
         }
-        self.ordered |= self.cpus.len() > 1;
+        if !self.ordered && self.cpus.len() > 1 {
+            // The machine starts to order events: the frontier is the
+            // highest clock so far (the window's invariant).
+            self.ordered = true;
+            self.w.frontier = self.cpus.iter().map(Cpu::clock).max().unwrap_or(0);
+        }
         if self.ordered && self.front_writes.is_empty() {
             self.front_writes = vec![(u32::MAX, 0, 0); WORDS];
             self.applied_writes = vec![(u32::MAX, 0, 0, 0); WORDS];
@@ -675,10 +671,10 @@ impl Machine {
                 "capped cpu={cpu} stream={stream} kept={MAX_SNAPS_PER_STREAM} dropped={dropped}\n"
             ));
         }
-        if self.forced > 0 {
+        if self.w.forced > 0 {
             out.push_str(&format!(
                 "forced events={} limit={}\n",
-                self.forced, self.bound
+                self.w.forced, self.w.bound
             ));
         }
         out.push_str("end\n");

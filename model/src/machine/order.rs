@@ -1,7 +1,8 @@
 //! The order of several CPUs' events. The front takes the plugin's
 //! events as QEMU delivers them (`exec`, `mem`); with several CPUs they
 //! wait in per-CPU lanes (`submit`) and are applied in modelled-clock
-//! order (`drain`, `apply`).
+//! order (`drain`, `apply`). What is applied, what waits and what is free
+//! to go is the window's (`window`, which states its invariant).
 //!
 //! QEMU runs the vCPUs round-robin, each for a long slice, so the order in
 //! which their events reach the plugin is not the order parallel hardware
@@ -35,6 +36,7 @@ use abi::model::{device_interrupt_vector, interrupt_vector};
 use crate::coherence::MAX_CPUS;
 use crate::decode::Class;
 
+use super::window::{weight, Bounds, Lane};
 use super::{Insn, Machine, INLINE_INSN_SHIFT, NO_PAGE, PAGE_SHIFT};
 
 /// Entries of each CPU's cache of virtual-to-physical page translations
@@ -130,39 +132,20 @@ impl Saw {
     }
 
     #[inline(always)]
-    fn get(self) -> Option<(u8, u64)> {
+    pub(super) fn get(self) -> Option<(u8, u64)> {
         let by = (self.0 >> Saw::SHIFT) as u8;
         (by != 0).then(|| (by - 1, self.0 & ((1 << Saw::SHIFT) - 1)))
     }
 }
 
-/// Whether `lane`'s head waits, so that its CPU neither runs nor holds
-/// anybody back: a wake-up or an interrupt whose IPI is not applied yet
-/// (`ipis` are), or an access whose write (by lane `a`, its event
-/// `serial`) is not.
-fn head_waits(lanes: &[Lane], lane: &Lane, ipis: u64) -> bool {
-    match lane.queue.front() {
-        Some(Event::Wake { ipi }) | Some(Event::Interrupt { ipi, .. }) => *ipi > ipis,
-        Some(Event::Access { after, .. }) => match after.get() {
-            Some((a, serial)) => lanes[a as usize].applied <= serial,
-            None => false,
-        },
-        _ => false,
-    }
-}
-
 /// Counts a run's instructions on CPU `c`: the first, then each next one
-/// while the clock before it is below `below` and not above `upto` (the
-/// lane stays the drain's choice and nobody holds it back). Returns how
-/// many it counted.
-fn take_run(c: &mut super::Cpu, run: &[u32], below: u64, upto: u64) -> usize {
+/// while the clock before it is below `end` (a bound's end: see
+/// [`Bounds`]). Returns how many it counted.
+fn take_run(c: &mut super::Cpu, run: &[u32], end: u64) -> usize {
     let mut done = 0;
     for &cost in run {
-        if done > 0 {
-            let t = c.clock();
-            if t >= below || t > upto {
-                break;
-            }
+        if done > 0 && c.clock() >= end {
+            break;
         }
         c.c.insns += 1;
         c.c.cycles += u64::from(cost);
@@ -179,28 +162,14 @@ fn add_run(c: &mut super::Cpu, run: &[u32]) {
     c.c.cycles += run.iter().map(|&x| u64::from(x)).sum::<u64>();
 }
 
-/// What the other lanes say of one lane `k` going on with its events: it
-/// is still the one `drain` chooses while its clock is below `below` (the
-/// lowest candidate's clock among the lanes before it: ties go to the
-/// lower lane) and not above `above` (among the lanes after it), and
-/// nobody holds it back while its clock is not above `blocker` (the
-/// lowest clock of a running lane with nothing queued, or held).
-/// `release`: the lowest serial among `k`'s writes that another lane's
-/// head waits for (`u64::MAX`: none); once `k` has applied it, that lane
-/// may go.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Bounds {
-    below: u64,
-    above: u64,
-    blocker: u64,
-    release: u64,
-}
-
-impl Bounds {
-    /// Another lane's head waits for one of `k`'s writes.
-    fn waits_on_k(&self) -> bool {
-        self.release != u64::MAX
-    }
+/// The lane `drain` chooses: the lowest-clock lane `k` with an event that
+/// can go (ties go to the lower lane), its clock `t`, and what the other
+/// lanes say of it going on; it may go unforced if [`Bounds::may_go`]
+/// holds at `t`.
+pub(super) struct Choice {
+    pub(super) k: usize,
+    pub(super) t: u64,
+    pub(super) bounds: Bounds,
 }
 
 /// The plugin-side state of a CPU, kept in QEMU's order: what QEMU's own
@@ -265,131 +234,6 @@ impl Front {
     }
 }
 
-/// A lane's queue of events: a ring whose capacity is a power of two (a
-/// slot is a masked index), every call of it inline. (The standard
-/// `VecDeque`'s `push_back` is a call of its own; on a 2-CPU boot, whose
-/// events wait by the hundred million, that call cost 4% of the boot.)
-#[derive(Clone, Debug)]
-struct Ring {
-    /// As many as the capacity; those outside the queue are stale.
-    slots: Vec<Event>,
-    /// The capacity less one.
-    mask: usize,
-    head: usize,
-    len: usize,
-}
-
-impl Default for Ring {
-    fn default() -> Ring {
-        const CAPACITY: usize = 64;
-        Ring {
-            slots: vec![Event::Run(&[]); CAPACITY],
-            mask: CAPACITY - 1,
-            head: 0,
-            len: 0,
-        }
-    }
-}
-
-impl Ring {
-    #[inline(always)]
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    #[inline(always)]
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    #[inline(always)]
-    fn slot(&self, i: usize) -> usize {
-        (self.head + i) & self.mask
-    }
-
-    #[inline(always)]
-    fn front(&self) -> Option<&Event> {
-        (self.len != 0).then(|| &self.slots[self.head])
-    }
-
-    #[inline(always)]
-    fn front_mut(&mut self) -> Option<&mut Event> {
-        (self.len != 0).then(|| &mut self.slots[self.head])
-    }
-
-    #[inline(always)]
-    fn back_mut(&mut self) -> Option<&mut Event> {
-        if self.len == 0 {
-            return None;
-        }
-        let i = self.slot(self.len - 1);
-        Some(&mut self.slots[i])
-    }
-
-    #[inline(always)]
-    fn push_back(&mut self, ev: Event) {
-        if self.len == self.slots.len() {
-            self.grow();
-        }
-        let i = self.slot(self.len);
-        self.slots[i] = ev;
-        self.len += 1;
-    }
-
-    #[inline(always)]
-    fn pop_front(&mut self) -> Option<Event> {
-        if self.len == 0 {
-            return None;
-        }
-        let ev = self.slots[self.head];
-        self.head = self.slot(1);
-        self.len -= 1;
-        Some(ev)
-    }
-
-    /// Twice the room, grown in place where the allocator can (a large
-    /// block is remapped, not copied, and its pages stay), the queue's
-    /// wrapped part (the slots before the head) moved after the old end.
-    #[cold]
-    #[inline(never)]
-    fn grow(&mut self) {
-        let old = self.slots.len();
-        self.slots.resize(2 * old, Event::Run(&[]));
-        self.slots.copy_within(0..self.head, old);
-        self.mask = 2 * old - 1;
-    }
-}
-
-/// A CPU's queue of events and whether it is running.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Lane {
-    queue: Ring,
-    /// Not yet started, or its last event was a `hlt`.
-    stopped: bool,
-    /// It sent an IPI, and no other CPU has produced an event since: once
-    /// the IPI is applied (`ipi_applied`), it waits at the send's clock.
-    hold: bool,
-    ipi_applied: bool,
-    /// IPIs sent (in QEMU's order) when this CPU last halted.
-    ipis_at_stop: u64,
-    /// Events applied so far: the serial number of the queue's head (an
-    /// event's serial is its position in everything the lane was given).
-    applied: u64,
-}
-
-impl Lane {
-    /// A lane whose CPU has not started yet.
-    pub(super) fn new() -> Lane {
-        Lane {
-            stopped: true,
-            ..Lane::default()
-        }
-    }
-
-    fn held(&self) -> bool {
-        self.hold && self.ipi_applied
-    }
-}
 impl Machine {
     /// Whether events are ordered (several CPUs).
     #[inline]
@@ -446,8 +290,8 @@ impl Machine {
                 && insn.vaddr >> PAGE_SHIFT == self.cpus[lane].last_ipage
                 && self.quick_add(lane, 1, cost, cost);
             if !quick {
-                if insn.decoded.class != Class::Hlt && self.waits_behind(lane, 1) {
-                    self.wait_behind(lane, Event::Exec(*insn));
+                if insn.decoded.class != Class::Hlt && self.queues_only(lane, 1) {
+                    self.enqueue(lane, Event::Exec(*insn));
                 } else {
                     self.submit(cpu, Event::Exec(*insn));
                 }
@@ -473,6 +317,7 @@ impl Machine {
                 );
             }
         }
+        self.check_window();
     }
 
     /// A data access as the plugin sees it. The load after a marker that
@@ -494,11 +339,13 @@ impl Machine {
         if f.pending_arg != 0 && !write {
             let id = std::mem::take(&mut f.pending_arg);
             self.submit(cpu, Event::Arg(id, vaddr));
+            self.check_window();
             return;
         }
         if (LAPIC_BASE..LAPIC_BASE + LAPIC_BYTES).contains(&vaddr) {
             let send = write && vaddr == LAPIC_ICR_LOW;
             self.submit(cpu, Event::Apic { send });
+            self.check_window();
             return;
         }
         let Some(paddr) = f.paddr(vaddr, translate) else {
@@ -506,7 +353,7 @@ impl Machine {
         };
         if self.ordered {
             let lane = cpu.min(MAX_CPUS - 1);
-            let behind = self.waits_behind(lane, 1);
+            let behind = self.queues_only(lane, 1);
             // `submit` notes the write it saw itself.
             let after = if behind {
                 self.note_access(lane, paddr, write)
@@ -521,10 +368,11 @@ impl Machine {
                 after,
             };
             if behind {
-                self.wait_behind(lane, access);
+                self.enqueue(lane, access);
             } else {
                 self.submit(cpu, access);
             }
+            self.check_window();
         } else {
             self.data(cpu, vaddr, paddr, size, write);
         }
@@ -546,7 +394,7 @@ impl Machine {
             Saw::NONE
         };
         if write {
-            let lane = &self.lanes[cpu];
+            let lane = &self.w.lanes[cpu];
             *slot = (word, cpu as u8, lane.applied + lane.queue.len() as u64);
         }
         after
@@ -554,9 +402,10 @@ impl Machine {
 
     /// An event of `cpu`'s, in QEMU's order: applied at once with one CPU;
     /// with several, placed in its lane (or applied the direct way), and
-    /// the lanes drained when what `drain` decides from has changed. A
-    /// call of its own: the front's quick ways and the events that only
-    /// wait behind others ([`Machine::waits_behind`]) take none.
+    /// the lanes drained unless the event only waits behind the others
+    /// ([`Window::unchanged_by`]). A call of its own: the front's quick ways
+    /// and the events that only wait behind others
+    /// ([`Machine::queues_only`]) take none.
     #[inline(never)]
     pub(super) fn submit(&mut self, cpu: usize, ev: Event) {
         let cpu = cpu.min(MAX_CPUS - 1);
@@ -564,26 +413,12 @@ impl Machine {
             self.apply(cpu, ev);
             return;
         }
-        // Another CPU runs: the IPI senders wait no longer (their target, if
-        // it was halted, is this CPU or will wake at the send's clock).
-        let mut released = false;
-        if self.holding > usize::from(self.lanes[cpu].hold) {
-            for (j, lane) in self.lanes.iter_mut().enumerate() {
-                if j != cpu && lane.hold {
-                    released |= lane.held();
-                    lane.hold = false;
-                    lane.ipi_applied = false;
-                    self.holding -= 1;
-                }
-            }
-        }
-        let lane = &mut self.lanes[cpu];
-        // What `drain` decides from: the heads of the queues, which lanes
-        // are empty, stopped or held. An event behind another in a running
-        // lane changes none of these.
-        let unchanged = !released && !lane.stopped && !lane.queue.is_empty();
+        let released = self.release_holds(cpu);
+        // Asked before the event changes the lane; a `hlt` stops it below.
+        let unchanged = !released && self.w.unchanged_by(cpu, weight(&ev));
+        let lane = &mut self.w.lanes[cpu];
         if matches!(ev, Event::Apic { send: true }) {
-            self.holding += usize::from(!lane.hold);
+            self.w.holding += usize::from(!lane.hold);
             lane.hold = true;
             self.ipis_sent += 1;
         }
@@ -596,12 +431,12 @@ impl Machine {
             } else {
                 0
             };
-            lane.queue.push_back(Event::Wake { ipi });
-            self.buffered += 1;
+            self.w.push(cpu, Event::Wake { ipi });
         }
         let mut ev = ev;
         match &mut ev {
             Event::Exec(i) if i.decoded.class == Class::Hlt => {
+                let lane = &mut self.w.lanes[cpu];
                 lane.stopped = true;
                 lane.ipis_at_stop = self.ipis_sent;
             }
@@ -613,113 +448,126 @@ impl Machine {
             } => *after = self.note_access(cpu, *paddr, *write),
             _ => {}
         }
-        let lane = &mut self.lanes[cpu];
-        let unchanged = unchanged && !lane.stopped;
-        let direct = self.settled
-            && !self.reference
-            && !released
-            && !lane.stopped
-            && lane.queue.is_empty()
-            && !lane.held()
+        let direct = !released
+            && self.w.may_go_direct(cpu)
             && matches!(
                 ev,
                 Event::Exec(_) | Event::Run(_) | Event::Access { .. } | Event::Arg(..)
             );
         if !direct {
             // A lane's state may change: the bounds are to be found again.
-            self.bounds_of = None;
+            self.w.bounds_of = None;
         }
         if direct && self.direct(cpu, ev) {
             return;
         }
-        let lane = &mut self.lanes[cpu];
-        lane.queue.push_back(ev);
-        // A run counts as its instructions, as their `Exec`s would.
-        self.buffered += match ev {
-            Event::Run(run) => run.len(),
-            _ => 1,
-        };
-        // The last drain applied all it could; if nothing it decides from
-        // has changed since, it would apply nothing now either: not even
-        // past the bound when it found no lane to choose (the bound forces
-        // only a chosen lane's events).
-        if self.settled
-            && !self.reference
-            && unchanged
-            && (self.buffered <= self.bound || self.unmoved)
-        {
+        self.w.push(cpu, ev);
+        if unchanged && !self.w.lanes[cpu].stopped {
             return;
         }
-        self.bounds_of = None;
+        self.settle();
+    }
+
+    /// Another CPU than the IPI senders runs: they wait no longer (their
+    /// target, if it was halted, is this CPU or will wake at the send's
+    /// clock). Whether one of them was held (at its send's clock).
+    #[inline(always)]
+    fn release_holds(&mut self, cpu: usize) -> bool {
+        let w = &mut self.w;
+        let mut released = false;
+        if w.holding > usize::from(w.lanes[cpu].hold) {
+            for (j, lane) in w.lanes.iter_mut().enumerate() {
+                if j != cpu && lane.hold {
+                    released |= lane.held();
+                    lane.hold = false;
+                    lane.ipi_applied = false;
+                    w.holding -= 1;
+                }
+            }
+        }
+        released
+    }
+
+    /// The drain after an arrival that may have changed what it decides
+    /// from: the kept bounds go, and the window is settled again.
+    fn settle(&mut self) {
+        self.w.bounds_of = None;
         self.drain(false);
-        self.settled = true;
+        self.w.settled = true;
+    }
+
+    /// The lane whose head goes next in clock order, with the bounds the
+    /// others set it (see [`Choice`]); None when no lane can be chosen
+    /// (each queued lane is held, or its head waits). `all`: every queued
+    /// event goes (QEMU is exiting), held lanes too, and nobody blocks.
+    #[inline(always)]
+    pub(super) fn choose(&self, all: bool) -> Option<Choice> {
+        let ipis = self.ipi_clocks.len() as u64;
+        let lanes = &self.w.lanes;
+        // One pass: the lowest-clock candidate (ties to the lower lane),
+        // the lowest of the others (what the chosen lane's bounds come
+        // from), the lowest clock of a lane that holds others back (the
+        // candidate is neither empty nor held, so it is no blocker), and
+        // the lanes whose writes a head waits for.
+        let mut next: Option<(u64, usize)> = None;
+        let mut second: Option<(u64, usize)> = None;
+        let mut blocker = u64::MAX;
+        let mut waited_on = 0u32;
+        for (i, lane) in lanes.iter().enumerate() {
+            if lane.head_waits(lanes, ipis) {
+                if let Some(Event::Access { after, .. }) = lane.queue.front() {
+                    if let Some((a, _)) = after.get() {
+                        waited_on |= 1 << a;
+                    }
+                }
+                continue;
+            }
+            if !lane.queue.is_empty() && (all || !lane.held()) {
+                let t = self.cpus[i].clock();
+                if next.is_none_or(|(nt, _)| t < nt) {
+                    second = next;
+                    next = Some((t, i));
+                } else if second.is_none_or(|(st, _)| t < st) {
+                    second = Some((t, i));
+                }
+            } else if !all && !lane.stopped {
+                blocker = blocker.min(self.cpus[i].clock());
+            }
+        }
+        let (t, k) = next?;
+        // Lanes are visited in order and a tie keeps the first, so
+        // `second` is the least (clock, lane) after `k`'s: the one `k`
+        // must stay ahead of (what `bounds` finds, in this pass).
+        let (below, above) = match second {
+            Some((st, j)) if j < k => (st, u64::MAX),
+            Some((st, _)) => (u64::MAX, st),
+            None => (u64::MAX, u64::MAX),
+        };
+        let release = if waited_on & 1 << k != 0 {
+            self.release(k)
+        } else {
+            u64::MAX
+        };
+        Some(Choice {
+            k,
+            t,
+            bounds: Bounds::new(below, above, blocker, release),
+        })
     }
 
     /// Applies queued events in clock order as far as it is safe (all:
     /// every queued event, as at exit).
     fn drain(&mut self, all: bool) {
-        if self.reference {
+        if self.w.reference {
             return self.drain_plain(all);
         }
         loop {
-            let ipis = self.ipi_clocks.len() as u64;
-            // One pass: the lowest-clock candidate (ties to the lower lane),
-            // the lowest of the others (what the chosen lane's bounds come
-            // from), the lowest clock of a lane that holds others back (the
-            // candidate is neither empty nor held, so it is no blocker),
-            // and the lanes whose writes a head waits for.
-            let mut next: Option<(u64, usize)> = None;
-            let mut second: Option<(u64, usize)> = None;
-            let mut blocker = u64::MAX;
-            let mut waited_on = 0u32;
-            for (i, lane) in self.lanes.iter().enumerate() {
-                if head_waits(&self.lanes, lane, ipis) {
-                    if let Some(Event::Access { after, .. }) = lane.queue.front() {
-                        if let Some((a, _)) = after.get() {
-                            waited_on |= 1 << a;
-                        }
-                    }
-                    continue;
-                }
-                let held = lane.held();
-                let empty = lane.queue.is_empty();
-                if !empty && (all || !held) {
-                    let t = self.cpus[i].clock();
-                    if next.is_none_or(|(nt, _)| t < nt) {
-                        second = next;
-                        next = Some((t, i));
-                    } else if second.is_none_or(|(st, _)| t < st) {
-                        second = Some((t, i));
-                    }
-                } else if !all && !lane.stopped {
-                    blocker = blocker.min(self.cpus[i].clock());
-                }
-            }
-            let Some((t, k)) = next else {
-                self.unmoved = true;
+            let Some(c) = self.choose(all) else {
+                self.w.unmoved = true;
                 return;
             };
-            self.unmoved = false;
-            // Lanes are visited in order and a tie keeps the first, so
-            // `second` is the least (clock, lane) after `k`'s: the one `k`
-            // must stay ahead of (what `bounds` finds, in this pass).
-            let (below, above) = match second {
-                Some((st, j)) if j < k => (st, u64::MAX),
-                Some((st, _)) => (u64::MAX, st),
-                None => (u64::MAX, u64::MAX),
-            };
-            let release = if waited_on & 1 << k != 0 {
-                self.release(k)
-            } else {
-                u64::MAX
-            };
-            let b = Bounds {
-                below,
-                above,
-                blocker,
-                release,
-            };
-            if !self.go(k, b, blocker < t, all) {
+            self.w.unmoved = false;
+            if !self.go(c.k, c.bounds, c.bounds.blocked(c.t), all) {
                 return;
             }
         }
@@ -728,68 +576,60 @@ impl Machine {
     /// Lane `k`'s events, which `drain` chose with the other lanes' bounds
     /// `b` (`blocked`: something behind it holds it back), applied one
     /// after another as one `take_next` per `drain` pass would apply them:
-    /// the same events in the same order,
-    /// counted the same, without finding the choice again while nothing
-    /// it depends on changes. Nothing but lane `k` moves, so the other
-    /// lanes' bounds stand: `k` stays the choice while its clock is below
-    /// every candidate's before it and not above any after it; unblocked,
-    /// it stays so while its clock is not above the blocker's; blocked, it
-    /// stays blocked (its clock only grows) and goes on only while more
-    /// than the bound of events wait (each one forced and counted; false
-    /// when back within the bound, as `take_next` says). It stops when
-    /// `k`'s head waits or its queue is empty, when `k` is no longer the
-    /// choice, after an IPI's send (another lane's wake-up may go now, and
-    /// `k` is held), and once `k` has applied a write another lane's head
-    /// waits for (that lane may go now): the drain then looks again.
+    /// the same events in the same order, counted the same, without
+    /// finding the choice again while nothing it depends on changes.
+    /// Nothing but lane `k` moves, so the other lanes' bounds stand: `k`
+    /// stays the choice while [`Bounds::chosen`]; unblocked, it stays so
+    /// while [`Bounds::may_go`]; blocked, it stays blocked (its clock only
+    /// grows) and goes on only while more than the bound of events wait
+    /// (each one forced and counted; false when back within the bound, as
+    /// `take_next` says). It stops when `k`'s head waits or its queue is
+    /// empty, when `k` is no longer the choice, after an IPI's send
+    /// (another lane's wake-up may go now, and `k` is held), and once `k`
+    /// has applied a write another lane's head waits for (that lane may go
+    /// now): the drain then looks again.
     fn go(&mut self, k: usize, b: Bounds, blocked: bool, all: bool) -> bool {
-        if !blocked && b.below == u64::MAX && b.above.min(b.blocker) == u64::MAX {
+        if !blocked && b.unbounded() {
             return self.go_alone(k, b.release);
         }
-        // Unblocked, a run's instructions go while this holds (as `run`).
-        let upto = b.above.min(b.blocker);
         loop {
             // A lane whose head waited for `k`'s write may go now, even
             // unforced while `k` is blocked: look again before the bound
             // stops a blocked `k` (as `take_next` would stop it).
-            if self.lanes[k].applied > b.release {
+            if self.w.lanes[k].applied > b.release {
                 return true;
             }
-            if blocked && self.buffered <= self.bound {
+            if blocked && self.w.within_bound() {
                 return false;
             }
             let t = self.cpus[k].clock();
-            let still_blocked = t > b.blocker;
-            if t >= b.below || t > b.above || (!all && still_blocked != blocked) {
+            if !b.chosen(t) || (!all && b.blocked(t) != blocked) {
                 return true;
             }
-            let lane = &mut self.lanes[k];
-            let Some(head) = lane.queue.front_mut() else {
+            let Some(&head) = self.w.lanes[k].queue.front() else {
                 return true;
             };
-            match *head {
+            match head {
+                // Forced, one instruction at a time, each counted (the
+                // clock is already past the blocker's); else as long as
+                // `k` may go.
                 Event::Run(run) => {
-                    // Forced, one instruction at a time, each counted (the
-                    // clock is already above the blocker's); else as long
-                    // as `k` stays the unblocked choice.
-                    self.forced += u64::from(blocked);
-                    self.run_head(k, run, b.below, upto);
+                    self.w.forced += u64::from(blocked);
+                    self.run_head(k, run, b.end());
                 }
                 // An instruction, and one with a run after it (the run is
                 // the head then), as `take_next` applies them.
-                Event::ExecRun(insn, run) => {
-                    *head = Event::Run(run);
-                    self.forced += u64::from(blocked);
-                    self.buffered -= 1;
+                Event::ExecRun(insn, _) => {
+                    self.w.take_exec(k);
+                    self.w.forced += u64::from(blocked);
                     self.execute_quick(k, &insn);
-                    self.frontier = self.frontier.max(self.cpus[k].clock());
+                    self.w.reached(self.cpus[k].clock());
                 }
                 Event::Exec(insn) => {
-                    lane.queue.pop_front();
-                    self.forced += u64::from(blocked);
-                    self.buffered -= 1;
+                    self.w.pop(k);
+                    self.w.forced += u64::from(blocked);
                     self.execute_quick(k, &insn);
-                    self.lanes[k].applied += 1;
-                    self.frontier = self.frontier.max(self.cpus[k].clock());
+                    self.w.applied(k, self.cpus[k].clock());
                 }
                 // Any other head, unless it waits, as `take_next` applies
                 // it (it counts a forced one).
@@ -806,10 +646,11 @@ impl Machine {
         }
     }
 
-    /// Whether lane `k`'s head waits ([`head_waits`]).
+    /// Whether lane `k`'s head waits ([`Lane::head_waits`]).
     #[inline(always)]
     fn head_waits(&self, k: usize) -> bool {
-        head_waits(&self.lanes, &self.lanes[k], self.ipi_clocks.len() as u64)
+        let lanes = &self.w.lanes;
+        lanes[k].head_waits(lanes, self.ipi_clocks.len() as u64)
     }
 
     /// [`Machine::go`] when no other lane bounds lane `k` (no candidate,
@@ -817,53 +658,45 @@ impl Machine {
     /// after another, each whole (a run at once), with nothing to compare
     /// but whether its head waits, until an IPI's send or until it has
     /// applied the write `release` another lane waits for, as `go` would.
-    /// Only `k`'s clock moves, and it only grows: the frontier takes it
-    /// before each event that may read the frontier, and at the end.
     fn go_alone(&mut self, k: usize, release: u64) -> bool {
         loop {
-            let lane = &mut self.lanes[k];
-            if lane.applied > release {
+            if self.w.lanes[k].applied > release {
                 break;
             }
-            let Some(&head) = lane.queue.front() else {
+            let Some(&head) = self.w.lanes[k].queue.front() else {
                 break;
             };
-            match head {
+            let sent = match head {
                 Event::Exec(insn) => {
-                    lane.queue.pop_front();
-                    lane.applied += 1;
-                    self.buffered -= 1;
+                    self.w.pop(k);
                     self.execute_quick(k, &insn);
+                    false
                 }
                 Event::ExecRun(insn, run) => {
-                    lane.queue.pop_front();
-                    lane.applied += 1;
-                    self.buffered -= 1 + run.len();
+                    self.w.pop(k);
                     self.execute_quick(k, &insn);
                     add_run(&mut self.cpus[k], run);
+                    false
                 }
                 Event::Run(run) => {
-                    lane.queue.pop_front();
-                    lane.applied += 1;
-                    self.buffered -= run.len();
+                    self.w.pop(k);
                     add_run(&mut self.cpus[k], run);
+                    false
                 }
                 head => {
                     if self.head_waits(k) {
                         break;
                     }
-                    self.frontier = self.frontier.max(self.cpus[k].clock());
-                    self.lanes[k].queue.pop_front();
-                    self.buffered -= 1;
+                    self.w.pop(k);
                     self.apply(k, head);
-                    self.lanes[k].applied += 1;
-                    if matches!(head, Event::Apic { send: true }) {
-                        break;
-                    }
+                    matches!(head, Event::Apic { send: true })
                 }
+            };
+            self.w.applied(k, self.cpus[k].clock());
+            if sent {
+                break;
             }
         }
-        self.frontier = self.frontier.max(self.cpus[k].clock());
         true
     }
 
@@ -872,12 +705,12 @@ impl Machine {
         loop {
             let mut next: Option<(u64, usize)> = None;
             let ipis = self.ipi_clocks.len() as u64;
-            let lanes = &self.lanes;
+            let lanes = &self.w.lanes;
             // A CPU whose wake-up waits for its IPI is still halted, and one
             // whose access waits for the write it saw cannot move before
             // that write: neither runs nor holds anybody back.
-            let waiting = |lane: &Lane| head_waits(lanes, lane, ipis);
-            for (i, lane) in self.lanes.iter().enumerate() {
+            let waiting = |lane: &Lane| lane.head_waits(lanes, ipis);
+            for (i, lane) in lanes.iter().enumerate() {
                 if !lane.queue.is_empty() && !waiting(lane) && (all || !lane.held()) {
                     let t = self.cpus[i].clock();
                     if next.is_none_or(|(nt, _)| t < nt) {
@@ -887,7 +720,7 @@ impl Machine {
             }
             let Some((t, k)) = next else { return };
             let blocked = !all
-                && self.lanes.iter().enumerate().any(|(j, lane)| {
+                && lanes.iter().enumerate().any(|(j, lane)| {
                     j != k
                         && !lane.stopped
                         && !waiting(lane)
@@ -906,19 +739,17 @@ impl Machine {
     /// out of clock order and counted if it was blocked.
     fn take_next(&mut self, k: usize, blocked: bool, all: bool) -> bool {
         if blocked {
-            if self.buffered <= self.bound {
+            if self.w.within_bound() {
                 return false;
             }
-            self.forced += 1;
+            self.w.forced += 1;
         }
         if self.head_run(k, all) {
             return true;
         }
-        let ev = self.lanes[k].queue.pop_front().expect("non-empty lane");
-        self.buffered -= 1;
+        let ev = self.w.pop(k).expect("non-empty lane");
         self.apply(k, ev);
-        self.lanes[k].applied += 1;
-        self.frontier = self.frontier.max(self.cpus[k].clock());
+        self.w.applied(k, self.cpus[k].clock());
         true
     }
 
@@ -926,16 +757,12 @@ impl Machine {
     /// run or an instruction with a run after it (that run then becomes the
     /// head); false if it is another event.
     fn head_run(&mut self, k: usize, all: bool) -> bool {
-        let Some(head) = self.lanes[k].queue.front_mut() else {
-            return false;
-        };
-        match *head {
-            Event::Run(run) => self.run(k, run, all),
-            Event::ExecRun(insn, run) => {
-                *head = Event::Run(run);
-                self.buffered -= 1;
+        match self.w.lanes[k].queue.front() {
+            Some(&Event::Run(run)) => self.run(k, run, all),
+            Some(&Event::ExecRun(insn, _)) => {
+                self.w.take_exec(k);
                 self.execute(k, &insn);
-                self.frontier = self.frontier.max(self.cpus[k].clock());
+                self.w.reached(self.cpus[k].clock());
             }
             _ => return false,
         }
@@ -944,12 +771,9 @@ impl Machine {
 
     /// A run of inline instructions on `cpu` (`Machine::credit`), `cycles`
     /// their costs' sum: the quick way when it only adds to the counters
-    /// at once ([`Machine::quick_add`]). Else, when the lane already waits
-    /// and is running, no other lane's hold is to be released and the last
-    /// drain applied all it could (and the queues have room, or it found
-    /// no lane to choose), nothing `drain` decides from changes (as in
-    /// `submit`): the run waits behind the others, joined to a waiting
-    /// `Exec`. Else the ordinary way.
+    /// at once ([`Machine::quick_add`]); else, when it only waits behind
+    /// the others ([`Machine::queues_only`]), queued (joined to a waiting
+    /// `Exec`); else the ordinary way.
     #[inline(always)]
     pub(super) fn queue_run(&mut self, cpu: usize, run: &'static [u32], cycles: u64) {
         let cpu = cpu.min(MAX_CPUS - 1);
@@ -958,54 +782,36 @@ impl Machine {
                 return;
             }
         }
-        if self.waits_behind(cpu, run.len()) {
-            let lane = &mut self.lanes[cpu];
-            if let Some(back) = lane.queue.back_mut() {
-                match *back {
-                    Event::Exec(insn) => *back = Event::ExecRun(insn, run),
-                    _ => lane.queue.push_back(Event::Run(run)),
-                }
-                self.buffered += run.len();
-                self.bounds_of = None;
-                return;
-            }
+        if self.queues_only(cpu, run.len()) && self.w.join_run(cpu, run) {
+            self.w.bounds_of = None;
+            return;
         }
         self.submit(cpu, Event::Run(run));
     }
 
     /// Queues an event of one instruction or access in lane `cpu`, for
-    /// which [`Machine::waits_behind`] holds: all `submit` would do.
+    /// which [`Machine::queues_only`] holds: all `submit` would do.
     #[inline(always)]
-    fn wait_behind(&mut self, cpu: usize, ev: Event) {
-        self.lanes[cpu].queue.push_back(ev);
-        self.buffered += 1;
-        self.bounds_of = None;
+    fn enqueue(&mut self, cpu: usize, ev: Event) {
+        self.w.push(cpu, ev);
+        self.w.bounds_of = None;
     }
 
-    /// Whether an event of `n` instructions (1 for any other) that arrives
-    /// in lane `cpu` only waits behind the others (as `submit` finds): the
-    /// lane is running and not empty, no other lane's hold is to be
-    /// released, the last drain applied all it could and the queues have
-    /// room (or it found no lane to choose). Nothing `drain` decides from
-    /// changes then (unless the event is a `hlt` or an IPI's send), so no
-    /// drain follows.
+    /// Whether an event of weight `n` that arrives in lane `cpu` only
+    /// waits behind the others ([`Window::unchanged_by`]) and no other
+    /// lane's hold is to be released: `submit` would only queue it (unless
+    /// it is a `hlt` or an IPI's send, which the caller rules out).
     #[inline(always)]
-    fn waits_behind(&self, cpu: usize, n: usize) -> bool {
-        let lane = &self.lanes[cpu];
-        self.settled
-            && !self.reference
-            && !lane.stopped
-            && !lane.queue.is_empty()
-            && self.holding <= usize::from(lane.hold)
-            && (self.buffered + n <= self.bound || self.unmoved)
+    fn queues_only(&self, cpu: usize, n: usize) -> bool {
+        self.w.unchanged_by(cpu, n) && self.w.holding <= usize::from(self.w.lanes[cpu].hold)
     }
 
     /// The lowest serial among lane `k`'s writes that another lane's head
     /// waits for, or `u64::MAX` (see [`Bounds`]).
     fn release(&self, k: usize) -> u64 {
-        let applied = self.lanes[k].applied;
+        let applied = self.w.lanes[k].applied;
         let mut release = u64::MAX;
-        for lane in &self.lanes {
+        for lane in &self.w.lanes {
             if let Some(Event::Access { after, .. }) = lane.queue.front() {
                 if let Some((a, serial)) = after.get() {
                     if a as usize == k && applied <= serial {
@@ -1018,59 +824,59 @@ impl Machine {
     }
 
     /// What the other lanes say of lane `k` going on (see [`Bounds`]).
-    fn bounds(&self, k: usize, all: bool) -> Bounds {
+    pub(super) fn bounds(&self, k: usize, all: bool) -> Bounds {
         let ipis = self.ipi_clocks.len() as u64;
-        let lanes = &self.lanes;
-        let mut b = Bounds {
-            below: u64::MAX,
-            above: u64::MAX,
-            blocker: u64::MAX,
-            release: self.release(k),
-        };
+        let lanes = &self.w.lanes;
+        let (mut below, mut above, mut blocker) = (u64::MAX, u64::MAX, u64::MAX);
         for (j, lane) in lanes.iter().enumerate() {
-            if j == k || head_waits(lanes, lane, ipis) {
+            if j == k || lane.head_waits(lanes, ipis) {
                 continue;
             }
             let t = self.cpus[j].clock();
             if !lane.queue.is_empty() && (all || !lane.held()) {
                 if j < k {
-                    b.below = b.below.min(t);
+                    below = below.min(t);
                 } else {
-                    b.above = b.above.min(t);
+                    above = above.min(t);
                 }
             }
             if !all && !lane.stopped && (lane.queue.is_empty() || lane.held()) {
-                b.blocker = b.blocker.min(t);
+                blocker = blocker.min(t);
             }
         }
-        b
+        Bounds::new(below, above, blocker, self.release(k))
     }
 
-    /// The fast way for an event that arrives in lane `cpu` while it is
-    /// empty, running and not held, after a drain that left nothing to
-    /// apply: when `drain` would apply it at once (its clock is the
-    /// lowest and nobody holds it back), it is applied here without
-    /// waiting in the lane; if the CPU's clock then stays below every
-    /// other candidate's, nothing else could go and no drain is needed.
+    /// The bounds kept for lane `cpu`, found now if they are another
+    /// lane's or none.
+    #[inline(always)]
+    fn bounds_for(&mut self, cpu: usize) -> Bounds {
+        match self.w.bounds_of {
+            Some((k, b)) if k == cpu => b,
+            _ => {
+                let b = self.bounds(cpu, false);
+                self.w.bounds_of = Some((cpu, b));
+                b
+            }
+        }
+    }
+
+    /// The fast way for an event that arrives in lane `cpu` while it may go
+    /// at once ([`Window::may_go_direct`]): when its bounds say it may go
+    /// ([`Bounds::may_go`]), it is applied here without waiting in the
+    /// lane; if the CPU's clock then stays ahead of every other candidate
+    /// ([`Bounds::ahead`]), nothing else could go and no drain is needed.
     /// The other lanes' bounds are kept between such events, as only this
     /// CPU moves. Returns false, having done nothing, when the event must
     /// take the ordinary way.
     fn direct(&mut self, cpu: usize, ev: Event) -> bool {
-        let mut b = match self.bounds_of {
-            Some((k, b)) if k == cpu => b,
-            _ => {
-                let b = self.bounds(cpu, false);
-                self.bounds_of = Some((cpu, b));
-                b
-            }
-        };
+        let mut b = self.bounds_for(cpu);
         // An access that waits for another CPU's write, or another lane
         // that waits for one of this CPU's: the ordinary way.
         if b.waits_on_k() || matches!(ev, Event::Access { after, .. } if after != Saw::NONE) {
             return false;
         }
-        let t = self.cpus[cpu].clock();
-        if t >= b.below || t > b.above.min(b.blocker) {
+        if !b.may_go(self.cpus[cpu].clock()) {
             return false;
         }
         match ev {
@@ -1078,117 +884,82 @@ impl Machine {
             // run after the first arrives once the drain its predecessor
             // set off is done, into an empty lane: another lane's event at
             // the same clock has gone before it then, whichever lane is the
-            // lower. So each after the first goes only while its clock is
-            // below every candidate's (and not above a blocker's); where one
-            // does not, the other lanes go first (a drain, this lane
-            // empty), and the rest arrives anew: directly again if it may,
-            // else it waits its turn in the lane.
+            // lower. So each after the first goes only while the one before
+            // left the CPU ahead ([`Bounds::end_ahead`]); where one does
+            // not, the other lanes go first (a drain, this lane empty), and
+            // the rest arrives anew: directly again if it may, else it
+            // waits its turn in the lane.
             Event::Run(mut run) => loop {
-                let upto = b.above.saturating_sub(1).min(b.blocker);
-                let done = take_run(&mut self.cpus[cpu], run, b.below, upto);
+                let done = take_run(&mut self.cpus[cpu], run, b.end_ahead());
                 if done == run.len() {
                     break;
                 }
-                self.lanes[cpu].applied += 1;
-                self.frontier = self.frontier.max(self.cpus[cpu].clock());
-                self.bounds_of = None;
-                self.drain(false);
-                self.settled = true;
+                self.w.applied(cpu, self.cpus[cpu].clock());
+                self.settle();
                 run = &run[done..];
-                b = self.bounds(cpu, false);
-                self.bounds_of = Some((cpu, b));
-                let t = self.cpus[cpu].clock();
-                if t >= b.below || t > b.above.min(b.blocker) {
-                    self.lanes[cpu].queue.push_back(Event::Run(run));
-                    self.buffered += run.len();
-                    self.bounds_of = None;
-                    self.drain(false);
-                    self.settled = true;
+                b = self.bounds_for(cpu);
+                if !b.may_go(self.cpus[cpu].clock()) {
+                    self.w.push(cpu, Event::Run(run));
+                    self.settle();
                     return true;
                 }
             },
             ev => self.apply(cpu, ev),
         }
-        self.lanes[cpu].applied += 1;
         let t = self.cpus[cpu].clock();
-        self.frontier = self.frontier.max(t);
-        if t >= b.below.min(b.above) || self.buffered > self.bound {
+        self.w.applied(cpu, t);
+        if !b.ahead(t) || !self.w.within_bound() {
             // Another lane's head may go now.
-            self.bounds_of = None;
-            self.drain(false);
-            self.settled = true;
+            self.settle();
         }
         true
     }
 
     /// Whether the bounds `direct` found are lane `cpu`'s: the first test
-    /// of [`Machine::quick`], made before a call of
+    /// of [`Window::quick`], made before a call of
     /// [`Machine::repeat_ordered`].
     #[inline(always)]
     pub(super) fn quick_for(&self, cpu: usize) -> bool {
-        matches!(self.bounds_of, Some((k, _)) if k == cpu)
-    }
-
-    /// The other lanes' bounds on lane `cpu` when events may take the
-    /// direct way with no drain before them: the lane is empty, running and
-    /// not held, no other lane's hold is to be released, the last drain
-    /// left nothing to apply and the bounds `direct` found for this CPU
-    /// stand (nothing but this CPU has moved since). None: the ordinary way.
-    #[inline(always)]
-    fn quick(&self, cpu: usize) -> Option<Bounds> {
-        let (k, b) = self.bounds_of?;
-        let lane = &self.lanes[cpu];
-        let ready = k == cpu
-            && !b.waits_on_k()
-            && self.settled
-            && self.buffered <= self.bound
-            && !lane.stopped
-            && lane.queue.is_empty()
-            && !lane.held()
-            && self.holding <= usize::from(lane.hold);
-        ready.then_some(b)
+        matches!(self.w.bounds_of, Some((k, _)) if k == cpu)
     }
 
     /// `n` instructions on `cpu` that only add their costs (`cycles` in
     /// all, the last one's `last`), taken the direct way when `direct`
     /// would apply them at once, one after another, with no drain after
-    /// them: each goes while the clock before it is below the bounds (the
-    /// last one's is `end - last`), and no drain follows while the clock
-    /// after stays below every candidate's. They only add to its counters
-    /// and count as one event, as an `Exec` or a `Run` would. False,
-    /// having done nothing, for the ordinary way.
+    /// them ([`Window::quick`]): the last one may go, and the CPU stays
+    /// ahead after it. They only add to its counters and count as one
+    /// event, as an `Exec` or a `Run` would. False, having done nothing,
+    /// for the ordinary way.
     #[inline(always)]
     fn quick_add(&mut self, cpu: usize, n: u64, cycles: u64, last: u64) -> bool {
-        let Some(b) = self.quick(cpu) else {
+        let Some(b) = self.w.quick(cpu) else {
             return false;
         };
         let end = self.cpus[cpu].clock() + cycles;
-        if end - last > b.blocker || end >= b.below || end >= b.above {
+        if !b.may_go(end - last) || !b.ahead(end) {
             return false;
         }
         let c = &mut self.cpus[cpu].c;
         c.insns += n;
         c.cycles += cycles;
-        self.lanes[cpu].applied += 1;
-        self.frontier = self.frontier.max(end);
+        self.w.applied(cpu, end);
         true
     }
 
     /// [`Machine::repeat`]'s access with several CPUs, which changes
     /// nothing in the caches: when it is an `Access` that `direct` would
-    /// apply at once without a drain after it (the lane is empty, running
-    /// and not held, no other lane's hold is to be released, the bounds
-    /// found for this CPU stand and its clock stays inside them), and it
+    /// apply at once without a drain after it ([`Window::quick`]; it may
+    /// go, and costs nothing, so the CPU stays ahead if it is now), and it
     /// saw no other CPU's write, it is taken here: its serial, and for a
     /// write the tables of last writes, as `submit` and `apply` would set
     /// them. False, having done nothing, for the ordinary way.
     #[inline(never)]
     pub(super) fn repeat_ordered(&mut self, cpu: usize, vaddr: u32, write: bool) -> bool {
-        let Some(b) = self.quick(cpu) else {
+        let Some(b) = self.w.quick(cpu) else {
             return false;
         };
         let t = self.cpus[cpu].clock();
-        if t >= b.below || t >= b.above || t > b.blocker {
+        if !b.may_go(t) || !b.ahead(t) {
             return false;
         }
         // The physical address, as `mem` finds it (without asking QEMU).
@@ -1206,48 +977,38 @@ impl Machine {
         if tag == word && by as usize != cpu {
             return false;
         }
-        let serial = self.lanes[cpu].applied;
+        let serial = self.w.lanes[cpu].applied;
         if write {
             self.front_writes[slot] = (word, cpu as u8, serial);
             self.applied_writes[slot] = (word, cpu as u8, serial, t);
         }
-        self.lanes[cpu].applied += 1;
-        self.frontier = self.frontier.max(t);
+        self.w.applied(cpu, t);
         true
     }
 
     /// Applies the run at the head of lane `k`, which `drain` has chosen:
     /// its first instruction, then each next one as long as `drain` would
     /// choose it again. Nothing but lane `k`'s clock changes meanwhile, so
-    /// the bounds are found once: it stays the lowest-clock lane while its
-    /// clock is below every candidate's before it (ties go to the lower
-    /// lane) and not above any after it, and nobody holds it back while
-    /// its clock is not above any blocking lane's.
+    /// the bounds are found once.
     fn run(&mut self, k: usize, run: &'static [u32], all: bool) {
         let b = self.bounds(k, all);
-        self.run_head(k, run, b.below, b.above.min(b.blocker));
+        self.run_head(k, run, b.end());
     }
 
-    /// Applies the run at the head of lane `k` as [`take_run`] does within
-    /// `below` and `upto`; what it did not apply stays the head.
+    /// Applies the run at the head of lane `k` as [`take_run`] does up to
+    /// `end`; what it did not apply stays the head.
     #[inline(always)]
-    fn run_head(&mut self, k: usize, run: &'static [u32], below: u64, upto: u64) {
-        let done = take_run(&mut self.cpus[k], run, below, upto);
-        self.buffered -= done;
-        self.frontier = self.frontier.max(self.cpus[k].clock());
-        let lane = &mut self.lanes[k];
-        if done == run.len() {
-            lane.queue.pop_front();
-            lane.applied += 1;
-        } else if let Some(head) = lane.queue.front_mut() {
-            *head = Event::Run(&run[done..]);
-        }
+    fn run_head(&mut self, k: usize, run: &'static [u32], end: u64) {
+        let done = take_run(&mut self.cpus[k], run, end);
+        self.w.took_of_run(k, run, done, self.cpus[k].clock());
     }
 
     /// Applies every queued event (QEMU is exiting).
     pub fn finish(&mut self) {
         self.drain(true);
-        self.settled = false;
+        self.w.settled = false;
+        self.w.bounds_of = None;
+        self.check_window();
     }
 
     // ---- The model proper, in clock order. ----
@@ -1279,19 +1040,19 @@ impl Machine {
                 }
                 self.data(cpu, vaddr, paddr, size, write);
                 if write {
-                    let serial = self.lanes[cpu].applied;
+                    let serial = self.w.lanes[cpu].applied;
                     self.applied_writes[slot] = (word, cpu as u8, serial, self.cpus[cpu].clock());
                 }
             }
             Event::Arg(id, value) => self.argument(cpu, id, value),
             Event::Wake { ipi } => {
                 let mut at = match ipi {
-                    0 => self.frontier,
+                    0 => self.w.frontier,
                     n => self
                         .ipi_clocks
                         .get(n as usize - 1)
                         .copied()
-                        .unwrap_or(self.frontier),
+                        .unwrap_or(self.w.frontier),
                 };
                 if ipi != 0 && self.opts.virt.on() {
                     // The host wakes the blocked vCPU when the message
@@ -1314,7 +1075,7 @@ impl Machine {
                 }
                 if send && self.ordered {
                     self.ipi_clocks.push(self.cpus[cpu].clock());
-                    self.lanes[cpu].ipi_applied = true;
+                    self.w.lanes[cpu].ipi_applied = true;
                 }
             }
             Event::Interrupt {
@@ -1354,42 +1115,4 @@ impl Machine {
 /// communication).
 fn word_of(paddr: u64) -> u32 {
     (paddr >> 2) as u32
-}
-
-#[cfg(test)]
-mod ring_tests {
-    use std::collections::VecDeque;
-
-    use super::{Event, Ring};
-
-    /// The ring against the standard deque: pushes and pops in random
-    /// order, through wrap-arounds and growths with the head anywhere.
-    #[test]
-    fn the_ring_keeps_the_order_of_a_deque() {
-        let (mut ring, mut deque) = (Ring::default(), VecDeque::new());
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        for n in 0..200_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            // Pushes outnumber pops while n is low, then pops do.
-            if x % 100 < if n < 100_000 { 60 } else { 35 } {
-                ring.push_back(Event::Wake { ipi: n });
-                deque.push_back(n);
-            } else {
-                let got = ring.pop_front().map(|ev| match ev {
-                    Event::Wake { ipi } => ipi,
-                    _ => unreachable!(),
-                });
-                assert_eq!(got, deque.pop_front());
-            }
-            assert_eq!(ring.len(), deque.len());
-            let back = ring.back_mut().map(|ev| match *ev {
-                Event::Wake { ipi } => ipi,
-                _ => unreachable!(),
-            });
-            assert_eq!(back, deque.back().copied());
-        }
-        assert!(ring.slots.len() > 1 << 14, "the ring grew");
-    }
 }

@@ -1,4 +1,5 @@
 use super::order::{LAPIC_BASE, LAPIC_ICR_LOW};
+use super::window::Bounds;
 use super::*;
 use crate::profile::parse;
 use abi::model::marker_disp;
@@ -457,6 +458,39 @@ fn nop_and_write(m: &mut Machine, cpu: usize, a: u32) {
     m.mem(cpu, a, 4, true, || unreachable!());
 }
 
+/// The ordering window's invariant (`window`) holds after the entry
+/// points (which check it in debug builds), and each of its parts catches
+/// a break of its own: CPU 0's writes wait behind CPU 1, which runs with
+/// nothing queued at a lower clock.
+#[test]
+fn the_window_invariant_catches_a_break_of_each_part() {
+    let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
+    let nop = m.decode(&NOP, KERNEL_PAGE);
+    m.exec(0, &nop);
+    m.exec(1, &nop);
+    for _ in 0..5 {
+        nop_and_write(&mut m, 0, KERNEL_PAGE);
+    }
+    assert!(m.w.buffered > 0 && m.w.settled);
+    assert_eq!(m.window_invariant(), Ok(()));
+    let broken = |f: &dyn Fn(&mut Machine)| {
+        let mut b = m.clone();
+        f(&mut b);
+        b.window_invariant().unwrap_err()
+    };
+    assert!(broken(&|b| b.w.buffered += 1).starts_with("1:"));
+    assert!(broken(&|b| b.w.frontier += 1).starts_with("2:"));
+    assert!(broken(&|b| b.w.holding += 1).starts_with("3:"));
+    let stale = Bounds::new(u64::MAX, 0, u64::MAX, u64::MAX);
+    assert!(broken(&|b| b.w.bounds_of = Some((1, stale))).starts_with("4:"));
+    // CPU 1 moves far ahead without a drain: CPU 0's head was free to go.
+    let e = broken(&|b| {
+        b.cpus[1].c.cycles += 1_000_000;
+        b.w.frontier = b.cpus[1].clock();
+    });
+    assert!(e.starts_with("5: settled, but lane 0 may go"), "{e}");
+}
+
 #[test]
 fn streams_are_applied_in_clock_order_not_arrival_order() {
     let mut m = Machine::new(profile(&[]), Options::default(), 2).unwrap();
@@ -468,7 +502,11 @@ fn streams_are_applied_in_clock_order_not_arrival_order() {
     for _ in 0..50 {
         nop_and_write(&mut m, 0, KERNEL_PAGE);
     }
-    assert!(m.buffered > 90, "CPU 0 must wait for CPU 1: {}", m.buffered);
+    assert!(
+        m.w.buffered > 90,
+        "CPU 0 must wait for CPU 1: {}",
+        m.w.buffered
+    );
     for _ in 0..50 {
         nop_and_write(&mut m, 1, KERNEL_PAGE + 4);
     }
@@ -479,7 +517,7 @@ fn streams_are_applied_in_clock_order_not_arrival_order() {
     // first); in arrival order it would move once.
     assert!(misses > 30, "{misses}");
     assert_eq!(m.counters(0).insns, 51);
-    assert_eq!(m.forced, 0);
+    assert_eq!(m.w.forced, 0);
 }
 
 #[test]
@@ -489,15 +527,15 @@ fn a_halted_or_unstarted_cpu_holds_nobody_back() {
         nop_and_write(&mut m, 0, KERNEL_PAGE);
     }
     // CPU 1 never ran: CPU 0's events are applied as they come.
-    assert_eq!(m.buffered, 0);
+    assert_eq!(m.w.buffered, 0);
     let hlt = m.decode(&[0xf4], KERNEL_PAGE);
     m.exec(1, &hlt);
     for _ in 0..10 {
         nop_and_write(&mut m, 0, KERNEL_PAGE);
     }
-    assert_eq!(m.buffered, 0);
+    assert_eq!(m.w.buffered, 0);
     // CPU 1 wakes at the latest applied clock; its cycles stay its own.
-    let woke = m.frontier;
+    let woke = m.w.frontier;
     nop_and_write(&mut m, 1, KERNEL_PAGE + 0x1000);
     m.finish();
     let c1 = &m.cpus[1];
@@ -518,7 +556,7 @@ fn an_ipi_wakes_its_target_at_the_send_and_holds_the_sender() {
     for _ in 0..300 {
         nop_and_write(&mut m, 0, KERNEL_PAGE);
     }
-    assert!(m.buffered >= 600, "{}", m.buffered);
+    assert!(m.w.buffered >= 600, "{}", m.w.buffered);
     assert_eq!(m.cpus[0].clock(), sent);
     for _ in 0..300 {
         nop_and_write(&mut m, 1, KERNEL_PAGE + 4);
@@ -674,7 +712,7 @@ fn virt_charges_hlt_the_wake_up_of_a_halted_vcpu_and_the_kick_of_a_running_one()
 /// machine must have applied after each call as the reference has.
 fn applied(m: &Machine) -> (Vec<(Counters, u64)>, u64) {
     let cpus = m.cpus.iter().map(|c| (c.c, c.clock())).collect();
-    (cpus, m.forced)
+    (cpus, m.w.forced)
 }
 
 /// Past the bound (1 here), the drain forces CPU 2's write of a word that CPU 0's
@@ -690,7 +728,7 @@ fn a_forced_write_frees_the_load_that_saw_it_at_once() {
     for reference in [false, true] {
         let mut m = Machine::new(profile(&[]), Options::default(), 3).unwrap();
         m.set_reference(reference);
-        m.bound = 1;
+        m.w.bound = 1;
         let nop = m.decode(&NOP, KERNEL_PAGE);
         let mut after = Vec::new();
         // CPUs 0, 1 and 2 start one after another (clocks 31, 62, 93).
@@ -764,15 +802,13 @@ fn a_run_yields_at_a_tie_as_its_instructions_called_one_by_one_do() {
 type Planned = (Vec<u8>, u32, Vec<u32>);
 
 /// Runs `blocks` (each instruction with the data accesses it makes)
-/// as QEMU would with the plugin's plan: inline adds summed in one
-/// accumulator that every callback (an instruction's call, an access)
-/// empties first, crediting the CPU of the last callback with the costs
-/// of the instructions the plan inlined; as the plugin does, a call tries
-/// [`Machine::exec_alone`] first, and an access on one CPU
-/// [`Machine::repeat_alone`] and [`Machine::access_alone`] (on several,
-/// [`Machine::repeat`]). Block `i` runs on CPU
-/// `on[i % on.len()]` of a machine of `ncpus`. `all_calls`: as before the
-/// plan, every instruction a call, and the machine in reference mode.
+/// through the plugin's callbacks ([`Feed`]) as QEMU would with the
+/// feed's plan: the inline adds summed in one accumulator, which the calls
+/// take and the accesses may; block `i` runs on CPU `on[i % on.len()]` of a
+/// machine of `ncpus`. `all_calls`: the machine in reference mode, every
+/// instruction a call (`reference=on`). With several CPUs and not
+/// `all_calls`, the reference machine runs beside (`reference=shadow`),
+/// and its file must be the fast one's.
 fn run_planned(blocks: &[Vec<Planned>], ncpus: usize, on: &[usize], all_calls: bool) -> String {
     run_bounded(blocks, ncpus, on, all_calls, MAX_BUFFERED)
 }
@@ -786,61 +822,53 @@ fn run_bounded(
     all_calls: bool,
     bound: usize,
 ) -> String {
-    let mut m = Machine::new(profile(&[]), Options::default(), ncpus).unwrap();
-    m.set_reference(all_calls);
-    m.bound = bound;
-    let (mut acc, mut costs, mut last) = (0, Vec::new(), 0);
-    let flush = |m: &mut Machine, acc: &mut u64, costs: &mut Vec<u32>, last: usize| {
-        let run: &'static [u32] = Box::leak(std::mem::take(costs).into_boxed_slice());
-        m.credit(last, std::mem::take(acc), run);
+    let machine = |reference: bool| {
+        let mut m = Machine::new(profile(&[]), Options::default(), ncpus).unwrap();
+        m.set_reference(reference);
+        m.w.bound = bound;
+        m
     };
+    let shadow = (ncpus > 1 && !all_calls).then(|| machine(true));
+    let mut feed = Feed::new(machine(all_calls), shadow);
+    // QEMU's accumulator of the inline adds.
+    let mut acc = 0;
     for (i, block) in blocks.iter().enumerate() {
         let cpu = on[i % on.len()];
-        let insns: Vec<Insn> = block.iter().map(|(b, va, _)| m.decode(b, *va)).collect();
-        let plan = m.plan(&insns);
-        assert_eq!(plan[0], Step::Call, "every block starts with a call");
-        for ((insn, (_, _, loads)), step) in insns.iter().zip(block).zip(plan) {
+        let insns: Vec<Insn> = block
+            .iter()
+            .map(|(b, va, _)| feed.machine.decode(b, *va))
+            .collect();
+        let plan = feed.plan(&insns);
+        assert_eq!(plan[0].0, Step::Call, "every block starts with a call");
+        for ((insn, (_, _, loads)), (step, run)) in insns.iter().zip(block).zip(plan) {
             match step {
-                Step::Inline(add) if !all_calls => {
-                    acc += add;
-                    costs.push(insn.cost);
-                }
-                _ => {
-                    if m.exec_alone(cpu, insn, acc) {
-                        (acc, last) = (0, cpu);
-                        costs.clear();
-                    } else {
-                        flush(&mut m, &mut acc, &mut costs, last);
-                        last = cpu;
-                        m.exec(cpu, insn);
-                    }
+                Step::Inline(add) => acc += add,
+                Step::Call => {
+                    let run = Box::leak(run.into_boxed_slice());
+                    let site = Box::leak(Box::new(Site { insn: *insn, run }));
+                    feed.on_exec(cpu, site, std::mem::take(&mut acc));
                 }
             }
             for &a in loads {
-                // As the plugin: on one CPU the inline adds before the
-                // access wait (nothing reads the counters in between) and
-                // the quick cases come first; otherwise the inline adds
-                // come first, and an access that repeats the last line
-                // stops there.
                 let write = a % 8 == 0;
-                let mem =
-                    |m: &mut Machine| m.mem(cpu, a, 4, write, || unreachable!("identity-mapped"));
-                if m.alone() && cpu == last {
-                    if !m.repeat_alone(cpu, a, 4, write) && !m.access_alone(cpu, a, 4, write) {
-                        mem(&mut m);
-                    }
-                } else {
-                    flush(&mut m, &mut acc, &mut costs, last);
-                    if !m.repeat(cpu, a, 4, write) {
-                        mem(&mut m);
-                    }
-                }
+                feed.on_mem(
+                    cpu,
+                    a,
+                    4,
+                    write,
+                    true,
+                    || std::mem::take(&mut acc),
+                    || unreachable!("identity-mapped"),
+                );
             }
         }
     }
-    flush(&mut m, &mut acc, &mut costs, last);
-    m.finish();
-    m.report(ncpus)
+    feed.finish(acc);
+    let report = feed.machine.report(ncpus);
+    if let Some(reference) = feed.shadow_report(ncpus) {
+        assert_eq!(report, reference, "the fast machine and its shadow");
+    }
+    report
 }
 
 #[test]

@@ -17,6 +17,9 @@
 //!   per hand-off, exactly; on 1 CPU none.
 //! - An unknown profile is refused before booting, with the known ones.
 //! - A saved model run imports back with its figures (`import --model`).
+//! - The plugin with its debug assertions on (the model's ordering window
+//!   checks its invariant at every entry point) runs a 2-CPU boot without a
+//!   failed check, and gives the release plugin's file.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -90,6 +93,23 @@ fn boot_plugin(
     turn: Option<u32>,
     plugin: impl FnOnce(&mut model::ModelOpts),
 ) -> Result<(BootLog, String, Results, PathBuf)> {
+    boot_lib(art, dir, words, profile, cpus, virt, turn, plugin, None)
+}
+
+/// [`boot_plugin`] with the plugin library at `lib` (`None`: the release
+/// build).
+#[allow(clippy::too_many_arguments)] // as boot_full's
+fn boot_lib(
+    art: &Artifacts,
+    dir: &Path,
+    words: &str,
+    profile: &str,
+    cpus: u32,
+    virt: Option<VirtArg>,
+    turn: Option<u32>,
+    plugin: impl FnOnce(&mut model::ModelOpts),
+    lib: Option<PathBuf>,
+) -> Result<(BootLog, String, Results, PathBuf)> {
     let mut a = test_boot_args(None);
     a.smp = cpus;
     a.turn = turn;
@@ -101,7 +121,10 @@ fn boot_plugin(
     if let Some(o) = &mut spec.model {
         plugin(o);
     }
-    let m = Machine::build(&spec, art, words, dir)?;
+    let mut m = Machine::build(&spec, art, words, dir)?;
+    if let (Some(p), Some(lib)) = (&mut m.model, lib) {
+        p.lib = lib;
+    }
     let log = m.boot(&mut |_| {})?;
     if !log.succeeded() {
         bail!("{}", log.explain(20));
@@ -363,6 +386,52 @@ fn same_files(fa: &str, fb: &str, profile: &str, cpus: u32, words: &str) -> Resu
         "{profile}, {cpus} CPUs: no snapshots to compare"
     );
     Ok(())
+}
+
+/// The plugin built with its debug assertions on (cargo profile
+/// `checked`: the release build's code, so a boot takes seconds, not the
+/// minutes of a debug build), which check the model's ordering window at
+/// the end of every entry point (`model/src/machine/window.rs`, its
+/// invariant) on the real event stream of `words` on `cpus` CPUs, in the
+/// fast machine and in the reference one beside it (`reference=shadow`):
+/// a failed check panics, which aborts QEMU and fails the boot. Its file
+/// must be the release plugin's of the same boot, byte for byte, and the
+/// reference machine's. Says how long the boots took.
+fn checked_plugin(
+    art: &Artifacts,
+    dir: &Path,
+    words: &str,
+    profile: &str,
+    cpus: u32,
+) -> Result<String> {
+    let lib = model::build_plugin_as(&kbuild::root(), "checked")?;
+    let t = Instant::now();
+    let (_, release, _) = boot_on(art, dir, words, profile, cpus)?;
+    let fast = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let (_, checked, _, out) = boot_lib(
+        art,
+        dir,
+        words,
+        profile,
+        cpus,
+        None,
+        None,
+        |o| o.shadow = true,
+        Some(lib),
+    )?;
+    let slow = t.elapsed().as_secs_f64();
+    let shadow = ::model::shadow_path(&out);
+    let reference = std::fs::read_to_string(&shadow)
+        .with_context(|| format!("the plugin wrote no {}", shadow.display()))?;
+    let _ = std::fs::remove_file(&shadow);
+    same_files(&checked, &reference, profile, cpus, words)
+        .context("the checked plugin's fast and reference machines")?;
+    same_files(&checked, &release, profile, cpus, words)
+        .context("the checked plugin against the release plugin")?;
+    Ok(format!(
+        "release {fast:.1} s, checked with the reference beside {slow:.1} s"
+    ))
 }
 
 /// `mode=smp` on `cpus` CPUs under `profile`, booted twice: the two boots'
@@ -1231,6 +1300,13 @@ pub fn self_tests<'a>(art: &'a Artifacts, dir: &'a Path, filter: Option<&str>) -
                 }));
             }
         }
+    }
+    let (cpus, words) = (2, "mode=smp batches=2 batch_size=64");
+    let name = format!("model: the plugin with its debug assertions on (the ordering window's invariant checked at every entry point) runs {words} on {cpus} CPUs under p4 without a failed check, its fast and reference machines' files the release plugin's, byte for byte");
+    if wanted(&name) {
+        out.push(run(name, move || {
+            checked_plugin(art, dir, words, "p4", cpus)
+        }));
     }
     let name = "model: two boots give byte-identical records and plugin files; the model counts the instructions icount does for every call benchmark, and for the macro mix icount's a batch plus one constant for every mechanism".to_string();
     if wanted(&name) {
