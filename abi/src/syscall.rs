@@ -669,6 +669,15 @@ impl CpuInfo {
         }
     }
 
+    /// The clock's word as the command line and the records say it
+    /// (`cmdline::Clock::key`): `icount` or `tsc`.
+    pub fn clock_key(&self) -> &'static str {
+        match self.clock {
+            1 => crate::cmdline::Clock::Icount.key(),
+            _ => crate::cmdline::Clock::Tsc.key(),
+        }
+    }
+
     pub fn has(&self, m: Mechanism) -> bool {
         self.mechanisms & (1 << m as u32) != 0
     }
