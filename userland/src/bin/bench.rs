@@ -8,7 +8,7 @@ use core::cell::Cell;
 use core::fmt::Write as _;
 
 use userland::abi::model::{Snaps, SNAP_USER};
-use userland::abi::report::{kind, Escaped, Figure, Measure};
+use userland::abi::report::{kind, Escaped, Figure};
 use userland::abi::syscall::{fd, nr, FEATURE_FIXED_PMC};
 use userland::abi::Mechanism;
 use userland::bench::{self, Fence, LoopFn, Summary};
@@ -76,18 +76,9 @@ impl Run {
         let snaps = bench::measure(self.fence, f, self.size, samples);
         let pmc = self.counters(f);
         bench::report(&Figure {
-            name,
-            mech,
-            path,
-            call,
-            measure: Measure::PerOp,
-            unit: "",
-            batch_size: self.size,
-            samples,
-            tsc_hz: self.tsc_hz,
             counters: pmc,
-            cpus: 0,
             snaps: Some(snaps),
+            ..Figure::per_op(name, mech, path, call, self.size, samples, self.tsc_hz)
         })
     }
 }

@@ -10,7 +10,7 @@
 use core::fmt::Write as _;
 
 use userland::abi::model::chase::{SETS, STRIDE};
-use userland::abi::report::{kind, names, Figure, Measure};
+use userland::abi::report::{kind, names, Figure};
 use userland::bench::{self, tb_chase, tb_chase_at};
 use userland::{println, record, Line};
 
@@ -74,18 +74,16 @@ extern "C" fn main(_arg: u32) -> i32 {
         let mut call = Line::new();
         let _ = write!(call, "{}k", bytes >> 10);
         let s = bench::report(&Figure {
-            name: name.as_str(),
-            mech: names::CHASE,
-            path: "load",
-            call: call.as_str(),
-            measure: Measure::PerOp,
-            unit: "",
-            batch_size: size,
-            samples,
-            tsc_hz: info.tsc_hz,
-            counters: None,
             snaps: Some(snaps),
-            cpus: 0,
+            ..Figure::per_op(
+                name.as_str(),
+                names::CHASE,
+                "load",
+                call.as_str(),
+                size,
+                samples,
+                info.tsc_hz,
+            )
         });
         println!("{:<12} {:>10.2} {:>10.2}", call.as_str(), s.median, s.min);
     }

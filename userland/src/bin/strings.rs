@@ -11,7 +11,7 @@
 
 use core::fmt::Write as _;
 
-use userland::abi::report::{kind, names, Figure, Measure};
+use userland::abi::report::{kind, names, Figure};
 use userland::abi::strings::{COUNTS, NONE, OPS};
 use userland::abi::syscall::FEATURE_FIXED_PMC;
 use userland::bench::{self, tb_string_none, Fence, LoopFn, STRING_LOOPS};
@@ -55,18 +55,17 @@ impl Run {
             }
         }
         let s = bench::report(&Figure {
-            name,
-            mech: names::STRING,
-            path,
-            call,
-            measure: Measure::PerOp,
-            unit: "",
-            batch_size: self.size,
-            samples,
-            tsc_hz: self.tsc_hz,
             counters,
             snaps: Some(snaps),
-            cpus: 0,
+            ..Figure::per_op(
+                name,
+                names::STRING,
+                path,
+                call,
+                self.size,
+                samples,
+                self.tsc_hz,
+            )
         });
         Fig {
             median: s.median,
