@@ -694,6 +694,17 @@ pub fn argsum(a: [u32; 6]) -> u32 {
     })
 }
 
+/// Arguments whose [`argsum`] proves each one arrived in its place (no two
+/// alike, so an argument in another's register changes the sum).
+pub const ARGSUM_PROBE: [u32; 6] = [
+    0x0101_0101,
+    0x0202_0202,
+    0x0303_0303,
+    0x0404_0404,
+    0x0505_0505,
+    0x0606_0606,
+];
+
 /// Returns `Err(errno)` for a negative result, `Ok(value)` otherwise.
 pub fn decode(ret: u32) -> Result<u32, i32> {
     let v = ret as i32;

@@ -27,6 +27,18 @@ stub!("tb_sys_callgate", seq_callgate!());
 stub!("tb_sys_sysenter", seq_sysenter!());
 stub!("tb_sys_syscall", seq_syscall!());
 
+/// What the register stubs (`registers_after`, `trace`) load into EBX, ECX,
+/// EDX, ESI, EDI and EBP before the call, in that order: values no result
+/// or address looks like (the stubs' `movl`s spell them out).
+pub const KNOWN_REGS: [u32; 6] = [
+    0x1111_1111,
+    0x2222_2222,
+    0x3333_3333,
+    0x4444_4444,
+    0x5555_5555,
+    0x6666_6666,
+];
+
 /// `tb_regs_NAME(out: *mut [u32; 11])`: a NULL call with every register set
 /// to a known value and ES, FS, GS null; stores what came back as
 /// `[gs, fs, es, edi, esi, ebp, esp, ebx, edx, ecx, eax]`.
