@@ -252,6 +252,36 @@ fn known_work() {
     }
 }
 
+/// The asm template of one instruction, `insn`, under the exception table:
+/// `{f}` (an `out(reg)` operand) is 0 after it, or 1 when it faulted (the
+/// table's entry resumes at label 2, which sets it).
+macro_rules! under_extable {
+    ($insn:literal) => {
+        concat!(
+            "xorl {f}, {f}\n",
+            "1: ",
+            $insn,
+            "\n",
+            "jmp 3f\n",
+            "2: movl $1, {f}\n",
+            "3:\n",
+            ".pushsection .extable, \"a\"\n",
+            ".long 1b, 2b\n",
+            ".popsection"
+        )
+    };
+}
+
+/// `Err(vector)` of the last fixup when `under_extable!`'s flag says the
+/// instruction faulted.
+fn fixup_vector(faulted: u32) -> Result<(), u8> {
+    if faulted != 0 {
+        Err(last_fixup_vector())
+    } else {
+        Ok(())
+    }
+}
+
 /// RDPMC in ring 0 under the exception table: the counter's value, or the
 /// vector it raised (#GP for a counter the CPU lacks; QEMU's TCG raises #UD,
 /// having no RDPMC at all).
@@ -262,14 +292,7 @@ pub fn rdpmc_checked(ecx: u32) -> Result<u64, u8> {
     // entry resumes at label 2, which reports the fault.
     unsafe {
         asm!(
-            "xorl {f}, {f}",
-            "1: rdpmc",
-            "jmp 3f",
-            "2: movl $1, {f}",
-            "3:",
-            ".pushsection .extable, \"a\"",
-            ".long 1b, 2b",
-            ".popsection",
+            under_extable!("rdpmc"),
             f = out(reg) faulted,
             in("ecx") ecx,
             out("eax") lo,
@@ -277,9 +300,7 @@ pub fn rdpmc_checked(ecx: u32) -> Result<u64, u8> {
             options(att_syntax, nomem, nostack)
         );
     }
-    if faulted != 0 {
-        return Err(last_fixup_vector());
-    }
+    fixup_vector(faulted)?;
     Ok(((hi as u64) << 32) | lo as u64)
 }
 
@@ -292,14 +313,7 @@ fn wrmsr_checked(msr: u32, value: u64) -> Result<(), u8> {
     // fault resumes at label 2.
     unsafe {
         asm!(
-            "xorl {f}, {f}",
-            "1: wrmsr",
-            "jmp 3f",
-            "2: movl $1, {f}",
-            "3:",
-            ".pushsection .extable, \"a\"",
-            ".long 1b, 2b",
-            ".popsection",
+            under_extable!("wrmsr"),
             f = out(reg) faulted,
             in("ecx") msr,
             in("eax") value as u32,
@@ -307,10 +321,7 @@ fn wrmsr_checked(msr: u32, value: u64) -> Result<(), u8> {
             options(att_syntax, nomem, nostack)
         );
     }
-    if faulted != 0 {
-        return Err(last_fixup_vector());
-    }
-    Ok(())
+    fixup_vector(faulted)
 }
 
 /// Sets or clears CR4.PCE on this CPU.
