@@ -415,6 +415,10 @@ fn batches(mut f: impl FnMut()) -> ([u64; BATCHES], Snaps) {
 /// the command line named (`pool_align=`), the only one false sharing then
 /// measures; `None` measures all three. `emulated`: the emulator the host
 /// named (`abi::syscall::EMULATOR_*`).
+///
+/// Never inlined: the timed loops' code (and so their instruction counts)
+/// must not depend on how much of the caller the compiler folds in.
+#[inline(never)]
 pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>) -> bool {
     let cpus = smp::cpus();
     kprintln!(
