@@ -252,22 +252,24 @@ fn known_work() {
     }
 }
 
-/// The asm template of one instruction, `insn`, under the exception table:
-/// `{f}` (an `out(reg)` operand) is 0 after it, or 1 when it faulted (the
-/// table's entry resumes at label 2, which sets it).
+/// One instruction, `insn`, under the exception table, its other operands
+/// `ops`: `faulted` (a `u32`) is 0 after it, or 1 when it faulted (the
+/// table's entry resumes at label 2, which sets it). Expands to the `asm!`,
+/// so it goes inside the caller's `unsafe` block.
 macro_rules! under_extable {
-    ($insn:literal) => {
-        concat!(
-            "xorl {f}, {f}\n",
-            "1: ",
-            $insn,
-            "\n",
-            "jmp 3f\n",
-            "2: movl $1, {f}\n",
-            "3:\n",
-            ".pushsection .extable, \"a\"\n",
-            ".long 1b, 2b\n",
-            ".popsection"
+    ($insn:literal, $faulted:ident, $($ops:tt)*) => {
+        asm!(
+            "xorl {f}, {f}",
+            concat!("1: ", $insn),
+            "jmp 3f",
+            "2: movl $1, {f}",
+            "3:",
+            ".pushsection .extable, \"a\"",
+            ".long 1b, 2b",
+            ".popsection",
+            f = out(reg) $faulted,
+            $($ops)*,
+            options(att_syntax, nomem, nostack)
         )
     };
 }
@@ -291,14 +293,7 @@ pub fn rdpmc_checked(ecx: u32) -> Result<u64, u8> {
     // SAFETY: RDPMC only reads a counter; if it faults, the exception table
     // entry resumes at label 2, which reports the fault.
     unsafe {
-        asm!(
-            under_extable!("rdpmc"),
-            f = out(reg) faulted,
-            in("ecx") ecx,
-            out("eax") lo,
-            out("edx") hi,
-            options(att_syntax, nomem, nostack)
-        );
+        under_extable!("rdpmc", faulted, in("ecx") ecx, out("eax") lo, out("edx") hi);
     }
     fixup_vector(faulted)?;
     Ok(((hi as u64) << 32) | lo as u64)
@@ -312,14 +307,8 @@ fn wrmsr_checked(msr: u32, value: u64) -> Result<(), u8> {
     // callers' constants), which start or stop counting and nothing else; a
     // fault resumes at label 2.
     unsafe {
-        asm!(
-            under_extable!("wrmsr"),
-            f = out(reg) faulted,
-            in("ecx") msr,
-            in("eax") value as u32,
-            in("edx") (value >> 32) as u32,
-            options(att_syntax, nomem, nostack)
-        );
+        under_extable!("wrmsr", faulted,
+            in("ecx") msr, in("eax") value as u32, in("edx") (value >> 32) as u32);
     }
     fixup_vector(faulted)
 }
