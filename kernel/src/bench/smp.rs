@@ -844,25 +844,5 @@ fn report_test(name: &str, ok: bool) {
     record!(kind::TEST, "name" => name, "result" => if ok { "pass" } else { "fail" }, "detail" => "");
 }
 
-/// A fixed-size string (no allocator).
-struct Name {
-    buf: [u8; 64],
-    len: usize,
-}
-
-impl Name {
-    fn new() -> Name {
-        Name {
-            buf: [0; 64],
-            len: 0,
-        }
-    }
-    fn push(&mut self, s: &str) {
-        let n = s.len().min(64 - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-    }
-    fn as_str(&self) -> &str {
-        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("?")
-    }
-}
+/// A figure's name or title, built from parts.
+type Name = crate::console::Line<64>;
