@@ -545,6 +545,12 @@ impl Mechanism {
     pub fn from_u32(v: u32) -> Option<Mechanism> {
         Self::ALL.get(v as usize).copied()
     }
+
+    /// This mechanism's one of `each`, given in [`Mechanism::ALL`]'s order
+    /// (int80, sysenter, callgate, syscall).
+    pub fn pick<T: Copy>(self, each: [T; 4]) -> T {
+        each[self as usize]
+    }
 }
 
 /// What `cpuinfo` copies out: the CPU features user programs time with,
@@ -737,6 +743,14 @@ mod tests {
         }
         assert_eq!(wait::term_signal(wait::BAD_STACK), None);
         assert_eq!(wait::fault_vector(wait::BAD_STACK), None);
+    }
+
+    #[test]
+    fn pick_follows_all() {
+        for m in Mechanism::ALL {
+            assert_eq!(m.pick(Mechanism::ALL), m);
+            assert_eq!(m.pick(Mechanism::ALL.map(Mechanism::key)), m.key());
+        }
     }
 
     #[test]
