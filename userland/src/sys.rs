@@ -127,15 +127,32 @@ pub fn call(m: Mechanism, nr: u32, a: [u32; 6]) -> u32 {
 /// A NULL call through `m` with known register values: what came back, as
 /// `[gs, fs, es, edi, esi, ebp, esp, ebx, edx, ecx, eax]`.
 pub fn registers_after(m: Mechanism) -> [u32; 11] {
-    let f = m.pick([
-        tb_regs_int80 as unsafe extern "C" fn(_),
-        tb_regs_sysenter,
-        tb_regs_callgate,
-        tb_regs_syscall,
-    ]);
-    let mut out = [0; 11];
-    // SAFETY: the routine writes exactly 11 words to `out`.
-    unsafe { f(&mut out) };
+    // SAFETY: each routine writes exactly 11 words to its argument.
+    unsafe {
+        words_from(
+            m,
+            [
+                tb_regs_int80,
+                tb_regs_sysenter,
+                tb_regs_callgate,
+                tb_regs_syscall,
+            ],
+        )
+    }
+}
+
+/// Calls `m`'s stub of `stubs` (given in `Mechanism::ALL`'s order) with
+/// room for `N` words, and returns what it wrote there.
+///
+/// # Safety
+/// Each stub writes at most `N` words to its argument and keeps the C ABI.
+unsafe fn words_from<const N: usize>(
+    m: Mechanism,
+    stubs: [unsafe extern "C" fn(*mut [u32; N]); 4],
+) -> [u32; N] {
+    let mut out = [0; N];
+    // SAFETY: the caller's contract; `out` has room for N words.
+    unsafe { m.pick(stubs)(&mut out) };
     out
 }
 
@@ -247,17 +264,16 @@ unsafe extern "C" {
 /// One traced call through `m`: (ESP, EFLAGS) before, and the registers
 /// after as `[edi, esi, ebp, esp, ebx, edx, ecx, eax, eflags]`.
 pub fn trace(m: Mechanism) -> ([u32; 2], [u32; 9]) {
-    let f = m.pick([
-        tb_trace_int80 as unsafe extern "C" fn(_),
+    let stubs = [
+        tb_trace_int80,
         tb_trace_sysenter,
         tb_trace_callgate,
         tb_trace_syscall,
-    ]);
-    let mut out = [0; 9];
-    // SAFETY: the routine writes 9 words to `out` and two to TRACE_BEFORE;
-    // one thread.
+    ];
+    // SAFETY: each routine writes 9 words to its argument and two to
+    // TRACE_BEFORE; one thread.
     unsafe {
-        f(&mut out);
+        let out = words_from(m, stubs);
         (*(&raw const TRACE_BEFORE), out)
     }
 }
