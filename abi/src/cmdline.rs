@@ -51,46 +51,62 @@ pub const KEY_FORK_PAGES: &str = "fork_pages";
 pub const KEY_BENCH: &str = "bench";
 pub const KEY_TURN: &str = "turn";
 
-/// How `fork` gives the child its memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fork {
-    /// Copy every user page at fork (xv6's `copyuvm`).
-    Copy,
-    /// Share every page read-only; the first write copies it.
-    Cow,
+/// A key whose values are words: the enum, `ALL` (every value with its
+/// word, in the order the docs list them), `key` (a value's word) and
+/// `from_key` (a word's value). Each word is written once, here.
+macro_rules! keyed {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $($(#[$vmeta:meta])* $value:ident = $word:literal,)+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum $name {
+            $($(#[$vmeta])* $value,)+
+        }
+
+        impl $name {
+            pub const ALL: [($name, &'static str); [$($word),+].len()] =
+                [$(($name::$value, $word)),+];
+
+            pub fn key(self) -> &'static str {
+                match self {
+                    $($name::$value => $word,)+
+                }
+            }
+
+            pub fn from_key(word: &str) -> Option<$name> {
+                Self::ALL.iter().find(|(_, k)| *k == word).map(|(v, _)| *v)
+            }
+        }
+    };
 }
 
-impl Fork {
-    pub const ALL: [(Fork, &'static str); 2] = [(Fork::Copy, "copy"), (Fork::Cow, "cow")];
-    pub fn key(self) -> &'static str {
-        key_in(&Self::ALL, self)
+keyed! {
+    /// How `fork` gives the child its memory.
+    pub enum Fork {
+        /// Copy every user page at fork (xv6's `copyuvm`).
+        Copy = "copy",
+        /// Share every page read-only; the first write copies it.
+        Cow = "cow",
     }
 }
 
-/// How the kernel reaches the page tables and pages of an address space
-/// that is not the current one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pmap {
-    /// An alternate recursive slot in the current directory: a full TLB
-    /// flush (and, on SMP, a shootdown) each time it changes.
-    Apte,
-    /// Load the other space's directory into CR3, and back.
-    Cr3,
-    /// A per-CPU one-PTE window: one `invlpg` when its frame changes.
-    Window,
-    /// All physical memory mapped in the kernel half: no TLB work.
-    Direct,
-}
-
-impl Pmap {
-    pub const ALL: [(Pmap, &'static str); 4] = [
-        (Pmap::Apte, "apte"),
-        (Pmap::Cr3, "cr3"),
-        (Pmap::Window, "window"),
-        (Pmap::Direct, "direct"),
-    ];
-    pub fn key(self) -> &'static str {
-        key_in(&Self::ALL, self)
+keyed! {
+    /// How the kernel reaches the page tables and pages of an address space
+    /// that is not the current one.
+    pub enum Pmap {
+        /// An alternate recursive slot in the current directory: a full TLB
+        /// flush (and, on SMP, a shootdown) each time it changes.
+        Apte = "apte",
+        /// Load the other space's directory into CR3, and back.
+        Cr3 = "cr3",
+        /// A per-CPU one-PTE window: one `invlpg` when its frame changes.
+        Window = "window",
+        /// All physical memory mapped in the kernel half: no TLB work.
+        Direct = "direct",
     }
 }
 
@@ -99,102 +115,62 @@ pub const ACCEL_TCG: &str = "tcg";
 pub const ACCEL_KVM: &str = "kvm";
 pub const ACCEL_BOCHS: &str = "bochs";
 
-/// What the boot is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Run the user program named by `prog` (the benchmark driver by default).
-    Run,
-    /// Run the in-kernel tests, then the user test programs.
-    Test,
-    /// Start every CPU and run the SMP benchmarks (kernel-side).
-    Smp,
-}
-
-/// A deliberate kernel fault, to show that each exception is reported.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Crash {
-    /// Unbounded recursion into the guard page: the double-fault task reports it.
-    Overflow,
-    /// `int3`.
-    Breakpoint,
-    /// `ud2`.
-    InvalidOpcode,
-    /// `div` by zero.
-    DivideError,
-    /// A write to an unmapped page.
-    PageFault,
-    /// A Rust panic.
-    Panic,
-    /// An empty IDT, then `int3`: no handler, no double-fault handler, so
-    /// the CPU shuts down (QEMU, under `-no-reboot`, exits with status 0).
-    TripleFault,
-}
-
-impl Crash {
-    pub const ALL: [(Crash, &'static str); 7] = [
-        (Crash::Overflow, "overflow"),
-        (Crash::Breakpoint, "bp"),
-        (Crash::InvalidOpcode, "ud"),
-        (Crash::DivideError, "de"),
-        (Crash::PageFault, "pf"),
-        (Crash::Panic, "panic"),
-        (Crash::TripleFault, "triple"),
-    ];
-    pub fn key(self) -> &'static str {
-        key_in(&Self::ALL, self)
+keyed! {
+    /// What the boot is for.
+    pub enum Mode {
+        /// Run the user program named by `prog` (the benchmark driver by default).
+        Run = "run",
+        /// Run the in-kernel tests, then the user test programs.
+        Test = "test",
+        /// Start every CPU and run the SMP benchmarks (kernel-side).
+        Smp = "smp",
     }
 }
 
-/// What the kernel does with the architectural performance counters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pmc {
-    /// Use them where CPUID offers them and a check in ring 0 proves they
-    /// count (the default).
-    Auto,
-    /// Never use them.
-    Off,
-    /// Tell ring 3 they work without enabling or checking them, so the
-    /// first ring-3 RDPMC faults: the test of the path that turns them off
-    /// while a benchmark runs.
-    Pretend,
-}
-
-impl Pmc {
-    pub const ALL: [(Pmc, &'static str); 3] = [
-        (Pmc::Auto, "auto"),
-        (Pmc::Off, "off"),
-        (Pmc::Pretend, "pretend"),
-    ];
-
-    pub fn key(self) -> &'static str {
-        key_in(&Self::ALL, self)
+keyed! {
+    /// A deliberate kernel fault, to show that each exception is reported.
+    pub enum Crash {
+        /// Unbounded recursion into the guard page: the double-fault task reports it.
+        Overflow = "overflow",
+        /// `int3`.
+        Breakpoint = "bp",
+        /// `ud2`.
+        InvalidOpcode = "ud",
+        /// `div` by zero.
+        DivideError = "de",
+        /// A write to an unmapped page.
+        PageFault = "pf",
+        /// A Rust panic.
+        Panic = "panic",
+        /// An empty IDT, then `int3`: no handler, no double-fault handler, so
+        /// the CPU shuts down (QEMU, under `-no-reboot`, exits with status 0).
+        TripleFault = "triple",
     }
 }
 
-/// The word `v` has in `all` (a key enum's table of values and words).
-fn key_in<T: Copy + PartialEq>(all: &[(T, &'static str)], v: T) -> &'static str {
-    all.iter()
-        .find(|(x, _)| *x == v)
-        .map(|(_, k)| *k)
-        .unwrap_or("?")
+keyed! {
+    /// What the kernel does with the architectural performance counters.
+    pub enum Pmc {
+        /// Use them where CPUID offers them and a check in ring 0 proves they
+        /// count (the default).
+        Auto = "auto",
+        /// Never use them.
+        Off = "off",
+        /// Tell ring 3 they work without enabling or checking them, so the
+        /// first ring-3 RDPMC faults: the test of the path that turns them off
+        /// while a benchmark runs.
+        Pretend = "pretend",
+    }
 }
 
-/// Which clock the timed regions read; the kernel cannot tell icount from
-/// real cycles, so the host says which one QEMU was given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Clock {
-    /// RDTSC: cycles on real hardware and real KVM.
-    Tsc,
-    /// QEMU `-icount shift=0,sleep=off`: one tick per guest instruction.
-    Icount,
-}
-
-impl Clock {
-    pub fn key(self) -> &'static str {
-        match self {
-            Clock::Tsc => "tsc",
-            Clock::Icount => "icount",
-        }
+keyed! {
+    /// Which clock the timed regions read; the kernel cannot tell icount from
+    /// real cycles, so the host says which one QEMU was given.
+    pub enum Clock {
+        /// RDTSC: cycles on real hardware and real KVM.
+        Tsc = "tsc",
+        /// QEMU `-icount shift=0,sleep=off`: one tick per guest instruction.
+        Icount = "icount",
     }
 }
 
@@ -335,24 +311,21 @@ impl<'a> Options<'a> {
                 })
             };
             match key {
-                KEY_MODE => match value {
-                    "run" => o.mode = Mode::Run,
-                    "test" => o.mode = Mode::Test,
-                    "smp" => o.mode = Mode::Smp,
-                    _ => bad("run, test or smp"),
+                KEY_MODE => match Mode::from_key(value) {
+                    Some(m) => o.mode = m,
+                    None => bad("run, test or smp"),
                 },
                 KEY_PROG if is_name(value) => o.prog = value,
                 KEY_PROG => bad("a program name (letters, digits, _ and -)"),
                 KEY_TEST if !value.is_empty() => o.test = Some(value),
                 KEY_TEST => bad("a test name or part of one"),
-                KEY_CRASH => match Crash::ALL.iter().find(|(_, k)| *k == value) {
-                    Some((c, _)) => o.crash = Some(*c),
+                KEY_CRASH => match Crash::from_key(value) {
+                    Some(c) => o.crash = Some(c),
                     None => bad("overflow, bp, ud, de, pf, panic or triple"),
                 },
-                KEY_CLOCK => match value {
-                    "tsc" => o.clock = Clock::Tsc,
-                    "icount" => o.clock = Clock::Icount,
-                    _ => bad("tsc or icount"),
+                KEY_CLOCK => match Clock::from_key(value) {
+                    Some(c) => o.clock = c,
+                    None => bad("tsc or icount"),
                 },
                 KEY_ACCEL if is_name(value) => o.accel = value,
                 KEY_ACCEL => bad("tcg, kvm, bochs or hw"),
@@ -390,16 +363,16 @@ impl<'a> Options<'a> {
                     "packed" => o.pool_align = Some(0),
                     _ => bad("128, 64 or packed"),
                 },
-                KEY_PMC => match Pmc::ALL.iter().find(|(_, k)| *k == value) {
-                    Some((p, _)) => o.pmc = *p,
+                KEY_PMC => match Pmc::from_key(value) {
+                    Some(p) => o.pmc = p,
                     None => bad("auto, off or pretend"),
                 },
-                KEY_FORK => match Fork::ALL.iter().find(|(_, k)| *k == value) {
-                    Some((f, _)) => o.fork = *f,
+                KEY_FORK => match Fork::from_key(value) {
+                    Some(f) => o.fork = f,
                     None => bad("copy or cow"),
                 },
-                KEY_PMAP => match Pmap::ALL.iter().find(|(_, k)| *k == value) {
-                    Some((p, _)) => o.pmap = *p,
+                KEY_PMAP => match Pmap::from_key(value) {
+                    Some(p) => o.pmap = p,
                     None => bad("apte, cr3, window or direct"),
                 },
                 KEY_FORK_PAGES => match value.parse::<u32>() {
@@ -489,24 +462,39 @@ mod tests {
         assert_eq!(o.pool_align, Some(0));
         let (o, w) = parse("pool_align=32");
         assert_eq!((o.pool_align, w.len()), (None, 1));
-        for (p, k) in Pmc::ALL {
-            let word = std::format!("pmc={k}");
-            let (o, w) = parse(&word);
-            assert!(w.is_empty(), "{w:?}");
-            assert_eq!((o.pmc, p.key()), (p, k));
-        }
         let (o, w) = parse("pmc=on");
         assert_eq!((o.pmc, w.len()), (Pmc::Auto, 1));
     }
 
+    /// Every word of a keyed value, given as `key=word`, parses to its
+    /// value without a warning, and the value's word is that word.
+    fn every_word<T: Copy + PartialEq + core::fmt::Debug>(
+        key: &str,
+        all: &[(T, &'static str)],
+        word_of: fn(T) -> &'static str,
+        got: fn(&Options) -> T,
+    ) {
+        for &(v, k) in all {
+            let word = std::format!("{key}={k}");
+            let (o, w) = parse(&word);
+            assert!(w.is_empty(), "{key}={k}: {w:?}");
+            assert_eq!((got(&o), word_of(v)), (v, k), "{key}={k}");
+        }
+    }
+
+    #[test]
+    fn keyed_words() {
+        every_word(KEY_MODE, &Mode::ALL, Mode::key, |o| o.mode);
+        every_word(KEY_CRASH, &Crash::ALL, Crash::key, |o| o.crash.unwrap());
+        every_word(KEY_CLOCK, &Clock::ALL, Clock::key, |o| o.clock);
+        every_word(KEY_PMC, &Pmc::ALL, Pmc::key, |o| o.pmc);
+        every_word(KEY_FORK, &Fork::ALL, Fork::key, |o| o.fork);
+        every_word(KEY_PMAP, &Pmap::ALL, Pmap::key, |o| o.pmap);
+        assert_eq!(Clock::from_key("sundial"), None);
+    }
+
     #[test]
     fn process_keys() {
-        for (p, k) in Pmap::ALL {
-            let word = std::format!("pmap={k}");
-            let (o, w) = parse(&word);
-            assert!(w.is_empty(), "{w:?}");
-            assert_eq!((o.pmap, p.key()), (p, k));
-        }
         let (o, w) = parse("bench=ctx,smack");
         assert!(w.is_empty());
         assert_eq!(

@@ -410,6 +410,36 @@ pub struct Figure<'a> {
     pub snaps: Option<crate::model::Snaps>,
 }
 
+impl<'a> Figure<'a> {
+    /// A per-operation figure: `samples`, each a batch of `batch_size`
+    /// operations in clock ticks (`tsc_hz` a second), in the clock's own
+    /// unit; no counters, CPUs or snapshots (a caller adds those with `..`).
+    pub fn per_op(
+        name: &'a str,
+        mech: &'a str,
+        path: &'a str,
+        call: &'a str,
+        batch_size: u32,
+        samples: &'a [u64],
+        tsc_hz: u64,
+    ) -> Figure<'a> {
+        Figure {
+            name,
+            mech,
+            path,
+            call,
+            measure: Measure::PerOp,
+            unit: "",
+            batch_size,
+            samples,
+            tsc_hz,
+            counters: None,
+            cpus: 0,
+            snaps: None,
+        }
+    }
+}
+
 impl Figure<'_> {
     /// One batch's value: ticks per operation, or operations per second.
     pub fn value(&self, ticks: u64) -> f64 {

@@ -545,6 +545,12 @@ impl Mechanism {
     pub fn from_u32(v: u32) -> Option<Mechanism> {
         Self::ALL.get(v as usize).copied()
     }
+
+    /// This mechanism's one of `each`, given in [`Mechanism::ALL`]'s order
+    /// (int80, sysenter, callgate, syscall).
+    pub fn pick<T: Copy>(self, each: [T; 4]) -> T {
+        each[self as usize]
+    }
 }
 
 /// What `cpuinfo` copies out: the CPU features user programs time with,
@@ -669,6 +675,15 @@ impl CpuInfo {
         }
     }
 
+    /// The clock's word as the command line and the records say it
+    /// (`cmdline::Clock::key`): `icount` or `tsc`.
+    pub fn clock_key(&self) -> &'static str {
+        match self.clock {
+            1 => crate::cmdline::Clock::Icount.key(),
+            _ => crate::cmdline::Clock::Tsc.key(),
+        }
+    }
+
     pub fn has(&self, m: Mechanism) -> bool {
         self.mechanisms & (1 << m as u32) != 0
     }
@@ -684,6 +699,17 @@ pub fn argsum(a: [u32; 6]) -> u32 {
         s.wrapping_add(v.wrapping_mul(i as u32 + 1))
     })
 }
+
+/// Arguments whose [`argsum`] proves each one arrived in its place (no two
+/// alike, so an argument in another's register changes the sum).
+pub const ARGSUM_PROBE: [u32; 6] = [
+    0x0101_0101,
+    0x0202_0202,
+    0x0303_0303,
+    0x0404_0404,
+    0x0505_0505,
+    0x0606_0606,
+];
 
 /// Returns `Err(errno)` for a negative result, `Ok(value)` otherwise.
 pub fn decode(ret: u32) -> Result<u32, i32> {
@@ -717,6 +743,14 @@ mod tests {
         }
         assert_eq!(wait::term_signal(wait::BAD_STACK), None);
         assert_eq!(wait::fault_vector(wait::BAD_STACK), None);
+    }
+
+    #[test]
+    fn pick_follows_all() {
+        for m in Mechanism::ALL {
+            assert_eq!(m.pick(Mechanism::ALL), m);
+            assert_eq!(m.pick(Mechanism::ALL.map(Mechanism::key)), m.key());
+        }
     }
 
     #[test]

@@ -88,20 +88,18 @@ impl Fence {
 /// 1-byte write to the null device (harmless for the other calls).
 macro_rules! timed_loop {
     ($name:literal, $body:expr $(, $op:ident = $kind:ident $val:expr)*) => {
-        core::arch::global_asm!(
-            concat!(
-                asm_fn_head!($name),
+        asm_fn!(
+            $name,
+            [
                 "movl 20(%esp), %edi\n",
                 "movl ${null_fd}, %ebx\n movl $tb_one_byte, %ecx\n movl $1, %edx\n",
                 "testl %edi, %edi\n jz 8f\n",
                 "9:\n", $body, "decl %edi\n jnz 9b\n",
                 "8:
-",
-                asm_fn_tail!()
-            ),
-            null_fd = const fd::NULL,
-            $($op = $kind $val,)*
-            options(att_syntax)
+"
+            ],
+            null_fd = const fd::NULL
+            $(, $op = $kind $val)*
         );
     };
 }
@@ -152,17 +150,15 @@ pub static mut tb_chase_at: u32 = 0;
 
 // tb_chase(n): n dependent loads `p = *p` from tb_chase_at, which then
 // holds where the chase stopped. One load per iteration (with the loop).
-core::arch::global_asm!(
-    concat!(
-        asm_fn_head!("tb_chase"),
+asm_fn!(
+    "tb_chase",
+    [
         "movl 20(%esp), %edi\n",
         "movl tb_chase_at, %esi\n",
         "testl %edi, %edi\n jz 8f\n",
         "9:\n movl (%esi), %esi\n decl %edi\n jnz 9b\n",
-        "8:\n movl %esi, tb_chase_at\n",
-        asm_fn_tail!()
-    ),
-    options(att_syntax)
+        "8:\n movl %esi, tb_chase_at\n"
+    ]
 );
 
 pub type LoopFn = unsafe extern "C" fn(u32);
@@ -179,19 +175,17 @@ pub static mut tb_string_dst: [u8; abi::strings::BUFFER] = [0; abi::strings::BUF
 /// (`cld` once, outside the loop: the overhead run at n = 0 subtracts it).
 macro_rules! string_loop {
     ($name:literal, $body:literal, $count:expr) => {
-        core::arch::global_asm!(
-            concat!(
-                asm_fn_head!($name),
+        asm_fn!(
+            $name,
+            [
                 "movl 20(%esp), %ebp\n cld\n",
                 "testl %ebp, %ebp\n jz 8f\n",
                 "9:\n movl $tb_string_src, %esi\n movl $tb_string_dst, %edi\n movl ${count}, %ecx\n",
                 $body,
                 "decl %ebp\n jnz 9b\n",
-                "8:\n",
-                asm_fn_tail!()
-            ),
-            count = const $count,
-            options(att_syntax)
+                "8:\n"
+            ],
+            count = const $count
         );
     };
 }

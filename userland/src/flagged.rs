@@ -38,11 +38,11 @@ impl After {
 }
 
 macro_rules! flagged_stub {
-    ($name:literal, $seq:expr) => {
-        core::arch::global_asm!(
-            concat!(
-                // Callee-saved registers pushed; then nr at 20, args 24, set 28, out 32.
-                asm_fn_head!($name),
+    ($name:expr, $seq:expr) => {
+        // Callee-saved registers pushed; then nr at 20, args 24, set 28, out 32.
+        asm_fn!(
+            $name,
+            [
                 // The caller's EFLAGS, restored at the end: nr at 24 now.
                 "pushfl\n",
                 // The flags to enter with, kept on the stack for the POPF.
@@ -71,18 +71,13 @@ macro_rules! flagged_stub {
                 "movl 28(%esp), %eax\n",
                 "addl $36, %esp\n",
                 // The caller's EFLAGS: DF, AC, NT clear again.
-                "popfl\n",
-                asm_fn_tail!()
-            ),
-            options(att_syntax)
+                "popfl\n"
+            ]
         );
     };
 }
 
-flagged_stub!("tb_flagged_int80", seq_int80!());
-flagged_stub!("tb_flagged_callgate", seq_callgate!());
-flagged_stub!("tb_flagged_sysenter", seq_sysenter!());
-flagged_stub!("tb_flagged_syscall", seq_syscall!());
+per_mechanism!(flagged_stub, "tb_flagged");
 
 unsafe extern "C" {
     fn tb_flagged_int80(nr: u32, args: *const [u32; 6], set: u32, out: *mut After) -> u32;

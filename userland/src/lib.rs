@@ -162,6 +162,32 @@ macro_rules! println {
     }};
 }
 
+/// Where every timing program starts: `(info, fence, batches, size)`, the
+/// CPU as `cpuinfo` describes it, the fence that suits it, the command
+/// line's batch count (1 to `max_batches`) and batch size (at least 1).
+/// When the CPU has no TSC nothing can be timed: a line under the program's
+/// name `prog` says so and the program returns `none` (its exit status,
+/// after what else it has to say). A macro, not a function: the programs'
+/// `main`s hold their timed regions, and these lines, written out in each,
+/// are the code those regions were measured in.
+#[macro_export]
+macro_rules! timing_start {
+    ($prog:literal, $max_batches:expr, else $none:expr) => {{
+        let info: $crate::abi::syscall::CpuInfo = $crate::sys::cpuinfo();
+        if info.features & $crate::abi::syscall::FEATURE_TSC == 0 {
+            $crate::println!(concat!(
+                $prog,
+                ": this CPU has no TSC: nothing can be timed"
+            ));
+            return $none;
+        }
+        let fence = $crate::bench::Fence::for_cpu(&info);
+        let batches = (info.batches as usize).clamp(1, $max_batches);
+        let size = info.batch_size.max(1);
+        (info, fence, batches, size)
+    }};
+}
+
 /// One record (see `abi::report`), from ring 3: its body goes to the
 /// kernel through the `record` system call, which checks it and prints it
 /// tagged with this program (a console write cannot carry a record).

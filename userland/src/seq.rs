@@ -45,7 +45,7 @@ macro_rules! seq_syscall {
 /// the label, and the callee-saved registers pushed (so its arguments start
 /// at 20(%esp)).
 macro_rules! asm_fn_head {
-    ($name:literal) => {
+    ($name:expr) => {
         concat!(
             ".pushsection .text.",
             $name,
@@ -64,5 +64,28 @@ macro_rules! asm_fn_head {
 macro_rules! asm_fn_tail {
     () => {
         "popl %edi\n popl %esi\n popl %ebx\n popl %ebp\n ret\n.popsection\n"
+    };
+}
+
+/// A whole assembly function: `asm_fn_head!(name)`, the body's strings,
+/// `asm_fn_tail!()`, with the block's operands (`name = const value`) last.
+macro_rules! asm_fn {
+    ($name:expr, [$($body:expr),* $(,)?] $(, $($operands:tt)+)?) => {
+        core::arch::global_asm!(
+            concat!(asm_fn_head!($name), $($body,)* asm_fn_tail!()),
+            $($($operands)+,)?
+            options(att_syntax)
+        );
+    };
+}
+
+/// `$stub!(name, sequence)` once per mechanism: `<prefix>_int80` with
+/// `seq_int80!()`, `<prefix>_callgate`, `<prefix>_sysenter`, `<prefix>_syscall`.
+macro_rules! per_mechanism {
+    ($stub:ident, $prefix:literal) => {
+        $stub!(concat!($prefix, "_int80"), seq_int80!());
+        $stub!(concat!($prefix, "_callgate"), seq_callgate!());
+        $stub!(concat!($prefix, "_sysenter"), seq_sysenter!());
+        $stub!(concat!($prefix, "_syscall"), seq_syscall!());
     };
 }

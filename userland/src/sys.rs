@@ -7,34 +7,41 @@ use abi::Mechanism;
 
 /// `tb_sys_NAME(nr, a1..a6) -> u32`, cdecl.
 macro_rules! stub {
-    ($name:literal, $seq:expr) => {
-        core::arch::global_asm!(
-            concat!(
-                asm_fn_head!($name),
+    ($name:expr, $seq:expr) => {
+        asm_fn!(
+            $name,
+            [
                 "movl 20(%esp), %eax\n movl 24(%esp), %ebx\n movl 28(%esp), %ecx\n",
                 "movl 32(%esp), %edx\n movl 36(%esp), %esi\n movl 40(%esp), %edi\n",
                 "movl 44(%esp), %ebp\n",
-                $seq,
-                asm_fn_tail!()
-            ),
-            options(att_syntax)
+                $seq
+            ]
         );
     };
 }
 
-stub!("tb_sys_int80", seq_int80!());
-stub!("tb_sys_callgate", seq_callgate!());
-stub!("tb_sys_sysenter", seq_sysenter!());
-stub!("tb_sys_syscall", seq_syscall!());
+per_mechanism!(stub, "tb_sys");
+
+/// What the register stubs (`registers_after`, `trace`) load into EBX, ECX,
+/// EDX, ESI, EDI and EBP before the call, in that order: values no result
+/// or address looks like (the stubs' `movl`s spell them out).
+pub const KNOWN_REGS: [u32; 6] = [
+    0x1111_1111,
+    0x2222_2222,
+    0x3333_3333,
+    0x4444_4444,
+    0x5555_5555,
+    0x6666_6666,
+];
 
 /// `tb_regs_NAME(out: *mut [u32; 11])`: a NULL call with every register set
 /// to a known value and ES, FS, GS null; stores what came back as
 /// `[gs, fs, es, edi, esi, ebp, esp, ebx, edx, ecx, eax]`.
 macro_rules! regs_stub {
-    ($name:literal, $seq:expr) => {
-        core::arch::global_asm!(
-            concat!(
-                asm_fn_head!($name),
+    ($name:expr, $seq:expr) => {
+        asm_fn!(
+            $name,
+            [
                 "xorl %eax, %eax\n movw %ax, %es\n movw %ax, %fs\n movw %ax, %gs\n",
                 "movl $0x11111111, %ebx\n movl $0x22222222, %ecx\n movl $0x33333333, %edx\n",
                 "movl $0x44444444, %esi\n movl $0x55555555, %edi\n movl $0x66666666, %ebp\n",
@@ -46,36 +53,29 @@ macro_rules! regs_stub {
                 "pushl %ds\n popl %es\n",
                 "movl %es, %eax\n movw %ax, %fs\n movw %ax, %gs\n",
                 "movl 64(%esp), %edi\n movl %esp, %esi\n movl $11, %ecx\n cld\n rep movsl\n",
-                "addl $44, %esp\n",
-                asm_fn_tail!()
-            ),
-            options(att_syntax)
+                "addl $44, %esp\n"
+            ]
         );
     };
 }
 
-regs_stub!("tb_regs_int80", seq_int80!());
-regs_stub!("tb_regs_callgate", seq_callgate!());
-regs_stub!("tb_regs_sysenter", seq_sysenter!());
-regs_stub!("tb_regs_syscall", seq_syscall!());
+per_mechanism!(regs_stub, "tb_regs");
 
 /// Floor round trips: `tb_floor_NAME(count)` runs `count` floor entries.
 /// The sysenter and syscall floors must first be selected with
 /// `entry_floor(m, 1)` (they share the MSR with the full entry).
 macro_rules! floor_stub {
     ($name:literal, $seq:expr) => {
-        core::arch::global_asm!(
-            concat!(
-                asm_fn_head!($name),
+        asm_fn!(
+            $name,
+            [
                 "movl 20(%esp), %edi\n",
                 "testl %edi, %edi\n jz 3f\n",
                 "2:\n",
                 $seq,
                 "decl %edi\n jnz 2b\n",
-                "3:\n",
-                asm_fn_tail!()
-            ),
-            options(att_syntax)
+                "3:\n"
+            ]
         );
     };
 }
@@ -127,15 +127,32 @@ pub fn call(m: Mechanism, nr: u32, a: [u32; 6]) -> u32 {
 /// A NULL call through `m` with known register values: what came back, as
 /// `[gs, fs, es, edi, esi, ebp, esp, ebx, edx, ecx, eax]`.
 pub fn registers_after(m: Mechanism) -> [u32; 11] {
-    let f = match m {
-        Mechanism::Int80 => tb_regs_int80,
-        Mechanism::CallGate => tb_regs_callgate,
-        Mechanism::Sysenter => tb_regs_sysenter,
-        Mechanism::Syscall => tb_regs_syscall,
-    };
-    let mut out = [0; 11];
-    // SAFETY: the routine writes exactly 11 words to `out`.
-    unsafe { f(&mut out) };
+    // SAFETY: each routine writes exactly 11 words to its argument.
+    unsafe {
+        words_from(
+            m,
+            [
+                tb_regs_int80,
+                tb_regs_sysenter,
+                tb_regs_callgate,
+                tb_regs_syscall,
+            ],
+        )
+    }
+}
+
+/// Calls `m`'s stub of `stubs` (given in `Mechanism::ALL`'s order) with
+/// room for `N` words, and returns what it wrote there.
+///
+/// # Safety
+/// Each stub writes at most `N` words to its argument and keeps the C ABI.
+unsafe fn words_from<const N: usize>(
+    m: Mechanism,
+    stubs: [unsafe extern "C" fn(*mut [u32; N]); 4],
+) -> [u32; N] {
+    let mut out = [0; N];
+    // SAFETY: the caller's contract; `out` has room for N words.
+    unsafe { m.pick(stubs)(&mut out) };
     out
 }
 
@@ -208,10 +225,10 @@ pub const STDOUT: u32 = fd::STDOUT;
 /// the sequence in `TRACE_BEFORE`, and everything after it in `out` as
 /// `[edi, esi, ebp, esp, ebx, edx, ecx, eax, eflags]`.
 macro_rules! trace_stub {
-    ($name:literal, $seq:expr) => {
-        core::arch::global_asm!(
-            concat!(
-                asm_fn_head!($name),
+    ($name:expr, $seq:expr) => {
+        asm_fn!(
+            $name,
+            [
                 "movl 20(%esp), %eax\n movl %eax, tb_trace_out\n",
                 "movl $0x11111111, %ebx\n movl $0x22222222, %ecx\n movl $0x33333333, %edx\n",
                 "movl $0x44444444, %esi\n movl $0x55555555, %edi\n movl $0x66666666, %ebp\n",
@@ -222,19 +239,14 @@ macro_rules! trace_stub {
                 "pushfl\n pushal\n",
                 "addl $4, 12(%esp)\n",
                 "movl tb_trace_out, %edi\n movl %esp, %esi\n movl $9, %ecx\n cld\n rep movsl\n",
-                "addl $36, %esp\n",
-                asm_fn_tail!()
-            ),
-            nr = const nr::TRACE,
-            options(att_syntax)
+                "addl $36, %esp\n"
+            ],
+            nr = const nr::TRACE
         );
     };
 }
 
-trace_stub!("tb_trace_int80", seq_int80!());
-trace_stub!("tb_trace_callgate", seq_callgate!());
-trace_stub!("tb_trace_sysenter", seq_sysenter!());
-trace_stub!("tb_trace_syscall", seq_syscall!());
+per_mechanism!(trace_stub, "tb_trace");
 
 /// ESP and EFLAGS just before the traced instruction sequence.
 #[unsafe(no_mangle)]
@@ -252,17 +264,16 @@ unsafe extern "C" {
 /// One traced call through `m`: (ESP, EFLAGS) before, and the registers
 /// after as `[edi, esi, ebp, esp, ebx, edx, ecx, eax, eflags]`.
 pub fn trace(m: Mechanism) -> ([u32; 2], [u32; 9]) {
-    let f = match m {
-        Mechanism::Int80 => tb_trace_int80,
-        Mechanism::CallGate => tb_trace_callgate,
-        Mechanism::Sysenter => tb_trace_sysenter,
-        Mechanism::Syscall => tb_trace_syscall,
-    };
-    let mut out = [0; 9];
-    // SAFETY: the routine writes 9 words to `out` and two to TRACE_BEFORE;
-    // one thread.
+    let stubs = [
+        tb_trace_int80,
+        tb_trace_sysenter,
+        tb_trace_callgate,
+        tb_trace_syscall,
+    ];
+    // SAFETY: each routine writes 9 words to its argument and two to
+    // TRACE_BEFORE; one thread.
     unsafe {
-        f(&mut out);
+        let out = words_from(m, stubs);
         (*(&raw const TRACE_BEFORE), out)
     }
 }

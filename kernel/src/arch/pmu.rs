@@ -252,6 +252,38 @@ fn known_work() {
     }
 }
 
+/// One instruction, `insn`, under the exception table, its other operands
+/// `ops`: `faulted` (a `u32`) is 0 after it, or 1 when it faulted (the
+/// table's entry resumes at label 2, which sets it). Expands to the `asm!`,
+/// so it goes inside the caller's `unsafe` block.
+macro_rules! under_extable {
+    ($insn:literal, $faulted:ident, $($ops:tt)*) => {
+        asm!(
+            "xorl {f}, {f}",
+            concat!("1: ", $insn),
+            "jmp 3f",
+            "2: movl $1, {f}",
+            "3:",
+            ".pushsection .extable, \"a\"",
+            ".long 1b, 2b",
+            ".popsection",
+            f = out(reg) $faulted,
+            $($ops)*,
+            options(att_syntax, nomem, nostack)
+        )
+    };
+}
+
+/// `Err(vector)` of the last fixup when `under_extable!`'s flag says the
+/// instruction faulted.
+fn fixup_vector(faulted: u32) -> Result<(), u8> {
+    if faulted != 0 {
+        Err(last_fixup_vector())
+    } else {
+        Ok(())
+    }
+}
+
 /// RDPMC in ring 0 under the exception table: the counter's value, or the
 /// vector it raised (#GP for a counter the CPU lacks; QEMU's TCG raises #UD,
 /// having no RDPMC at all).
@@ -261,25 +293,9 @@ pub fn rdpmc_checked(ecx: u32) -> Result<u64, u8> {
     // SAFETY: RDPMC only reads a counter; if it faults, the exception table
     // entry resumes at label 2, which reports the fault.
     unsafe {
-        asm!(
-            "xorl {f}, {f}",
-            "1: rdpmc",
-            "jmp 3f",
-            "2: movl $1, {f}",
-            "3:",
-            ".pushsection .extable, \"a\"",
-            ".long 1b, 2b",
-            ".popsection",
-            f = out(reg) faulted,
-            in("ecx") ecx,
-            out("eax") lo,
-            out("edx") hi,
-            options(att_syntax, nomem, nostack)
-        );
+        under_extable!("rdpmc", faulted, in("ecx") ecx, out("eax") lo, out("edx") hi);
     }
-    if faulted != 0 {
-        return Err(last_fixup_vector());
-    }
+    fixup_vector(faulted)?;
     Ok(((hi as u64) << 32) | lo as u64)
 }
 
@@ -291,26 +307,10 @@ fn wrmsr_checked(msr: u32, value: u64) -> Result<(), u8> {
     // callers' constants), which start or stop counting and nothing else; a
     // fault resumes at label 2.
     unsafe {
-        asm!(
-            "xorl {f}, {f}",
-            "1: wrmsr",
-            "jmp 3f",
-            "2: movl $1, {f}",
-            "3:",
-            ".pushsection .extable, \"a\"",
-            ".long 1b, 2b",
-            ".popsection",
-            f = out(reg) faulted,
-            in("ecx") msr,
-            in("eax") value as u32,
-            in("edx") (value >> 32) as u32,
-            options(att_syntax, nomem, nostack)
-        );
+        under_extable!("wrmsr", faulted,
+            in("ecx") msr, in("eax") value as u32, in("edx") (value >> 32) as u32);
     }
-    if faulted != 0 {
-        return Err(last_fixup_vector());
-    }
-    Ok(())
+    fixup_vector(faulted)
 }
 
 /// Sets or clears CR4.PCE on this CPU.

@@ -263,8 +263,14 @@ impl Reporter {
     }
 
     /// Ticks per operation: lower is better.
-    fn per_op(
+    fn per_op(&self, name: &str, call: &str, title: &str, ops: u32, data: (&[u64], Snaps)) -> f64 {
+        self.per_op_on(0, name, call, title, ops, data)
+    }
+
+    /// [`Reporter::per_op`] of a figure that ran on CPUs `cpus` (a mask).
+    fn per_op_on(
         &self,
+        cpus: u32,
         name: &str,
         call: &str,
         title: &str,
@@ -280,39 +286,31 @@ impl Reporter {
             samples,
             snaps,
             "",
-            0,
+            cpus,
         )
     }
 
-    /// A per-operation figure of CPUs `cpus` (a mask), then its `share`
-    /// record: `per_cpu[c]` operations of kind `work` on CPU c, one count
-    /// for every CPU of the machine (0 for those the figure did not use),
-    /// and where each CPU's snapshots of its part lie (`parts`).
+    /// A per-operation figure of CPUs 0 and 1, then its `share` record:
+    /// `done[c]` operations of kind `work` on CPU c, 0 on the other CPUs
+    /// of the machine's `n`, and where each CPU's snapshots of its part lie
+    /// (`parts`).
     #[allow(clippy::too_many_arguments)]
-    fn per_op_shared(
+    fn per_op_two_cpus(
         &self,
         name: &str,
         call: &str,
         title: &str,
         ops: u32,
-        (samples, snaps): (&[u64], Snaps),
-        cpus: u32,
+        data: (&[u64], Snaps),
         work: &str,
-        per_cpu: &[u64],
+        done: [u64; 2],
+        n: usize,
         parts: &Parts,
     ) -> f64 {
-        let m = self.figure(
-            name,
-            call,
-            Measure::PerOp,
-            title,
-            ops,
-            samples,
-            snaps,
-            "",
-            cpus,
-        );
-        share(name, work, per_cpu, parts);
+        let mut per_cpu = [0u64; abi::layout::MAX_CPUS];
+        per_cpu[..2].copy_from_slice(&done);
+        let m = self.per_op_on(0b11, name, call, title, ops, data);
+        share(name, work, &per_cpu[..n], parts);
         m
     }
 }
@@ -417,6 +415,10 @@ fn batches(mut f: impl FnMut()) -> ([u64; BATCHES], Snaps) {
 /// the command line named (`pool_align=`), the only one false sharing then
 /// measures; `None` measures all three. `emulated`: the emulator the host
 /// named (`abi::syscall::EMULATOR_*`).
+///
+/// Never inlined: the timed loops' code (and so their instruction counts)
+/// must not depend on how much of the caller the compiler folds in.
+#[inline(never)]
 pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>) -> bool {
     let cpus = smp::cpus();
     kprintln!(
@@ -545,17 +547,15 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
         // Each round trip is one hand-off by each CPU; CPU 1 said done
         // after all of its own in every batch.
         let handoffs = (BATCHES as u64) * u64::from(PINGS);
-        let mut per_cpu = [0u64; abi::layout::MAX_CPUS];
-        per_cpu[..2].copy_from_slice(&[handoffs, handoffs]);
-        rep.per_op_shared(
+        rep.per_op_two_cpus(
             "smp.pingpong",
             "-",
             "ping-pong round trip",
             PINGS,
             (&samples, snaps_from(first)),
-            0b11,
             "handoffs",
-            &per_cpu[..n],
+            [handoffs, handoffs],
+            n,
             &parts,
         );
     } else {
@@ -621,17 +621,15 @@ pub fn run(tsc_hz: u64, clock_icount: bool, emulated: u32, layout: Option<Align>
                 .load(Ordering::Acquire)
                 .wrapping_sub(acked_before),
         );
-        let mut per_cpu = [0u64; abi::layout::MAX_CPUS];
-        per_cpu[..2].copy_from_slice(&[sent, taken]);
-        rep.per_op_shared(
+        rep.per_op_two_cpus(
             "smp.tlb.shootdown",
             "shootdown",
             "shootdown by IPI (remote, acked)",
             SHOOTDOWNS,
             (&samples, snaps),
-            0b11,
             "shootdowns",
-            &per_cpu[..n],
+            [sent, taken],
+            n,
             &parts,
         );
     } else {
@@ -775,31 +773,37 @@ fn cross_cpu_tests() -> bool {
         finished();
     }
 
-    kprintln!("(e) threads across CPUs");
-    // A sleeper on CPU 0, woken by a thread on CPU 1.
-    LEFT.store(2, Ordering::SeqCst);
-    {
-        let _g = sched::locked();
-        let a = sched::spawn_kernel_on(0, sleeper, 0, 10);
-        let b = sched::spawn_kernel_on(1, waker, 0, 10);
+    /// Two threads `LEFT` counts down, each `(entry, priority)`: `on0` on
+    /// CPU 0, `on1` on CPU 1. The scheduler lock stays held (the guard)
+    /// until the caller lets it go; `None`, said, when no thread is left.
+    fn spawn_pair(
+        on0: (extern "C" fn(u32), u32),
+        on1: (extern "C" fn(u32), u32),
+    ) -> Option<sched::Guard> {
+        LEFT.store(2, Ordering::SeqCst);
+        let g = sched::locked();
+        let a = sched::spawn_kernel_on(0, on0.0, 0, on0.1);
+        let b = sched::spawn_kernel_on(1, on1.0, 0, on1.1);
         if a.is_err() || b.is_err() {
             kprintln!("  no threads left");
-            return false;
+            return None;
         }
+        Some(g)
+    }
+
+    kprintln!("(e) threads across CPUs");
+    // A sleeper on CPU 0, woken by a thread on CPU 1.
+    {
+        let Some(_g) = spawn_pair((sleeper, 10), (waker, 10)) else {
+            return false;
+        };
         sched::block(State::WaitingForTask);
     }
     let t1 = WOKE_ON.load(Ordering::SeqCst) == 0 && WAKER_ON.load(Ordering::SeqCst) == 1;
     report_test("a thread on CPU 1 wakes one asleep on CPU 0", t1);
     // A mutex owned on CPU 0, wanted by a more urgent thread on CPU 1.
-    LEFT.store(2, Ordering::SeqCst);
-    {
-        let _g = sched::locked();
-        let o = sched::spawn_kernel_on(0, owner, 0, 20);
-        let w = sched::spawn_kernel_on(1, waiter, 0, 5);
-        if o.is_err() || w.is_err() {
-            kprintln!("  no threads left");
-            return false;
-        }
+    if spawn_pair((owner, 20), (waiter, 5)).is_none() {
+        return false;
     }
     // Wait (on CPU 0, with interrupts for the reschedule IPI) until the
     // owner sleeps with the mutex and the waiter has blocked on it.
@@ -840,25 +844,5 @@ fn report_test(name: &str, ok: bool) {
     record!(kind::TEST, "name" => name, "result" => if ok { "pass" } else { "fail" }, "detail" => "");
 }
 
-/// A fixed-size string (no allocator).
-struct Name {
-    buf: [u8; 64],
-    len: usize,
-}
-
-impl Name {
-    fn new() -> Name {
-        Name {
-            buf: [0; 64],
-            len: 0,
-        }
-    }
-    fn push(&mut self, s: &str) {
-        let n = s.len().min(64 - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-    }
-    fn as_str(&self) -> &str {
-        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("?")
-    }
-}
+/// A figure's name or title, built from parts.
+type Name = crate::console::Line<64>;

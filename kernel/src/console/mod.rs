@@ -11,6 +11,57 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 struct Console;
 
+/// A string of at most `N` bytes built at run time (the kernel has no
+/// allocator): names, titles and messages made of parts. What does not
+/// fit is cut, at a character boundary, so `as_str` stays whole.
+pub struct Line<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Line<N> {
+    pub const fn new() -> Self {
+        Line {
+            buf: [0; N],
+            len: 0,
+        }
+    }
+
+    pub fn push(&mut self, s: &str) {
+        let _ = self.write_str(s);
+    }
+
+    pub fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("?")
+    }
+}
+
+impl<const N: usize> Default for Line<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> From<&str> for Line<N> {
+    fn from(s: &str) -> Self {
+        let mut l = Self::new();
+        l.push(s);
+        l
+    }
+}
+
+impl<const N: usize> Write for Line<N> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let mut n = s.len().min(N - self.len);
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
 impl Write for Console {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         serial::write_str(s);

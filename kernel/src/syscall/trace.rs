@@ -237,36 +237,4 @@ pub extern "fastcall" fn sys_trace(r: &mut Regs) {
 }
 
 /// A small line buffer for one message.
-struct Line {
-    buf: [u8; 160],
-    len: usize,
-}
-
-impl Line {
-    fn new() -> Line {
-        Line {
-            buf: [0; 160],
-            len: 0,
-        }
-    }
-    fn as_str(&self) -> &str {
-        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("?")
-    }
-}
-
-impl From<&str> for Line {
-    fn from(s: &str) -> Line {
-        let mut l = Line::new();
-        let _ = core::fmt::Write::write_str(&mut l, s);
-        l
-    }
-}
-
-impl core::fmt::Write for Line {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
-    }
-}
+type Line = crate::console::Line<160>;

@@ -22,7 +22,6 @@ use crate::boot::info::BootInfo;
 use crate::syscall::usercopy::{check, Access};
 use crate::task::{self, End};
 use crate::{entry, kprintln, record};
-use heapless_name::Name;
 
 type Test = (&'static str, fn() -> Result<(), &'static str>);
 
@@ -435,41 +434,8 @@ fn judge(end: Result<End, task::LoadError>, expect: Expect, why: &mut Name) -> V
     Verdict::Wrong
 }
 
-/// A fixed-size string for test names built at run time (no allocator).
-mod heapless_name {
-    pub struct Name {
-        buf: [u8; 128],
-        len: usize,
-    }
-    impl Name {
-        pub fn new() -> Name {
-            Name {
-                buf: [0; 128],
-                len: 0,
-            }
-        }
-        pub fn push(&mut self, s: &str) {
-            let n = s.len().min(self.buf.len() - self.len);
-            self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-            self.len += n;
-        }
-        pub fn as_str(&self) -> &str {
-            core::str::from_utf8(&self.buf[..self.len]).unwrap_or("?")
-        }
-    }
-    impl core::fmt::Write for Name {
-        fn write_str(&mut self, s: &str) -> core::fmt::Result {
-            // Cut at a character boundary so as_str stays valid UTF-8.
-            let room = self.buf.len() - self.len;
-            let mut n = s.len().min(room);
-            while !s.is_char_boundary(n) {
-                n -= 1;
-            }
-            self.push(&s[..n]);
-            Ok(())
-        }
-    }
-}
+/// A test name built at run time.
+type Name = crate::console::Line<128>;
 
 fn kernel_map_supervisor_only() -> Result<(), &'static str> {
     let mut a = PAGE_SIZE;

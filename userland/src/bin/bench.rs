@@ -8,8 +8,8 @@ use core::cell::Cell;
 use core::fmt::Write as _;
 
 use userland::abi::model::{Snaps, SNAP_USER};
-use userland::abi::report::{kind, Escaped, Figure, Measure};
-use userland::abi::syscall::{fd, nr, CpuInfo, FEATURE_FIXED_PMC, FEATURE_TSC};
+use userland::abi::report::{kind, Escaped, Figure};
+use userland::abi::syscall::{fd, nr, FEATURE_FIXED_PMC};
 use userland::abi::Mechanism;
 use userland::bench::{self, Fence, LoopFn, Summary};
 use userland::{println, record, sys, Line};
@@ -76,18 +76,9 @@ impl Run {
         let snaps = bench::measure(self.fence, f, self.size, samples);
         let pmc = self.counters(f);
         bench::report(&Figure {
-            name,
-            mech,
-            path,
-            call,
-            measure: Measure::PerOp,
-            unit: "",
-            batch_size: self.size,
-            samples,
-            tsc_hz: self.tsc_hz,
             counters: pmc,
-            cpus: 0,
             snaps: Some(snaps),
+            ..Figure::per_op(name, mech, path, call, self.size, samples, self.tsc_hz)
         })
     }
 }
@@ -141,18 +132,16 @@ const MACRO_SYSCALLS_PER_OP: u32 = 4;
 
 #[unsafe(no_mangle)]
 extern "C" fn main(_arg: u32) -> i32 {
-    let info: CpuInfo = sys::cpuinfo();
-    let clock = if info.clock == 1 { "icount" } else { "tsc" };
-    if info.features & FEATURE_TSC == 0 {
-        println!("bench: this CPU has no TSC: nothing can be timed");
+    let (info, fence, batches, size) = userland::timing_start!("bench", MAX, else {
         record!(kind::CLOCK, "clock" => "none", "tsc_hz" => 0);
-        return 0;
-    }
+        0
+    });
+    let clock = info.clock_key();
     let run = Run {
-        fence: Fence::for_cpu(&info),
+        fence,
         pmc: Cell::new(info.features & FEATURE_FIXED_PMC != 0),
-        batches: (info.batches as usize).clamp(1, MAX),
-        size: info.batch_size.max(1),
+        batches,
+        size,
         tsc_hz: info.tsc_hz,
     };
     // Every figure in the clock's unit: under tsc on TCG, TCG ticks.

@@ -10,10 +10,9 @@
 use core::fmt::Write as _;
 
 use userland::abi::model::chase::{SETS, STRIDE};
-use userland::abi::report::{kind, names, Figure, Measure};
-use userland::abi::syscall::{CpuInfo, FEATURE_TSC};
-use userland::bench::{self, tb_chase, tb_chase_at, Fence};
-use userland::{println, record, sys, Line};
+use userland::abi::report::{kind, names, Figure};
+use userland::bench::{self, tb_chase, tb_chase_at};
+use userland::{println, record, Line};
 
 /// The largest working set.
 const MAX_SET: usize = max_set();
@@ -55,16 +54,9 @@ static mut SAMPLES: [u64; MAX_BATCHES] = [0; MAX_BATCHES];
 
 #[unsafe(no_mangle)]
 extern "C" fn main(_arg: u32) -> i32 {
-    let info: CpuInfo = sys::cpuinfo();
-    if info.features & FEATURE_TSC == 0 {
-        println!("chase: this CPU has no TSC: nothing can be timed");
-        return 1;
-    }
-    let fence = Fence::for_cpu(&info);
-    let batches = (info.batches as usize).clamp(1, MAX_BATCHES);
-    let size = info.batch_size.max(1);
+    let (info, fence, batches, size) = userland::timing_start!("chase", MAX_BATCHES, else 1);
     let unit = info.unit();
-    record!(kind::CLOCK, "clock" => if info.clock == 1 { "icount" } else { "tsc" },
+    record!(kind::CLOCK, "clock" => info.clock_key(),
         "tsc_hz" => info.tsc_hz, "batches" => batches, "batch_size" => size);
     println!(
         "chase: dependent loads every {STRIDE} bytes, {batches} batches x {size} loads, {unit} per load"
@@ -82,18 +74,16 @@ extern "C" fn main(_arg: u32) -> i32 {
         let mut call = Line::new();
         let _ = write!(call, "{}k", bytes >> 10);
         let s = bench::report(&Figure {
-            name: name.as_str(),
-            mech: names::CHASE,
-            path: "load",
-            call: call.as_str(),
-            measure: Measure::PerOp,
-            unit: "",
-            batch_size: size,
-            samples,
-            tsc_hz: info.tsc_hz,
-            counters: None,
             snaps: Some(snaps),
-            cpus: 0,
+            ..Figure::per_op(
+                name.as_str(),
+                names::CHASE,
+                "load",
+                call.as_str(),
+                size,
+                samples,
+                info.tsc_hz,
+            )
         });
         println!("{:<12} {:>10.2} {:>10.2}", call.as_str(), s.median, s.min);
     }

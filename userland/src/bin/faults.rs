@@ -17,7 +17,7 @@ use userland::abi::cases::{
     TfStack, EXIT_SKIPPED, FAULT_CASES, KERNEL_ADDRESS, PTR, UNMAPPED_USER_ADDRESS, X87,
 };
 use userland::abi::layout::{selector, USER_BASE, USER_STACK_SIZE, USER_STACK_TOP, USER_TOP};
-use userland::abi::syscall::{argsum, decode, fd, nr, CpuInfo};
+use userland::abi::syscall::{argsum, decode, fd, nr, CpuInfo, ARGSUM_PROBE};
 use userland::abi::Mechanism;
 use userland::{capture_state, flagged, println, sys, threads, State};
 
@@ -32,14 +32,7 @@ const EXIT_DISAGREE: i32 = 91;
 const EXIT_POSITIVE: i32 = 92;
 
 /// Arguments whose `argsum` proves each one arrived in its place.
-const ARGS: [u32; 6] = [
-    0x0101_0101,
-    0x0202_0202,
-    0x0303_0303,
-    0x0404_0404,
-    0x0505_0505,
-    0x0606_0606,
-];
+const ARGS: [u32; 6] = ARGSUM_PROBE;
 
 /// Read-only data for the pointer cases.
 static READ_ONLY: [u8; 16] = *b"read-only buffer";
@@ -1011,16 +1004,10 @@ const ZERO_STATE: State = State {
     ss: 0,
     cs: 0,
 };
-/// The thread's argument, and the register values the fork case sets.
+/// The thread's argument, and the register values the fork case sets
+/// (EBX, ECX, EDX, ESI, EDI, EBP).
 const THREAD_ARG: u32 = 0x5eed;
-const FORK_REGS: [u32; 6] = [
-    0x1111_1111,
-    0x2222_2222,
-    0x3333_3333,
-    0x4444_4444,
-    0x5555_5555,
-    0x6666_6666,
-];
+const FORK_REGS: [u32; 6] = sys::KNOWN_REGS;
 
 global_asm!(
     concat!(

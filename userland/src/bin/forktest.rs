@@ -34,8 +34,8 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use userland::abi::layout::MAX_CPUS;
 use userland::abi::model::{stream_key, Snaps, SNAP_USER};
 use userland::abi::report::{kind, names, Figure, Measure};
-use userland::abi::syscall::{CpuInfo, FEATURE_TSC, PRIO_USER};
-use userland::bench::{self, Fence};
+use userland::abi::syscall::PRIO_USER;
+use userland::bench::{self};
 use userland::{println, record, sys, threads};
 
 /// Rounds per timed batch.
@@ -298,13 +298,7 @@ fn report_share(cpus: u32, timed: u32) {
 
 #[unsafe(no_mangle)]
 extern "C" fn main(_arg: u32) -> i32 {
-    let info: CpuInfo = sys::cpuinfo();
-    if info.features & FEATURE_TSC == 0 {
-        println!("forktest: this CPU has no TSC: nothing can be timed");
-        return 0;
-    }
-    let fence = Fence::for_cpu(&info);
-    let batches = (info.batches as usize).clamp(1, MAX_BATCHES);
+    let (info, fence, batches, _) = userland::timing_start!("forktest", MAX_BATCHES, else 0);
     let pages = info.fork_pages.max(1);
     // The parent's memory: `pages` pages of heap, each touched (written),
     // so each is mapped, private and dirty at every fork.
@@ -324,7 +318,7 @@ extern "C" fn main(_arg: u32) -> i32 {
     }
     empty.sort_unstable();
     let overhead = empty[CALIB_RUNS / 2];
-    record!(kind::CLOCK, "clock" => if info.clock == 1 { "icount" } else { "tsc" },
+    record!(kind::CLOCK, "clock" => info.clock_key(),
         "tsc_hz" => info.tsc_hz, "timer_overhead" => overhead, "batches" => batches,
         "batch_size" => ROUNDS);
     let cpus = info.cpus.max(1);

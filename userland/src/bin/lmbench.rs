@@ -25,7 +25,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use userland::abi::lmbench::{self as lm, group};
 use userland::abi::model::{Snaps, SNAP_USER};
 use userland::abi::report::{kind, Figure, Measure};
-use userland::abi::syscall::{decode, nr, wait, CpuInfo, FEATURE_TSC, PRIO_USER};
+use userland::abi::syscall::{decode, nr, wait, CpuInfo, PRIO_USER};
 use userland::abi::Mechanism;
 use userland::bench::{self, Fence, Summary};
 use userland::{println, record, sys, threads, Line};
@@ -966,12 +966,7 @@ fn lat_sig(run: &mut Run) {
 
 #[unsafe(no_mangle)]
 extern "C" fn main(_arg: u32) -> i32 {
-    let info: CpuInfo = sys::cpuinfo();
-    if info.features & FEATURE_TSC == 0 {
-        println!("lmbench: this CPU has no TSC: nothing can be timed");
-        return 0;
-    }
-    let fence = Fence::for_cpu(&info);
+    let (info, fence, batches, _) = userland::timing_start!("lmbench", MAX_BATCHES, else 0);
     if info.batches as usize > MAX_BATCHES {
         println!(
             "lmbench: batches={} asked: lmbench keeps at most {MAX_BATCHES} per row",
@@ -981,11 +976,11 @@ extern "C" fn main(_arg: u32) -> i32 {
     let mut run = Run {
         info,
         fence,
-        batches: (info.batches as usize).clamp(1, MAX_BATCHES),
+        batches,
         failed: 0,
     };
     let timer = bench::overhead(fence, userland::bench::tb_loop_empty);
-    record!(kind::CLOCK, "clock" => if info.clock == 1 { "icount" } else { "tsc" },
+    record!(kind::CLOCK, "clock" => info.clock_key(),
         "tsc_hz" => info.tsc_hz, "timer_overhead" => timer, "batches" => run.batches,
         "batch_size" => info.batch_size);
     println!(

@@ -200,6 +200,11 @@ fn child_faults() -> Result<(), &'static str> {
         unsafe { core::arch::asm!("ud2") };
         0
     })?;
+    reaped_by_ud(pid)
+}
+
+/// Waits for child `pid` and checks that #UD (vector 6) ended it.
+fn reaped_by_ud(pid: u32) -> Result<(), &'static str> {
     match sys::waitpid(pid as i32, 0) {
         Ok((p, status)) if p == pid => match wait::fault_vector(status) {
             Some(6) => Ok(()),
@@ -225,13 +230,7 @@ fn child_names_itself() -> Result<(), &'static str> {
     if pid == sys::getpid() {
         return Err("the child has its parent's pid");
     }
-    match sys::waitpid(pid as i32, 0) {
-        Ok((p, status)) if p == pid => match wait::fault_vector(status) {
-            Some(6) => Ok(()),
-            _ => Err("the status does not say #UD"),
-        },
-        _ => Err("waitpid failed"),
-    }
+    reaped_by_ud(pid)
 }
 
 fn orphans() -> Result<(), &'static str> {

@@ -11,9 +11,9 @@
 
 use core::fmt::Write as _;
 
-use userland::abi::report::{kind, names, Figure, Measure};
+use userland::abi::report::{kind, names, Figure};
 use userland::abi::strings::{COUNTS, NONE, OPS};
-use userland::abi::syscall::{CpuInfo, FEATURE_FIXED_PMC, FEATURE_TSC};
+use userland::abi::syscall::FEATURE_FIXED_PMC;
 use userland::bench::{self, tb_string_none, Fence, LoopFn, STRING_LOOPS};
 use userland::{println, record, sys, Line};
 
@@ -55,18 +55,17 @@ impl Run {
             }
         }
         let s = bench::report(&Figure {
-            name,
-            mech: names::STRING,
-            path,
-            call,
-            measure: Measure::PerOp,
-            unit: "",
-            batch_size: self.size,
-            samples,
-            tsc_hz: self.tsc_hz,
             counters,
             snaps: Some(snaps),
-            cpus: 0,
+            ..Figure::per_op(
+                name,
+                names::STRING,
+                path,
+                call,
+                self.size,
+                samples,
+                self.tsc_hz,
+            )
         });
         Fig {
             median: s.median,
@@ -78,20 +77,16 @@ impl Run {
 
 #[unsafe(no_mangle)]
 extern "C" fn main(_arg: u32) -> i32 {
-    let info: CpuInfo = sys::cpuinfo();
-    if info.features & FEATURE_TSC == 0 {
-        println!("strings: this CPU has no TSC: nothing can be timed");
-        return 1;
-    }
+    let (info, fence, batches, size) = userland::timing_start!("strings", MAX_BATCHES, else 1);
     let mut run = Run {
-        fence: Fence::for_cpu(&info),
-        batches: (info.batches as usize).clamp(1, MAX_BATCHES),
-        size: info.batch_size.max(1),
+        fence,
+        batches,
+        size,
         tsc_hz: info.tsc_hz,
         pmc: info.features & FEATURE_FIXED_PMC != 0,
     };
     let unit = info.unit();
-    record!(kind::CLOCK, "clock" => if info.clock == 1 { "icount" } else { "tsc" },
+    record!(kind::CLOCK, "clock" => info.clock_key(),
         "tsc_hz" => info.tsc_hz, "batches" => run.batches, "batch_size" => run.size);
     println!(
         "strings: one REP string instruction per call, ECX set just before it; {} batches x {} calls; {unit} per call",

@@ -7,7 +7,9 @@
 use userland::abi::cases::eflags;
 use userland::abi::layout::{USER_STACK_TOP, USER_TOP};
 use userland::abi::report::kind;
-use userland::abi::syscall::{argsum, errno, fd, nr, DEFAULT_EUID, TRACE_ARG, TRACE_ARG_MASK};
+use userland::abi::syscall::{
+    argsum, errno, fd, nr, ARGSUM_PROBE, DEFAULT_EUID, TRACE_ARG, TRACE_ARG_MASK,
+};
 use userland::abi::Mechanism;
 use userland::{flagged, println, record, sys};
 
@@ -66,16 +68,7 @@ fn trace(m: Mechanism) -> i32 {
         "user: after:  EAX={:#x} (pid) EBX={:#x} ECX={:#x} EDX={:#x} ESI={:#x} EDI={:#x} EBP={:#x} ESP={:#x} EFLAGS={:#010x}",
         eax, ebx, ecx, edx, esi, edi, ebp, esp, eflags
     );
-    let kept = [ebx, ecx, edx, esi, edi, ebp]
-        == [
-            0x1111_1111,
-            0x2222_2222,
-            0x3333_3333,
-            0x4444_4444,
-            0x5555_5555,
-            0x6666_6666,
-        ]
-        && esp == before[0];
+    let kept = [ebx, ecx, edx, esi, edi, ebp] == sys::KNOWN_REGS && esp == before[0];
     println!(
         "user: {}",
         if kept {
@@ -123,14 +116,7 @@ extern "C" fn main(arg: u32) -> i32 {
         c.check("geteuid is the task's credential", e == DEFAULT_EUID, e);
         let y = call(nr::YIELD, [0; 6]);
         c.check("yield returns 0", y == 0, y);
-        let args = [
-            0x0101_0101,
-            0x0202_0202,
-            0x0303_0303,
-            0x0404_0404,
-            0x0505_0505,
-            0x0606_0606,
-        ];
+        let args = ARGSUM_PROBE;
         let s = call(nr::ARGSUM, args);
         c.check("all six arguments arrive", s == argsum(args), s);
 
@@ -208,15 +194,15 @@ extern "C" fn main(arg: u32) -> i32 {
         }
 
         let regs = sys::registers_after(m);
-        let want = [0, 0, 0, 0x5555_5555, 0x4444_4444, 0x6666_6666];
+        let [set_ebx, set_ecx, set_edx, set_esi, set_edi, set_ebp] = sys::KNOWN_REGS;
         let [gs, fs, es, edi, esi, ebp, _esp, ebx, edx, ecx, eax] = regs;
         c.check("EAX holds the result", eax == 0, eax);
-        c.check("EBX preserved", ebx == 0x1111_1111, ebx);
-        c.check("ECX preserved", ecx == 0x2222_2222, ecx);
-        c.check("EDX preserved", edx == 0x3333_3333, edx);
-        c.check("ESI preserved", esi == want[4], esi);
-        c.check("EDI preserved", edi == want[3], edi);
-        c.check("EBP preserved", ebp == want[5], ebp);
+        c.check("EBX preserved", ebx == set_ebx, ebx);
+        c.check("ECX preserved", ecx == set_ecx, ecx);
+        c.check("EDX preserved", edx == set_edx, edx);
+        c.check("ESI preserved", esi == set_esi, esi);
+        c.check("EDI preserved", edi == set_edi, edi);
+        c.check("EBP preserved", ebp == set_ebp, ebp);
         c.check(
             "ES, FS, GS preserved (null)",
             es == 0 && fs == 0 && gs == 0,

@@ -68,7 +68,7 @@ pub mod tick;
 pub use end::{
     end_task, exit_current, reset_all, stop_current_of_process, stop_process, wait_for_task,
 };
-pub use lock::{held_here, lock, locked, unlock};
+pub use lock::{held_here, lock, locked, unlock, Guard};
 pub use table::{
     cpu, current_index, current_proc, current_tid, index_of, init, least_loaded, pid_by_stack,
     prio_of, stack_guards, thread, ticks, user_threads, CreateError, State, Thread, Tid, NO_PROC,

@@ -688,14 +688,7 @@ fn race_phase(seed: u32, calls: u32, cpus: u32, has_tsc: bool, tsc_hz: u64) -> R
         }
     }
     for &tid in &tids[..workers as usize] {
-        let mut waits = 0;
-        while decode(threads::getprio(tid)) != Err(errno::ESRCH) {
-            threads::sleep(1);
-            waits += 1;
-            if waits > MAX_WAITS {
-                return Err("a worker never exited");
-            }
-        }
+        wait_ended(tid, "a worker never exited")?;
     }
     let ticks = if has_tsc { rdtsc() - start } else { 0 };
     // Milliseconds by the kernel's measure of the TSC (virtual time under

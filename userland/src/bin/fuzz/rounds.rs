@@ -255,12 +255,18 @@ fn nap_unwakeable() -> Result<(), &'static str> {
             return Err("a wakeup cut a sleep short");
         }
     }
+    wait_ended(tid, "the napper never woke")
+}
+
+/// Waits, a tick at a time and at most [`MAX_WAITS`] ticks, until thread
+/// `tid` has ended (`getprio` says `ESRCH`); `Err(why)` if it never does.
+fn wait_ended(tid: u32, why: &'static str) -> Result<(), &'static str> {
     let mut waits = 0;
     while decode(threads::getprio(tid)) != Err(errno::ESRCH) {
         threads::sleep(1);
         waits += 1;
         if waits > MAX_WAITS {
-            return Err("the napper never woke");
+            return Err(why);
         }
     }
     Ok(())

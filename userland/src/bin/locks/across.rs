@@ -80,17 +80,11 @@ fn across_cpus(timer: Timer, info: &CpuInfo, name: &str, n: u32) {
             *sum += f.load(SeqCst);
         }
     }
-    let ran = RAN_ON.swap(1, SeqCst);
-    let all = figure(
-        names::EBIZZY,
+    let all = ebizzy_figure(
         names::EBIZZY_SMP,
         name,
-        Measure::Throughput,
-        "records/s",
-        EBIZZY_RECORDS,
         (&samples, timer.snaps(first)),
         info.tsc_hz,
-        ran,
     );
     let found = &found[..n as usize];
     share(names::EBIZZY, names::EBIZZY_SMP, name, "records", found, &parts);

@@ -177,6 +177,24 @@ fn per_op_figure(fig: &str, layout: &str, ops: u32, samples: (&[u64], Snaps), ts
     )
 }
 
+/// The ebizzy figure of pool layout `layout` (`variant` empty for the two
+/// searchers on one CPU, [`names::EBIZZY_SMP`] for one on every CPU):
+/// records per second, on the CPUs its searchers ran on (`RAN_ON`, reset).
+fn ebizzy_figure(variant: &str, layout: &str, samples: (&[u64], Snaps), tsc_hz: u64) -> f64 {
+    let ran = RAN_ON.swap(1, SeqCst);
+    figure(
+        names::EBIZZY,
+        variant,
+        layout,
+        Measure::Throughput,
+        "records/s",
+        EBIZZY_RECORDS,
+        samples,
+        tsc_hz,
+        ran,
+    )
+}
+
 fn figure(
     group: &str,
     figure: &str,
@@ -369,17 +387,7 @@ fn benches() -> i32 {
                 join(&DONE, 2);
             });
         }
-        let per_s = figure(
-            names::EBIZZY,
-            "",
-            name,
-            Measure::Throughput,
-            "records/s",
-            EBIZZY_RECORDS,
-            (&samples, timer.snaps(first)),
-            info.tsc_hz,
-            RAN_ON.swap(1, SeqCst),
-        );
+        let per_s = ebizzy_figure("", name, (&samples, timer.snaps(first)), info.tsc_hz);
         *row = Some((name, [unc, con, rtt, look, per_s]));
         if n > 1 {
             across_cpus(timer, &info, name, n);

@@ -128,8 +128,12 @@ fn locker(tag: u32) {
     finished();
 }
 
-fn order() -> [u32; 3] {
-    [0, 1, 2].map(|i| ORDER[i].load(SeqCst))
+/// Once the three threads are done: checks that they logged in the
+/// order `want` (the figure says the order they did log in, as digits).
+fn check_order(name: &str, want: [u32; 3]) {
+    join(&DONE, 3);
+    let o = [0, 1, 2].map(|i| ORDER[i].load(SeqCst));
+    check(name, o == want, o[0] * 100 + o[1] * 10 + o[2]);
 }
 
 fn wakeup_order() {
@@ -144,13 +148,7 @@ fn wakeup_order() {
         threads::wakeup(CHAN_ORDER, false);
         threads::sleep(2);
     }
-    join(&DONE, 3);
-    let o = order();
-    check(
-        "sleepqueue wakes in the order of sleeping",
-        o == [1, 2, 3],
-        o[0] * 100 + o[1] * 10 + o[2],
-    );
+    check_order("sleepqueue wakes in the order of sleeping", [1, 2, 3]);
     // Turnstile: most urgent first, whatever the order of blocking.
     DONE.store(0, SeqCst);
     ORDER_LEN.store(0, SeqCst);
@@ -161,12 +159,9 @@ fn wakeup_order() {
         threads::sleep(2);
     }
     let _ = M2.unlock(me);
-    join(&DONE, 3);
-    let o = order();
-    check(
+    check_order(
         "turnstile hands the mutex to the most urgent waiter first",
-        o == [2, 3, 1],
-        o[0] * 100 + o[1] * 10 + o[2],
+        [2, 3, 1],
     );
 }
 
