@@ -14,7 +14,7 @@ use clap::{Args, ValueEnum};
 use super::bench::plan::split_spec;
 use super::run::ModeArg;
 use crate::kbuild::{self, Artifacts};
-use crate::lava::{self, Job, JobKind, Lab, PcBoot};
+use crate::lava::{self, Job, JobKind, Lab, PcBoot, QemuContext, Watch};
 use crate::machine::{self, qemu, AccelChoice, Clock, CmdlineCheck, Loader, Machine};
 use crate::{iso, preflight, results};
 
@@ -200,15 +200,15 @@ fn job(a: &LavaArgs, v: &Variant, title: &str, url: &dyn Fn(&str) -> String) -> 
                 name: format!("i386 testbed {title}: {}", m.cmdline),
                 cmdline: m.cmdline.clone(),
                 timeout: a.timeout,
-                unit_word: "instructions",
+                monitor: watch(a, "instructions"),
                 kind: JobKind::Qemu {
-                    context: vec![
-                        ("arch", arch.into()),
-                        ("cpu", m.cpu_model()),
-                        ("machine", "pc".into()),
-                        ("memory", m.memory_mib.to_string()),
-                        ("no_kvm", "true".into()),
-                    ],
+                    context: QemuContext {
+                        arch: arch.into(),
+                        cpu: m.cpu_model(),
+                        machine: "pc".into(),
+                        memory: m.memory_mib,
+                        no_kvm: true,
+                    },
                     images,
                 },
             })
@@ -232,10 +232,20 @@ fn job(a: &LavaArgs, v: &Variant, title: &str, url: &dyn Fn(&str) -> String) -> 
                 name: format!("i386 testbed {title}: {cmdline}"),
                 cmdline,
                 timeout: a.timeout,
-                unit_word: "cycles",
+                monitor: watch(a, "cycles"),
                 kind,
             })
         }
+    }
+}
+
+/// What the job's monitor watches: a test boot's KTAP lines, else the
+/// figures in the clock's unit.
+fn watch(a: &LavaArgs, unit_word: &'static str) -> Watch {
+    if a.mode == ModeArg::Test {
+        Watch::Ktap
+    } else {
+        Watch::Figures { unit_word }
     }
 }
 
@@ -498,44 +508,78 @@ mod tests {
         T::try_parse_from(v).unwrap().a
     }
 
-    fn one(a: &LavaArgs) -> String {
+    fn one(a: &LavaArgs) -> lava::Definition {
         let v = &variants(a).unwrap()[0];
-        job(a, v, "t", &|f| format!("https://lab.example/{f}"))
+        let y = job(a, v, "t", &|f| format!("https://lab.example/{f}"))
             .unwrap()
-            .yaml()
+            .yaml();
+        serde_norway::from_str(&y).unwrap_or_else(|e| panic!("{e}: {y}"))
+    }
+
+    fn images(d: &lava::Definition) -> Vec<(String, lava::Image)> {
+        d.actions[0]
+            .deploy
+            .as_ref()
+            .and_then(|x| x.images.clone())
+            .unwrap()
+            .into_iter()
+            .collect()
+    }
+
+    fn monitor(d: &lava::Definition) -> &lava::Monitor {
+        &d.actions.last().unwrap().test.as_ref().unwrap().monitors[0]
     }
 
     #[test]
     fn a_qemu_job_carries_runs_qemu_arguments() {
-        let y = one(&args(&["--append", "batches=2"]));
-        assert!(y.contains("image_arg: '-machine pc,accel=tcg -cpu qemu32 -smp 1 -m 128M -icount shift=0,sleep=off -no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04 -kernel {kernel} -append \"mode=run prog=bench clock=icount accel=tcg batches=2\"'"), "{y}");
-        assert!(y.contains("      bench:\n        url: 'https://lab.example/bench'\n        image_arg: '-initrd \"{bench} bench\"'\n"), "{y}");
-        assert!(
-            y.contains("  arch: i386\n  cpu: qemu32\n") && y.contains("  no_kvm: true\n"),
-            "{y}"
+        let d = one(&args(&["--append", "batches=2"]));
+        let i = images(&d);
+        assert_eq!(i[0].0, "kernel");
+        assert_eq!(i[0].1.image_arg, "-machine pc,accel=tcg -cpu qemu32 -smp 1 -m 128M -icount shift=0,sleep=off -no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04 -kernel {kernel} -append \"mode=run prog=bench clock=icount accel=tcg batches=2\"");
+        assert_eq!(i[1].0, "bench");
+        assert_eq!(i[1].1.url, "https://lab.example/bench");
+        assert_eq!(i[1].1.image_arg, "-initrd \"{bench} bench\"");
+        let c = d.context.as_ref().unwrap();
+        assert_eq!(
+            (c.arch.as_str(), c.cpu.as_str(), c.no_kvm),
+            ("i386", "qemu32", true)
         );
         // The device type gives the console and the monitor.
+        let all: String = i.iter().map(|(_, x)| x.image_arg.clone()).collect();
         assert!(
-            !y.contains("-serial") && !y.contains("-monitor") && !y.contains("-display"),
-            "{y}"
+            !all.contains("-serial") && !all.contains("-monitor") && !all.contains("-display"),
+            "{all}"
         );
-        let y = one(&args(&["--grub"]));
-        assert!(y.contains("      iso:\n        url: 'https://lab.example/testbed-default.iso'\n        image_arg: '-machine pc,accel=tcg"), "{y}");
-        assert!(y.contains("-cdrom {iso} -boot d'"), "{y}");
+        assert_eq!(monitor(&d).pattern, lava::figure_pattern("instructions"));
+        let d = one(&args(&["--grub"]));
+        let i = images(&d);
+        assert_eq!(i[0].0, "iso");
+        assert_eq!(i[0].1.url, "https://lab.example/testbed-default.iso");
+        assert!(i[0].1.image_arg.starts_with("-machine pc,accel=tcg"));
+        assert!(i[0].1.image_arg.ends_with("-cdrom {iso} -boot d"));
+        // A test boot's job makes cases of its KTAP lines.
+        let d = one(&args(&["--mode", "test"]));
+        assert_eq!(monitor(&d).pattern, lava::ktap_pattern());
+        assert!(images(&d)[0].1.image_arg.contains("-append \"mode=test "));
     }
 
     #[test]
     fn pc_jobs_boot_by_ipxe_or_from_their_disk() {
-        let y = one(&args(&["--target", "pc", "--device-type", "pentium3"]));
-        assert!(y.contains("device_type: pentium3\n"), "{y}");
-        assert!(y.contains("    method: ipxe\n"), "{y}");
-        assert!(y.contains("    - 'kernel tftp://{SERVER_IP}/{KERNEL} mode=run prog=bench clock=tsc'\n    - 'module tftp://{SERVER_IP}/{RAMDISK} bench'\n"), "{y}");
-        assert!(y.contains("(?P<units>cycles)="), "{y}");
-        let y = one(&args(&["--target", "pc", "--pc-boot", "minimal"]));
-        assert!(
-            y.contains("    method: minimal\n") && !y.contains("deploy"),
-            "{y}"
+        let d = one(&args(&["--target", "pc", "--device-type", "pentium3"]));
+        assert_eq!(d.device_type, "pentium3");
+        let boot = d.actions[1].boot.as_ref().unwrap();
+        assert_eq!(boot.method, "ipxe");
+        let c = boot.commands.as_ref().unwrap();
+        assert_eq!(
+            c[1],
+            "kernel tftp://{SERVER_IP}/{KERNEL} mode=run prog=bench clock=tsc"
         );
+        assert_eq!(c[2], "module tftp://{SERVER_IP}/{RAMDISK} bench");
+        assert!(monitor(&d).pattern.ends_with("(?P<units>cycles)="));
+        let d = one(&args(&["--target", "pc", "--pc-boot", "minimal"]));
+        assert_eq!(d.actions.len(), 2);
+        assert_eq!(d.actions[0].boot.as_ref().unwrap().method, "minimal");
+        assert!(d.actions.iter().all(|a| a.deploy.is_none()));
     }
 
     #[test]
