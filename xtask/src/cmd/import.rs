@@ -301,21 +301,7 @@ pub fn from_lava(
         );
         cases.extend(more);
     }
-    match lava::log::verdict(&cases) {
-        Verdict::Complete => {}
-        Verdict::Failed(e) => bail!(
-            "job {} ended early: {e}{}",
-            lab.job,
-            match log.errors.last() {
-                Some(last) if !e.contains(last.as_str()) => format!(" (LAVA said: {last})"),
-                _ => String::new(),
-            }
-        ),
-        Verdict::Unfinished => bail!(
-            "the log ends before LAVA's verdict on job {} (the job still running, or the log cut short)",
-            lab.job
-        ),
-    }
+    ended_well(&cases, &log, &lab)?;
     if log.serial.trim().is_empty() {
         bail!(
             "job {} completed but its log holds no serial output",
@@ -339,6 +325,151 @@ pub fn from_lava(
     r.host = lab.system();
     r.lab = Some(lab);
     Ok(r)
+}
+
+/// The job's verdict from its cases: an error unless LAVA says it
+/// finished.
+fn ended_well(cases: &[lava::log::TestCase], log: &lava::log::JobLog, lab: &Lab) -> Result<()> {
+    match lava::log::verdict(cases) {
+        Verdict::Complete => {}
+        Verdict::Failed(e) => bail!(
+            "job {} ended early: {e}{}",
+            lab.job,
+            match log.errors.last() {
+                Some(last) if !e.contains(last.as_str()) => format!(" (LAVA said: {last})"),
+                _ => String::new(),
+            }
+        ),
+        Verdict::Unfinished => bail!(
+            "the log ends before LAVA's verdict on job {} (the job still running, or the log cut short)",
+            lab.job
+        ),
+    }
+    Ok(())
+}
+
+/// Whether a LAVA job's serial output is a test boot's (`mode=test` on the
+/// kernel's command line, as its boot record says).
+pub fn is_test_boot(serial: &str) -> bool {
+    crate::report::parse_log(serial).is_ok_and(|r| {
+        crate::report::of_kind(&r, abi::report::kind::BOOT).any(|b| {
+            b.get("cmdline")
+                .is_some_and(|c| c.split_whitespace().any(|w| w == "mode=test"))
+        })
+    })
+}
+
+/// A test boot run in a lab: its tests as LAVA listed them, each checked
+/// against the kernel's KTAP line and `test` record.
+#[derive(Debug)]
+pub struct LabTests {
+    /// (the kernel's name of the test, its result: `pass`, `fail`, `skip`).
+    pub cases: Vec<(String, String)>,
+}
+
+impl LabTests {
+    pub fn count(&self, result: &str) -> usize {
+        self.cases.iter().filter(|(_, r)| r == result).count()
+    }
+
+    /// One line: how many, how they ended.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} tests as LAVA lists them, each the kernel's KTAP line and record: {} passed, {} failed, {} skipped",
+            self.cases.len(),
+            self.count("pass"),
+            self.count("fail"),
+            self.count("skip")
+        )
+    }
+}
+
+/// A test boot's job (`lava --mode test`): LAVA's verdict, then LAVA's
+/// cases of the KTAP monitor (from `lava_results`, the server's results,
+/// when given; else the log's) checked against the kernel: the same tests
+/// in the same order with the same results, as many as KTAP's plan, and
+/// the KTAP lines the same as the kernel's `test` records. A mismatch is
+/// an error naming the first case that differs.
+pub fn tests_from_lava(text: &str, lava_results: Option<&str>, lab: &Lab) -> Result<LabTests> {
+    let log = lava::log::parse_log(text)?;
+    let mut cases = log.cases.clone();
+    let lava_cases = match lava_results {
+        Some(r) => {
+            let more = lava::log::parse_results(r).context("the job's LAVA results")?;
+            cases.extend(more.iter().cloned());
+            more
+        }
+        None => log.cases.clone(),
+    };
+    ended_well(&cases, &log, lab)?;
+    let records = crate::report::parse_log(&log.serial).context("the job's serial output")?;
+    let tests: Vec<_> = crate::report::of_kind(&records, abi::report::kind::TEST).collect();
+    let ktap = crate::ktap::parse(&log.serial)
+        .context("the job's KTAP lines")?
+        .context("the test boot printed no KTAP (no `KTAP version 1` line)")?;
+    let plan = ktap
+        .plan
+        .context("the kernel's KTAP has no plan (`1..N`): the run did not end")?;
+    if plan as usize != tests.len() {
+        bail!(
+            "the kernel's KTAP plan is 1..{plan}, its records count {} tests",
+            tests.len()
+        );
+    }
+    for (c, t) in ktap.cases.iter().zip(&tests) {
+        if t.get("name") != Some(c.name.as_str()) || t.get("result") != Some(c.result.word()) {
+            bail!(
+                "KTAP test {} is {:?} ({}), the kernel's record {:?} ({})",
+                c.number,
+                c.name,
+                c.result.word(),
+                t.get("name").unwrap_or("?"),
+                t.get("result").unwrap_or("?")
+            );
+        }
+    }
+    let listed: Vec<_> = lava_cases
+        .iter()
+        .filter(|c| lava::log::in_suite(c, lava::SUITE))
+        .collect();
+    for (k, c) in ktap.cases.iter().enumerate() {
+        let Some(l) = listed.get(k) else {
+            bail!(
+                "LAVA lists {} test cases, the kernel's KTAP plan is 1..{plan}: test {} ({:?}, {}) is not on LAVA's list",
+                listed.len(),
+                c.number,
+                c.name,
+                c.result.word()
+            );
+        };
+        if l.case != case_id(&c.name) || l.result != c.result.word() {
+            bail!(
+                "LAVA's case {} is {} ({}), the kernel's KTAP test {} is {:?} ({}): LAVA's results and the kernel's disagree",
+                k + 1,
+                l.case,
+                l.result,
+                c.number,
+                c.name,
+                c.result.word()
+            );
+        }
+    }
+    if listed.len() != ktap.cases.len() {
+        let extra = &listed[ktap.cases.len()];
+        bail!(
+            "LAVA lists {} test cases, the kernel's KTAP plan is 1..{plan}: case {} ({}) is none of the kernel's",
+            listed.len(),
+            extra.case,
+            extra.result
+        );
+    }
+    Ok(LabTests {
+        cases: ktap
+            .cases
+            .iter()
+            .map(|c| (c.name.clone(), c.result.word().to_string()))
+            .collect(),
+    })
 }
 
 /// LAVA's test case id for a figure's name: lower case, every run of

@@ -410,19 +410,33 @@ pub fn lava(a: LavaArgs) -> Result<i32> {
             job: id.clone(),
             lab: String::new(),
         };
-        match super::import::from_lava(&text, None, lab, &w.variant) {
-            Ok(r) => {
-                if !a.quiet {
-                    print!("{}", r.table());
+        if a.mode == ModeArg::Test {
+            match super::import::tests_from_lava(&text, None, &lab) {
+                Ok(t) if t.count("fail") == 0 => println!("lava: job {id}: {}", t.summary()),
+                Ok(t) => {
+                    failed += 1;
+                    eprintln!("lava: job {id} ({}): {}", p.display(), t.summary());
                 }
-                if !a.no_save {
-                    let path = r.save(&kbuild::root().join("results"))?;
-                    eprintln!("results: {}", path.display());
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("lava: job {id} ({}): {e:#}", p.display());
                 }
             }
-            Err(e) => {
-                failed += 1;
-                eprintln!("lava: job {id} ({}): {e:#}", p.display());
+        } else {
+            match super::import::from_lava(&text, None, lab, &w.variant) {
+                Ok(r) => {
+                    if !a.quiet {
+                        print!("{}", r.table());
+                    }
+                    if !a.no_save {
+                        let path = r.save(&kbuild::root().join("results"))?;
+                        eprintln!("results: {}", path.display());
+                    }
+                }
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("lava: job {id} ({}): {e:#}", p.display());
+                }
             }
         }
         eprintln!(

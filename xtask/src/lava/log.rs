@@ -353,6 +353,15 @@ pub fn results_file(text: &str) -> Option<Vec<TestCase>> {
     parse_results(text).ok()
 }
 
+/// Whether `c` is of the suite `suite` (a server may number suites:
+/// `0_testbed`).
+pub fn in_suite(c: &TestCase, suite: &str) -> bool {
+    c.suite == suite
+        || c.suite
+            .split_once('_')
+            .is_some_and(|(n, s)| s == suite && n.chars().all(|d| d.is_ascii_digit()))
+}
+
 /// The figures LAVA recorded as test cases of the testbed's suite, by the
 /// benchmark's name (LAVA's case id is the name with `.` made `_`). A
 /// measurement that is not a finite number is refused, naming its line:
@@ -360,13 +369,7 @@ pub fn results_file(text: &str) -> Option<Vec<TestCase>> {
 pub fn figures(cases: &[TestCase]) -> Result<BTreeMap<String, (f64, Option<String>)>> {
     cases
         .iter()
-        // A server may number suites (`0_testbed`).
-        .filter(|c| {
-            c.suite == super::SUITE
-                || c.suite.split_once('_').is_some_and(|(n, s)| {
-                    s == super::SUITE && n.chars().all(|d| d.is_ascii_digit())
-                })
-        })
+        .filter(|c| in_suite(c, super::SUITE))
         .filter_map(|c| Some((c, c.measurement.as_ref()?)))
         .map(|(c, m)| match m.trim().parse::<f64>() {
             Ok(x) if x.is_finite() => Ok((c.case.clone(), (x, c.units.clone()))),
