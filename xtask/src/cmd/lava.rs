@@ -152,7 +152,10 @@ fn job(a: &LavaArgs, v: &Variant, title: &str, url: &dyn Fn(&str) -> String) -> 
             };
             let art = Artifacts {
                 kernel: "{kernel}".into(),
-                programs: vec![(format!("{{{}}}", a.prog).into(), a.prog.clone())],
+                programs: programs(a)
+                    .into_iter()
+                    .map(|p| (format!("{{{p}}}").into(), p))
+                    .collect(),
             };
             let mut m = Machine::build(&spec, &art, &words, Path::new("/nonexistent"))?;
             machine::check_length(&m.cmdline, Path::new(WORKER_KERNEL_PATH))?;
@@ -186,10 +189,19 @@ fn job(a: &LavaArgs, v: &Variant, title: &str, url: &dyn Fn(&str) -> String) -> 
                     lava::join_args(&main)?,
                 )]
             } else {
-                vec![
-                    ("kernel".to_string(), url("kernel"), lava::join_args(&main)?),
-                    (a.prog.clone(), url(&a.prog), lava::join_args(&initrd)?),
-                ]
+                // QEMU takes every module in one -initrd: the first
+                // program's image carries it, the others are only
+                // downloaded (LAVA puts each one's path for its `{key}`).
+                let mut v = vec![("kernel".to_string(), url("kernel"), lava::join_args(&main)?)];
+                for (k, p) in programs(a).into_iter().enumerate() {
+                    let arg = if k == 0 {
+                        lava::join_args(&initrd)?
+                    } else {
+                        String::new()
+                    };
+                    v.push((p.clone(), url(&p), arg));
+                }
+                v
             };
             let arch = if qemu::binary(&m) == "qemu-system-x86_64" {
                 "x86_64"
@@ -214,6 +226,9 @@ fn job(a: &LavaArgs, v: &Variant, title: &str, url: &dyn Fn(&str) -> String) -> 
             })
         }
         Target::Pc => {
+            if a.mode == ModeArg::Test && a.pc_boot == PcBoot::Ipxe {
+                bail!("a test boot needs every user program as a module and an iPXE job loads one: use --pc-boot minimal (the GRUB image holds them all) or --target qemu");
+            }
             let cmdline = pc_cmdline(&words, &extra);
             machine::check_length(&cmdline, Path::new(WORKER_KERNEL_PATH))?;
             let kind = match a.pc_boot {
@@ -338,7 +353,7 @@ pub fn write(a: &LavaArgs) -> Result<Vec<Written>> {
     let art = kbuild::build(true)?;
     std::fs::create_dir_all(out.join("jobs"))
         .with_context(|| format!("cannot create {}", out.join("jobs").display()))?;
-    let art = copy_files(&art, &a.prog, &files)?;
+    let art = copy_files(&art, &programs(a), &files)?;
     if grub {
         for v in variants(a)? {
             let cmdline = &jobs
@@ -452,23 +467,44 @@ pub fn lava(a: LavaArgs) -> Result<i32> {
 /// The device name a local `lava-run` job reports.
 pub const LOCAL_DEVICE: &str = "local-qemu";
 
-/// The kernel and the program `--prog` names, copied to `files`.
-fn copy_files(art: &Artifacts, prog: &str, files: &Path) -> Result<Artifacts> {
-    std::fs::create_dir_all(files).with_context(|| format!("cannot create {}", files.display()))?;
-    let Some((p, _)) = art.programs.iter().find(|(_, n)| n == prog) else {
-        bail!(
-            "no user program {prog:?} (there are: {})",
-            kbuild::USER_PROGRAMS.join(", ")
+/// The user programs a job deploys: the one `--prog` names, or for a test
+/// boot every one (its tests run them all).
+fn programs(a: &LavaArgs) -> Vec<String> {
+    if a.mode == ModeArg::Test {
+        let mut v = vec![a.prog.clone()];
+        v.extend(
+            kbuild::USER_PROGRAMS
+                .iter()
+                .filter(|p| **p != a.prog)
+                .map(|p| p.to_string()),
         );
-    };
+        v
+    } else {
+        vec![a.prog.clone()]
+    }
+}
+
+/// The kernel and the programs `progs`, copied to `files`.
+fn copy_files(art: &Artifacts, progs: &[String], files: &Path) -> Result<Artifacts> {
+    std::fs::create_dir_all(files).with_context(|| format!("cannot create {}", files.display()))?;
     let copy = |from: &Path, name: &str| -> Result<PathBuf> {
         let to = files.join(name);
         std::fs::copy(from, &to).with_context(|| format!("cannot copy {}", from.display()))?;
         Ok(to)
     };
+    let mut programs = Vec::new();
+    for prog in progs {
+        let Some((p, _)) = art.programs.iter().find(|(_, n)| n == prog) else {
+            bail!(
+                "no user program {prog:?} (there are: {})",
+                kbuild::USER_PROGRAMS.join(", ")
+            );
+        };
+        programs.push((copy(p, prog)?, prog.clone()));
+    }
     Ok(Artifacts {
         kernel: copy(&art.kernel, "kernel")?,
-        programs: vec![(copy(p, prog)?, prog.to_string())],
+        programs,
     })
 }
 
