@@ -488,3 +488,83 @@ pub fn case_id(name: &str) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The serial output of a test boot of three tests, one skipped.
+    const SERIAL: &[&str] = &[
+        "KTAP version 1",
+        "@@tb1 test name=a%20one result=pass",
+        "ok 1 a one",
+        "@@tb1 test name=b result=skip detail=no%20SEP",
+        "ok 2 b # SKIP no SEP",
+        "@@tb1 test name=c result=pass",
+        "ok 3 c",
+        "1..3",
+        "@@tb1 end status=success",
+    ];
+
+    /// A LAVA log of that boot: its serial lines, then LAVA's cases
+    /// (`(case, result)`) and its verdict.
+    fn job_log(cases: &[(&str, &str)]) -> String {
+        let mut s = String::new();
+        for l in SERIAL {
+            s += &format!("{{\"dt\": \"x\", \"lvl\": \"target\", \"msg\": \"{l}\"}}\n");
+        }
+        for (c, r) in cases {
+            s += &format!("{{\"dt\": \"x\", \"lvl\": \"results\", \"msg\": {{\"case\": \"{c}\", \"definition\": \"testbed\", \"result\": \"{r}\"}}}}\n");
+        }
+        s + "{\"dt\": \"x\", \"lvl\": \"results\", \"msg\": {\"case\": \"job\", \"definition\": \"lava\", \"result\": \"pass\"}}\n"
+    }
+
+    fn lab() -> Lab {
+        Lab {
+            job: "7".into(),
+            ..Lab::default()
+        }
+    }
+
+    #[test]
+    fn lavas_cases_equal_the_kernels_tests() {
+        let good = [("a_one", "pass"), ("b", "skip"), ("c", "pass")];
+        let t = tests_from_lava(&job_log(&good), None, &lab()).unwrap();
+        assert_eq!((t.count("pass"), t.count("skip")), (2, 1));
+        assert_eq!(t.cases[0], ("a one".to_string(), "pass".to_string()));
+        // The server's results file is LAVA's list when given.
+        let file = "- suite: lava\n  name: job\n  result: pass\n- suite: 0_testbed\n  name: a_one\n  result: pass\n- suite: 0_testbed\n  name: b\n  result: skip\n- suite: 0_testbed\n  name: c\n  result: pass\n";
+        assert!(tests_from_lava(&job_log(&good), Some(file), &lab()).is_ok());
+        let e = tests_from_lava(&job_log(&good), Some(&file.replace("skip", "pass")), &lab())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "LAVA's case 2 is b (pass), the kernel's KTAP test 2 is \"b\" (skip): LAVA's results and the kernel's disagree");
+    }
+
+    #[test]
+    fn a_case_list_that_differs_is_an_error() {
+        for (cases, says) in [
+            (
+                vec![("a_one", "pass"), ("b", "pass"), ("c", "pass")],
+                "LAVA's case 2 is b (pass), the kernel's KTAP test 2 is \"b\" (skip)",
+            ),
+            (
+                vec![("a_one", "pass"), ("c", "pass"), ("b", "skip")],
+                "LAVA's case 2 is c (pass), the kernel's KTAP test 2 is \"b\" (skip)",
+            ),
+            (
+                vec![("a_one", "pass"), ("b", "skip")],
+                "LAVA lists 2 test cases, the kernel's KTAP plan is 1..3: test 3 (\"c\", pass) is not on LAVA's list",
+            ),
+            (
+                vec![("a_one", "pass"), ("b", "skip"), ("c", "pass"), ("d", "fail")],
+                "LAVA lists 4 test cases, the kernel's KTAP plan is 1..3: case d (fail) is none of the kernel's",
+            ),
+        ] {
+            let e = tests_from_lava(&job_log(&cases), None, &lab())
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(says), "{cases:?}: {e}");
+        }
+    }
+}

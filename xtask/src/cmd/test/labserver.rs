@@ -132,6 +132,78 @@ fn in_flight(dir: &Path) -> Result<String> {
     ))
 }
 
+/// A test boot's job (`lava --mode test`): LAVA's own results (the
+/// server's `jobs/ID/yaml/`, what its results page and `lavacli results`
+/// show) list every KTAP case with its result, in the kernel's order and
+/// as many as its plan, equal to the kernel's `test` records in the job's
+/// log; `lab` imports it as such. Read here apart from `lab`'s own check.
+fn test_mode(dir: &Path) -> Result<String> {
+    let server = connect()?;
+    let written = write_jobs(&dir.join("test-mode"), &["--mode", "test"])?;
+    let t = Instant::now();
+    let jobs = submit(&server, &written)?;
+    let states = labcmd::wait(&server, &jobs, Duration::from_secs(300))?;
+    let took = t.elapsed();
+    let s = &states[0];
+    ensure!(s.health == "Complete", "job {}: {}", s.id, s.health);
+    let listed: Vec<_> = log::parse_results(&server.results(s.id)?)?
+        .into_iter()
+        .filter(|c| log::in_suite(c, crate::lava::SUITE))
+        .collect();
+    let job = log::parse_log(&server.log(s.id)?)?;
+    let records = crate::report::parse_log(&job.serial)?;
+    let tests: Vec<_> = crate::report::of_kind(&records, abi::report::kind::TEST).collect();
+    let plan = job
+        .serial
+        .lines()
+        .find_map(|l| l.trim_end().strip_prefix("1..")?.parse::<usize>().ok());
+    ensure!(
+        plan == Some(tests.len()) && tests.len() > 100,
+        "the kernel's plan {plan:?}, {} test records",
+        tests.len()
+    );
+    ensure!(
+        listed.len() == tests.len(),
+        "LAVA lists {} cases, the kernel ran {} tests",
+        listed.len(),
+        tests.len()
+    );
+    for (k, (c, t)) in listed.iter().zip(&tests).enumerate() {
+        let name = t.get("name").unwrap_or("");
+        let result = t.get("result").unwrap_or("");
+        ensure!(
+            c.case == crate::cmd::import::case_id(name) && c.result == result,
+            "LAVA's case {} is {} ({}), the kernel's test {name:?} ({result})",
+            k + 1,
+            c.case,
+            c.result
+        );
+    }
+    let count = |r: &str| listed.iter().filter(|c| c.result == r).count();
+    ensure!(
+        count("skip") > 0 && count("fail") == 0,
+        "{} skipped, {} failed",
+        count("skip"),
+        count("fail")
+    );
+    match labcmd::fetch(&server, s, "test-lab")? {
+        labcmd::Imported::Tests(t) => ensure!(
+            t.cases.len() == tests.len(),
+            "lab imported {} tests",
+            t.cases.len()
+        ),
+        labcmd::Imported::Figures(_) => bail!("lab imported a test boot's job as figures"),
+    }
+    Ok(format!(
+        "job {} submitted to finished in {:.1} s: {} cases on LAVA's list ({} pass, {} skip), each the kernel's",
+        s.id,
+        took.as_secs_f64(),
+        listed.len(),
+        count("pass"),
+        count("skip")
+    ))
+}
+
 /// Jobs that fail: a kernel URL that does not exist, a test action that
 /// times out, a kernel that panics. Each is an error naming its job, and
 /// no results file is written.
@@ -283,10 +355,14 @@ fn server_gone(dir: &Path) -> Result<()> {
 /// said so) where there is no root or no way to install LAVA.
 pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
     type Check = fn(&Path) -> Result<String>;
-    let tests: [(&str, Check); 4] = [
+    let tests: [(&str, Check); 5] = [
         (
             "lab server: two variants' jobs in flight on a LAVA instance, fetched over REST and imported, equal their direct icount boots",
             in_flight,
+        ),
+        (
+            "lab server: a test boot's job lists every KTAP case on LAVA's results with the kernel's pass, fail or skip",
+            test_mode,
         ),
         (
             "lab server: failing jobs (bad URL, timeout, kernel panic) each end in an error naming the job, nothing imported",
