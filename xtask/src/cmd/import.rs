@@ -212,7 +212,7 @@ pub const LAVA_SOURCE: &str = "lava";
 
 fn import_lava(a: &ImportArgs, text: &str) -> Result<i32> {
     if a.model.is_some() {
-        bail!("--model joins a model plugin's file to a serial log; a LAVA job runs no plugin");
+        bail!("--model joins a model plugin's file to a serial log; a LAVA model job's log carries its plugin's file itself");
     }
     let job = match &a.job {
         Some(j) => j.clone(),
@@ -308,8 +308,18 @@ pub fn from_lava(
             lab.job
         );
     }
-    let mut r = results::Results::from_log(&log.serial, label, LAVA_SOURCE)
+    let (serial, model_text) = split_model(&log.serial)?;
+    let mut r = results::Results::from_log(&serial, label, LAVA_SOURCE)
         .context("the job's serial output")?;
+    if let Some(text) = &model_text {
+        with_model(
+            &mut r,
+            &serial,
+            Path::new(&format!("job {}'s serial output", lab.job)),
+            Path::new(&format!("job {}'s model plugin output", lab.job)),
+            text,
+        )?;
+    }
     for (case, m) in figures {
         let Some(b) = r.benches.iter().find(|b| case_id(&b.name) == case) else {
             bail!("LAVA recorded a figure {case} = {m} that no record of the kernel holds");
@@ -325,6 +335,46 @@ pub fn from_lava(
     r.host = lab.system();
     r.lab = Some(lab);
     Ok(r)
+}
+
+/// A LAVA job's serial output split into the kernel's and the model
+/// plugin's file, which a `--clock model` job's plugin writes to QEMU's
+/// stderr when QEMU exits: after the kernel's end record, from its
+/// `model1` line to its `end` line (a worker's console turns each line
+/// end into `\r\n`). Nothing follows the end record in an icount job's
+/// output; a plugin that refused (`error ...`) is an error.
+pub fn split_model(serial: &str) -> Result<(String, Option<String>)> {
+    let end = format!(
+        "{}{} {} ",
+        abi::report::MARKER,
+        abi::report::SCHEMA,
+        abi::report::kind::END
+    );
+    let lines: Vec<&str> = serial.lines().map(|l| l.trim_end_matches('\r')).collect();
+    let Some(after) = lines.iter().rposition(|l| l.starts_with(&end)) else {
+        return Ok((serial.to_string(), None));
+    };
+    let tail = &lines[after + 1..];
+    if let Some(e) = tail.iter().find(|l| l.starts_with("error ")) {
+        bail!("the model plugin wrote no figures: {e}");
+    }
+    let Some(from) = tail.iter().position(|l| l.starts_with("model1 ")) else {
+        return Ok((serial.to_string(), None));
+    };
+    let Some(to) = tail[from..].iter().position(|l| *l == "end") else {
+        bail!("the model plugin's output in the job's log has no `end` line (cut short: did LAVA stop reading before QEMU ended?)");
+    };
+    let model: String = tail[from..=from + to]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let kernel: String = lines[..=after]
+        .iter()
+        .chain(&tail[..from])
+        .chain(&tail[from + to + 1..])
+        .map(|l| format!("{l}\n"))
+        .collect();
+    Ok((kernel, Some(model)))
 }
 
 /// The job's verdict from its cases: an error unless LAVA says it
@@ -517,6 +567,32 @@ mod tests {
             s += &format!("{{\"dt\": \"x\", \"lvl\": \"results\", \"msg\": {{\"case\": \"{c}\", \"definition\": \"testbed\", \"result\": \"{r}\"}}}}\n");
         }
         s + "{\"dt\": \"x\", \"lvl\": \"results\", \"msg\": {\"case\": \"job\", \"definition\": \"lava\", \"result\": \"pass\"}}\n"
+    }
+
+    /// A model job's console: the kernel's lines, its end record, then
+    /// the plugin's file from QEMU's stderr, each line ending in `\r`.
+    #[test]
+    fn the_model_plugins_file_is_split_from_the_kernels_output() {
+        let serial = "@@tb1 boot x\r\nhello\r\n@@tb1 end status=success\r\nmodel1 profile=p4 virt=0 ncpus=1\r\nparam a=1\r\nend\r\nmodel plugin: a note\r\n";
+        let (kernel, model) = split_model(serial).unwrap();
+        assert_eq!(
+            kernel,
+            "@@tb1 boot x\nhello\n@@tb1 end status=success\nmodel plugin: a note\n"
+        );
+        assert_eq!(
+            model.as_deref(),
+            Some("model1 profile=p4 virt=0 ncpus=1\nparam a=1\nend\n")
+        );
+        // An icount job's output is left as it is.
+        let icount = "@@tb1 boot x\n@@tb1 end status=success\n";
+        assert_eq!(split_model(icount).unwrap(), (icount.to_string(), None));
+        // A cut file, and a plugin that refused, are errors.
+        let cut = serial.replace("end\r\n", "");
+        let e = split_model(&cut).unwrap_err().to_string();
+        assert!(e.contains("has no `end` line"), "{e}");
+        let refused = "@@tb1 end status=success\nerror QEMU ran the vCPUs on several threads\n";
+        let e = split_model(refused).unwrap_err().to_string();
+        assert!(e.contains("wrote no figures: error QEMU ran"), "{e}");
     }
 
     fn lab() -> Lab {

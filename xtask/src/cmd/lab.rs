@@ -494,14 +494,21 @@ pub fn fetch(server: &Server, s: &JobState, lab: &str) -> Result<Imported> {
             .map(Imported::Tests)
             .with_context(|| format!("job {}: LAVA's test cases", s.id));
     }
-    super::import::from_lava(
+    let r = super::import::from_lava(
         &log,
         Some((Path::new(&format!("job {}'s results", s.id)), &results)),
         lab,
         variant,
     )
-    .map(Imported::Figures)
-    .with_context(|| format!("job {}: nothing imported", s.id))
+    .with_context(|| format!("job {}: nothing imported", s.id))?;
+    let model_job = format!(" ({}", super::lava::MODEL_IN_NAME);
+    if s.description.contains(&model_job) && r.model_profile.is_none() {
+        bail!(
+            "job {} ran the model plugin, but its log holds no model file (is the plugin at --plugin-path on the worker, and does the worker's QEMU write its stderr to the console?): nothing imported",
+            s.id
+        );
+    }
+    Ok(Imported::Figures(r))
 }
 
 #[cfg(test)]

@@ -51,6 +51,20 @@ pub struct LavaArgs {
     /// still holds).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub smp: u32,
+    /// QEMU workers: the clock, icount (instruction counts) or model
+    /// (icount with the model plugin, whose modelled cycles it writes to
+    /// QEMU's stderr: the job's log carries them back). PCs run their TSC.
+    #[arg(long, value_enum, default_value = "icount")]
+    pub clock: Clock,
+    /// With --clock model: the CPU profile (model/profiles.toml; default:
+    /// the one matching --cpu, as `run` picks it).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// With --clock model: where the worker has the model plugin
+    /// (libmodel.so, built for the worker's QEMU); default: the job deploys
+    /// this build's plugin with the kernel (<out>/files/libmodel.so).
+    #[arg(long, value_name = "PATH")]
+    pub plugin_path: Option<String>,
     /// What the kernel does.
     #[arg(long, value_enum, default_value = "run")]
     pub mode: ModeArg,
@@ -182,7 +196,18 @@ fn job(a: &LavaArgs, v: &Variant, title: &str, url: &dyn Fn(&str) -> String) -> 
                     _ => main.push(x),
                 }
             }
-            let images = if a.grub {
+            if let Some(opts) = model_opts(a, &m.cpu_model())? {
+                // The plugin writes its file to QEMU's stderr, which a QEMU
+                // worker's console carries into the job's log after the
+                // kernel's last line.
+                let lib = a.plugin_path.as_deref().unwrap_or(PLUGIN_KEY_ARG);
+                main.extend(crate::model::qemu_args(
+                    Path::new(lib),
+                    &opts,
+                    Path::new(PLUGIN_OUT),
+                )?);
+            }
+            let mut images = if a.grub {
                 vec![(
                     "iso".to_string(),
                     url(&iso_name(&v.name)),
@@ -203,16 +228,23 @@ fn job(a: &LavaArgs, v: &Variant, title: &str, url: &dyn Fn(&str) -> String) -> 
                 }
                 v
             };
+            if a.clock == Clock::Model && a.plugin_path.is_none() {
+                images.push((PLUGIN_KEY.into(), url(PLUGIN_FILE), String::new()));
+            }
             let arch = if qemu::binary(&m) == "qemu-system-x86_64" {
                 "x86_64"
             } else {
                 "i386"
             };
+            let modelled = model_opts(a, &m.cpu_model())?
+                .map(|o| format!(" ({})", MODEL_IN_NAME.to_owned() + &o.profile))
+                .unwrap_or_default();
             Ok(Job {
-                name: format!("i386 testbed {title}: {}", m.cmdline),
+                name: format!("i386 testbed {title}: {}{modelled}", m.cmdline),
                 cmdline: m.cmdline.clone(),
                 timeout: a.timeout,
                 monitor: watch(a, "instructions"),
+                model: a.clock == Clock::Model,
                 kind: JobKind::Qemu {
                     context: QemuContext {
                         arch: arch.into(),
@@ -248,10 +280,41 @@ fn job(a: &LavaArgs, v: &Variant, title: &str, url: &dyn Fn(&str) -> String) -> 
                 cmdline,
                 timeout: a.timeout,
                 monitor: watch(a, "cycles"),
+                model: false,
                 kind,
             })
         }
     }
+}
+
+/// The model plugin's image in a job's deploy, its file in <out>/files,
+/// and its path in QEMU's arguments (LAVA puts the worker's path there).
+const PLUGIN_KEY: &str = "model";
+const PLUGIN_FILE: &str = "libmodel.so";
+const PLUGIN_KEY_ARG: &str = "{model}";
+
+/// What a model job's name says after its command line: `(model P)`.
+pub const MODEL_IN_NAME: &str = "model ";
+
+/// Where the plugin writes its file on a worker: QEMU's stderr, which is
+/// the worker's console as its stdout is.
+pub const PLUGIN_OUT: &str = "/dev/stderr";
+
+/// The model's options for a --clock model job on CPU model `cpu`, the
+/// profile checked (nothing built); `None` for an icount job.
+fn model_opts(a: &LavaArgs, cpu: &str) -> Result<Option<crate::model::ModelOpts>> {
+    if a.clock != Clock::Model {
+        return Ok(None);
+    }
+    let asked = a.profile.as_ref().map(|p| crate::model::ModelOpts {
+        profile: p.clone(),
+        virt: crate::model::Virt::Off,
+        pge: false,
+        from_cpu: false,
+        reference: false,
+        shadow: false,
+    });
+    crate::model::options_for(Clock::Model, asked.as_ref(), cpu)
 }
 
 /// What the job's monitor watches: a test boot's KTAP lines, else the
@@ -306,6 +369,22 @@ fn plan(a: &LavaArgs) -> Result<(PathBuf, Vec<Planned>)> {
     if a.target == Target::Pc && (a.grub || a.cpu.is_some() || a.smp != 1) {
         bail!("--grub, --cpu and --smp describe a QEMU worker; a PC has its own CPUs (for the GRUB image on a PC: --pc-boot minimal)");
     }
+    match (a.target, a.clock) {
+        (Target::Qemu, Clock::Icount | Clock::Model) | (Target::Pc, Clock::Icount) => {}
+        (Target::Qemu, Clock::Tsc) => bail!(
+            "--clock tsc: a QEMU worker runs TCG, whose clock is icount (or the model on icount)"
+        ),
+        (Target::Pc, _) => bail!(
+            "--clock {}: a PC runs on its TSC (the model is a QEMU plugin)",
+            a.clock.key()
+        ),
+    }
+    if a.clock != Clock::Model && (a.profile.is_some() || a.plugin_path.is_some()) {
+        bail!("--profile and --plugin-path are the model's: use them with --clock model");
+    }
+    if a.clock == Clock::Model && a.mode == ModeArg::Test {
+        bail!("--clock model models a run's figures; a test boot has none: drop --clock model or --mode test");
+    }
     if a.local {
         if a.target != Target::Qemu {
             bail!("--local runs the jobs on this machine's QEMU: use it with --target qemu");
@@ -354,6 +433,11 @@ pub fn write(a: &LavaArgs) -> Result<Vec<Written>> {
     std::fs::create_dir_all(out.join("jobs"))
         .with_context(|| format!("cannot create {}", out.join("jobs").display()))?;
     let art = copy_files(&art, &programs(a), &files)?;
+    if a.clock == Clock::Model && a.plugin_path.is_none() {
+        let lib = crate::model::build_plugin(&kbuild::root())?;
+        std::fs::copy(&lib, files.join(PLUGIN_FILE))
+            .with_context(|| format!("cannot copy {}", lib.display()))?;
+    }
     if grub {
         for v in variants(a)? {
             let cmdline = &jobs
@@ -611,6 +695,61 @@ mod tests {
         let d = one(&args(&["--mode", "test"]));
         assert_eq!(monitor(&d).pattern, lava::ktap_pattern());
         assert!(images(&d)[0].1.image_arg.contains("-append \"mode=test "));
+    }
+
+    /// A model job loads the plugin (deployed with the kernel, or at the
+    /// worker's path), which writes its file to QEMU's stderr; LAVA reads
+    /// on after the test until QEMU's output ends.
+    #[test]
+    fn a_model_job_runs_the_plugin_onto_stderr() {
+        let d = one(&args(&["--clock", "model", "--profile", "p4"]));
+        let i = images(&d);
+        assert!(
+            i[0].1
+                .image_arg
+                .ends_with(" -plugin {model},profile=p4,virt=off,out=/dev/stderr"),
+            "{}",
+            i[0].1.image_arg
+        );
+        assert_eq!(i[2].0, "model");
+        assert_eq!(i[2].1.url, "https://lab.example/libmodel.so");
+        assert!(d.job_name.ends_with(" (model p4)"), "{}", d.job_name);
+        let c = d.timeouts.connections.as_ref().unwrap();
+        assert_eq!(c["read-feedback"].seconds, 120);
+        let d = one(&args(&[
+            "--clock",
+            "model",
+            "--plugin-path",
+            "/opt/libmodel.so",
+        ]));
+        let i = images(&d);
+        assert!(i[0]
+            .1
+            .image_arg
+            .contains(" -plugin /opt/libmodel.so,profile=modern,"));
+        assert_eq!(i.len(), 2);
+        assert!(one(&args(&[])).timeouts.connections.is_none());
+        for (flags, says) in [
+            (vec!["--profile", "p4"], "use them with --clock model"),
+            (vec!["--clock", "tsc"], "a QEMU worker runs TCG"),
+            (
+                vec!["--clock", "model", "--target", "pc"],
+                "a PC runs on its TSC",
+            ),
+            (
+                vec!["--clock", "model", "--mode", "test"],
+                "a test boot has none",
+            ),
+            (
+                vec!["--clock", "model", "--profile", "p9"],
+                "no such model profile",
+            ),
+        ] {
+            let e = lava(args(&[flags.as_slice(), &["--print"]].concat()))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{flags:?}: {e}");
+        }
     }
 
     #[test]

@@ -128,6 +128,9 @@ pub struct Job {
     pub timeout: u64,
     /// What the test action watches for.
     pub monitor: Watch,
+    /// QEMU runs the model plugin, whose file arrives after the kernel's
+    /// last line.
+    pub model: bool,
     pub kind: JobKind,
 }
 
@@ -180,6 +183,10 @@ pub struct Definition {
 pub struct Timeouts {
     pub job: Seconds,
     pub action: Seconds,
+    /// Per connection step: `read-feedback` is how long LAVA reads what a
+    /// device prints after the test action (until the end of output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<BTreeMap<String, Seconds>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -382,6 +389,17 @@ impl Job {
                 action: Seconds {
                     seconds: DEPLOY_SECONDS,
                 },
+                // The model plugin writes its file when QEMU exits, after
+                // the kernel's end record: LAVA reads on until QEMU's end
+                // of output (its default: 1 s, whatever is still coming).
+                connections: self.model.then(|| {
+                    BTreeMap::from([(
+                        "read-feedback".to_string(),
+                        Seconds {
+                            seconds: FEEDBACK_SECONDS,
+                        },
+                    )])
+                }),
             },
             context: match &self.kind {
                 JobKind::Qemu { context, .. } => Some(context.clone()),
@@ -403,6 +421,9 @@ impl Job {
         }
     }
 }
+
+/// Seconds LAVA may read a device's output after the test action.
+const FEEDBACK_SECONDS: u64 = 120;
 
 /// Seconds for a deploy (downloads) and for any other action.
 const DEPLOY_SECONDS: u64 = 300;
@@ -454,6 +475,7 @@ mod tests {
             cmdline: "mode=run".into(),
             timeout: 60,
             monitor,
+            model: false,
             kind: JobKind::Qemu {
                 context: QemuContext {
                     arch: "i386".into(),

@@ -63,10 +63,24 @@ fn imported(out: &Path, variant: &str) -> Result<(Results, log::JobLog)> {
 /// A direct boot (what `cargo xtask run --accel tcg --clock icount` does)
 /// with `append`, through GRUB if `grub`.
 pub(super) fn direct(append: &str, grub: bool) -> Result<Results> {
+    direct_on(append, grub, None)
+}
+
+/// A direct boot under the model with profile `profile`, its plugin's
+/// file merged (what `cargo xtask run --clock model --profile P` does).
+pub(super) fn direct_model(append: &str, profile: &str) -> Result<Results> {
+    direct_on(append, false, Some(profile))
+}
+
+fn direct_on(append: &str, grub: bool, profile: Option<&str>) -> Result<Results> {
     let art = kbuild::build(true)?;
     let mut b = crate::cmd::test_boot_args(None);
     b.append = append.into();
     b.grub = grub;
+    if let Some(p) = profile {
+        b.clock = Some(crate::machine::Clock::Model);
+        b.profile = Some(p.into());
+    }
     let scratch = Scratch::new("lab-direct")?;
     let m = Machine::build(
         &b.spec()?,
@@ -80,7 +94,9 @@ pub(super) fn direct(append: &str, grub: bool) -> Result<Results> {
         "the direct boot failed: {}",
         log.explain(20)
     );
-    Results::from_log(&log.serial, "direct", m.backend.source())
+    let mut r = Results::from_log(&log.serial, "direct", m.backend.source())?;
+    crate::model::finish(&m, &log.serial, &mut r)?;
+    Ok(r)
 }
 
 /// The imported results must be the direct boot's, field for field, but

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 
-use super::lab::{direct, same_as_direct, APPEND};
+use super::lab::{direct, direct_model, same_as_direct, APPEND};
 use super::{Test, SKIP};
 use crate::cmd::lab::{self as labcmd, Output, ServerArgs, Submitted};
 use crate::cmd::lava::LavaArgs;
@@ -204,6 +204,44 @@ fn test_mode(dir: &Path) -> Result<String> {
     ))
 }
 
+/// The profile of the model job.
+const PROFILE: &str = "p4";
+
+/// A model job (`lava --clock model --profile P`): the plugin, deployed
+/// with the kernel, writes its file to QEMU's stderr, which the worker's
+/// console carries into the job's log; `lab` imports the modelled figures,
+/// which must be exactly those of a direct `run --clock model --profile P`
+/// boot of the same build (the model is deterministic under icount).
+fn model_job(dir: &Path) -> Result<String> {
+    let server = connect()?;
+    let written = write_jobs(
+        &dir.join("model"),
+        &["--clock", "model", "--profile", PROFILE, "--append", APPEND],
+    )?;
+    let t = Instant::now();
+    let jobs = submit(&server, &written)?;
+    let states = labcmd::wait(&server, &jobs, Duration::from_secs(300))?;
+    let took = t.elapsed();
+    let s = &states[0];
+    let r = labcmd::import(&server, s, "test-lab")?;
+    ensure!(
+        r.model_profile.as_deref() == Some(PROFILE),
+        "job {}: the imported results' model profile is {:?}",
+        s.id,
+        r.model_profile
+    );
+    let modelled = r.benches.iter().filter(|b| b.model.is_some()).count();
+    ensure!(modelled > 0, "job {}: no figure modelled", s.id);
+    let job = log::parse_log(&server.log(s.id)?)?;
+    same_as_direct(&r, &job, &direct_model(APPEND, PROFILE)?)
+        .with_context(|| format!("job {}", s.id))?;
+    Ok(format!(
+        "job {} submitted to finished in {:.1} s: {modelled} figures modelled under {PROFILE}, equal to a direct model boot's",
+        s.id,
+        took.as_secs_f64()
+    ))
+}
+
 /// Jobs that fail: a kernel URL that does not exist, a test action that
 /// times out, a kernel that panics. Each is an error naming its job, and
 /// no results file is written.
@@ -355,7 +393,7 @@ fn server_gone(dir: &Path) -> Result<()> {
 /// said so) where there is no root or no way to install LAVA.
 pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
     type Check = fn(&Path) -> Result<String>;
-    let tests: [(&str, Check); 5] = [
+    let tests: [(&str, Check); 6] = [
         (
             "lab server: two variants' jobs in flight on a LAVA instance, fetched over REST and imported, equal their direct icount boots",
             in_flight,
@@ -363,6 +401,10 @@ pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
         (
             "lab server: a test boot's job lists every KTAP case on LAVA's results with the kernel's pass, fail or skip",
             test_mode,
+        ),
+        (
+            "lab server: a model job's plugin output comes back in its log; the imported model figures equal a direct run --clock model boot's",
+            model_job,
         ),
         (
             "lab server: failing jobs (bad URL, timeout, kernel panic) each end in an error naming the job, nothing imported",
