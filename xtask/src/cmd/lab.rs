@@ -412,7 +412,7 @@ fn variant_of(description: &str) -> Option<&str> {
 /// What a finished job gave.
 pub enum Imported {
     /// A `mode=run` boot's figures (not saved yet).
-    Figures(Results),
+    Figures(Box<Results>),
     /// A test boot's tests, LAVA's list checked against the kernel's.
     Tests(LabTests),
 }
@@ -421,7 +421,7 @@ pub enum Imported {
 /// boot's job is an error (it has no figures).
 pub fn import(server: &Server, s: &JobState, lab: &str) -> Result<Results> {
     match fetch(server, s, lab)? {
-        Imported::Figures(r) => Ok(r),
+        Imported::Figures(r) => Ok(*r),
         Imported::Tests(_) => bail!("job {} is a test boot: it has no figures", s.id),
     }
 }
@@ -508,7 +508,7 @@ pub fn fetch(server: &Server, s: &JobState, lab: &str) -> Result<Imported> {
             s.id
         );
     }
-    Ok(Imported::Figures(r))
+    Ok(Imported::Figures(Box::new(r)))
 }
 
 #[cfg(test)]
