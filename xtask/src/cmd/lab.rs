@@ -2,7 +2,9 @@
 //! LAVA server over its REST API, waited for (all of them in flight at
 //! once), their logs and results fetched and imported into results/ as
 //! `cargo xtask import` would, the lab, device, device type and job id
-//! recorded. `lab fetch JOB...` waits for and imports jobs submitted
+//! recorded (a model job's figures with the model file its log carries;
+//! a test boot's job as its tests, LAVA's case list checked against the
+//! kernel's KTAP lines). `lab fetch JOB...` waits for and imports jobs submitted
 //! before (after the server went away mid-wait, say); `lab up` and
 //! `lab down` bring a LAVA instance up on this machine and take it down.
 

@@ -6,7 +6,9 @@
 //!
 //! A job never asks the kernel for anything: the kernel has no shell, so
 //! the test action is LAVA's `monitors`, which watches the serial output
-//! for a start pattern, figures, and an end pattern. LAVA compiles each
+//! for a start pattern, figures (or a test boot's KTAP lines), and an end
+//! pattern. The job definition is typed ([`Definition`]) and written by
+//! `serde_norway`. LAVA compiles each
 //! pattern with Python's `re` under pexpect, with DOTALL: a `.` would also
 //! match a line end, so every pattern here uses `[^\n]` and stays on one
 //! line, and every variable-length group is followed by a fixed character
@@ -16,8 +18,9 @@ pub mod instance;
 pub mod log;
 pub mod server;
 
-use abi::report::{kind, MARKER, SCHEMA};
 use std::collections::BTreeMap;
+
+use abi::report::{kind, MARKER, SCHEMA};
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
