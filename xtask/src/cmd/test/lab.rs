@@ -198,6 +198,23 @@ fn grub_image(dir: &Path) -> Result<()> {
     same_as_direct(&lab, &job, &direct(APPEND, true)?)
 }
 
+/// A model job under `lava-run`: the plugin deployed with the kernel
+/// writes its file to QEMU's stderr, the console carries it into the log,
+/// and the import's modelled figures are a direct model boot's.
+fn model_job(dir: &Path) -> Result<()> {
+    let out = dir.join("model");
+    lava_local(
+        &out,
+        &["--clock", "model", "--profile", "p4", "--append", APPEND],
+    )?;
+    let (lab, job) = imported(&out, "default")?;
+    ensure!(
+        lab.model_profile.as_deref() == Some("p4") && lab.benches.iter().any(|b| b.model.is_some()),
+        "no modelled figures imported"
+    );
+    same_as_direct(&lab, &job, &direct_model(APPEND, "p4")?)
+}
+
 /// A job whose test action times out (1 s for a kernel that runs for
 /// several): LAVA ends it early, and `import` must say so.
 fn ended_early(dir: &Path) -> Result<()> {
@@ -234,7 +251,7 @@ fn ended_early(dir: &Path) -> Result<()> {
 /// scratch directory, removed after the last.
 pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
     type Check = fn(&Path) -> Result<()>;
-    let tests: [(&str, Check); 4] = [
+    let tests: [(&str, Check); 5] = [
         (
             "lava run: a QEMU worker's job under lava-run, imported, equals a direct icount boot",
             one_job,
@@ -246,6 +263,10 @@ pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
         (
             "lava grub: the GRUB image for icount (no menu countdown) under lava-run equals a direct GRUB boot",
             grub_image,
+        ),
+        (
+            "lava model: a model job's plugin file comes back in its lava-run log, imported equal to a direct model boot",
+            model_job,
         ),
         (
             "lava early end: a job LAVA timed out is refused by import",
