@@ -212,7 +212,7 @@ pub const LAVA_SOURCE: &str = "lava";
 
 fn import_lava(a: &ImportArgs, text: &str) -> Result<i32> {
     if a.model.is_some() {
-        bail!("--model joins a model plugin's file to a serial log; a LAVA job runs no plugin");
+        bail!("--model joins a model plugin's file to a serial log; a LAVA model job's log carries its plugin's file itself");
     }
     let job = match &a.job {
         Some(j) => j.clone(),
@@ -248,6 +248,17 @@ fn import_lava(a: &ImportArgs, text: &str) -> Result<i32> {
     } else {
         a.label.clone()
     };
+    // A test boot's job: its tests, LAVA's list checked against the
+    // kernel's (no figures, nothing saved).
+    let serial = lava::log::parse_log(text)
+        .map(|l| l.serial)
+        .unwrap_or_default();
+    if is_test_boot(&serial) {
+        let t = tests_from_lava(text, lava_results.as_ref().map(|(_, t)| t.as_str()), &lab)
+            .with_context(|| format!("{}: LAVA's test cases", a.log.display()))?;
+        println!("job {}: {}", lab.job, t.summary());
+        return Ok(if t.count("fail") == 0 { 0 } else { 1 });
+    }
     let results = from_lava(
         text,
         lava_results.as_ref().map(|(p, t)| (*p, t.as_str())),
@@ -301,29 +312,25 @@ pub fn from_lava(
         );
         cases.extend(more);
     }
-    match lava::log::verdict(&cases) {
-        Verdict::Complete => {}
-        Verdict::Failed(e) => bail!(
-            "job {} ended early: {e}{}",
-            lab.job,
-            match log.errors.last() {
-                Some(last) if !e.contains(last.as_str()) => format!(" (LAVA said: {last})"),
-                _ => String::new(),
-            }
-        ),
-        Verdict::Unfinished => bail!(
-            "the log ends before LAVA's verdict on job {} (the job still running, or the log cut short)",
-            lab.job
-        ),
-    }
+    ended_well(&cases, &log, &lab)?;
     if log.serial.trim().is_empty() {
         bail!(
             "job {} completed but its log holds no serial output",
             lab.job
         );
     }
-    let mut r = results::Results::from_log(&log.serial, label, LAVA_SOURCE)
+    let (serial, model_text) = split_model(&log.serial)?;
+    let mut r = results::Results::from_log(&serial, label, LAVA_SOURCE)
         .context("the job's serial output")?;
+    if let Some(text) = &model_text {
+        with_model(
+            &mut r,
+            &serial,
+            Path::new(&format!("job {}'s serial output", lab.job)),
+            Path::new(&format!("job {}'s model plugin output", lab.job)),
+            text,
+        )?;
+    }
     for (case, m) in figures {
         let Some(b) = r.benches.iter().find(|b| case_id(&b.name) == case) else {
             bail!("LAVA recorded a figure {case} = {m} that no record of the kernel holds");
@@ -341,6 +348,191 @@ pub fn from_lava(
     Ok(r)
 }
 
+/// A LAVA job's serial output split into the kernel's and the model
+/// plugin's file, which a `--clock model` job's plugin writes to QEMU's
+/// stderr when QEMU exits: after the kernel's end record, from its
+/// `model1` line to its `end` line (a worker's console turns each line
+/// end into `\r\n`). Nothing follows the end record in an icount job's
+/// output; a plugin that refused (`error ...`) is an error.
+pub fn split_model(serial: &str) -> Result<(String, Option<String>)> {
+    let end = format!(
+        "{}{} {} ",
+        abi::report::MARKER,
+        abi::report::SCHEMA,
+        abi::report::kind::END
+    );
+    let lines: Vec<&str> = serial.lines().map(|l| l.trim_end_matches('\r')).collect();
+    let Some(after) = lines.iter().rposition(|l| l.starts_with(&end)) else {
+        return Ok((serial.to_string(), None));
+    };
+    let tail = &lines[after + 1..];
+    if let Some(e) = tail.iter().find(|l| l.starts_with("error ")) {
+        bail!("the model plugin wrote no figures: {e}");
+    }
+    let Some(from) = tail.iter().position(|l| l.starts_with("model1 ")) else {
+        return Ok((serial.to_string(), None));
+    };
+    let Some(to) = tail[from..].iter().position(|l| *l == "end") else {
+        bail!("the model plugin's output in the job's log has no `end` line (cut short: did LAVA stop reading before QEMU ended?)");
+    };
+    let model: String = tail[from..=from + to]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let kernel: String = lines[..=after]
+        .iter()
+        .chain(&tail[..from])
+        .chain(&tail[from + to + 1..])
+        .map(|l| format!("{l}\n"))
+        .collect();
+    Ok((kernel, Some(model)))
+}
+
+/// The job's verdict from its cases: an error unless LAVA says it
+/// finished.
+fn ended_well(cases: &[lava::log::TestCase], log: &lava::log::JobLog, lab: &Lab) -> Result<()> {
+    match lava::log::verdict(cases) {
+        Verdict::Complete => {}
+        Verdict::Failed(e) => bail!(
+            "job {} ended early: {e}{}",
+            lab.job,
+            match log.errors.last() {
+                Some(last) if !e.contains(last.as_str()) => format!(" (LAVA said: {last})"),
+                _ => String::new(),
+            }
+        ),
+        Verdict::Unfinished => bail!(
+            "the log ends before LAVA's verdict on job {} (the job still running, or the log cut short)",
+            lab.job
+        ),
+    }
+    Ok(())
+}
+
+/// Whether a LAVA job's serial output is a test boot's (`mode=test` on the
+/// kernel's command line, as its boot record says).
+pub fn is_test_boot(serial: &str) -> bool {
+    crate::report::parse_log(serial).is_ok_and(|r| {
+        crate::report::of_kind(&r, abi::report::kind::BOOT).any(|b| {
+            b.get("cmdline")
+                .is_some_and(|c| c.split_whitespace().any(|w| w == "mode=test"))
+        })
+    })
+}
+
+/// A test boot run in a lab: its tests as LAVA listed them, each checked
+/// against the kernel's KTAP line and `test` record.
+#[derive(Debug)]
+pub struct LabTests {
+    /// (the kernel's name of the test, its result: `pass`, `fail`, `skip`).
+    pub cases: Vec<(String, String)>,
+}
+
+impl LabTests {
+    pub fn count(&self, result: &str) -> usize {
+        self.cases.iter().filter(|(_, r)| r == result).count()
+    }
+
+    /// One line: how many, how they ended.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} tests as LAVA lists them, each the kernel's KTAP line and record: {} passed, {} failed, {} skipped",
+            self.cases.len(),
+            self.count("pass"),
+            self.count("fail"),
+            self.count("skip")
+        )
+    }
+}
+
+/// A test boot's job (`lava --mode test`): LAVA's verdict, then LAVA's
+/// cases of the KTAP monitor (from `lava_results`, the server's results,
+/// when given; else the log's) checked against the kernel: the same tests
+/// in the same order with the same results, as many as KTAP's plan, and
+/// the KTAP lines the same as the kernel's `test` records. A mismatch is
+/// an error naming the first case that differs.
+pub fn tests_from_lava(text: &str, lava_results: Option<&str>, lab: &Lab) -> Result<LabTests> {
+    let log = lava::log::parse_log(text)?;
+    let mut cases = log.cases.clone();
+    let lava_cases = match lava_results {
+        Some(r) => {
+            let more = lava::log::parse_results(r).context("the job's LAVA results")?;
+            cases.extend(more.iter().cloned());
+            more
+        }
+        None => log.cases.clone(),
+    };
+    ended_well(&cases, &log, lab)?;
+    let records = crate::report::parse_log(&log.serial).context("the job's serial output")?;
+    let tests: Vec<_> = crate::report::of_kind(&records, abi::report::kind::TEST).collect();
+    let ktap = crate::ktap::parse(&log.serial)
+        .context("the job's KTAP lines")?
+        .context("the test boot printed no KTAP (no `KTAP version 1` line)")?;
+    let plan = ktap
+        .plan
+        .context("the kernel's KTAP has no plan (`1..N`): the run did not end")?;
+    if plan as usize != tests.len() {
+        bail!(
+            "the kernel's KTAP plan is 1..{plan}, its records count {} tests",
+            tests.len()
+        );
+    }
+    for (c, t) in ktap.cases.iter().zip(&tests) {
+        if t.get("name") != Some(c.name.as_str()) || t.get("result") != Some(c.result.word()) {
+            bail!(
+                "KTAP test {} is {:?} ({}), the kernel's record {:?} ({})",
+                c.number,
+                c.name,
+                c.result.word(),
+                t.get("name").unwrap_or("?"),
+                t.get("result").unwrap_or("?")
+            );
+        }
+    }
+    let listed: Vec<_> = lava_cases
+        .iter()
+        .filter(|c| lava::log::in_suite(c, lava::SUITE))
+        .collect();
+    for (k, c) in ktap.cases.iter().enumerate() {
+        let Some(l) = listed.get(k) else {
+            bail!(
+                "LAVA lists {} test cases, the kernel's KTAP plan is 1..{plan}: test {} ({:?}, {}) is not on LAVA's list",
+                listed.len(),
+                c.number,
+                c.name,
+                c.result.word()
+            );
+        };
+        if l.case != case_id(&c.name) || l.result != c.result.word() {
+            bail!(
+                "LAVA's case {} is {} ({}), the kernel's KTAP test {} is {:?} ({}): LAVA's results and the kernel's disagree",
+                k + 1,
+                l.case,
+                l.result,
+                c.number,
+                c.name,
+                c.result.word()
+            );
+        }
+    }
+    if listed.len() != ktap.cases.len() {
+        let extra = &listed[ktap.cases.len()];
+        bail!(
+            "LAVA lists {} test cases, the kernel's KTAP plan is 1..{plan}: case {} ({}) is none of the kernel's",
+            listed.len(),
+            extra.case,
+            extra.result
+        );
+    }
+    Ok(LabTests {
+        cases: ktap
+            .cases
+            .iter()
+            .map(|c| (c.name.clone(), c.result.word().to_string()))
+            .collect(),
+    })
+}
+
 /// LAVA's test case id for a figure's name: lower case, every run of
 /// other characters than letters, digits and `_` made one `_`.
 pub fn case_id(name: &str) -> String {
@@ -356,4 +548,110 @@ pub fn case_id(name: &str) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The serial output of a test boot of three tests, one skipped.
+    const SERIAL: &[&str] = &[
+        "KTAP version 1",
+        "@@tb1 test name=a%20one result=pass",
+        "ok 1 a one",
+        "@@tb1 test name=b result=skip detail=no%20SEP",
+        "ok 2 b # SKIP no SEP",
+        "@@tb1 test name=c result=pass",
+        "ok 3 c",
+        "1..3",
+        "@@tb1 end status=success",
+    ];
+
+    /// A LAVA log of that boot: its serial lines, then LAVA's cases
+    /// (`(case, result)`) and its verdict.
+    fn job_log(cases: &[(&str, &str)]) -> String {
+        let mut s = String::new();
+        for l in SERIAL {
+            s += &format!("{{\"dt\": \"x\", \"lvl\": \"target\", \"msg\": \"{l}\"}}\n");
+        }
+        for (c, r) in cases {
+            s += &format!("{{\"dt\": \"x\", \"lvl\": \"results\", \"msg\": {{\"case\": \"{c}\", \"definition\": \"testbed\", \"result\": \"{r}\"}}}}\n");
+        }
+        s + "{\"dt\": \"x\", \"lvl\": \"results\", \"msg\": {\"case\": \"job\", \"definition\": \"lava\", \"result\": \"pass\"}}\n"
+    }
+
+    /// A model job's console: the kernel's lines, its end record, then
+    /// the plugin's file from QEMU's stderr, each line ending in `\r`.
+    #[test]
+    fn the_model_plugins_file_is_split_from_the_kernels_output() {
+        let serial = "@@tb1 boot x\r\nhello\r\n@@tb1 end status=success\r\nmodel1 profile=p4 virt=0 ncpus=1\r\nparam a=1\r\nend\r\nmodel plugin: a note\r\n";
+        let (kernel, model) = split_model(serial).unwrap();
+        assert_eq!(
+            kernel,
+            "@@tb1 boot x\nhello\n@@tb1 end status=success\nmodel plugin: a note\n"
+        );
+        assert_eq!(
+            model.as_deref(),
+            Some("model1 profile=p4 virt=0 ncpus=1\nparam a=1\nend\n")
+        );
+        // An icount job's output is left as it is.
+        let icount = "@@tb1 boot x\n@@tb1 end status=success\n";
+        assert_eq!(split_model(icount).unwrap(), (icount.to_string(), None));
+        // A cut file, and a plugin that refused, are errors.
+        let cut = serial.replace("end\r\n", "");
+        let e = split_model(&cut).unwrap_err().to_string();
+        assert!(e.contains("has no `end` line"), "{e}");
+        let refused = "@@tb1 end status=success\nerror QEMU ran the vCPUs on several threads\n";
+        let e = split_model(refused).unwrap_err().to_string();
+        assert!(e.contains("wrote no figures: error QEMU ran"), "{e}");
+    }
+
+    fn lab() -> Lab {
+        Lab {
+            job: "7".into(),
+            ..Lab::default()
+        }
+    }
+
+    #[test]
+    fn lavas_cases_equal_the_kernels_tests() {
+        let good = [("a_one", "pass"), ("b", "skip"), ("c", "pass")];
+        let t = tests_from_lava(&job_log(&good), None, &lab()).unwrap();
+        assert_eq!((t.count("pass"), t.count("skip")), (2, 1));
+        assert_eq!(t.cases[0], ("a one".to_string(), "pass".to_string()));
+        // The server's results file is LAVA's list when given.
+        let file = "- suite: lava\n  name: job\n  result: pass\n- suite: 0_testbed\n  name: a_one\n  result: pass\n- suite: 0_testbed\n  name: b\n  result: skip\n- suite: 0_testbed\n  name: c\n  result: pass\n";
+        assert!(tests_from_lava(&job_log(&good), Some(file), &lab()).is_ok());
+        let e = tests_from_lava(&job_log(&good), Some(&file.replace("skip", "pass")), &lab())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "LAVA's case 2 is b (pass), the kernel's KTAP test 2 is \"b\" (skip): LAVA's results and the kernel's disagree");
+    }
+
+    #[test]
+    fn a_case_list_that_differs_is_an_error() {
+        for (cases, says) in [
+            (
+                vec![("a_one", "pass"), ("b", "pass"), ("c", "pass")],
+                "LAVA's case 2 is b (pass), the kernel's KTAP test 2 is \"b\" (skip)",
+            ),
+            (
+                vec![("a_one", "pass"), ("c", "pass"), ("b", "skip")],
+                "LAVA's case 2 is c (pass), the kernel's KTAP test 2 is \"b\" (skip)",
+            ),
+            (
+                vec![("a_one", "pass"), ("b", "skip")],
+                "LAVA lists 2 test cases, the kernel's KTAP plan is 1..3: test 3 (\"c\", pass) is not on LAVA's list",
+            ),
+            (
+                vec![("a_one", "pass"), ("b", "skip"), ("c", "pass"), ("d", "fail")],
+                "LAVA lists 4 test cases, the kernel's KTAP plan is 1..3: case d (fail) is none of the kernel's",
+            ),
+        ] {
+            let e = tests_from_lava(&job_log(&cases), None, &lab())
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(says), "{cases:?}: {e}");
+        }
+    }
 }

@@ -2,7 +2,9 @@
 //! LAVA server over its REST API, waited for (all of them in flight at
 //! once), their logs and results fetched and imported into results/ as
 //! `cargo xtask import` would, the lab, device, device type and job id
-//! recorded. `lab fetch JOB...` waits for and imports jobs submitted
+//! recorded (a model job's figures with the model file its log carries;
+//! a test boot's job as its tests, LAVA's case list checked against the
+//! kernel's KTAP lines). `lab fetch JOB...` waits for and imports jobs submitted
 //! before (after the server went away mid-wait, say); `lab up` and
 //! `lab down` bring a LAVA instance up on this machine and take it down.
 
@@ -13,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 
+use super::import::LabTests;
 use super::lava::LavaArgs;
 use crate::kbuild;
 use crate::lava::instance::Instance;
@@ -139,9 +142,6 @@ pub fn lab(a: LabArgs) -> Result<i32> {
             if s.lava.print || s.lava.local {
                 bail!("`lab` submits the jobs to a server: --print and --local are `cargo xtask lava`'s");
             }
-            if s.lava.mode == super::run::ModeArg::Test {
-                bail!("`lab` imports a job's figures and a --mode test boot has none (its KTAP lines are in the job's log: `cargo xtask lava --mode test` writes such jobs)");
-            }
             let server = connect(&s.server)?;
             if s.lava.base_url.is_none() && !is_local(&server.url) {
                 bail!("the server {} fetches the kernel from a file:// path on this machine: copy <out>/files to a web server and give its address with --base-url", server.url);
@@ -245,8 +245,8 @@ pub fn finish(
     let lab = a.lab.clone().unwrap_or_else(|| server.host());
     let mut failed = Vec::new();
     for (j, state) in jobs.iter().zip(&done) {
-        match import(server, state, &lab) {
-            Ok(r) => {
+        let r = fetch(server, state, &lab).and_then(|imported| match imported {
+            Imported::Figures(r) => {
                 if out.quiet {
                     eprintln!("lab: job {} imported ({} figures)", j.id, r.benches.len());
                 } else {
@@ -256,18 +256,36 @@ pub fn finish(
                     let p = r.save(results)?;
                     eprintln!("results: {}", p.display());
                 }
+                Ok(())
             }
-            Err(e) => {
-                eprintln!(
-                    "lab: job {}{}: {e:#}",
-                    j.id,
-                    j.file
-                        .as_ref()
-                        .map(|f| format!(" ({})", f.display()))
-                        .unwrap_or_default()
-                );
-                failed.push(j.id);
+            Imported::Tests(t) => {
+                println!("lab: job {}: {}", j.id, t.summary());
+                let failed: Vec<_> = t
+                    .cases
+                    .iter()
+                    .filter(|(_, r)| r == "fail")
+                    .map(|(n, _)| n.as_str())
+                    .collect();
+                if !failed.is_empty() {
+                    bail!(
+                        "{} kernel tests failed: {}",
+                        failed.len(),
+                        failed.join("; ")
+                    );
+                }
+                Ok(())
             }
+        });
+        if let Err(e) = r {
+            eprintln!(
+                "lab: job {}{}: {e:#}",
+                j.id,
+                j.file
+                    .as_ref()
+                    .map(|f| format!(" ({})", f.display()))
+                    .unwrap_or_default()
+            );
+            failed.push(j.id);
         }
     }
     if !failed.is_empty() {
@@ -393,8 +411,26 @@ fn variant_of(description: &str) -> Option<&str> {
         .next()
 }
 
-/// A finished job's log and results fetched and imported (not saved).
+/// What a finished job gave.
+pub enum Imported {
+    /// A `mode=run` boot's figures (not saved yet).
+    Figures(Box<Results>),
+    /// A test boot's tests, LAVA's list checked against the kernel's.
+    Tests(LabTests),
+}
+
+/// A finished job's figures, fetched and imported (not saved); a test
+/// boot's job is an error (it has no figures).
 pub fn import(server: &Server, s: &JobState, lab: &str) -> Result<Results> {
+    match fetch(server, s, lab)? {
+        Imported::Figures(r) => Ok(*r),
+        Imported::Tests(_) => bail!("job {} is a test boot: it has no figures", s.id),
+    }
+}
+
+/// A finished job's log and results fetched and imported: its figures, or
+/// a test boot's tests.
+pub fn fetch(server: &Server, s: &JobState, lab: &str) -> Result<Imported> {
     if s.health != "Complete" {
         // Why, in LAVA's words: its comment, else the errors of the
         // failed actions in its results (the first is the cause, the
@@ -452,13 +488,29 @@ pub fn import(server: &Server, s: &JobState, lab: &str) -> Result<Results> {
         lab: lab.to_string(),
     };
     let variant = variant_of(&s.description).unwrap_or("lab");
-    super::import::from_lava(
+    let serial = crate::lava::log::parse_log(&log)
+        .map(|l| l.serial)
+        .unwrap_or_default();
+    if super::import::is_test_boot(&serial) {
+        return super::import::tests_from_lava(&log, Some(&results), &lab)
+            .map(Imported::Tests)
+            .with_context(|| format!("job {}: LAVA's test cases", s.id));
+    }
+    let r = super::import::from_lava(
         &log,
         Some((Path::new(&format!("job {}'s results", s.id)), &results)),
         lab,
         variant,
     )
-    .with_context(|| format!("job {}: nothing imported", s.id))
+    .with_context(|| format!("job {}: nothing imported", s.id))?;
+    let model_job = format!(" ({}", super::lava::MODEL_IN_NAME);
+    if s.description.contains(&model_job) && r.model_profile.is_none() {
+        bail!(
+            "job {} ran the model plugin, but its log holds no model file (is the plugin at --plugin-path on the worker, and does the worker's QEMU write its stderr to the console?): nothing imported",
+            s.id
+        );
+    }
+    Ok(Imported::Figures(Box::new(r)))
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use clap::{Args, ValueEnum};
 use super::bench::plan::split_spec;
 use super::run::ModeArg;
 use crate::kbuild::{self, Artifacts};
-use crate::lava::{self, Job, JobKind, Lab, PcBoot};
+use crate::lava::{self, Job, JobKind, Lab, PcBoot, QemuContext, Watch};
 use crate::machine::{self, qemu, AccelChoice, Clock, CmdlineCheck, Loader, Machine};
 use crate::{iso, preflight, results};
 
@@ -51,6 +51,20 @@ pub struct LavaArgs {
     /// still holds).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub smp: u32,
+    /// QEMU workers: the clock, icount (instruction counts) or model
+    /// (icount with the model plugin, whose modelled cycles it writes to
+    /// QEMU's stderr: the job's log carries them back). PCs run their TSC.
+    #[arg(long, value_enum, default_value = "icount")]
+    pub clock: Clock,
+    /// With --clock model: the CPU profile (model/profiles.toml; default:
+    /// the one matching --cpu, as `run` picks it).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// With --clock model: where the worker has the model plugin
+    /// (libmodel.so, built for the worker's QEMU); default: the job deploys
+    /// this build's plugin with the kernel (<out>/files/libmodel.so).
+    #[arg(long, value_name = "PATH")]
+    pub plugin_path: Option<String>,
     /// What the kernel does.
     #[arg(long, value_enum, default_value = "run")]
     pub mode: ModeArg,
@@ -152,7 +166,10 @@ fn job(a: &LavaArgs, v: &Variant, title: &str, url: &dyn Fn(&str) -> String) -> 
             };
             let art = Artifacts {
                 kernel: "{kernel}".into(),
-                programs: vec![(format!("{{{}}}", a.prog).into(), a.prog.clone())],
+                programs: programs(a)
+                    .into_iter()
+                    .map(|p| (format!("{{{p}}}").into(), p))
+                    .collect(),
             };
             let mut m = Machine::build(&spec, &art, &words, Path::new("/nonexistent"))?;
             machine::check_length(&m.cmdline, Path::new(WORKER_KERNEL_PATH))?;
@@ -179,41 +196,71 @@ fn job(a: &LavaArgs, v: &Variant, title: &str, url: &dyn Fn(&str) -> String) -> 
                     _ => main.push(x),
                 }
             }
-            let images = if a.grub {
+            if let Some(opts) = model_opts(a, &m.cpu_model())? {
+                // The plugin writes its file to QEMU's stderr, which a QEMU
+                // worker's console carries into the job's log after the
+                // kernel's last line.
+                let lib = a.plugin_path.as_deref().unwrap_or(PLUGIN_KEY_ARG);
+                main.extend(crate::model::qemu_args(
+                    Path::new(lib),
+                    &opts,
+                    Path::new(PLUGIN_OUT),
+                )?);
+            }
+            let mut images = if a.grub {
                 vec![(
                     "iso".to_string(),
                     url(&iso_name(&v.name)),
                     lava::join_args(&main)?,
                 )]
             } else {
-                vec![
-                    ("kernel".to_string(), url("kernel"), lava::join_args(&main)?),
-                    (a.prog.clone(), url(&a.prog), lava::join_args(&initrd)?),
-                ]
+                // QEMU takes every module in one -initrd: the first
+                // program's image carries it, the others are only
+                // downloaded (LAVA puts each one's path for its `{key}`).
+                let mut v = vec![("kernel".to_string(), url("kernel"), lava::join_args(&main)?)];
+                for (k, p) in programs(a).into_iter().enumerate() {
+                    let arg = if k == 0 {
+                        lava::join_args(&initrd)?
+                    } else {
+                        String::new()
+                    };
+                    v.push((p.clone(), url(&p), arg));
+                }
+                v
             };
+            if a.clock == Clock::Model && a.plugin_path.is_none() {
+                images.push((PLUGIN_KEY.into(), url(PLUGIN_FILE), String::new()));
+            }
             let arch = if qemu::binary(&m) == "qemu-system-x86_64" {
                 "x86_64"
             } else {
                 "i386"
             };
+            let modelled = model_opts(a, &m.cpu_model())?
+                .map(|o| format!(" ({})", MODEL_IN_NAME.to_owned() + &o.profile))
+                .unwrap_or_default();
             Ok(Job {
-                name: format!("i386 testbed {title}: {}", m.cmdline),
+                name: format!("i386 testbed {title}: {}{modelled}", m.cmdline),
                 cmdline: m.cmdline.clone(),
                 timeout: a.timeout,
-                unit_word: "instructions",
+                monitor: watch(a, "instructions"),
+                model: a.clock == Clock::Model,
                 kind: JobKind::Qemu {
-                    context: vec![
-                        ("arch", arch.into()),
-                        ("cpu", m.cpu_model()),
-                        ("machine", "pc".into()),
-                        ("memory", m.memory_mib.to_string()),
-                        ("no_kvm", "true".into()),
-                    ],
+                    context: QemuContext {
+                        arch: arch.into(),
+                        cpu: m.cpu_model(),
+                        machine: "pc".into(),
+                        memory: m.memory_mib,
+                        no_kvm: true,
+                    },
                     images,
                 },
             })
         }
         Target::Pc => {
+            if a.mode == ModeArg::Test && a.pc_boot == PcBoot::Ipxe {
+                bail!("a test boot needs every user program as a module and an iPXE job loads one: use --pc-boot minimal (the GRUB image holds them all) or --target qemu");
+            }
             let cmdline = pc_cmdline(&words, &extra);
             machine::check_length(&cmdline, Path::new(WORKER_KERNEL_PATH))?;
             let kind = match a.pc_boot {
@@ -232,10 +279,51 @@ fn job(a: &LavaArgs, v: &Variant, title: &str, url: &dyn Fn(&str) -> String) -> 
                 name: format!("i386 testbed {title}: {cmdline}"),
                 cmdline,
                 timeout: a.timeout,
-                unit_word: "cycles",
+                monitor: watch(a, "cycles"),
+                model: false,
                 kind,
             })
         }
+    }
+}
+
+/// The model plugin's image in a job's deploy, its file in <out>/files,
+/// and its path in QEMU's arguments (LAVA puts the worker's path there).
+const PLUGIN_KEY: &str = "model";
+const PLUGIN_FILE: &str = "libmodel.so";
+const PLUGIN_KEY_ARG: &str = "{model}";
+
+/// What a model job's name says after its command line: `(model P)`.
+pub const MODEL_IN_NAME: &str = "model ";
+
+/// Where the plugin writes its file on a worker: QEMU's stderr, which is
+/// the worker's console as its stdout is.
+pub const PLUGIN_OUT: &str = "/dev/stderr";
+
+/// The model's options for a --clock model job on CPU model `cpu`, the
+/// profile checked (nothing built); `None` for an icount job.
+fn model_opts(a: &LavaArgs, cpu: &str) -> Result<Option<crate::model::ModelOpts>> {
+    if a.clock != Clock::Model {
+        return Ok(None);
+    }
+    let asked = a.profile.as_ref().map(|p| crate::model::ModelOpts {
+        profile: p.clone(),
+        virt: crate::model::Virt::Off,
+        pge: false,
+        from_cpu: false,
+        reference: false,
+        shadow: false,
+    });
+    crate::model::options_for(Clock::Model, asked.as_ref(), cpu)
+}
+
+/// What the job's monitor watches: a test boot's KTAP lines, else the
+/// figures in the clock's unit.
+fn watch(a: &LavaArgs, unit_word: &'static str) -> Watch {
+    if a.mode == ModeArg::Test {
+        Watch::Ktap
+    } else {
+        Watch::Figures { unit_word }
     }
 }
 
@@ -280,6 +368,22 @@ fn plan(a: &LavaArgs) -> Result<(PathBuf, Vec<Planned>)> {
     let vs = variants(a)?;
     if a.target == Target::Pc && (a.grub || a.cpu.is_some() || a.smp != 1) {
         bail!("--grub, --cpu and --smp describe a QEMU worker; a PC has its own CPUs (for the GRUB image on a PC: --pc-boot minimal)");
+    }
+    match (a.target, a.clock) {
+        (Target::Qemu, Clock::Icount | Clock::Model) | (Target::Pc, Clock::Icount) => {}
+        (Target::Qemu, Clock::Tsc) => bail!(
+            "--clock tsc: a QEMU worker runs TCG, whose clock is icount (or the model on icount)"
+        ),
+        (Target::Pc, _) => bail!(
+            "--clock {}: a PC runs on its TSC (the model is a QEMU plugin)",
+            a.clock.key()
+        ),
+    }
+    if a.clock != Clock::Model && (a.profile.is_some() || a.plugin_path.is_some()) {
+        bail!("--profile and --plugin-path are the model's: use them with --clock model");
+    }
+    if a.clock == Clock::Model && a.mode == ModeArg::Test {
+        bail!("--clock model models a run's figures; a test boot has none: drop --clock model or --mode test");
     }
     if a.local {
         if a.target != Target::Qemu {
@@ -328,7 +432,12 @@ pub fn write(a: &LavaArgs) -> Result<Vec<Written>> {
     let art = kbuild::build(true)?;
     std::fs::create_dir_all(out.join("jobs"))
         .with_context(|| format!("cannot create {}", out.join("jobs").display()))?;
-    let art = copy_files(&art, &a.prog, &files)?;
+    let art = copy_files(&art, &programs(a), &files)?;
+    if a.clock == Clock::Model && a.plugin_path.is_none() {
+        let lib = crate::model::build_plugin(&kbuild::root())?;
+        std::fs::copy(&lib, files.join(PLUGIN_FILE))
+            .with_context(|| format!("cannot copy {}", lib.display()))?;
+    }
     if grub {
         for v in variants(a)? {
             let cmdline = &jobs
@@ -400,19 +509,33 @@ pub fn lava(a: LavaArgs) -> Result<i32> {
             job: id.clone(),
             lab: String::new(),
         };
-        match super::import::from_lava(&text, None, lab, &w.variant) {
-            Ok(r) => {
-                if !a.quiet {
-                    print!("{}", r.table());
+        if a.mode == ModeArg::Test {
+            match super::import::tests_from_lava(&text, None, &lab) {
+                Ok(t) if t.count("fail") == 0 => println!("lava: job {id}: {}", t.summary()),
+                Ok(t) => {
+                    failed += 1;
+                    eprintln!("lava: job {id} ({}): {}", p.display(), t.summary());
                 }
-                if !a.no_save {
-                    let path = r.save(&kbuild::root().join("results"))?;
-                    eprintln!("results: {}", path.display());
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("lava: job {id} ({}): {e:#}", p.display());
                 }
             }
-            Err(e) => {
-                failed += 1;
-                eprintln!("lava: job {id} ({}): {e:#}", p.display());
+        } else {
+            match super::import::from_lava(&text, None, lab, &w.variant) {
+                Ok(r) => {
+                    if !a.quiet {
+                        print!("{}", r.table());
+                    }
+                    if !a.no_save {
+                        let path = r.save(&kbuild::root().join("results"))?;
+                        eprintln!("results: {}", path.display());
+                    }
+                }
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("lava: job {id} ({}): {e:#}", p.display());
+                }
             }
         }
         eprintln!(
@@ -428,23 +551,44 @@ pub fn lava(a: LavaArgs) -> Result<i32> {
 /// The device name a local `lava-run` job reports.
 pub const LOCAL_DEVICE: &str = "local-qemu";
 
-/// The kernel and the program `--prog` names, copied to `files`.
-fn copy_files(art: &Artifacts, prog: &str, files: &Path) -> Result<Artifacts> {
-    std::fs::create_dir_all(files).with_context(|| format!("cannot create {}", files.display()))?;
-    let Some((p, _)) = art.programs.iter().find(|(_, n)| n == prog) else {
-        bail!(
-            "no user program {prog:?} (there are: {})",
-            kbuild::USER_PROGRAMS.join(", ")
+/// The user programs a job deploys: the one `--prog` names, or for a test
+/// boot every one (its tests run them all).
+fn programs(a: &LavaArgs) -> Vec<String> {
+    if a.mode == ModeArg::Test {
+        let mut v = vec![a.prog.clone()];
+        v.extend(
+            kbuild::USER_PROGRAMS
+                .iter()
+                .filter(|p| **p != a.prog)
+                .map(|p| p.to_string()),
         );
-    };
+        v
+    } else {
+        vec![a.prog.clone()]
+    }
+}
+
+/// The kernel and the programs `progs`, copied to `files`.
+fn copy_files(art: &Artifacts, progs: &[String], files: &Path) -> Result<Artifacts> {
+    std::fs::create_dir_all(files).with_context(|| format!("cannot create {}", files.display()))?;
     let copy = |from: &Path, name: &str| -> Result<PathBuf> {
         let to = files.join(name);
         std::fs::copy(from, &to).with_context(|| format!("cannot copy {}", from.display()))?;
         Ok(to)
     };
+    let mut programs = Vec::new();
+    for prog in progs {
+        let Some((p, _)) = art.programs.iter().find(|(_, n)| n == prog) else {
+            bail!(
+                "no user program {prog:?} (there are: {})",
+                kbuild::USER_PROGRAMS.join(", ")
+            );
+        };
+        programs.push((copy(p, prog)?, prog.clone()));
+    }
     Ok(Artifacts {
         kernel: copy(&art.kernel, "kernel")?,
-        programs: vec![(copy(p, prog)?, prog.to_string())],
+        programs,
     })
 }
 
@@ -498,44 +642,133 @@ mod tests {
         T::try_parse_from(v).unwrap().a
     }
 
-    fn one(a: &LavaArgs) -> String {
+    fn one(a: &LavaArgs) -> lava::Definition {
         let v = &variants(a).unwrap()[0];
-        job(a, v, "t", &|f| format!("https://lab.example/{f}"))
+        let y = job(a, v, "t", &|f| format!("https://lab.example/{f}"))
             .unwrap()
-            .yaml()
+            .yaml();
+        serde_norway::from_str(&y).unwrap_or_else(|e| panic!("{e}: {y}"))
+    }
+
+    fn images(d: &lava::Definition) -> Vec<(String, lava::Image)> {
+        d.actions[0]
+            .deploy
+            .as_ref()
+            .and_then(|x| x.images.clone())
+            .unwrap()
+            .into_iter()
+            .collect()
+    }
+
+    fn monitor(d: &lava::Definition) -> &lava::Monitor {
+        &d.actions.last().unwrap().test.as_ref().unwrap().monitors[0]
     }
 
     #[test]
     fn a_qemu_job_carries_runs_qemu_arguments() {
-        let y = one(&args(&["--append", "batches=2"]));
-        assert!(y.contains("image_arg: '-machine pc,accel=tcg -cpu qemu32 -smp 1 -m 128M -icount shift=0,sleep=off -no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04 -kernel {kernel} -append \"mode=run prog=bench clock=icount accel=tcg batches=2\"'"), "{y}");
-        assert!(y.contains("      bench:\n        url: 'https://lab.example/bench'\n        image_arg: '-initrd \"{bench} bench\"'\n"), "{y}");
-        assert!(
-            y.contains("  arch: i386\n  cpu: qemu32\n") && y.contains("  no_kvm: true\n"),
-            "{y}"
+        let d = one(&args(&["--append", "batches=2"]));
+        let i = images(&d);
+        assert_eq!(i[0].0, "kernel");
+        assert_eq!(i[0].1.image_arg, "-machine pc,accel=tcg -cpu qemu32 -smp 1 -m 128M -icount shift=0,sleep=off -no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04 -kernel {kernel} -append \"mode=run prog=bench clock=icount accel=tcg batches=2\"");
+        assert_eq!(i[1].0, "bench");
+        assert_eq!(i[1].1.url, "https://lab.example/bench");
+        assert_eq!(i[1].1.image_arg, "-initrd \"{bench} bench\"");
+        let c = d.context.as_ref().unwrap();
+        assert_eq!(
+            (c.arch.as_str(), c.cpu.as_str(), c.no_kvm),
+            ("i386", "qemu32", true)
         );
         // The device type gives the console and the monitor.
+        let all: String = i.iter().map(|(_, x)| x.image_arg.clone()).collect();
         assert!(
-            !y.contains("-serial") && !y.contains("-monitor") && !y.contains("-display"),
-            "{y}"
+            !all.contains("-serial") && !all.contains("-monitor") && !all.contains("-display"),
+            "{all}"
         );
-        let y = one(&args(&["--grub"]));
-        assert!(y.contains("      iso:\n        url: 'https://lab.example/testbed-default.iso'\n        image_arg: '-machine pc,accel=tcg"), "{y}");
-        assert!(y.contains("-cdrom {iso} -boot d'"), "{y}");
+        assert_eq!(monitor(&d).pattern, lava::figure_pattern("instructions"));
+        let d = one(&args(&["--grub"]));
+        let i = images(&d);
+        assert_eq!(i[0].0, "iso");
+        assert_eq!(i[0].1.url, "https://lab.example/testbed-default.iso");
+        assert!(i[0].1.image_arg.starts_with("-machine pc,accel=tcg"));
+        assert!(i[0].1.image_arg.ends_with("-cdrom {iso} -boot d"));
+        // A test boot's job makes cases of its KTAP lines.
+        let d = one(&args(&["--mode", "test"]));
+        assert_eq!(monitor(&d).pattern, lava::ktap_pattern());
+        assert!(images(&d)[0].1.image_arg.contains("-append \"mode=test "));
+    }
+
+    /// A model job loads the plugin (deployed with the kernel, or at the
+    /// worker's path), which writes its file to QEMU's stderr; LAVA reads
+    /// on after the test until QEMU's output ends.
+    #[test]
+    fn a_model_job_runs_the_plugin_onto_stderr() {
+        let d = one(&args(&["--clock", "model", "--profile", "p4"]));
+        let i = images(&d);
+        assert!(
+            i[0].1
+                .image_arg
+                .ends_with(" -plugin {model},profile=p4,virt=off,out=/dev/stderr"),
+            "{}",
+            i[0].1.image_arg
+        );
+        assert_eq!(i[2].0, "model");
+        assert_eq!(i[2].1.url, "https://lab.example/libmodel.so");
+        assert!(d.job_name.ends_with(" (model p4)"), "{}", d.job_name);
+        let c = d.timeouts.connections.as_ref().unwrap();
+        assert_eq!(c["read-feedback"].seconds, 120);
+        let d = one(&args(&[
+            "--clock",
+            "model",
+            "--plugin-path",
+            "/opt/libmodel.so",
+        ]));
+        let i = images(&d);
+        assert!(i[0]
+            .1
+            .image_arg
+            .contains(" -plugin /opt/libmodel.so,profile=modern,"));
+        assert_eq!(i.len(), 2);
+        assert!(one(&args(&[])).timeouts.connections.is_none());
+        for (flags, says) in [
+            (vec!["--profile", "p4"], "use them with --clock model"),
+            (vec!["--clock", "tsc"], "a QEMU worker runs TCG"),
+            (
+                vec!["--clock", "model", "--target", "pc"],
+                "a PC runs on its TSC",
+            ),
+            (
+                vec!["--clock", "model", "--mode", "test"],
+                "a test boot has none",
+            ),
+            (
+                vec!["--clock", "model", "--profile", "p9"],
+                "no such model profile",
+            ),
+        ] {
+            let e = lava(args(&[flags.as_slice(), &["--print"]].concat()))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{flags:?}: {e}");
+        }
     }
 
     #[test]
     fn pc_jobs_boot_by_ipxe_or_from_their_disk() {
-        let y = one(&args(&["--target", "pc", "--device-type", "pentium3"]));
-        assert!(y.contains("device_type: pentium3\n"), "{y}");
-        assert!(y.contains("    method: ipxe\n"), "{y}");
-        assert!(y.contains("    - 'kernel tftp://{SERVER_IP}/{KERNEL} mode=run prog=bench clock=tsc'\n    - 'module tftp://{SERVER_IP}/{RAMDISK} bench'\n"), "{y}");
-        assert!(y.contains("(?P<units>cycles)="), "{y}");
-        let y = one(&args(&["--target", "pc", "--pc-boot", "minimal"]));
-        assert!(
-            y.contains("    method: minimal\n") && !y.contains("deploy"),
-            "{y}"
+        let d = one(&args(&["--target", "pc", "--device-type", "pentium3"]));
+        assert_eq!(d.device_type, "pentium3");
+        let boot = d.actions[1].boot.as_ref().unwrap();
+        assert_eq!(boot.method, "ipxe");
+        let c = boot.commands.as_ref().unwrap();
+        assert_eq!(
+            c[1],
+            "kernel tftp://{SERVER_IP}/{KERNEL} mode=run prog=bench clock=tsc"
         );
+        assert_eq!(c[2], "module tftp://{SERVER_IP}/{RAMDISK} bench");
+        assert!(monitor(&d).pattern.ends_with("(?P<units>cycles)="));
+        let d = one(&args(&["--target", "pc", "--pc-boot", "minimal"]));
+        assert_eq!(d.actions.len(), 2);
+        assert_eq!(d.actions[0].boot.as_ref().unwrap().method, "minimal");
+        assert!(d.actions.iter().all(|a| a.deploy.is_none()));
     }
 
     #[test]

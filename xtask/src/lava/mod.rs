@@ -6,7 +6,9 @@
 //!
 //! A job never asks the kernel for anything: the kernel has no shell, so
 //! the test action is LAVA's `monitors`, which watches the serial output
-//! for a start pattern, figures, and an end pattern. LAVA compiles each
+//! for a start pattern, figures (or a test boot's KTAP lines), and an end
+//! pattern. The job definition is typed ([`Definition`]) and written by
+//! `serde_norway`. LAVA compiles each
 //! pattern with Python's `re` under pexpect, with DOTALL: a `.` would also
 //! match a line end, so every pattern here uses `[^\n]` and stays on one
 //! line, and every variable-length group is followed by a fixed character
@@ -16,7 +18,11 @@ pub mod instance;
 pub mod log;
 pub mod server;
 
+use std::collections::BTreeMap;
+
 use abi::report::{kind, MARKER, SCHEMA};
+
+use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 /// Where a run in a lab ran: what `import` records as the system.
@@ -79,10 +85,29 @@ pub fn figure_pattern(unit_word: &str) -> String {
     )
 }
 
-/// A YAML scalar in single quotes (the only escape: `'` doubled), so that
-/// backslashes in patterns and quotes in QEMU arguments stay as they are.
-pub fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
+/// The pattern that makes a LAVA test case of every KTAP result line of a
+/// test boot (`ok N name`, `not ok N name`, `ok N name # SKIP why`): the
+/// name is the case, and `result` is `ok`, `not ok` or `SKIP`, which
+/// [`ktap_fixupdict`] makes LAVA's pass, fail and skip. LAVA keeps one
+/// group per name, so `result` is read in a lookahead at the line's start:
+/// the `SKIP` of the directive when the line has one, else the line's
+/// first words. A line must start the match (the `\n` before it is never
+/// consumed: each match stops before its line's end), so a record or a
+/// message that holds `ok 1 ` mid-line is no case; the name runs to the
+/// directive or the line's end (a `#` in a name is written `\#`).
+pub fn ktap_pattern() -> String {
+    let name = r"(?:\\#|[^#\r\n])+";
+    format!(
+        r"(?<=\n)(?=(?:ok [0-9]+ {name}# )?(?P<result>SKIP|not ok|ok))(?:not ok|ok) [0-9]+ (?P<test_case_id>{name})(?:# SKIP[^\r\n]*)?(?=\r|\n)"
+    )
+}
+
+/// LAVA's results for [`ktap_pattern`]'s `result` group.
+pub fn ktap_fixupdict() -> BTreeMap<String, String> {
+    [("ok", "pass"), ("not ok", "fail"), ("SKIP", "skip")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// How a real PC gets the kernel.
@@ -104,9 +129,22 @@ pub struct Job {
     pub cmdline: String,
     /// Seconds the kernel may run before LAVA calls the job hung.
     pub timeout: u64,
-    /// The word of the clock's unit (see [`figure_pattern`]).
-    pub unit_word: &'static str,
+    /// What the test action watches for.
+    pub monitor: Watch,
+    /// QEMU runs the model plugin, whose file arrives after the kernel's
+    /// last line.
+    pub model: bool,
     pub kind: JobKind,
+}
+
+/// What a job's monitor makes test cases of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watch {
+    /// The per-operation figures of a `mode=run` boot, in the clock's unit
+    /// (see [`figure_pattern`]).
+    Figures { unit_word: &'static str },
+    /// The KTAP result lines of a `mode=test` boot (see [`ktap_pattern`]).
+    Ktap,
 }
 
 /// What the job deploys and how it boots.
@@ -115,9 +153,8 @@ pub enum JobKind {
     /// with its piece of QEMU's command line (`image_arg`, where `{key}`
     /// becomes the file's path on the worker).
     Qemu {
-        /// `context:` (arch, cpu, machine, memory, no_kvm): how a server
-        /// renders the device type for this job.
-        context: Vec<(&'static str, String)>,
+        /// How a server renders the device type for this job.
+        context: QemuContext,
         /// (key, url, image_arg), in order.
         images: Vec<(String, String, String)>,
     },
@@ -132,43 +169,150 @@ pub enum JobKind {
     Minimal { device_type: String, image: String },
 }
 
+/// A LAVA job definition: the part of LAVA's job schema these jobs use.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Definition {
+    pub job_name: String,
+    pub device_type: String,
+    pub visibility: String,
+    pub priority: String,
+    pub timeouts: Timeouts,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<QemuContext>,
+    pub actions: Vec<Action>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Timeouts {
+    pub job: Seconds,
+    pub action: Seconds,
+    /// Per connection step: `read-feedback` is how long LAVA reads what a
+    /// device prints after the test action (until the end of output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<BTreeMap<String, Seconds>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seconds {
+    pub seconds: u64,
+}
+
+/// `context:` of a QEMU job: what the server's `qemu` device type is
+/// rendered with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QemuContext {
+    pub arch: String,
+    pub cpu: String,
+    pub machine: String,
+    /// MiB.
+    pub memory: u32,
+    pub no_kvm: bool,
+}
+
+/// One item of `actions:`, a mapping of one key (the action's kind).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Action {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy: Option<Deploy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot: Option<Boot>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<TestAction>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Deploy {
+    pub to: String,
+    /// A QEMU worker's files, in QEMU's argument order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<IndexMap<String, Image>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<Url>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramdisk: Option<Url>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Image {
+    pub url: String,
+    pub image_arg: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Url {
+    pub url: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Boot {
+    pub method: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Vec<String>>,
+    pub timeout: Seconds,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TestAction {
+    pub timeout: Seconds,
+    pub monitors: Vec<Monitor>,
+}
+
+/// LAVA's `monitors` test: it waits for `start`, then makes a test case of
+/// every match of `pattern` (its groups `test_case_id`, `result`,
+/// `measurement`, `units`; `result` translated by `fixupdict`) until `end`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Monitor {
+    pub name: String,
+    pub start: String,
+    pub end: String,
+    pub pattern: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixupdict: Option<BTreeMap<String, String>>,
+}
+
 impl Job {
-    /// The job definition, ready for `lavacli jobs submit`.
-    pub fn yaml(&self) -> String {
-        let mut s = String::new();
+    /// The job definition.
+    pub fn definition(&self) -> Definition {
         let device_type = match &self.kind {
             JobKind::Qemu { .. } => "qemu",
             JobKind::Ipxe { device_type, .. } | JobKind::Minimal { device_type, .. } => device_type,
         };
-        s += &format!("job_name: {}\n", quote(&self.name));
-        s += &format!("device_type: {device_type}\n");
-        s += "visibility: public\npriority: medium\n";
         // The kernel's own timeout, and room for the deploy and the boot.
-        let boot = 120;
-        s += "timeouts:\n";
-        s += &format!(
-            "  job: {{seconds: {}}}\n",
-            DEPLOY_SECONDS + boot + self.timeout
-        );
-        s += &format!("  action: {{seconds: {DEPLOY_SECONDS}}}\n");
-        if let JobKind::Qemu { context, .. } = &self.kind {
-            s += "context:\n";
-            for (k, v) in context {
-                s += &format!("  {k}: {v}\n");
-            }
-        }
-        s += "actions:\n";
+        let boot_timeout = Seconds { seconds: 120 };
+        let mut actions = Vec::new();
         match &self.kind {
             JobKind::Qemu { images, .. } => {
-                s += "- deploy:\n    to: tmpfs\n    images:\n";
-                for (key, url, arg) in images {
-                    s += &format!(
-                        "      {key}:\n        url: {}\n        image_arg: {}\n",
-                        quote(url),
-                        quote(arg)
-                    );
-                }
-                s += "- boot:\n    method: qemu\n    media: tmpfs\n";
+                actions.push(Action {
+                    deploy: Some(Deploy {
+                        to: "tmpfs".into(),
+                        images: Some(
+                            images
+                                .iter()
+                                .map(|(key, url, arg)| {
+                                    let image = Image {
+                                        url: url.clone(),
+                                        image_arg: arg.clone(),
+                                    };
+                                    (key.clone(), image)
+                                })
+                                .collect(),
+                        ),
+                        kernel: None,
+                        ramdisk: None,
+                    }),
+                    ..Action::default()
+                });
+                actions.push(Action {
+                    boot: Some(Boot {
+                        method: "qemu".into(),
+                        media: Some("tmpfs".into()),
+                        commands: None,
+                        timeout: boot_timeout,
+                    }),
+                    ..Action::default()
+                });
             }
             JobKind::Ipxe {
                 kernel_url,
@@ -176,42 +320,113 @@ impl Job {
                 module_name,
                 ..
             } => {
-                s += "- deploy:\n    to: tftp\n";
-                s += &format!("    kernel:\n      url: {}\n", quote(kernel_url));
-                s += &format!("    ramdisk:\n      url: {}\n", quote(module_url));
-                s += "- boot:\n    method: ipxe\n    commands:\n";
+                actions.push(Action {
+                    deploy: Some(Deploy {
+                        to: "tftp".into(),
+                        images: None,
+                        kernel: Some(Url {
+                            url: kernel_url.clone(),
+                        }),
+                        ramdisk: Some(Url {
+                            url: module_url.clone(),
+                        }),
+                    }),
+                    ..Action::default()
+                });
                 // iPXE loads a Multiboot kernel with `kernel` and its
                 // modules with `module`, each with its own command line.
-                for c in [
+                let commands = vec![
                     "dhcp net0".to_string(),
                     format!("kernel tftp://{{SERVER_IP}}/{{KERNEL}} {}", self.cmdline),
                     format!("module tftp://{{SERVER_IP}}/{{RAMDISK}} {module_name}"),
                     "boot".to_string(),
-                ] {
-                    s += &format!("    - {}\n", quote(&c));
-                }
+                ];
+                actions.push(Action {
+                    boot: Some(Boot {
+                        method: "ipxe".into(),
+                        media: None,
+                        commands: Some(commands),
+                        timeout: boot_timeout,
+                    }),
+                    ..Action::default()
+                });
             }
-            JobKind::Minimal { image, .. } => {
-                s += &format!(
-                    "# The PC boots {image} from its own disk (written with dd; see docs/lab.md).\n"
-                );
-                s += "- boot:\n    method: minimal\n";
-            }
+            JobKind::Minimal { .. } => actions.push(Action {
+                boot: Some(Boot {
+                    method: "minimal".into(),
+                    media: None,
+                    commands: None,
+                    timeout: boot_timeout,
+                }),
+                ..Action::default()
+            }),
         }
-        s += &format!("    timeout: {{seconds: {boot}}}\n");
-        s += "- test:\n";
-        s += &format!("    timeout: {{seconds: {}}}\n", self.timeout);
-        s += "    monitors:\n";
-        s += &format!("    - name: {SUITE}\n");
-        s += &format!("      start: {}\n", quote(&start_pattern()));
-        s += &format!("      end: {}\n", quote(&end_pattern()));
-        s += &format!(
-            "      pattern: {}\n",
-            quote(&figure_pattern(self.unit_word))
-        );
-        s
+        let (pattern, fixupdict) = match self.monitor {
+            Watch::Figures { unit_word } => (figure_pattern(unit_word), None),
+            Watch::Ktap => (ktap_pattern(), Some(ktap_fixupdict())),
+        };
+        actions.push(Action {
+            test: Some(TestAction {
+                timeout: Seconds {
+                    seconds: self.timeout,
+                },
+                monitors: vec![Monitor {
+                    name: SUITE.into(),
+                    start: start_pattern(),
+                    end: end_pattern(),
+                    pattern,
+                    fixupdict,
+                }],
+            }),
+            ..Action::default()
+        });
+        Definition {
+            job_name: self.name.clone(),
+            device_type: device_type.to_string(),
+            visibility: "public".into(),
+            priority: "medium".into(),
+            timeouts: Timeouts {
+                job: Seconds {
+                    seconds: DEPLOY_SECONDS + boot_timeout.seconds + self.timeout,
+                },
+                action: Seconds {
+                    seconds: DEPLOY_SECONDS,
+                },
+                // The model plugin writes its file when QEMU exits, after
+                // the kernel's end record: LAVA reads on until QEMU's end
+                // of output (its default: 1 s, whatever is still coming).
+                connections: self.model.then(|| {
+                    BTreeMap::from([(
+                        "read-feedback".to_string(),
+                        Seconds {
+                            seconds: FEEDBACK_SECONDS,
+                        },
+                    )])
+                }),
+            },
+            context: match &self.kind {
+                JobKind::Qemu { context, .. } => Some(context.clone()),
+                _ => None,
+            },
+            actions,
+        }
+    }
+
+    /// The job definition as YAML, ready for `lavacli jobs submit`.
+    pub fn yaml(&self) -> String {
+        let body = serde_norway::to_string(&self.definition())
+            .expect("a job definition of strings, numbers and booleans serializes");
+        match &self.kind {
+            JobKind::Minimal { image, .. } => format!(
+                "# The PC boots {image} from its own disk (written with dd; see docs/lab.md).\n{body}"
+            ),
+            _ => body,
+        }
     }
 }
+
+/// Seconds LAVA may read a device's output after the test action.
+const FEEDBACK_SECONDS: u64 = 120;
 
 /// Seconds for a deploy (downloads) and for any other action.
 const DEPLOY_SECONDS: u64 = 300;
@@ -251,45 +466,103 @@ mod tests {
     }
 
     #[test]
-    fn quoting_keeps_backslashes_and_doubles_quotes() {
-        assert_eq!(quote(r"a\n'b"), r"'a\n''b'");
+    fn join_args_quotes_words_with_spaces() {
         let a = join_args(&["-append".into(), "mode=run prog=bench".into()]).unwrap();
         assert_eq!(a, "-append \"mode=run prog=bench\"");
         assert!(join_args(&["x\"y".into()]).is_err());
     }
 
-    #[test]
-    fn a_qemu_job_has_its_images_boot_and_monitors() {
-        let j = Job {
-            name: "n".into(),
+    fn qemu_job(monitor: Watch) -> Job {
+        Job {
+            name: "n: 'quoted' \\ and: a colon".into(),
             cmdline: "mode=run".into(),
             timeout: 60,
-            unit_word: "instructions",
+            monitor,
+            model: false,
             kind: JobKind::Qemu {
-                context: vec![("arch", "i386".into())],
-                images: vec![(
-                    "kernel".into(),
-                    "file:///k".into(),
-                    "-kernel {kernel}".into(),
-                )],
+                context: QemuContext {
+                    arch: "i386".into(),
+                    cpu: "qemu32".into(),
+                    machine: "pc".into(),
+                    memory: 128,
+                    no_kvm: true,
+                },
+                images: vec![
+                    (
+                        "kernel".into(),
+                        "file:///k".into(),
+                        "-kernel {kernel} -append \"a b\"".into(),
+                    ),
+                    ("bench".into(), "file:///b".into(), "-initrd {bench}".into()),
+                ],
             },
-        };
+        }
+    }
+
+    /// The YAML read back is the definition written: names, patterns with
+    /// backslashes and quotes survive, the images keep their order, and
+    /// the context's memory and no_kvm are a number and a boolean.
+    #[test]
+    fn a_qemu_job_reads_back_as_written() {
+        let j = qemu_job(Watch::Figures {
+            unit_word: "instructions",
+        });
         let y = j.yaml();
-        assert!(y.contains("device_type: qemu\n"), "{y}");
-        assert!(y.contains("context:\n  arch: i386\n"), "{y}");
-        assert!(
-            y.contains(
-                "      kernel:\n        url: 'file:///k'\n        image_arg: '-kernel {kernel}'\n"
-            ),
-            "{y}"
+        let d: Definition = serde_norway::from_str(&y).unwrap();
+        assert_eq!(d, j.definition());
+        assert_eq!(d.job_name, "n: 'quoted' \\ and: a colon");
+        assert_eq!(d.device_type, "qemu");
+        assert_eq!(d.timeouts.job.seconds, 300 + 120 + 60);
+        let images = d.actions[0]
+            .deploy
+            .as_ref()
+            .unwrap()
+            .images
+            .as_ref()
+            .unwrap();
+        assert_eq!(images.keys().collect::<Vec<_>>(), ["kernel", "bench"]);
+        assert_eq!(
+            images["kernel"].image_arg,
+            "-kernel {kernel} -append \"a b\""
         );
-        assert!(
-            y.contains("- boot:\n    method: qemu\n    media: tmpfs\n"),
-            "{y}"
+        let boot = d.actions[1].boot.as_ref().unwrap();
+        assert_eq!(
+            (boot.method.as_str(), boot.media.as_deref()),
+            ("qemu", Some("tmpfs"))
         );
-        assert!(
-            y.contains("    timeout: {seconds: 60}\n    monitors:\n    - name: testbed\n"),
-            "{y}"
+        let m = &d.actions[2].test.as_ref().unwrap().monitors[0];
+        assert_eq!(m.pattern, figure_pattern("instructions"));
+        assert_eq!(m.fixupdict, None);
+        // What LAVA's schema reads as numbers and booleans.
+        let v: serde_norway::Value = serde_norway::from_str(&y).unwrap();
+        assert_eq!(v["context"]["memory"].as_u64(), Some(128));
+        assert_eq!(v["context"]["no_kvm"].as_bool(), Some(true));
+        assert_eq!(
+            v["actions"][2]["test"]["timeout"]["seconds"].as_u64(),
+            Some(60)
         );
+        assert!(!y.contains('!'), "no YAML tags: {y}");
+    }
+
+    /// A test boot's job watches the KTAP lines, LAVA's words for them in
+    /// its fixupdict.
+    #[test]
+    fn a_test_job_watches_ktap() {
+        let d: Definition = serde_norway::from_str(&qemu_job(Watch::Ktap).yaml()).unwrap();
+        let m = &d.actions[2].test.as_ref().unwrap().monitors[0];
+        assert_eq!(m.pattern, ktap_pattern());
+        let f = m.fixupdict.as_ref().unwrap();
+        assert_eq!(
+            (f["ok"].as_str(), f["not ok"].as_str(), f["SKIP"].as_str()),
+            ("pass", "fail", "skip")
+        );
+    }
+
+    #[test]
+    fn the_ktap_pattern_stays_on_one_line() {
+        let p = ktap_pattern();
+        assert!(!p.contains('.'), "{p}");
+        assert!(p.starts_with(r"(?<=\n)"), "{p}");
+        assert!(p.ends_with(r"(?=\r|\n)"), "{p}");
     }
 }

@@ -63,10 +63,24 @@ fn imported(out: &Path, variant: &str) -> Result<(Results, log::JobLog)> {
 /// A direct boot (what `cargo xtask run --accel tcg --clock icount` does)
 /// with `append`, through GRUB if `grub`.
 pub(super) fn direct(append: &str, grub: bool) -> Result<Results> {
+    direct_on(append, grub, None)
+}
+
+/// A direct boot under the model with profile `profile`, its plugin's
+/// file merged (what `cargo xtask run --clock model --profile P` does).
+pub(super) fn direct_model(append: &str, profile: &str) -> Result<Results> {
+    direct_on(append, false, Some(profile))
+}
+
+fn direct_on(append: &str, grub: bool, profile: Option<&str>) -> Result<Results> {
     let art = kbuild::build(true)?;
     let mut b = crate::cmd::test_boot_args(None);
     b.append = append.into();
     b.grub = grub;
+    if let Some(p) = profile {
+        b.clock = Some(crate::machine::Clock::Model);
+        b.profile = Some(p.into());
+    }
     let scratch = Scratch::new("lab-direct")?;
     let m = Machine::build(
         &b.spec()?,
@@ -80,7 +94,9 @@ pub(super) fn direct(append: &str, grub: bool) -> Result<Results> {
         "the direct boot failed: {}",
         log.explain(20)
     );
-    Results::from_log(&log.serial, "direct", m.backend.source())
+    let mut r = Results::from_log(&log.serial, "direct", m.backend.source())?;
+    crate::model::finish(&m, &log.serial, &mut r)?;
+    Ok(r)
 }
 
 /// The imported results must be the direct boot's, field for field, but
@@ -182,6 +198,23 @@ fn grub_image(dir: &Path) -> Result<()> {
     same_as_direct(&lab, &job, &direct(APPEND, true)?)
 }
 
+/// A model job under `lava-run`: the plugin deployed with the kernel
+/// writes its file to QEMU's stderr, the console carries it into the log,
+/// and the import's modelled figures are a direct model boot's.
+fn model_job(dir: &Path) -> Result<()> {
+    let out = dir.join("model");
+    lava_local(
+        &out,
+        &["--clock", "model", "--profile", "p4", "--append", APPEND],
+    )?;
+    let (lab, job) = imported(&out, "default")?;
+    ensure!(
+        lab.model_profile.as_deref() == Some("p4") && lab.benches.iter().any(|b| b.model.is_some()),
+        "no modelled figures imported"
+    );
+    same_as_direct(&lab, &job, &direct_model(APPEND, "p4")?)
+}
+
 /// A job whose test action times out (1 s for a kernel that runs for
 /// several): LAVA ends it early, and `import` must say so.
 fn ended_early(dir: &Path) -> Result<()> {
@@ -218,7 +251,7 @@ fn ended_early(dir: &Path) -> Result<()> {
 /// scratch directory, removed after the last.
 pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
     type Check = fn(&Path) -> Result<()>;
-    let tests: [(&str, Check); 4] = [
+    let tests: [(&str, Check); 5] = [
         (
             "lava run: a QEMU worker's job under lava-run, imported, equals a direct icount boot",
             one_job,
@@ -230,6 +263,10 @@ pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
         (
             "lava grub: the GRUB image for icount (no menu countdown) under lava-run equals a direct GRUB boot",
             grub_image,
+        ),
+        (
+            "lava model: a model job's plugin file comes back in its lava-run log, imported equal to a direct model boot",
+            model_job,
         ),
         (
             "lava early end: a job LAVA timed out is refused by import",

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 
-use super::lab::{direct, same_as_direct, APPEND};
+use super::lab::{direct, direct_model, same_as_direct, APPEND};
 use super::{Test, SKIP};
 use crate::cmd::lab::{self as labcmd, Output, ServerArgs, Submitted};
 use crate::cmd::lava::LavaArgs;
@@ -129,6 +129,116 @@ fn in_flight(dir: &Path) -> Result<String> {
         jobs[0].id,
         jobs[1].id,
         both.as_secs_f64()
+    ))
+}
+
+/// A test boot's job (`lava --mode test`): LAVA's own results (the
+/// server's `jobs/ID/yaml/`, what its results page and `lavacli results`
+/// show) list every KTAP case with its result, in the kernel's order and
+/// as many as its plan, equal to the kernel's `test` records in the job's
+/// log; `lab` imports it as such. Read here apart from `lab`'s own check.
+fn test_mode(dir: &Path) -> Result<String> {
+    let server = connect()?;
+    let written = write_jobs(&dir.join("test-mode"), &["--mode", "test"])?;
+    let t = Instant::now();
+    let jobs = submit(&server, &written)?;
+    let states = labcmd::wait(&server, &jobs, Duration::from_secs(300))?;
+    let took = t.elapsed();
+    let s = &states[0];
+    ensure!(s.health == "Complete", "job {}: {}", s.id, s.health);
+    let listed: Vec<_> = log::parse_results(&server.results(s.id)?)?
+        .into_iter()
+        .filter(|c| log::in_suite(c, crate::lava::SUITE))
+        .collect();
+    let job = log::parse_log(&server.log(s.id)?)?;
+    let records = crate::report::parse_log(&job.serial)?;
+    let tests: Vec<_> = crate::report::of_kind(&records, abi::report::kind::TEST).collect();
+    let plan = job
+        .serial
+        .lines()
+        .find_map(|l| l.trim_end().strip_prefix("1..")?.parse::<usize>().ok());
+    ensure!(
+        plan == Some(tests.len()) && tests.len() > 100,
+        "the kernel's plan {plan:?}, {} test records",
+        tests.len()
+    );
+    ensure!(
+        listed.len() == tests.len(),
+        "LAVA lists {} cases, the kernel ran {} tests",
+        listed.len(),
+        tests.len()
+    );
+    for (k, (c, t)) in listed.iter().zip(&tests).enumerate() {
+        let name = t.get("name").unwrap_or("");
+        let result = t.get("result").unwrap_or("");
+        ensure!(
+            c.case == crate::cmd::import::case_id(name) && c.result == result,
+            "LAVA's case {} is {} ({}), the kernel's test {name:?} ({result})",
+            k + 1,
+            c.case,
+            c.result
+        );
+    }
+    let count = |r: &str| listed.iter().filter(|c| c.result == r).count();
+    ensure!(
+        count("skip") > 0 && count("fail") == 0,
+        "{} skipped, {} failed",
+        count("skip"),
+        count("fail")
+    );
+    match labcmd::fetch(&server, s, "test-lab")? {
+        labcmd::Imported::Tests(t) => ensure!(
+            t.cases.len() == tests.len(),
+            "lab imported {} tests",
+            t.cases.len()
+        ),
+        labcmd::Imported::Figures(_) => bail!("lab imported a test boot's job as figures"),
+    }
+    Ok(format!(
+        "job {} submitted to finished in {:.1} s: {} cases on LAVA's list ({} pass, {} skip), each the kernel's",
+        s.id,
+        took.as_secs_f64(),
+        listed.len(),
+        count("pass"),
+        count("skip")
+    ))
+}
+
+/// The profile of the model job.
+const PROFILE: &str = "p4";
+
+/// A model job (`lava --clock model --profile P`): the plugin, deployed
+/// with the kernel, writes its file to QEMU's stderr, which the worker's
+/// console carries into the job's log; `lab` imports the modelled figures,
+/// which must be exactly those of a direct `run --clock model --profile P`
+/// boot of the same build (the model is deterministic under icount).
+fn model_job(dir: &Path) -> Result<String> {
+    let server = connect()?;
+    let written = write_jobs(
+        &dir.join("model"),
+        &["--clock", "model", "--profile", PROFILE, "--append", APPEND],
+    )?;
+    let t = Instant::now();
+    let jobs = submit(&server, &written)?;
+    let states = labcmd::wait(&server, &jobs, Duration::from_secs(300))?;
+    let took = t.elapsed();
+    let s = &states[0];
+    let r = labcmd::import(&server, s, "test-lab")?;
+    ensure!(
+        r.model_profile.as_deref() == Some(PROFILE),
+        "job {}: the imported results' model profile is {:?}",
+        s.id,
+        r.model_profile
+    );
+    let modelled = r.benches.iter().filter(|b| b.model.is_some()).count();
+    ensure!(modelled > 0, "job {}: no figure modelled", s.id);
+    let job = log::parse_log(&server.log(s.id)?)?;
+    same_as_direct(&r, &job, &direct_model(APPEND, PROFILE)?)
+        .with_context(|| format!("job {}", s.id))?;
+    Ok(format!(
+        "job {} submitted to finished in {:.1} s: {modelled} figures modelled under {PROFILE}, equal to a direct model boot's",
+        s.id,
+        took.as_secs_f64()
     ))
 }
 
@@ -283,10 +393,18 @@ fn server_gone(dir: &Path) -> Result<()> {
 /// said so) where there is no root or no way to install LAVA.
 pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
     type Check = fn(&Path) -> Result<String>;
-    let tests: [(&str, Check); 4] = [
+    let tests: [(&str, Check); 6] = [
         (
             "lab server: two variants' jobs in flight on a LAVA instance, fetched over REST and imported, equal their direct icount boots",
             in_flight,
+        ),
+        (
+            "lab server: a test boot's job lists every KTAP case on LAVA's results with the kernel's pass, fail or skip",
+            test_mode,
+        ),
+        (
+            "lab server: a model job's plugin output comes back in its log; the imported model figures equal a direct run --clock model boot's",
+            model_job,
         ),
         (
             "lab server: failing jobs (bad URL, timeout, kernel panic) each end in an error naming the job, nothing imported",
