@@ -384,10 +384,16 @@ pub enum Loader {
 pub struct Scratch(PathBuf);
 
 impl Scratch {
+    /// A fresh directory `target/xtask/<name>-<pid>-<n>`: `n` counts this
+    /// process's scratch directories, so boots on several threads (the
+    /// book's CPU matrix) never share one.
     pub fn new(name: &str) -> Result<Scratch> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static MADE: AtomicUsize = AtomicUsize::new(0);
+        let n = MADE.fetch_add(1, Ordering::Relaxed);
         let dir = crate::kbuild::root()
             .join("target/xtask")
-            .join(format!("{name}-{}", std::process::id()));
+            .join(format!("{name}-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         Ok(Scratch(dir))
     }
