@@ -277,7 +277,7 @@ pub fn boot(a: &RunArgs, show: &mut dyn FnMut(&str)) -> Result<Result<Ran, Strin
     }
     let mut results = results::Results::from_log(&log.serial, &a.label, m.backend.source())
         .context("reading the kernel's report")?;
-    let model_text = model::finish(&m, &log.serial, &mut results)?;
+    let model_text = model::finish(m.model.as_ref(), &log.serial, &mut results)?;
     Ok(Ok(Ran {
         serial: log.serial,
         results,
