@@ -529,13 +529,10 @@ mod tests {
             ),
             "{csv}"
         );
-        let json: serde_json::Value = serde_json::from_str(&read("bench.json")).unwrap();
-        assert_eq!(json["kind"], "bench");
-        assert_eq!(json["sets"][1]["provenance"]["dirty"], true);
-        assert!(json["metrics"]["sysenter.null"]["verdicts"]["b"]
-            .as_str()
-            .unwrap()
-            .contains("not a cycle difference"));
+        let json = crate::results::bench::BenchFile::parse(&read("bench.json")).unwrap();
+        assert_eq!(json.kind, "bench");
+        assert!(json.sets[1].provenance.dirty);
+        assert!(json.metrics["sysenter.null"].verdicts["b"].contains("not a cycle difference"));
         let mail = read("ministat.txt");
         assert!(
             mail.contains("Difference at 95.0% confidence") && mail.contains("verdict b:"),
@@ -691,16 +688,18 @@ mod tests {
                     assert_eq!(&l[col("baseline")], "before", "{f}: {l:?}");
                 }
             }
-            let json: serde_json::Value = serde_json::from_str(&x["bench.json"]).unwrap();
-            assert_eq!(json["clock"], key);
-            assert_eq!(json["accel"], "tcg");
-            assert_eq!(json["baseline"], "before");
-            match profile {
-                Some(p) => assert_eq!(json["profile"], p),
-                None => assert!(json["profile"].is_null()),
-            }
-            for s in json["sets"].as_array().unwrap() {
-                assert_eq!(s["provenance"]["clock"], key, "{s}");
+            let json = crate::results::bench::BenchFile::parse(&x["bench.json"]).unwrap();
+            assert_eq!(
+                (
+                    json.clock.as_str(),
+                    json.accel.as_str(),
+                    json.baseline.as_str()
+                ),
+                (key, "tcg", "before")
+            );
+            assert_eq!(json.profile.as_deref(), profile);
+            for s in &json.sets {
+                assert_eq!(s.provenance.clock, key, "{}", s.name);
             }
             if clock == Clock::Model {
                 // The guest's icount appears only as its command line says it.

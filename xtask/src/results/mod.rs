@@ -653,13 +653,22 @@ pub fn dirty_of_rev(rev: &str) -> (bool, String) {
 /// What a JSON file that is not a run's results is, when it is another of
 /// xtask's files: a `bench` export or a `bench` baseline.
 pub fn other_kind(text: &str) -> Option<&'static str> {
-    let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    let o = v.as_object()?;
-    if o.get("kind").and_then(|k| k.as_str()) == Some(bench::BENCH_KIND)
-        || o.contains_key("variants") && o.contains_key("values")
-    {
+    use serde::de::IgnoredAny;
+    /// The top-level keys that tell xtask's files apart; whatever they
+    /// hold is skipped unread (`IgnoredAny`), the other keys ignored.
+    #[derive(Deserialize)]
+    struct Keys {
+        kind: Option<String>,
+        variants: Option<IgnoredAny>,
+        values: Option<IgnoredAny>,
+        metrics: Option<IgnoredAny>,
+        label: Option<IgnoredAny>,
+        schema: Option<IgnoredAny>,
+    }
+    let k: Keys = serde_json::from_str(text).ok()?;
+    if k.kind.as_deref() == Some(bench::BENCH_KIND) || k.variants.is_some() && k.values.is_some() {
         Some("a bench export")
-    } else if o.contains_key("metrics") && o.contains_key("label") && !o.contains_key("schema") {
+    } else if k.metrics.is_some() && k.label.is_some() && k.schema.is_none() {
         Some("a bench baseline")
     } else {
         None
