@@ -22,7 +22,7 @@ pub mod qemu;
 
 /// The clocks are the results' vocabulary: a results file names one.
 pub use crate::results::Clock;
-pub use qemu::{Accel, AccelChoice};
+pub use qemu::AccelChoice;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
