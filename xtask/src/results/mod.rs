@@ -7,7 +7,13 @@
 //!
 //! This file is the JSON shape (the structs, what they answer, the file
 //! written and read back); `gather` turns a log's records into it and
-//! `table` renders it for a reader.
+//! `table` renders it for a reader; `figures` holds a model run's figures,
+//! `clock` the clocks a run's figures can be in, `bench` a `bench.json`.
+//!
+//! The results are xtask's bottom layer: they import only the record
+//! parser (`report`), so every command reads a run as these types, in
+//! process (the book's tables boot through `cmd::run::ran` and read
+//! [`Results`]), and no reader indexes JSON by string keys.
 
 pub mod bench;
 mod clock;
