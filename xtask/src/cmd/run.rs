@@ -128,6 +128,7 @@ pub fn feature_build(features: &[String]) -> Result<kbuild::Artifacts> {
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
+    check_args(&a)?;
     let json = a.json;
     let results_dir = kbuild::root().join("results");
     if !a.no_save {
@@ -205,12 +206,9 @@ pub struct Ran {
     pub wall: std::time::Duration,
 }
 
-/// Builds, boots and reads what `run` with `a` boots, in this process:
-/// `show` gets the header and each line a reader sees (the records only
-/// with `--records`; under the model the guest's own tables left out, its
-/// headers rewritten). `Ok(Err)`
-/// is a boot that failed, with what went wrong.
-pub fn boot(a: &RunArgs, show: &mut dyn FnMut(&str)) -> Result<Result<Ran, String>> {
+/// Refuses `a`'s mistakes before anything is built, and says where its
+/// command line repeats a key.
+fn check_args(a: &RunArgs) -> Result<()> {
     check_compare(a)?;
     if a.model_file.is_some() && !matches!(a.boot.clock, None | Some(Clock::Model)) {
         bail!("--model-file keeps the model plugin's file: use it with --clock model");
@@ -230,6 +228,15 @@ pub fn boot(a: &RunArgs, show: &mut dyn FnMut(&str)) -> Result<Result<Ran, Strin
     if let Some(w) = check.repeat_warning() {
         eprintln!("{w}");
     }
+    Ok(())
+}
+
+/// Builds, boots and reads what `run` with `a` boots, in this process
+/// (`a` checked by [`check_args`]): `show` gets the header and each line
+/// a reader sees (the records only with `--records`; under the model the
+/// guest's own tables left out, its headers rewritten). `Ok(Err)` is a
+/// boot that failed, with what went wrong.
+fn boot(a: &RunArgs, show: &mut dyn FnMut(&str)) -> Result<Result<Ran, String>> {
     preflight::ensure(a.boot.need())?;
     let art = if a.features.is_empty() {
         kbuild::build(true)?
@@ -300,7 +307,8 @@ pub fn ran(args: &[&str]) -> Result<Ran> {
     let a = Line::try_parse_from(std::iter::once("run").chain(args.iter().copied()))
         .with_context(|| format!("`cargo xtask run {shown}`"))?
         .a;
-    boot(&a, &mut |_| {})
+    check_args(&a)
+        .and_then(|()| boot(&a, &mut |_| {}))
         .with_context(|| format!("`cargo xtask run {shown}`"))?
         .map_err(|why| anyhow::anyhow!("`cargo xtask run {shown}` failed: {why}"))
 }
