@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 
-use crate::machine::Clock;
 use crate::ministat::{self, RenderOptions};
+use crate::results::Clock;
 use crate::results::{MetricInfo, Results};
 
 /// Every metric of one boot: benchmark medians and macro ticks per op; for
@@ -501,6 +501,27 @@ pub fn aligned(rows: &[Vec<String>], left: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn comparisons_of_a_model_run_use_modelled_cycles() {
+        let r = crate::results::figures::two_mechanisms();
+        assert_eq!(
+            metrics_of(&r),
+            [
+                ("int80.null".to_string(), 1000.0),
+                ("sysenter.null".to_string(), 300.0)
+            ]
+            .into()
+        );
+        let s = within_boot(&r, "int80,sysenter", "null", 95.0).unwrap();
+        assert!(
+            s.contains("modelled cycles (profile p4) per operation")
+                && s.contains(
+                    "differs by -700 modelled cycles (profile p4) in every boot alike (-70.00%"
+                ),
+            "{s}"
+        );
+    }
 
     #[test]
     fn icount_is_exact() {

@@ -180,6 +180,15 @@ pub fn ministat(data: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    /// The `ministat` target's crash (`fuzz/artifacts/ministat/crash-2b60a370...`),
+    /// a confidence level holding a multi-byte character: refused, no panic.
+    #[test]
+    fn the_ministat_crash_input_is_refused() {
+        let mut input = b"--exact -c\xfe\xff\xff\xff\xff\xff\xff\xff 1 2\n\x001.356e-06\n1.242e-06\n1.370e-06\n\x000\n-0\n1\n".to_vec();
+        input.extend_from_slice(b"-1\n");
+        assert!(!ministat(&input));
+    }
+
     /// Runs `data` through `target` (the model file's target with the
     /// seeds' serial log).
     fn run(target: &str, data: &[u8]) -> bool {

@@ -4,6 +4,14 @@
 //! lives in its own file under `cmd/`; this file only dispatches
 //! (`main.rs` calls [`main`]).
 //!
+//! The modules stand in layers, each importing only its own and those
+//! below: `report` and `ministat` at the bottom; `results` (a run's
+//! results as serde types, parsed once, read by every command in process);
+//! `model` (the model plugin's host side) beside `lava`; `compare`;
+//! `export`; the machines (`machine`, `kbuild`, `preflight`, `iso`); the
+//! commands (`cmd`) on top. `cargo xtask layers --src xtask/src` checks
+//! the order (`cmd/layers.rs` lists it) and a unit test holds the tree to it.
+//!
 //! A library so the fuzz targets (`fuzz/`) reach the readers of untrusted
 //! text through [`fuzzing`]; every other module stays private, so the
 //! compiler still finds what nothing uses.

@@ -302,7 +302,7 @@ fn boot(art: &kbuild::Artifacts, s: &System, pmap: &str, set: &Settings) -> Resu
     }
     let mut r = Results::from_log(&log.serial, "forktest", m.backend.source())
         .with_context(|| format!("{what}: reading the kernel's report"))?;
-    model::finish(&m, &log.serial, &mut r)?;
+    model::finish(m.model.as_ref(), &log.serial, &mut r)?;
     figures(&r).with_context(|| what)
 }
 

@@ -67,7 +67,7 @@ pub fn lmbench(a: LmbenchArgs) -> Result<i32> {
     }
     let mut results = Results::from_log(&log.serial, &a.label, m.backend.source())
         .context("reading the kernel's report")?;
-    model::finish(&m, &log.serial, &mut results)?;
+    model::finish(m.model.as_ref(), &log.serial, &mut results)?;
     print!("{}", table(&results)?);
     if !a.no_save && !results.benches.is_empty() {
         let path = results.save(&kbuild::root().join("results"))?;

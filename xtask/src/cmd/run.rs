@@ -128,25 +128,8 @@ pub fn feature_build(features: &[String]) -> Result<kbuild::Artifacts> {
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
-    check_compare(&a)?;
-    if a.model_file.is_some() && !matches!(a.boot.clock, None | Some(Clock::Model)) {
-        bail!("--model-file keeps the model plugin's file: use it with --clock model");
-    }
-    // Under TCG the default clock is the model (cycles); elsewhere the
-    // backend's own (tsc), which refuses model options as usual.
-    a.boot.check_for(match a.boot.emulator {
-        super::Emulator::Qemu => Clock::Model,
-        super::Emulator::Bochs => Clock::Tsc,
-    })?;
-    let check = CmdlineCheck::of(&format!(
-        "{} prog={} {}",
-        a.mode.word(),
-        a.prog,
-        a.boot.append
-    ));
-    if let Some(w) = check.repeat_warning() {
-        eprintln!("{w}");
-    }
+    check_args(&a)?;
+    let json = a.json;
     let results_dir = kbuild::root().join("results");
     if !a.no_save {
         // Before the boot: a directory that cannot be made fails first.
@@ -157,67 +140,28 @@ pub fn run(a: RunArgs) -> Result<i32> {
             )
         })?;
     }
-    preflight::ensure(a.boot.need())?;
-    let art = if a.features.is_empty() {
-        kbuild::build(true)?
-    } else {
-        feature_build(&a.features)?
-    };
-    let words = format!("{} prog={}", a.mode.word(), a.prog);
-    let scratch = Scratch::new("run")?;
-    let spec = crate::machine::Spec {
-        cycles_by_default: true,
-        ..a.boot.spec()?
-    };
-    let m = Machine::build(&spec, &art, &words, scratch.path())?;
-    let header = format!(
-        "i386 testbed  {}{}",
-        m.describe(),
-        match m.loader {
-            Loader::Grub(_) => "  via GRUB (Multiboot 2)",
-            Loader::Direct => "",
-        }
-    );
     // With --json, stdout carries the JSON alone.
-    if a.json {
-        eprintln!("{header}");
-    } else {
-        println!("{header}");
-    }
-    let show_records = a.records;
-    let json = a.json;
-    // Under the model the host prints the one table (instructions and
-    // cycles side by side): the guest's own, in instructions, is left out.
-    let host_table = m.model.is_some();
+    let say = |line: &str| {
+        if json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
     let mut blank = false;
-    let log = m
-        .boot(&mut |line| {
-            if host_table
-                && (guest_table_line(line)
-                    || guest_icount_caveat(line)
-                    || (blank && line.is_empty()))
-            {
-                return;
-            }
-            let rewritten = host_table.then(|| guest_header_under_model(line)).flatten();
-            let line = rewritten.as_deref().unwrap_or(line);
-            if show_records || !line.contains(abi::report::MARKER) {
-                blank = line.is_empty();
-                if json {
-                    eprintln!("{line}");
-                } else {
-                    println!("{line}");
-                }
-            }
-        })
-        .with_context(|| format!("booting {}", m.backend.name()))?;
-    if !log.succeeded() {
-        eprintln!("run failed: {}", log.explain(20));
-        return Ok(1);
-    }
-    let mut results = results::Results::from_log(&log.serial, &a.label, m.backend.source())
-        .context("reading the kernel's report")?;
-    if let Some(text) = model::finish(&m, &log.serial, &mut results)? {
+    let booted = boot(&a, &mut |line| {
+        blank = line.is_empty();
+        say(line);
+    })?;
+    let ran = match booted {
+        Ok(ran) => ran,
+        Err(why) => {
+            eprintln!("run failed: {why}");
+            return Ok(1);
+        }
+    };
+    let results = ran.results;
+    if let Some(text) = ran.model_text {
         if let Some(p) = &a.model_file {
             std::fs::write(p, &text)
                 .with_context(|| format!("cannot write the model file {}", p.display()))?;
@@ -249,8 +193,124 @@ pub fn run(a: RunArgs) -> Result<i32> {
             )?
         );
     }
-    eprintln!("run: finished in {:.2} s", log.wall.as_secs_f64());
+    eprintln!("run: finished in {:.2} s", ran.wall.as_secs_f64());
     Ok(0)
+}
+
+/// One `run` boot, read back: the kernel's serial log, its results, and
+/// under the model the plugin's file.
+pub struct Ran {
+    pub serial: String,
+    pub results: results::Results,
+    pub model_text: Option<String>,
+    pub wall: std::time::Duration,
+}
+
+/// Refuses `a`'s mistakes before anything is built, and says where its
+/// command line repeats a key.
+fn check_args(a: &RunArgs) -> Result<()> {
+    check_compare(a)?;
+    if a.model_file.is_some() && !matches!(a.boot.clock, None | Some(Clock::Model)) {
+        bail!("--model-file keeps the model plugin's file: use it with --clock model");
+    }
+    // Under TCG the default clock is the model (cycles); elsewhere the
+    // backend's own (tsc), which refuses model options as usual.
+    a.boot.check_for(match a.boot.emulator {
+        super::Emulator::Qemu => Clock::Model,
+        super::Emulator::Bochs => Clock::Tsc,
+    })?;
+    let check = CmdlineCheck::of(&format!(
+        "{} prog={} {}",
+        a.mode.word(),
+        a.prog,
+        a.boot.append
+    ));
+    if let Some(w) = check.repeat_warning() {
+        eprintln!("{w}");
+    }
+    Ok(())
+}
+
+/// Builds, boots and reads what `run` with `a` boots, in this process
+/// (`a` checked by [`check_args`]): `show` gets the header and each line
+/// a reader sees (the records only with `--records`; under the model the
+/// guest's own tables left out, its headers rewritten). `Ok(Err)` is a
+/// boot that failed, with what went wrong.
+fn boot(a: &RunArgs, show: &mut dyn FnMut(&str)) -> Result<Result<Ran, String>> {
+    preflight::ensure(a.boot.need())?;
+    let art = if a.features.is_empty() {
+        kbuild::build(true)?
+    } else {
+        feature_build(&a.features)?
+    };
+    let words = format!("{} prog={}", a.mode.word(), a.prog);
+    let scratch = Scratch::new("run")?;
+    let spec = crate::machine::Spec {
+        cycles_by_default: true,
+        ..a.boot.spec()?
+    };
+    let m = Machine::build(&spec, &art, &words, scratch.path())?;
+    show(&format!(
+        "i386 testbed  {}{}",
+        m.describe(),
+        match m.loader {
+            Loader::Grub(_) => "  via GRUB (Multiboot 2)",
+            Loader::Direct => "",
+        }
+    ));
+    // Under the model the host prints the one table (instructions and
+    // cycles side by side): the guest's own, in instructions, is left out.
+    let host_table = m.model.is_some();
+    let mut blank = false;
+    let log = m
+        .boot(&mut |line| {
+            if host_table
+                && (guest_table_line(line)
+                    || guest_icount_caveat(line)
+                    || (blank && line.is_empty()))
+            {
+                return;
+            }
+            let rewritten = host_table.then(|| guest_header_under_model(line)).flatten();
+            let line = rewritten.as_deref().unwrap_or(line);
+            if a.records || !line.contains(abi::report::MARKER) {
+                blank = line.is_empty();
+                show(line);
+            }
+        })
+        .with_context(|| format!("booting {}", m.backend.name()))?;
+    if !log.succeeded() {
+        return Ok(Err(log.explain(20)));
+    }
+    let mut results = results::Results::from_log(&log.serial, &a.label, m.backend.source())
+        .context("reading the kernel's report")?;
+    let model_text = model::finish(m.model.as_ref(), &log.serial, &mut results)?;
+    Ok(Ok(Ran {
+        serial: log.serial,
+        results,
+        model_text,
+        wall: log.wall,
+    }))
+}
+
+/// The boot of `cargo xtask run ARGS...` (`args` as its command line
+/// after `run`), in this process and silent: what the book's tables read.
+/// Nothing is saved and nothing printed; a failed boot is an error.
+pub fn ran(args: &[&str]) -> Result<Ran> {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Line {
+        #[command(flatten)]
+        a: RunArgs,
+    }
+    let shown = args.join(" ");
+    let a = Line::try_parse_from(std::iter::once("run").chain(args.iter().copied()))
+        .with_context(|| format!("`cargo xtask run {shown}`"))?
+        .a;
+    check_args(&a)
+        .and_then(|()| boot(&a, &mut |_| {}))
+        .with_context(|| format!("`cargo xtask run {shown}`"))?
+        .map_err(|why| anyhow::anyhow!("`cargo xtask run {shown}` failed: {why}"))
 }
 
 /// A line of a user program's own table of instruction counts, which the

@@ -586,6 +586,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_model_run_names_its_profile_as_the_system() {
+        use crate::results::figures::two_mechanisms;
+        let mut before = two_mechanisms();
+        before.label = "before".into();
+        let mut after = two_mechanisms();
+        after.label = "after".into();
+        after.benches[0].model.as_mut().unwrap().cycles = 500.0;
+        let mut other = two_mechanisms();
+        other.model_profile = Some("p3".into());
+        let rows = speedup_rows(&[before, after, other], Some("before"), &[])
+            .unwrap()
+            .0;
+        assert_eq!(
+            rows[0],
+            ["modelled, profile p4 SP", "after", "int80.null", "2.00"].map(String::from)
+        );
+    }
+
+    #[test]
     fn bench_exports_among_the_files_are_skipped() {
         let dir = std::env::temp_dir().join(format!("testbed-table-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

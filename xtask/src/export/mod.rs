@@ -22,9 +22,9 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::compare::{fmt_num, median, Compared, Reading, Table, Verdict};
-use crate::machine::Clock;
 use crate::results::bench::{BenchFile, CodeDiff, FixedCost, MetricEntry, Summary};
 pub use crate::results::bench::{BENCH_KIND, BENCH_SCHEMA};
+use crate::results::Clock;
 use crate::results::{sanitize, MetricInfo};
 
 /// A set as the exports describe it.
@@ -57,10 +57,7 @@ fn clock_key<S: serde::Serializer>(c: &Clock, s: S) -> std::result::Result<S::Ok
 impl Labels {
     /// How the figures are to be read.
     pub fn reading(&self) -> Reading {
-        Reading::of(
-            Some(self.clock),
-            self.accel == crate::machine::Accel::Tcg.key(),
-        )
+        Reading::of(Some(self.clock), self.accel == abi::cmdline::ACCEL_TCG)
     }
 
     /// `model (profile modern)`, `icount`.
@@ -85,7 +82,7 @@ impl Labels {
     pub fn header(&self, boots: u32) -> String {
         let caveat = if self.reading().host_time {
             " (TCG ticks: host time under emulation, not cycles)".to_string()
-        } else if self.accel == crate::machine::bochs::ACCEL {
+        } else if self.accel == abi::cmdline::ACCEL_BOCHS {
             format!(
                 " ({}; emulator figures, not cycles)",
                 abi::syscall::BOCHS_TICK
@@ -419,6 +416,39 @@ pub fn write(dir: &Path, r: &Report) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A metric's flags (one CPU did the work; the CPUs barely overlapped)
+    /// reach the CSV's last column as the metric's info says them.
+    #[test]
+    fn a_metrics_flags_are_the_csvs_last_column() {
+        let table = [(
+            "a".to_string(),
+            [("ebizzy.128".to_string(), vec![1.0])].into(),
+        )]
+        .into();
+        for flag in [
+            "one CPU: CPU 0 did 2000 of 2000 records: not a 2-CPU figure",
+            "apart: CPU 1 worked during 4% of CPU 0's timed modelled time: not a concurrent figure",
+        ] {
+            let info = crate::results::MetricInfo {
+                unit: "records/s".into(),
+                measure: abi::report::Measure::Throughput,
+                one_cpu: flag.into(),
+            };
+            let csv = csv(
+                &table,
+                "boot",
+                &Labels {
+                    clock: Clock::Icount,
+                    profile: None,
+                    accel: "tcg".into(),
+                    baseline: "a".into(),
+                },
+                &|_| info.clone(),
+            );
+            assert!(csv.ends_with(&format!(",icount,,tcg,a,{flag}\n")), "{csv}");
+        }
+    }
     use crate::compare::{compare_metric, Reading};
     use crate::ministat::RenderOptions;
     use crate::results::bench::Provenance;
@@ -437,7 +467,7 @@ mod tests {
             ("a".to_string(), vec![100.0, 101.0, 99.0, 100.5]),
             ("b".to_string(), vec![77.0, 76.0, 78.0, 76.5]),
         ];
-        let tcg = Reading::of(Some(crate::machine::Clock::Tsc), true);
+        let tcg = Reading::of(Some(crate::results::Clock::Tsc), true);
         let c = compare_metric(
             "sysenter.null",
             &sets,
@@ -468,7 +498,7 @@ mod tests {
         let compared = [c];
         let summary = Summary::of(&compared, &["sysenter.null".into()], 0.0);
         let labels = Labels {
-            clock: crate::machine::Clock::Tsc,
+            clock: crate::results::Clock::Tsc,
             profile: None,
             accel: "tcg".into(),
             baseline: "a".into(),
@@ -529,13 +559,10 @@ mod tests {
             ),
             "{csv}"
         );
-        let json: serde_json::Value = serde_json::from_str(&read("bench.json")).unwrap();
-        assert_eq!(json["kind"], "bench");
-        assert_eq!(json["sets"][1]["provenance"]["dirty"], true);
-        assert!(json["metrics"]["sysenter.null"]["verdicts"]["b"]
-            .as_str()
-            .unwrap()
-            .contains("not a cycle difference"));
+        let json = crate::results::bench::BenchFile::parse(&read("bench.json")).unwrap();
+        assert_eq!(json.kind, "bench");
+        assert!(json.sets[1].provenance.dirty);
+        assert!(json.metrics["sysenter.null"].verdicts["b"].contains("not a cycle difference"));
         let mail = read("ministat.txt");
         assert!(
             mail.contains("Difference at 95.0% confidence") && mail.contains("verdict b:"),
@@ -643,7 +670,7 @@ mod tests {
     /// and no export may call its cycles icount's.
     #[test]
     fn every_export_names_the_clock_profile_accelerator_and_baseline() {
-        use crate::machine::Clock;
+        use crate::results::Clock;
         for (clock, profile, unit) in [
             (Clock::Icount, None, "instructions"),
             (
@@ -691,16 +718,18 @@ mod tests {
                     assert_eq!(&l[col("baseline")], "before", "{f}: {l:?}");
                 }
             }
-            let json: serde_json::Value = serde_json::from_str(&x["bench.json"]).unwrap();
-            assert_eq!(json["clock"], key);
-            assert_eq!(json["accel"], "tcg");
-            assert_eq!(json["baseline"], "before");
-            match profile {
-                Some(p) => assert_eq!(json["profile"], p),
-                None => assert!(json["profile"].is_null()),
-            }
-            for s in json["sets"].as_array().unwrap() {
-                assert_eq!(s["provenance"]["clock"], key, "{s}");
+            let json = crate::results::bench::BenchFile::parse(&x["bench.json"]).unwrap();
+            assert_eq!(
+                (
+                    json.clock.as_str(),
+                    json.accel.as_str(),
+                    json.baseline.as_str()
+                ),
+                (key, "tcg", "before")
+            );
+            assert_eq!(json.profile.as_deref(), profile);
+            for s in &json.sets {
+                assert_eq!(s.provenance.clock, key, "{}", s.name);
             }
             if clock == Clock::Model {
                 // The guest's icount appears only as its command line says it.

@@ -13,9 +13,9 @@
 use std::fmt::Write as _;
 
 use crate::compare::{aligned, fmt_num, median};
-use crate::machine::Clock;
 use crate::ministat::{self, RenderOptions};
 use crate::results::bench::{BenchFile, CodeDiff, SetInfo};
+use crate::results::Clock;
 
 /// Plain text (a mail) or Markdown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,7 +55,7 @@ pub fn post(f: &BenchFile, form: Form) -> String {
 
 /// What the clock's figures are, in a few words.
 pub fn clock_words(f: &BenchFile) -> String {
-    let tcg = f.accel == crate::machine::Accel::Tcg.key();
+    let tcg = f.accel == abi::cmdline::ACCEL_TCG;
     match f.clock() {
         Some(Clock::Icount) => "clock=icount (exact instruction counts, not cycles)".into(),
         Some(Clock::Model) => format!(
@@ -65,7 +65,7 @@ pub fn clock_words(f: &BenchFile) -> String {
         Some(Clock::Tsc) if tcg => {
             "clock=tsc (TCG ticks: host time under emulation, not cycles)".into()
         }
-        Some(Clock::Tsc) if f.accel == crate::machine::bochs::ACCEL => {
+        Some(Clock::Tsc) if f.accel == abi::cmdline::ACCEL_BOCHS => {
             format!("clock=tsc ({})", abi::syscall::BOCHS_TICK)
         }
         Some(Clock::Tsc) => "clock=tsc (cycles)".into(),

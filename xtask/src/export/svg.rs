@@ -191,7 +191,7 @@ mod tests {
         let c = compare_metric(
             "null",
             &sets,
-            Reading::of(Some(crate::machine::Clock::Icount), true),
+            Reading::of(Some(crate::results::Clock::Icount), true),
             &info,
             &RenderOptions::default(),
         );

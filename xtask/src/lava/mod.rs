@@ -25,27 +25,8 @@ use abi::report::{kind, MARKER, SCHEMA};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-/// Where a run in a lab ran: what `import` records as the system.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Lab {
-    /// The device's name in the lab (its hostname in LAVA).
-    pub device: String,
-    /// The device type (`qemu`, or the lab's name for a kind of PC).
-    pub device_type: String,
-    /// The LAVA job id.
-    pub job: String,
-    /// The lab: its server's host (and port), as `cargo xtask lab` names
-    /// it; empty for a log imported by hand or run by `lava-run` alone.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub lab: String,
-}
-
-impl Lab {
-    /// The system a results file names: the device and its type.
-    pub fn system(&self) -> String {
-        format!("{} ({})", self.device, self.device_type)
-    }
-}
+/// Where a run in a lab ran: a results file's `lab` (the results' own type).
+pub use crate::results::Lab;
 
 /// The test suite (LAVA's "definition") of the figures: the monitor's name.
 pub const SUITE: &str = "testbed";

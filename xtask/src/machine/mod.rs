@@ -20,7 +20,9 @@
 pub mod bochs;
 pub mod qemu;
 
-pub use qemu::{Accel, AccelChoice};
+/// The clocks are the results' vocabulary: a results file names one.
+pub use crate::results::Clock;
+pub use qemu::AccelChoice;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -30,96 +32,6 @@ use anyhow::{bail, Result};
 
 use crate::iso;
 use crate::kbuild::Artifacts;
-
-/// Which clock the figures are in: what `--clock` names, and what the
-/// reports say. [`Clock::guest`] is what the kernel's timed regions read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Clock {
-    /// QEMU -icount: one tick per guest instruction (TCG only; exact, deterministic).
-    Icount,
-    /// RDTSC: real cycles under KVM and on real hardware.
-    Tsc,
-    /// icount plus the model plugin: modelled cycles of a CPU profile
-    /// (--profile, --virt) beside the exact instruction counts (TCG only).
-    Model,
-}
-
-impl Clock {
-    pub const ALL: &[Clock] = &[Clock::Icount, Clock::Tsc, Clock::Model];
-
-    /// The clock's name, as `--clock` takes it and the reports print it.
-    pub fn key(self) -> &'static str {
-        match self {
-            Clock::Icount => "icount",
-            Clock::Tsc => "tsc",
-            Clock::Model => "model",
-        }
-    }
-
-    /// The clock the guest reads, written on its command line as
-    /// `clock=<key>` (a clock computed on the host may read icount in the
-    /// guest).
-    pub fn guest(self) -> abi::cmdline::Clock {
-        match self {
-            // The model runs under icount: the guest counts instructions,
-            // the plugin computes the cycles.
-            Clock::Icount | Clock::Model => abi::cmdline::Clock::Icount,
-            Clock::Tsc => abi::cmdline::Clock::Tsc,
-        }
-    }
-
-    /// The clock a report names (`None` for the kernel's `none`, a CPU
-    /// without a TSC, or a name this tool does not know).
-    pub fn from_key(key: &str) -> Option<Clock> {
-        Self::ALL.iter().copied().find(|c| c.key() == key)
-    }
-
-    /// What `run`'s banner says after `clock=`.
-    pub fn banner(self) -> &'static str {
-        match self {
-            Clock::Icount => "icount (1 tick = 1 guest instruction)",
-            Clock::Tsc => "tsc",
-            Clock::Model => "model (modelled cycles from the model plugin)",
-        }
-    }
-
-    /// Every boot gives the same count: there is no distribution to test,
-    /// only "identical" or "differs by exactly N".
-    pub fn exact(self) -> bool {
-        match self {
-            Clock::Icount | Clock::Model => true,
-            Clock::Tsc => false,
-        }
-    }
-
-    /// Seconds derived from this clock are the guest's virtual time, not
-    /// the host's.
-    pub fn virtual_time(self) -> bool {
-        match self {
-            Clock::Icount | Clock::Model => true,
-            Clock::Tsc => false,
-        }
-    }
-
-    /// The figures are emulator artefacts when read under TCG (`tcg`): TCG's
-    /// TSC follows the host's clock.
-    pub fn emulated(self, tcg: bool) -> bool {
-        match self {
-            Clock::Icount | Clock::Model => false,
-            Clock::Tsc => tcg,
-        }
-    }
-
-    /// What one tick is; `tcg`: the guest ran under TCG.
-    pub fn unit(self, tcg: bool) -> &'static str {
-        match self {
-            // The guest's ticks; the model's cycles carry their own label.
-            Clock::Icount | Clock::Model => "instructions",
-            Clock::Tsc if tcg => "TCG ticks",
-            Clock::Tsc => "cycles",
-        }
-    }
-}
 
 /// A boot as asked for, before the host is looked at.
 #[derive(Clone, Debug)]
@@ -384,10 +296,16 @@ pub enum Loader {
 pub struct Scratch(PathBuf);
 
 impl Scratch {
+    /// A fresh directory `target/xtask/<name>-<pid>-<n>`: `n` counts this
+    /// process's scratch directories, so boots on several threads (the
+    /// book's CPU matrix) never share one.
     pub fn new(name: &str) -> Result<Scratch> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static MADE: AtomicUsize = AtomicUsize::new(0);
+        let n = MADE.fetch_add(1, Ordering::Relaxed);
         let dir = crate::kbuild::root()
             .join("target/xtask")
-            .join(format!("{name}-{}", std::process::id()));
+            .join(format!("{name}-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         Ok(Scratch(dir))
     }
@@ -462,8 +380,13 @@ impl Machine {
             Backend::Qemu(o) => qemu::cpu_model(spec.cpu.as_deref(), o.accel),
             Backend::Bochs(_) => bochs::cpu_model(spec.cpu.as_deref()),
         };
-        let model =
-            crate::model::Plugin::for_clock(clock, spec.model.as_ref(), &cpu_model, scratch)?;
+        let model = crate::model::Plugin::for_clock(
+            clock,
+            spec.model.as_ref(),
+            &cpu_model,
+            &crate::kbuild::root(),
+            scratch,
+        )?;
         backend.check_cpu(spec.cpu.as_deref())?;
         refuse_host_words("--append", &spec.append)?;
         refuse_host_words("the kernel command line", words)?;

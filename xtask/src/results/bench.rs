@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::machine::Clock;
+use super::Clock;
 
 /// Schema of `bench.json`. Fields added since (`command`, `code`,
 /// `fixed_costs`, a metric's `text`, `measure` and `one_cpu`) read as empty
@@ -186,8 +186,8 @@ impl Provenance {
     /// named the machine's clock says `icount` (the guest's) beside its
     /// profile: its figures are modelled cycles all the same.
     pub fn figures_clock(&self) -> &str {
-        if !self.profile.is_empty() && self.clock == crate::machine::Clock::Icount.key() {
-            crate::machine::Clock::Model.key()
+        if !self.profile.is_empty() && self.clock == Clock::Icount.key() {
+            Clock::Model.key()
         } else {
             &self.clock
         }

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use abi::report::{kind, Measure};
 use anyhow::{anyhow, bail, Result};
 
-use crate::machine::Clock;
+use super::Clock;
 use crate::report::{self, Record};
 
 use super::{

@@ -7,9 +7,17 @@
 //!
 //! This file is the JSON shape (the structs, what they answer, the file
 //! written and read back); `gather` turns a log's records into it and
-//! `table` renders it for a reader.
+//! `table` renders it for a reader; `figures` holds a model run's figures,
+//! `clock` the clocks a run's figures can be in, `bench` a `bench.json`.
+//!
+//! The results are xtask's bottom layer: they import only the record
+//! parser (`report`), so every command reads a run as these types, in
+//! process (the book's tables boot through `cmd::run::ran` and read
+//! [`Results`]), and no reader indexes JSON by string keys.
 
 pub mod bench;
+mod clock;
+pub mod figures;
 mod gather;
 #[cfg(test)]
 mod hostile;
@@ -26,8 +34,8 @@ use abi::report::Measure;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::machine::{Accel, Clock};
-use crate::model::ModelFigures;
+pub use clock::Clock;
+pub use figures::ModelFigures;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Results {
@@ -118,7 +126,7 @@ pub struct Results {
     /// A run in a LAVA lab (`import` of a job's log): the device, its type
     /// and the job; `host` then names the device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lab: Option<crate::lava::Lab>,
+    pub lab: Option<Lab>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -177,6 +185,28 @@ impl Results {
                 self.model_forced, self.model_forced_limit
             )
         })
+    }
+}
+
+/// Where a run in a lab ran: what `import` records as the system.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Lab {
+    /// The device's name in the lab (its hostname in LAVA).
+    pub device: String,
+    /// The device type (`qemu`, or the lab's name for a kind of PC).
+    pub device_type: String,
+    /// The LAVA job id.
+    pub job: String,
+    /// The lab: its server's host (and port), as `cargo xtask lab` names
+    /// it; empty for a log imported by hand or run by `lava-run` alone.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub lab: String,
+}
+
+impl Lab {
+    /// The system a results file names: the device and its type.
+    pub fn system(&self) -> String {
+        format!("{} ({})", self.device, self.device_type)
     }
 }
 
@@ -346,7 +376,7 @@ pub struct Macro {
     /// `--clock model`: the model's figures per operation (one batch is
     /// `ops` operations), as a benchmark's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<crate::model::ModelFigures>,
+    pub model: Option<ModelFigures>,
 }
 
 impl Macro {
@@ -445,8 +475,8 @@ impl Results {
     /// The clock the kernel reported, if this tool knows it (a CPU without
     /// a TSC reports `none`).
     /// How the model virtualised the guest (`model_virt`, `model_ept`).
-    pub fn virt(&self) -> crate::model::Virt {
-        use crate::model::Virt;
+    pub fn virt(&self) -> model::Virt {
+        use model::Virt;
         match (self.model_virt, self.model_ept) {
             (false, _) => Virt::Off,
             (true, false) => Virt::Shadow,
@@ -475,12 +505,12 @@ impl Results {
 
     /// The guest ran under TCG.
     pub fn tcg(&self) -> bool {
-        self.accel == Accel::Tcg.key()
+        self.accel == abi::cmdline::ACCEL_TCG
     }
 
     /// The guest ran under Bochs.
     pub fn bochs(&self) -> bool {
-        self.accel == crate::machine::bochs::ACCEL
+        self.accel == abi::cmdline::ACCEL_BOCHS
     }
 
     pub fn bench(&self, name: &str) -> Option<&Bench> {
@@ -492,7 +522,7 @@ impl Results {
     pub fn metrics(&self) -> BTreeMap<String, f64> {
         // A model run: modelled cycles per operation of each modelled figure.
         if self.model_profile.is_some() {
-            return crate::model::metrics(self);
+            return figures::metrics(self);
         }
         let mut m: BTreeMap<String, f64> = self
             .benches
@@ -507,8 +537,8 @@ impl Results {
 
     /// How each of [`Results::metrics`] reads.
     pub fn metric_info(&self) -> BTreeMap<String, MetricInfo> {
-        if let Some(unit) = crate::model::unit(self) {
-            return crate::model::metrics(self)
+        if let Some(unit) = figures::unit(self) {
+            return figures::metrics(self)
                 .into_keys()
                 .map(|k| {
                     let info = MetricInfo {
@@ -601,7 +631,7 @@ impl Results {
             self.accel,
             self.source,
             match &self.model_profile {
-                Some(p) => format!(" ({})", crate::model::label(p, self.virt())),
+                Some(p) => format!(" ({})", figures::label(p, self.virt())),
                 None => String::new(),
             }
         )
@@ -629,13 +659,22 @@ pub fn dirty_of_rev(rev: &str) -> (bool, String) {
 /// What a JSON file that is not a run's results is, when it is another of
 /// xtask's files: a `bench` export or a `bench` baseline.
 pub fn other_kind(text: &str) -> Option<&'static str> {
-    let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    let o = v.as_object()?;
-    if o.get("kind").and_then(|k| k.as_str()) == Some(bench::BENCH_KIND)
-        || o.contains_key("variants") && o.contains_key("values")
-    {
+    use serde::de::IgnoredAny;
+    /// The top-level keys that tell xtask's files apart; whatever they
+    /// hold is skipped unread (`IgnoredAny`), the other keys ignored.
+    #[derive(Deserialize)]
+    struct Keys {
+        kind: Option<String>,
+        variants: Option<IgnoredAny>,
+        values: Option<IgnoredAny>,
+        metrics: Option<IgnoredAny>,
+        label: Option<IgnoredAny>,
+        schema: Option<IgnoredAny>,
+    }
+    let k: Keys = serde_json::from_str(text).ok()?;
+    if k.kind.as_deref() == Some(bench::BENCH_KIND) || k.variants.is_some() && k.values.is_some() {
         Some("a bench export")
-    } else if o.contains_key("metrics") && o.contains_key("label") && !o.contains_key("schema") {
+    } else if k.metrics.is_some() && k.label.is_some() && k.schema.is_none() {
         Some("a bench baseline")
     } else {
         None

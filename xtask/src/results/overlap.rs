@@ -25,8 +25,8 @@ use anyhow::{bail, Result};
 use model::report::SnapshotFile;
 use serde::{Deserialize, Serialize};
 
+use super::figures::{Span, BENCH_CPU};
 use super::{Results, Share};
-use crate::model::{Span, BENCH_CPU};
 
 /// Below this overlap (in percent of the timed CPU's modelled time) a CPU
 /// counts as having worked apart from the timed CPU, and the figure is

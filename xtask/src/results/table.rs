@@ -2,7 +2,7 @@
 
 use abi::report::Measure;
 
-use crate::machine::Clock;
+use super::Clock;
 
 use super::{Bench, Results};
 
@@ -42,7 +42,7 @@ impl Results {
         if let Some(p) = &self.model_profile {
             s += &format!(
                 "modelled: cycles per call from the model plugin ({}); the other columns are {}\n",
-                crate::model::label(p, self.virt()),
+                super::figures::label(p, self.virt()),
                 self.unit
             );
         }
@@ -197,7 +197,7 @@ impl Results {
     /// every ratio on the modelled cycles (the clock that decides).
     fn cycles_table(&self) -> String {
         let profile = self.model_profile.as_deref().unwrap_or("?");
-        let label = crate::model::label(profile, self.virt());
+        let label = super::figures::label(profile, self.virt());
         let mut s = format!(
             "ratios on modelled cycles ({}); insns: the instructions of the same boot (icount)\n",
             label.trim_start_matches("modelled, ")
@@ -255,7 +255,7 @@ impl Results {
                 let vs = cycles(&format!("int80.{}", b.call))
                     .map(|base| format!("{:.2}", x.cycles / base))
                     .unwrap_or_default();
-                let min = crate::model::cycle_samples(b)
+                let min = super::figures::cycle_samples(b)
                     .and_then(|v| v.into_iter().reduce(f64::min))
                     .map(|c| format!("{c:.1}"))
                     .unwrap_or_default();
@@ -366,7 +366,7 @@ impl Results {
 /// The model's misses of one figure where they are not zero
 /// (`L1 0.02  TLB 1.00`), the VM exits under `--virt`, with the coherence
 /// misses and the IPIs sent on several CPUs.
-fn misses(m: &crate::model::ModelFigures, smp: bool) -> String {
+fn misses(m: &super::ModelFigures, smp: bool) -> String {
     let mut v = vec![
         ("L1", m.l1_misses),
         ("L2", m.l2_misses),

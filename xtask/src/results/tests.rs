@@ -106,28 +106,6 @@ fn a_figure_one_cpu_did_alone_is_flagged_everywhere() {
     assert!(info
         .describe()
         .ends_with("; one CPU: CPU 0 did 2000 of 2000 records: not a 2-CPU figure"));
-    let table = [(
-        "a".to_string(),
-        [("ebizzy.128".to_string(), vec![1.0])].into(),
-    )]
-    .into();
-    let csv = crate::export::csv(
-        &table,
-        "boot",
-        &crate::export::Labels {
-            clock: crate::machine::Clock::Icount,
-            profile: None,
-            accel: "tcg".into(),
-            baseline: "a".into(),
-        },
-        &|_| info.clone(),
-    );
-    assert!(
-        csv.ends_with(
-            ",icount,,tcg,a,one CPU: CPU 0 did 2000 of 2000 records: not a 2-CPU figure\n"
-        ),
-        "{csv}"
-    );
     // At 1800 of 2000 (90%) still one CPU's; at 1700 not.
     let flagged = |found: &str| {
         let r = Results::from_log(&shared_log(found), "x", "qemu").unwrap();
@@ -252,23 +230,6 @@ fn an_overlap_is_shown_and_one_below_the_threshold_flagged_everywhere() {
         "{}",
         info.describe()
     );
-    let table = [(
-        "a".to_string(),
-        [("ebizzy.128".to_string(), vec![1.0])].into(),
-    )]
-    .into();
-    let csv = crate::export::csv(
-        &table,
-        "boot",
-        &crate::export::Labels {
-            clock: crate::machine::Clock::Icount,
-            profile: None,
-            accel: "tcg".into(),
-            baseline: "a".into(),
-        },
-        &|_| info.clone(),
-    );
-    assert!(csv.ends_with(&format!(",icount,,tcg,a,{flag}\n")), "{csv}");
 }
 
 /// A `locks` boot: no clock in the boot line's words the host did not

@@ -101,7 +101,7 @@ pub(super) fn boot_interleaved(
             }
             let mut r = Results::from_log(&log.serial, &v.name, machine.backend.source())
                 .with_context(|| format!("variant {}: boot {}", v.name, done + 1))?;
-            crate::model::finish(&machine, &log.serial, &mut r)?;
+            crate::model::finish(machine.model.as_ref(), &log.serial, &mut r)?;
             if !r.warnings.is_empty() {
                 eprintln!();
                 bail!(

@@ -1,15 +1,14 @@
 //! Tables the book shows that no single command prints: each is made from
-//! the results JSON of real boots (`cargo xtask run --json`), printed as
-//! Markdown, and kept current by `cargo xtask docs` like any output block.
-
-use std::process::Command;
+//! the results of real boots (what `cargo xtask run ARGS` boots, booted
+//! here in process and read as [`Results`]), printed as Markdown, and kept
+//! current by `cargo xtask docs` like any output block.
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
-use serde_json::Value;
 
 use crate::kbuild;
-use crate::model::Virt;
+use crate::model::{ModelFigures, Virt};
+use crate::results::Results;
 
 /// The tables `cargo xtask docs --table` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -218,24 +217,33 @@ fn param(p: &model::profile::Profile, key: &str) -> Result<u32> {
 
 /// One benchmark's model object, after checking its instruction count
 /// against icount's; (instructions, the model object).
-fn model_of<'a>(results: &'a Value, name: &str, profile: &str) -> Result<(f64, &'a Value)> {
+fn model_of<'a>(
+    results: &'a Results,
+    name: &str,
+    profile: &str,
+) -> Result<(f64, &'a ModelFigures)> {
     let (insns, _) = mechanism_figures(results, name, profile)?;
-    let bench = results["benches"]
-        .as_array()
-        .and_then(|b| b.iter().find(|b| b["name"] == name))
-        .with_context(|| format!("profile {profile}: no benchmark {name}"))?;
-    Ok((insns, &bench["model"]))
+    Ok((insns, modelled(results, name, profile)?))
+}
+
+/// One benchmark's model figures.
+fn modelled<'a>(results: &'a Results, name: &str, profile: &str) -> Result<&'a ModelFigures> {
+    results
+        .bench(name)
+        .with_context(|| format!("profile {profile}: no benchmark {name} in the results"))?
+        .model
+        .as_ref()
+        .with_context(|| format!("profile {profile}: {name} has no model figures"))
 }
 
 /// The rest of a modelled round trip once base and the charged instructions
 /// are counted: memory stalls. Refused when the model saw no miss and
 /// something is left over, or when the charges exceed the figure: then the
 /// table's list of instructions is not the path's.
-fn stalls(model: &Value, cycles: f64, explained: f64, what: &str) -> Result<f64> {
+fn stalls(model: &ModelFigures, cycles: f64, explained: f64, what: &str) -> Result<f64> {
     let rest = cycles - explained;
-    let misses: f64 = ["l1_misses", "l2_misses", "tlb_misses"]
+    let misses: f64 = [model.l1_misses, model.l2_misses, model.tlb_misses]
         .iter()
-        .map(|k| model[*k].as_f64().unwrap_or(0.0))
         .sum();
     if rest < 0.0 || (misses == 0.0 && rest != 0.0) {
         bail!(
@@ -260,17 +268,7 @@ fn cost(path: &CostPath) -> Result<String> {
     let entry = format!("{MECHANISM_BATCHING} entry={}", path.mech);
     let mut runs = Vec::new();
     for p in &profiles {
-        let mut args = vec![
-            "run",
-            "--no-save",
-            "--json",
-            "--clock",
-            "model",
-            "--profile",
-            &p.name,
-            "--append",
-            &entry,
-        ];
+        let mut args = vec!["--clock", "model", "--profile", &p.name, "--append", &entry];
         if let Some(cpu) = path.cpu {
             args.extend(["--cpu", cpu]);
         }
@@ -294,7 +292,7 @@ fn cost(path: &CostPath) -> Result<String> {
     let mut insns_floor = None;
     for (p, r) in profiles.iter().zip(&runs) {
         let (n, m) = model_of(r, &null, &p.name)?;
-        let cycles = m["cycles"].as_f64().context("no modelled cycles")?;
+        let cycles = m.cycles;
         let base = param(p, "base")? as f64;
         let mut explained = n * base;
         base_cells.push(cell(n * base));
@@ -311,7 +309,7 @@ fn cost(path: &CostPath) -> Result<String> {
         )?));
         total_cells.push(format!("**{}**", cell(cycles)));
         let (fnum, fm) = model_of(r, &floor, &p.name)?;
-        let fcycles = fm["cycles"].as_f64().context("no modelled cycles")?;
+        let fcycles = fm.cycles;
         let mut fexplained = fnum * base;
         for c in path.charges {
             fexplained += (c.floor * param(p, c.key)?) as f64;
@@ -539,20 +537,11 @@ fn path(mech: crate::cmd::trace::MechArg) -> Result<String> {
     let steps = crate::cmd::gdb::null_round(mech)?;
     let rows = path_rows(&steps)?;
     let entry = format!("batches=2 batch_size=64 entry={key}");
-    let r = results_of(&[
-        "run",
-        "--no-save",
-        "--json",
-        "--clock",
-        "icount",
-        "--append",
-        &entry,
-    ])?;
+    let r = results_of(&["--clock", "icount", "--append", &entry])?;
     let null = format!("{key}.null");
-    let measured = r["benches"]
-        .as_array()
-        .and_then(|b| b.iter().find(|b| b["name"] == null.as_str()))
-        .and_then(|b| b["median"].as_f64())
+    let measured = r
+        .bench(&null)
+        .map(|b| b.median)
         .with_context(|| format!("no {null} in the icount boot"))?;
     if steps.len() as f64 != measured {
         bail!(
@@ -637,65 +626,36 @@ const MECHANISM_ROWS: &[(&str, &str)] = &[
     ("callgate.geteuid", "call gate geteuid"),
 ];
 
-/// The results JSON of `cargo xtask <args>` (this binary, `--json`).
-fn results_of(args: &[&str]) -> Result<Value> {
-    let exe = crate::kbuild::xtask_exe()?;
-    let o = Command::new(exe)
-        .args(args)
-        .current_dir(kbuild::root())
-        .output()
-        .with_context(|| format!("cannot run xtask {}", args.join(" ")))?;
-    if !o.status.success() {
-        bail!(
-            "`cargo xtask {}` failed ({}):\n{}",
-            args.join(" "),
-            o.status,
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    serde_json::from_slice(&o.stdout)
-        .with_context(|| format!("`cargo xtask {}`: stdout is not JSON", args.join(" ")))
+/// The results of `cargo xtask run <args>`, booted in this process.
+fn results_of(args: &[&str]) -> Result<Results> {
+    Ok(crate::cmd::run::ran(args)?.results)
 }
 
-/// One benchmark of a results JSON: (instructions per call, modelled cycles
-/// per call). The instructions are the guest's own count (its clock is
-/// icount under the model) and must equal the model's.
-fn mechanism_figures(results: &Value, name: &str, profile: &str) -> Result<(f64, f64)> {
-    if results["unit"] != "instructions" {
+/// One benchmark of a run's results: (instructions per call, modelled
+/// cycles per call). The instructions are the guest's own count (its clock
+/// is icount under the model) and must equal the model's.
+fn mechanism_figures(results: &Results, name: &str, profile: &str) -> Result<(f64, f64)> {
+    if results.unit != "instructions" {
         bail!(
-            "profile {profile}: the guest's unit is {}, not instructions",
-            results["unit"]
+            "profile {profile}: the guest's unit is {:?}, not instructions",
+            results.unit
         );
     }
-    let bench = results["benches"]
-        .as_array()
-        .and_then(|b| b.iter().find(|b| b["name"] == name))
+    let bench = results
+        .bench(name)
         .with_context(|| format!("profile {profile}: no benchmark {name} in the results"))?;
-    let insns = bench["median"]
-        .as_f64()
-        .with_context(|| format!("profile {profile}: {name} has no median"))?;
-    let model = &bench["model"];
-    let cycles = model["cycles"]
-        .as_f64()
-        .with_context(|| format!("profile {profile}: {name} has no modelled cycles"))?;
-    if model["insns"].as_f64() != Some(insns) {
+    let insns = bench.median;
+    let model = modelled(results, name, profile)?;
+    if model.insns != insns {
         bail!(
             "profile {profile}: {name}: the model counted {} instructions per call, icount {insns}",
-            model["insns"]
+            model.insns
         );
     }
-    if clamped(model, "cycles") {
+    if model.is_clamped("cycles") {
         bail!("profile {profile}: {name}: its modelled cycles were clamped at zero");
     }
-    Ok((insns, cycles))
-}
-
-/// Whether a model object's figure `key` was clamped at zero (its
-/// calibration exceeded some batch): such a figure is no measurement.
-fn clamped(model: &Value, key: &str) -> bool {
-    model["clamped"]
-        .as_array()
-        .is_some_and(|c| c.iter().any(|k| k == key))
+    Ok((insns, model.cycles))
 }
 
 /// What a table shows for a clamped figure.
@@ -716,9 +676,6 @@ fn mechanisms() -> Result<String> {
     let mut runs = Vec::new();
     for p in &profiles {
         runs.push(results_of(&[
-            "run",
-            "--no-save",
-            "--json",
             "--clock",
             "model",
             "--profile",
@@ -815,44 +772,36 @@ const SMP_CPUS: &str = "2";
 /// cycles, coherence misses per operation); a figure clamped at zero is
 /// `None`.
 fn smp_figures(
-    results: &Value,
+    results: &Results,
     name: &str,
     profile: &str,
 ) -> Result<(f64, Option<f64>, Option<f64>)> {
-    let bench = results["benches"]
-        .as_array()
-        .and_then(|b| b.iter().find(|b| b["name"] == name))
-        .with_context(|| format!("profile {profile}: no benchmark {name} in the results"))?;
     // The model's own count per operation: some of these figures are
     // throughputs under icount (operations per second), not instructions.
-    let model = &bench["model"];
-    let insns = model["insns"]
-        .as_f64()
-        .with_context(|| format!("profile {profile}: {name} has no modelled instructions"))?;
-    let cycles = model["cycles"]
-        .as_f64()
-        .with_context(|| format!("profile {profile}: {name} has no modelled cycles"))?;
-    let misses = model["coherence_misses"].as_f64().unwrap_or(0.0);
-    let measured = |key: &str, x: f64| (!clamped(model, key)).then_some(x);
+    let model = modelled(results, name, profile)?;
+    let measured = |key: &str, x: f64| (!model.is_clamped(key)).then_some(x);
     Ok((
-        insns,
-        measured("cycles", cycles),
-        measured("coherence_misses", misses),
+        model.insns,
+        measured("cycles", model.cycles),
+        measured("coherence_misses", model.coherence_misses),
     ))
+}
+
+/// CPU `cpu`'s overlap with CPU 0 in modelled time, in percent, of a
+/// figure both work in (its share's `overlap`); `None` where it has none.
+fn overlap_of(results: &Results, name: &str, cpu: u32) -> Option<f64> {
+    let share = results.bench(name)?.share.as_ref()?;
+    share
+        .overlap
+        .iter()
+        .find(|o| o.cpu == cpu)
+        .map(|o| o.percent)
 }
 
 /// CPU 1's overlap with CPU 0 in modelled time, in percent, of a figure
 /// both CPUs work in (its `share.overlap`); `None` for CPU 0's alone.
-fn smp_overlap(results: &Value, name: &str) -> Option<f64> {
-    let bench = results["benches"]
-        .as_array()?
-        .iter()
-        .find(|b| b["name"] == name)?;
-    bench["share"]["overlap"]
-        .as_array()?
-        .iter()
-        .find(|o| o["cpu"] == 1)?["percent"]
-        .as_f64()
+fn smp_overlap(results: &Results, name: &str) -> Option<f64> {
+    overlap_of(results, name, 1)
 }
 
 /// Coherence misses per operation as the table shows them: up to three
@@ -886,9 +835,6 @@ fn smp() -> Result<String> {
         let mut pair = Vec::new();
         for virt in [false, true] {
             let mut args = vec![
-                "run",
-                "--no-save",
-                "--json",
                 "--smp",
                 SMP_CPUS,
                 "--mode",
@@ -980,26 +926,15 @@ const LOCKS_APPEND: &str = "pool_align=128";
 
 /// ebizzy's share as a cell: `100/0` (percent per CPU), and the flag;
 /// under the model CPU 1's overlap, and its flag.
-fn share_cell(results: &Value, name: &str, profile: &str) -> Result<String> {
-    let share = results["benches"]
-        .as_array()
-        .and_then(|b| b.iter().find(|b| b["name"] == name))
-        .map(|b| &b["share"])
-        .filter(|s| !s.is_null())
+fn share_cell(results: &Results, name: &str, profile: &str) -> Result<String> {
+    let share = results
+        .bench(name)
+        .and_then(|b| b.share.as_ref())
         .with_context(|| format!("profile {profile}: {name} has no share"))?;
-    let per_cpu: Vec<u64> = share["per_cpu"]
-        .as_array()
-        .map(|v| v.iter().filter_map(Value::as_u64).collect())
-        .unwrap_or_default();
-    let total = per_cpu.iter().sum::<u64>().max(1);
-    let pct: Vec<String> = per_cpu
-        .iter()
-        .map(|&n| format!("{:.0}", 100.0 * n as f64 / total as f64))
-        .collect();
     let overlap = smp_overlap(results, name).map_or(String::new(), |o| {
         format!(
             ", overlap {o:.0}%{}",
-            if share["apart"].is_null() {
+            if share.apart.is_none() {
                 ""
             } else {
                 " (apart)"
@@ -1008,8 +943,8 @@ fn share_cell(results: &Value, name: &str, profile: &str) -> Result<String> {
     });
     Ok(format!(
         "{}%{}{overlap}",
-        pct.join("/"),
-        if share["one_cpu"].is_null() {
+        share.percents(),
+        if share.one_cpu.is_none() {
             ""
         } else {
             " (one CPU)"
@@ -1023,9 +958,6 @@ fn locks() -> Result<String> {
     let mut runs = Vec::new();
     for p in &profiles {
         runs.push(results_of(&[
-            "run",
-            "--no-save",
-            "--json",
             "--prog",
             "locks",
             "--smp",
@@ -1086,26 +1018,17 @@ fn target_label(name: &str) -> String {
 
 /// The targets table: one icount boot; each limit is the test's own.
 fn targets() -> Result<String> {
-    let r = results_of(&[
-        "run",
-        "--clock",
-        "icount",
-        "--no-save",
-        "--json",
-        "--append",
-        TARGETS_APPEND,
-    ])?;
-    if r["unit"] != "instructions" {
-        bail!("the targets' boot counted {}, not instructions", r["unit"]);
+    let r = results_of(&["--clock", "icount", "--append", TARGETS_APPEND])?;
+    if r.unit != "instructions" {
+        bail!("the targets' boot counted {:?}, not instructions", r.unit);
     }
     let mut out = String::from(
         "| target (asserted by `cargo xtask test`) | limit (icount instructions, loop included) | figure now |\n| --- | ---: | ---: |\n",
     );
     for (name, limit) in crate::cmd::test::PATH_LENGTH_LIMITS {
-        let got = r["benches"]
-            .as_array()
-            .and_then(|b| b.iter().find(|b| b["name"] == *name))
-            .and_then(|b| b["median"].as_f64())
+        let got = r
+            .bench(name)
+            .map(|b| b.median)
             .with_context(|| format!("no benchmark {name} in the results"))?;
         out.push_str(&format!(
             "| {} | ≤ {} | {} |\n",
@@ -1131,9 +1054,6 @@ fn fork_flushes() -> Result<String> {
     for &(pmap, want) in FORK_FLUSHES {
         let words = format!("{FORK_FLUSH_WORDS} pmap={pmap}");
         let r = results_of(&[
-            "run",
-            "--no-save",
-            "--json",
             "--clock",
             "model",
             "--profile",
@@ -1141,22 +1061,14 @@ fn fork_flushes() -> Result<String> {
             "--append",
             &words,
         ])?;
-        let bench = r["benches"]
-            .as_array()
-            .and_then(|b| b.iter().find(|b| b["name"] == name))
-            .with_context(|| format!("pmap={pmap}: no {name} in the results"))?;
-        let m = &bench["model"];
-        if let Some(c) = m["clamped"].as_array().filter(|c| !c.is_empty()) {
-            bail!("pmap={pmap}: {name}: figures clamped at zero: {c:?}");
+        let m = modelled(&r, name, &format!("{FORK_FLUSH_PROFILE}, pmap={pmap}"))?;
+        if !m.clamped.is_empty() {
+            bail!(
+                "pmap={pmap}: {name}: figures clamped at zero: {:?}",
+                m.clamped
+            );
         }
-        let (Some(flushes), Some(misses), Some(cycles), Some(insns)) = (
-            m["tlb_flushes"].as_f64(),
-            m["tlb_misses"].as_f64(),
-            m["cycles"].as_f64(),
-            m["insns"].as_f64(),
-        ) else {
-            bail!("pmap={pmap}: {name} has no model figures");
-        };
+        let (flushes, misses, cycles, insns) = (m.tlb_flushes, m.tlb_misses, m.cycles, m.insns);
         out.push_str(&format!(
             "| `{pmap}` | {want} | {} | {} | {} | {} |\n",
             cell(flushes),
@@ -1267,9 +1179,6 @@ const MACRO_CALLS: f64 = 4.0;
 fn sysenter_ladder() -> Result<String> {
     let boot = |mech: &str| {
         results_of(&[
-            "run",
-            "--no-save",
-            "--json",
             "--clock",
             "model",
             "--profile",
@@ -1282,23 +1191,21 @@ fn sysenter_ladder() -> Result<String> {
     // A call's figures are a benchmark's (its median: instructions); the
     // macro mix's are its `macros` entry's (ticks, which are instructions
     // under the model, per operation).
-    let figures = |r: &Value, name: &str| -> Result<(f64, f64)> {
-        let (list, key, value, field) = match name.strip_prefix("macro.") {
-            Some(mech) => ("macros", "mech", mech, "ticks_per_op"),
-            None => ("benches", "name", name, "median"),
-        };
-        let bench = r[list]
-            .as_array()
-            .and_then(|b| b.iter().find(|b| b[key] == value))
-            .with_context(|| format!("no {name} in the results"))?;
-        let m = &bench["model"];
-        if clamped(m, "cycles") {
+    let figures = |r: &Results, name: &str| -> Result<(f64, f64)> {
+        let (insns, model) = match name.strip_prefix("macro.") {
+            Some(mech) => r
+                .macros
+                .iter()
+                .find(|x| x.mech == mech)
+                .map(|x| (x.ticks_per_op, x.model.as_ref())),
+            None => r.bench(name).map(|b| (b.median, b.model.as_ref())),
+        }
+        .with_context(|| format!("no {name} in the results"))?;
+        let m = model.with_context(|| format!("{name} has no modelled cycles"))?;
+        if m.is_clamped("cycles") {
             bail!("{name}: its modelled cycles were clamped at zero");
         }
-        match (bench[field].as_f64(), m["cycles"].as_f64()) {
-            (Some(insns), Some(cycles)) => Ok((insns, cycles)),
-            _ => bail!("{name} has no instructions or no modelled cycles"),
-        }
+        Ok((insns, m.cycles))
     };
     let mut out = String::from(
         "| operation | instructions, int 0x80 (icount) | int 0x80 | sysenter | saved | time through sysenter, of int 0x80's |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
@@ -1346,9 +1253,6 @@ fn turnstile_layouts() -> Result<String> {
     for &(profile, cpus) in LAYOUT_MACHINES {
         for layout in ["packed", "64", "128"] {
             let r = results_of(&[
-                "run",
-                "--no-save",
-                "--json",
                 "--prog",
                 "locks",
                 "--smp",
@@ -1362,40 +1266,28 @@ fn turnstile_layouts() -> Result<String> {
             ])?;
             let name = format!("ebizzy.smp.{layout}");
             let (_, cycles, misses) = smp_figures(&r, &name, profile)?;
-            let bench = r["benches"]
-                .as_array()
-                .and_then(|b| b.iter().find(|b| b["name"] == name.as_str()))
-                .with_context(|| format!("{profile}: no {name}"))?;
-            let share = &bench["share"];
-            let per_cpu: Vec<u64> = share["per_cpu"]
-                .as_array()
-                .map(|v| v.iter().filter_map(Value::as_u64).collect())
-                .unwrap_or_default();
-            if per_cpu.len() != cpus as usize {
+            let share = r
+                .bench(&name)
+                .with_context(|| format!("{profile}: no {name}"))?
+                .share
+                .as_ref()
+                .with_context(|| format!("{profile}, {cpus} CPUs: {name} has no share"))?;
+            if share.per_cpu.len() != cpus as usize {
                 bail!(
                     "{profile}, {cpus} CPUs: {name}'s share names {} CPUs",
-                    per_cpu.len()
+                    share.per_cpu.len()
                 );
             }
-            let total = per_cpu.iter().sum::<u64>().max(1);
-            let found: Vec<String> = per_cpu
-                .iter()
-                .map(|&n| format!("{:.0}", 100.0 * n as f64 / total as f64))
-                .collect();
             let overlap: Vec<String> = (1..cpus)
                 .map(|cpu| {
-                    share["overlap"]
-                        .as_array()
-                        .and_then(|o| o.iter().find(|o| o["cpu"] == cpu))
-                        .and_then(|o| o["percent"].as_f64())
-                        .map_or("-".to_string(), |p| format!("{p:.0}"))
+                    overlap_of(&r, &name, cpu).map_or("-".to_string(), |p| format!("{p:.0}"))
                 })
                 .collect();
             out.push_str(&format!(
                 "| {profile}, {cpus} | {layout} | {} | {} | {}% | {}% |\n",
                 or_clamped(cycles, |x| format!("{x:.1}")),
                 or_clamped(misses, |x| format!("{x:.2}")),
-                found.join("/"),
+                share.percents(),
                 overlap.join("/")
             ));
         }
@@ -1414,19 +1306,7 @@ fn agreement() -> Result<String> {
     let mut columns = Vec::new();
     for p in PAIRS {
         for (emulator, cpu) in [("bochs", p.bochs), ("qemu", p.qemu)] {
-            let v = results_of(&[
-                "run",
-                "--no-save",
-                "--json",
-                "--emulator",
-                emulator,
-                "--cpu",
-                cpu,
-                "--append",
-                CMDLINE,
-            ])?;
-            let r: crate::results::Results = serde_json::from_value(v)
-                .with_context(|| format!("{emulator} {cpu}: the results JSON"))?;
+            let r = results_of(&["--emulator", emulator, "--cpu", cpu, "--append", CMDLINE])?;
             let head = match emulator {
                 "bochs" => format!("Bochs {cpu}"),
                 _ => format!("QEMU {cpu}, {}", r.clock),
@@ -1441,9 +1321,7 @@ fn agreement() -> Result<String> {
     out.push_str("\n| --- |");
     out.push_str(&" ---: |".repeat(columns.len()));
     out.push('\n');
-    let ok = |r: &crate::results::Results, m: &str| {
-        r.mechanisms.iter().any(|x| x.name == m && x.status == "ok")
-    };
+    let ok = |r: &Results, m: &str| r.mechanisms.iter().any(|x| x.name == m && x.status == "ok");
     for m in abi::Mechanism::ALL {
         out.push_str(&format!("| {} {} |", m.title(), CALLS.join(" / ")));
         for (head, r) in &columns {
@@ -1709,25 +1587,12 @@ const MATRIX_TIMEOUT: &str = "600";
 /// The matrix's benchmark boot: one small batch is enough to see it run.
 const MATRIX_RUN: &str = "batches=2 batch_size=16";
 
-/// The records of `cargo xtask run --records` with `args` (this binary).
+/// The records of the boot of `cargo xtask run <args>`, booted in this
+/// process (what `--records` shows).
 fn records_of(args: &[&str]) -> Result<Vec<crate::report::Record>> {
-    let exe = crate::kbuild::xtask_exe()?;
-    let o = Command::new(exe)
-        .args(args)
-        .current_dir(kbuild::root())
-        .output()
-        .with_context(|| format!("cannot run xtask {}", args.join(" ")))?;
-    if !o.status.success() {
-        bail!(
-            "`cargo xtask {}` failed ({}):\n{}",
-            args.join(" "),
-            o.status,
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    Ok(crate::report::parse_log(&String::from_utf8_lossy(
-        &o.stdout,
-    ))?)
+    Ok(crate::report::parse_log(
+        &crate::cmd::run::ran(args)?.serial,
+    )?)
 }
 
 /// One row of the CPU matrix: two boots of `model` on `emulator`.
@@ -1736,8 +1601,6 @@ fn matrix_row(emulator: &str, model: &str) -> Result<String> {
     use abi::report::kind;
     let boot = |mode: &str, append: &str| {
         let mut args = vec![
-            "run",
-            "--no-save",
             "--records",
             "--emulator",
             emulator,
@@ -1878,27 +1741,24 @@ const LMBENCH_SYSTEMS: &[(&str, Virt)] = &[
 /// The lmbench rows of one boot's results, in lmbench's order: (name,
 /// instructions per operation, modelled cycles per operation, `None` where
 /// clamped at zero).
-fn lmbench_rows(results: &Value, what: &str) -> Result<Vec<(String, f64, Option<f64>)>> {
-    if results["unit"] != "instructions" {
+fn lmbench_rows(results: &Results, what: &str) -> Result<Vec<(String, f64, Option<f64>)>> {
+    if results.unit != "instructions" {
         bail!(
-            "{what}: the guest's unit is {}, not instructions",
-            results["unit"]
+            "{what}: the guest's unit is {:?}, not instructions",
+            results.unit
         );
     }
     let mut rows = Vec::new();
-    for b in results["benches"].as_array().into_iter().flatten() {
-        let Some(name) = b["name"].as_str() else {
-            continue;
-        };
+    for b in &results.benches {
+        let name = &b.name;
         let Some(rank) = abi::lmbench::rank(name) else {
             continue;
         };
-        let (Some(insns), Some(cycles)) = (b["median"].as_f64(), b["model"]["cycles"].as_f64())
-        else {
+        let Some(m) = &b.model else {
             bail!("{what}: {name} has no instructions or no modelled cycles");
         };
-        let cycles = (!clamped(&b["model"], "cycles")).then_some(cycles);
-        rows.push((rank, name.to_string(), insns, cycles));
+        let cycles = (!m.is_clamped("cycles")).then_some(m.cycles);
+        rows.push((rank, name.to_string(), b.median, cycles));
     }
     // Stable: a family's rows (lat_ctx.*, smack.*) keep the guest's order.
     rows.sort_by_key(|r| r.0);
@@ -1913,9 +1773,6 @@ fn lmbench() -> Result<String> {
     let mut columns = Vec::new();
     for &(profile, virt) in LMBENCH_SYSTEMS {
         let mut args = vec![
-            "run",
-            "--no-save",
-            "--json",
             "--prog",
             abi::lmbench::PROG,
             "--clock",
@@ -2063,25 +1920,60 @@ mod tests {
         assert!(crate::cmd::gdb::parse_round("STEP cs=0x8 => 0x1 <a>:\tnop\n").is_err());
     }
 
-    fn results(insns: f64, model_insns: f64) -> Value {
-        serde_json::json!({
-            "unit": "instructions",
-            "benches": [{"name": "int80.null", "median": insns,
-                         "model": {"cycles": 990.0, "insns": model_insns}}]
-        })
+    use crate::results::{overlap::Overlap, Bench, Share};
+
+    /// A run's results in `unit` holding `benches`.
+    fn run(unit: &str, benches: Vec<Bench>) -> Results {
+        Results {
+            unit: unit.into(),
+            benches,
+            ..Results::default()
+        }
+    }
+
+    /// A benchmark with a median and model figures.
+    fn bench(name: &str, median: f64, model: Option<ModelFigures>) -> Bench {
+        Bench {
+            name: name.into(),
+            median,
+            model,
+            ..Bench::default()
+        }
+    }
+
+    fn figures(cycles: f64, insns: f64) -> ModelFigures {
+        ModelFigures {
+            cycles,
+            insns,
+            ..ModelFigures::default()
+        }
+    }
+
+    fn results(insns: f64, model_insns: f64) -> Results {
+        run(
+            "instructions",
+            vec![bench(
+                "int80.null",
+                insns,
+                Some(figures(990.0, model_insns)),
+            )],
+        )
     }
 
     #[test]
     fn lmbench_rows_come_in_lmbench_order_with_their_cycles() {
-        let b = |name: &str, cycles: Option<f64>| {
-            serde_json::json!({"name": name, "median": 10.0,
-                               "model": {"cycles": cycles}})
-        };
-        let r = serde_json::json!({"unit": "instructions", "benches": [
-            b("lat_pipe", Some(3.0)), b("int80.null", Some(1.0)),
-            b("lat_ctx.2p.0k", Some(4.0)), b("lat_ctx.2p.16k", Some(5.0)),
-            b("lat_syscall.null", Some(2.0)),
-        ]});
+        let b =
+            |name: &str, cycles: Option<f64>| bench(name, 10.0, cycles.map(|c| figures(c, 10.0)));
+        let r = run(
+            "instructions",
+            vec![
+                b("lat_pipe", Some(3.0)),
+                b("int80.null", Some(1.0)),
+                b("lat_ctx.2p.0k", Some(4.0)),
+                b("lat_ctx.2p.16k", Some(5.0)),
+                b("lat_syscall.null", Some(2.0)),
+            ],
+        );
         let rows = lmbench_rows(&r, "p4").unwrap();
         let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
         assert_eq!(
@@ -2095,13 +1987,12 @@ mod tests {
         );
         assert_eq!(rows[1].2, Some(4.0));
         // A row without modelled cycles is refused, never shown empty.
-        let r = serde_json::json!({"unit": "instructions",
-                                   "benches": [b("lat_pipe", None)]});
+        let r = run("instructions", vec![b("lat_pipe", None)]);
         assert!(lmbench_rows(&r, "p4")
             .unwrap_err()
             .to_string()
             .contains("lat_pipe"));
-        let r = serde_json::json!({"unit": "ticks", "benches": []});
+        let r = run("ticks", vec![]);
         assert!(lmbench_rows(&r, "p4").is_err());
     }
 
@@ -2109,11 +2000,14 @@ mod tests {
     /// beyond the plugin's figure, mean the listed path is not the real one.
     #[test]
     fn cost_rows_must_add_up() {
-        let warm = serde_json::json!({"l1_misses": 0.0, "l2_misses": 0.0, "tlb_misses": 0.0});
+        let warm = ModelFigures::default();
         assert_eq!(stalls(&warm, 990.0, 990.0, "x").unwrap(), 0.0);
         assert!(stalls(&warm, 990.0, 921.0, "x").is_err());
         assert!(stalls(&warm, 990.0, 1000.0, "x").is_err());
-        let cold = serde_json::json!({"l1_misses": 1.0});
+        let cold = ModelFigures {
+            l1_misses: 1.0,
+            ..ModelFigures::default()
+        };
         assert_eq!(stalls(&cold, 1007.0, 990.0, "x").unwrap(), 17.0);
         // Every mechanism's table starts with its entry instruction, the
         // charge that picks the profiles.
@@ -2171,21 +2065,36 @@ mod tests {
 
     #[test]
     fn ebizzy_share_cells_say_who_found_the_records() {
-        let r = serde_json::json!({"benches": [
-            {"name": "a", "share": {"work": "records", "per_cpu": [8000, 0], "one_cpu": 0}},
-            {"name": "b", "share": {"work": "records", "per_cpu": [3000, 5000]}},
-            {"name": "c"}
-        ]});
+        let shared = |name: &str, per_cpu: Vec<u64>, overlap: Option<f64>| {
+            let mut share = Share::new("records", per_cpu);
+            if let Some(percent) = overlap {
+                share.overlap = vec![Overlap { cpu: 1, percent }];
+                share.apart = (percent < 10.0).then_some(1);
+            }
+            Bench {
+                share: Some(share),
+                ..bench(name, 0.0, None)
+            }
+        };
+        let r = run(
+            "",
+            vec![
+                shared("a", vec![8000, 0], None),
+                shared("b", vec![3000, 5000], None),
+                bench("c", 0.0, None),
+            ],
+        );
         assert_eq!(share_cell(&r, "a", "p4").unwrap(), "100/0% (one CPU)");
         assert_eq!(share_cell(&r, "b", "p4").unwrap(), "38/62%");
         assert!(share_cell(&r, "c", "p4").is_err());
         // Under the model, CPU 1's overlap, flagged where it barely was.
-        let m = serde_json::json!({"benches": [
-            {"name": "a", "share": {"work": "records", "per_cpu": [8000, 0], "one_cpu": 0,
-                "overlap": [{"cpu": 1, "percent": 0.4}], "apart": 1}},
-            {"name": "b", "share": {"work": "records", "per_cpu": [3000, 5000],
-                "overlap": [{"cpu": 1, "percent": 97.0}]}}
-        ]});
+        let m = run(
+            "",
+            vec![
+                shared("a", vec![8000, 0], Some(0.4)),
+                shared("b", vec![3000, 5000], Some(97.0)),
+            ],
+        );
         assert_eq!(
             share_cell(&m, "a", "p4").unwrap(),
             "100/0% (one CPU), overlap 0% (apart)"
@@ -2204,7 +2113,7 @@ mod tests {
         let e = mechanism_figures(&results(24.0, 25.0), "int80.null", "p4").unwrap_err();
         assert!(e.to_string().contains("the model counted"), "{e}");
         assert!(mechanism_figures(&results(24.0, 24.0), "sysenter.null", "p4").is_err());
-        let tsc = serde_json::json!({"unit": "cycles", "benches": []});
+        let tsc = run("cycles", vec![]);
         assert!(mechanism_figures(&tsc, "int80.null", "p4").is_err());
         assert_eq!(cell(24.0), "24");
         assert_eq!(
@@ -2222,15 +2131,23 @@ mod tests {
         );
         assert_eq!(cell(14.14), "14.1");
         // A figure clamped at zero is shown as such, or refused.
-        let r = serde_json::json!({"unit": "instructions", "benches": [{"name": "x", "median": 4.0,
-            "model": {"insns": 4.0, "cycles": 9.0, "coherence_misses": 0.0, "clamped": ["coherence_misses"]}}]});
+        let clamped = |cycles: f64, key: &str| ModelFigures {
+            clamped: vec![key.into()],
+            ..figures(cycles, 4.0)
+        };
+        let r = run(
+            "instructions",
+            vec![bench("x", 4.0, Some(clamped(9.0, "coherence_misses")))],
+        );
         let (_, c, m) = smp_figures(&r, "x", "p4").unwrap();
         assert_eq!(
             (or_clamped(c, cycles_cell), or_clamped(m, misses_cell)),
             ("9.0".into(), CLAMPED.into())
         );
-        let r = serde_json::json!({"unit": "instructions", "benches": [{"name": "x", "median": 4.0,
-            "model": {"insns": 4.0, "cycles": 0.0, "clamped": ["cycles"]}}]});
+        let r = run(
+            "instructions",
+            vec![bench("x", 4.0, Some(clamped(0.0, "cycles")))],
+        );
         assert!(mechanism_figures(&r, "x", "p4").is_err());
     }
 }

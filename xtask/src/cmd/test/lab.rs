@@ -95,7 +95,7 @@ fn direct_on(append: &str, grub: bool, profile: Option<&str>) -> Result<Results>
         log.explain(20)
     );
     let mut r = Results::from_log(&log.serial, "direct", m.backend.source())?;
-    crate::model::finish(&m, &log.serial, &mut r)?;
+    crate::model::finish(m.model.as_ref(), &log.serial, &mut r)?;
     Ok(r)
 }
 

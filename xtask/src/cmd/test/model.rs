@@ -130,7 +130,8 @@ fn boot_lib(
         bail!("{}", log.explain(20));
     }
     let mut r = Results::from_log(&log.serial, "model", m.backend.source())?;
-    let text = model::finish(&m, &log.serial, &mut r)?.context("a model boot without its file")?;
+    let text = model::finish(m.model.as_ref(), &log.serial, &mut r)?
+        .context("a model boot without its file")?;
     let out = m.model.as_ref().map(|p| p.out.clone()).unwrap_or_default();
     Ok((log, text, r, out))
 }

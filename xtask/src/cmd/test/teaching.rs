@@ -815,27 +815,14 @@ pub fn counted_path(text: &str) -> Result<u32, String> {
 }
 
 fn path_counts() -> Result<(), String> {
-    let (code, text) = run_stated(
-        &[
-            "run",
-            "--clock",
-            "icount",
-            "--no-save",
-            "--json",
-            "--append",
-            "batches=2 batch_size=64 entry=int80,sysenter,callgate",
-        ]
-        .map(String::from),
-    )?;
-    if code != 0 {
-        return Err(format!("the icount boot failed:\n{}", tail(&text, 30)));
-    }
-    let json = &text[text.find('{').ok_or("no results JSON")?..];
-    let mut de = serde_json::Deserializer::from_str(json).into_iter::<serde_json::Value>();
-    let results = de
-        .next()
-        .ok_or("no results JSON")?
-        .map_err(|e| format!("the results JSON: {e}"))?;
+    let results = crate::cmd::run::ran(&[
+        "--clock",
+        "icount",
+        "--append",
+        "batches=2 batch_size=64 entry=int80,sysenter,callgate",
+    ])
+    .map_err(|e| format!("the icount boot: {e:#}"))?
+    .results;
     for (chapter, bench) in [
         ("docs/int80.md", "int80.null"),
         ("docs/sysenter.md", "sysenter.null"),
@@ -844,10 +831,9 @@ fn path_counts() -> Result<(), String> {
         let text =
             std::fs::read_to_string(kbuild::root().join(chapter)).map_err(|e| e.to_string())?;
         let counted = counted_path(&text).map_err(|e| format!("{chapter}: {e}"))?;
-        let measured = results["benches"]
-            .as_array()
-            .and_then(|b| b.iter().find(|b| b["name"] == bench))
-            .and_then(|b| b["median"].as_f64())
+        let measured = results
+            .bench(bench)
+            .map(|b| b.median)
             .ok_or_else(|| format!("no {bench} in the results"))?;
         if f64::from(counted) != measured {
             return Err(format!(

@@ -9,11 +9,11 @@ use crate::machine::BootLog;
 use crate::report::{self, Record};
 use crate::results::Results;
 
+use super::case::{Case, CASE};
 use super::checks::{
     all_tests_pass, check_passed, contains, end, mech, one, outcome, succeeded, test_is,
     test_passed,
 };
-use super::{Case, CASE};
 
 /// The `locks` program's checks docs/threads.md names, each of which the
 /// one-CPU test boot must see pass.

@@ -3,11 +3,11 @@
 use crate::cmd::Emulator;
 
 use super::basics::bench_with_counters_or_reason;
+use super::case::{Case, CASE};
 use super::checks::BOCHS_TSC;
 use super::faults::{kernel_pf_with_cr2, timed_out, triple_fault};
 use super::matrix::matrix;
 use super::smp::{locks_across_on, smp_check_on, smp_user_check};
-use super::{Case, CASE};
 
 pub(super) const BOCHS: &[Case] = &[
     // Bochs: the same kernel on a second x86 implementation, booted through

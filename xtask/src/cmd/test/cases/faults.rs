@@ -7,8 +7,8 @@ use abi::report::kind;
 use crate::machine::{BootLog, Ending};
 use crate::report::Record;
 
+use super::case::{Case, CASE};
 use super::checks::{contains, one, outcome};
-use super::{Case, CASE};
 
 /// What the kernel says when it breaks, and a guest that hangs.
 pub(super) const FAULTS: &[Case] = &[

@@ -5,8 +5,8 @@ use abi::report::kind;
 use crate::machine::BootLog;
 use crate::report::Record;
 
+use super::case::{Case, CASE};
 use super::checks::{end, one, succeeded};
-use super::{Case, CASE};
 
 pub(super) const FUZZ: &[Case] = &[
     Case {

@@ -8,8 +8,8 @@ use crate::machine::BootLog;
 use crate::report::Record;
 use crate::results::Results;
 
+use super::case::{Case, CASE};
 use super::checks::{clock_is, contains, has_bench, outcome, succeeded, ICOUNT};
-use super::{Case, CASE};
 
 /// Batches per row in these boots (`batches=`).
 const BATCHES: usize = 4;

@@ -6,8 +6,8 @@ use abi::report::kind;
 use crate::machine::BootLog;
 use crate::report::{self, Record};
 
+use super::case::{Case, CASE};
 use super::checks::{all_tests_pass, contains, end, mech, one, succeeded};
-use super::{Case, CASE};
 
 /// A CPU-matrix boot of an Intel family-6 model with SEP and no AMD
 /// syscall, in test mode under one `pmap=`/`fork=` pair.

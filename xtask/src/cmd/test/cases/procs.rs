@@ -10,10 +10,10 @@ use crate::machine::BootLog;
 use crate::report::{self, Record};
 use crate::results::Results;
 
+use super::case::{Case, CASE};
 use super::checks::{
     all_tests_pass, clock_is, contains, has_bench, one, succeeded, test_passed, ICOUNT,
 };
-use super::{Case, CASE};
 
 /// A `procs` boot on `cpus` CPUs: every case passed, as the program counts
 /// them, but on one CPU the cases that need a second, which are skipped

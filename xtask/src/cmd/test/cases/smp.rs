@@ -7,13 +7,13 @@ use crate::machine::BootLog;
 use crate::report::{self, Record};
 use crate::results::Results;
 
+use super::case::{Case, CASE, REPEATED_BOOTS};
 use super::checks::{
     all_tests_pass, clock_is, contains, has_bench, mech, one, succeeded, test_passed, ICOUNT,
     TCG_TSC,
 };
 use super::fuzz::{fuzz_clean, fuzz_threads_clean};
 use super::matrix::{hostile_on, hostile_runnable};
-use super::{Case, CASE, REPEATED_BOOTS};
 
 /// The kernel and user tests on 2 CPUs under `settings` (a `pmap=` and a
 /// `fork=`), every test passing and the hostile suite on CPU 1.
