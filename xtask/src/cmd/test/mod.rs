@@ -676,10 +676,14 @@ fn longest_first(book: &times::Book, a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 /// Seconds a docs command not timed before may take, to start the long
-/// ones first: those that boot many times, then model boots, then the rest.
+/// ones first: the tables (one boot per row or column, the CPU matrix's on
+/// every model of both emulators), the other commands that boot many
+/// times, then model boots, then the rest.
 fn docs_guess(cmd: &str) -> f64 {
     let first = cmd.split_whitespace().next().unwrap_or("");
-    if ["bench", "forktest", "lmbench", "docs", "test"].contains(&first) {
+    if cmd.starts_with("docs --table") {
+        120.0
+    } else if ["bench", "forktest", "lmbench", "test"].contains(&first) {
         60.0
     } else if cmd.contains("--clock model") {
         10.0
@@ -1309,6 +1313,7 @@ mod tally_tests {
         names.sort_by(|a, b| longest_first(&book, a, b));
         assert_eq!(names, ["new", "long", "mid", "short"]);
         assert_eq!(docs_guess("bench -n 3 --out x"), 60.0);
+        assert!(docs_guess("docs --table cpu-matrix") > docs_guess("bench -n 3"));
         assert!(docs_guess("run --no-save --clock model") > docs_guess("trace int80"));
     }
 
