@@ -260,15 +260,14 @@ fn version(m: &Machine) -> String {
     v
 }
 
+/// A real boot, streaming its serial lines to the callback it is given.
+pub type RealBoot<'a> = dyn FnMut(&mut dyn FnMut(&str)) -> Result<BootLog> + 'a;
+
 /// Boots `m` through the run's cache: read back if this run has booted
 /// the same, else booted by `fresh` and stored. Outside a test run, or for
 /// a boot that is not deterministic, `fresh` alone. `echo` sees every
 /// serial line either way.
-pub fn boot(
-    m: &Machine,
-    echo: &mut dyn FnMut(&str),
-    fresh: &mut dyn FnMut(&mut dyn FnMut(&str)) -> Result<BootLog>,
-) -> Result<BootLog> {
+pub fn boot(m: &Machine, echo: &mut dyn FnMut(&str), fresh: &mut RealBoot) -> Result<BootLog> {
     let Some(dir) = dir().filter(|_| deterministic(m)) else {
         return fresh(echo);
     };
