@@ -122,7 +122,7 @@ unsafe extern "C" {
 #[unsafe(no_mangle)]
 extern "C" fn kmain(magic: u32, info: u32) -> ! {
     console::init();
-    kprintln!("i386 testbed kernel {}", env!("TESTBED_REV"));
+    kprintln!("i386 testbed kernel {}", boot::revision::text());
 
     // SAFETY: for the Multiboot 2 magic, EBX points at the loader's structure.
     let bi = match unsafe { BootInfo::parse(magic, info, &Identity) } {
@@ -135,7 +135,7 @@ extern "C" fn kmain(magic: u32, info: u32) -> ! {
     let opts = Options::parse(bi.cmdline, &mut warn);
     record!(kind::BOOT, "loader" => bi.loader, "protocol" => bi.protocol.key(),
         "cmdline" => bi.cmdline, "mem_kib" => bi.memory_kib(),
-        "modules" => bi.modules().len(), "rev" => env!("TESTBED_REV"), "features" => FEATURES);
+        "modules" => bi.modules().len(), "rev" => boot::revision::text(), "features" => FEATURES);
     modules_dropped(&bi);
 
     let f = &cpu::detect();

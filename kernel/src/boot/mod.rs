@@ -3,3 +3,4 @@
 
 pub mod entry;
 pub mod info;
+pub mod revision;

@@ -163,6 +163,60 @@ fn next_marker(text: &str) -> Option<(usize, bool)> {
     }
 }
 
+/// One generated block of a file: its command, whether its output is
+/// Markdown, and where its body (between the opening marker's line and
+/// the closing marker) lies in the text.
+struct Block {
+    cmd: String,
+    markdown: bool,
+    body: std::ops::Range<usize>,
+}
+
+/// Every generated block of `text`, in order.
+fn blocks(text: &str) -> Result<Vec<Block>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some((start, markdown)) = next_marker(&text[at..]) {
+        let start = at + start;
+        let opener = if markdown {
+            MARKDOWN_START
+        } else {
+            BLOCK_START
+        };
+        let line_end = text[start..]
+            .find('\n')
+            .map(|i| start + i + 1)
+            .context("unterminated output marker")?;
+        let cmd = text[start..line_end]
+            .trim()
+            .strip_prefix(opener)
+            .and_then(|m| m.strip_suffix("-->"))
+            .context("malformed output marker")?
+            .trim()
+            .to_string();
+        let end = text[line_end..]
+            .find(BLOCK_END)
+            .map(|i| line_end + i)
+            .with_context(|| format!("no `{BLOCK_END}` after `xtask {cmd}`"))?;
+        out.push(Block {
+            cmd,
+            markdown,
+            body: line_end..end,
+        });
+        at = end;
+    }
+    Ok(out)
+}
+
+/// A block's body for a command's (normalised) output.
+fn body(markdown: bool, output: &str) -> String {
+    if markdown {
+        format!("{output}\n")
+    } else {
+        format!("```text\n{output}\n```\n")
+    }
+}
+
 /// Rewrites every output block of `text`; returns the new text and the
 /// commands whose output changed.
 pub fn regenerate(
@@ -171,44 +225,81 @@ pub fn regenerate(
 ) -> Result<(String, Vec<String>)> {
     let mut out = String::new();
     let mut changed = Vec::new();
-    let mut rest = text;
-    while let Some((start, markdown)) = next_marker(rest) {
-        let opener = if markdown {
-            MARKDOWN_START
-        } else {
-            BLOCK_START
-        };
-        let line_end = rest[start..]
-            .find('\n')
-            .map(|i| start + i + 1)
-            .context("unterminated output marker")?;
-        let marker = &rest[start..line_end];
-        let cmd = marker
-            .trim()
-            .strip_prefix(opener)
-            .and_then(|m| m.strip_suffix("-->"))
-            .context("malformed output marker")?
-            .trim()
-            .to_string();
-        let end = rest[line_end..]
-            .find(BLOCK_END)
-            .map(|i| line_end + i)
-            .with_context(|| format!("no `{BLOCK_END}` after `xtask {cmd}`"))?;
-        let old = &rest[line_end..end];
-        let new = if markdown {
-            format!("{}\n", run(&cmd)?)
-        } else {
-            format!("```text\n{}\n```\n", run(&cmd)?)
-        };
-        if old != new {
-            changed.push(cmd);
+    let mut from = 0;
+    for b in blocks(text)? {
+        let new = body(b.markdown, &run(&b.cmd)?);
+        if text[b.body.clone()] != new {
+            changed.push(b.cmd);
         }
-        out.push_str(&rest[..line_end]);
+        out.push_str(&text[from..b.body.start]);
         out.push_str(&new);
-        rest = &rest[end..];
+        from = b.body.end;
     }
-    out.push_str(rest);
+    out.push_str(&text[from..]);
     Ok((out, changed))
+}
+
+/// A command of the generated blocks, with the files that show it
+/// (README.md and docs/, relative to the root), in the order the files
+/// first show the commands.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shown {
+    pub cmd: String,
+    pub files: Vec<String>,
+}
+
+/// Every command the README and the book show the output of, once each.
+pub fn shown_commands() -> Result<Vec<Shown>> {
+    let root = kbuild::root();
+    let mut out: Vec<Shown> = Vec::new();
+    for f in generated_files()? {
+        let text = std::fs::read_to_string(&f)?;
+        let name = f
+            .strip_prefix(&root)
+            .unwrap_or(&f)
+            .to_string_lossy()
+            .to_string();
+        for b in blocks(&text).with_context(|| f.display().to_string())? {
+            match out.iter_mut().find(|s| s.cmd == b.cmd) {
+                Some(s) if !s.files.contains(&name) => s.files.push(name.clone()),
+                Some(_) => {}
+                None => out.push(Shown {
+                    cmd: b.cmd,
+                    files: vec![name.clone()],
+                }),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Runs `s`'s command once and checks every block that shows it: the
+/// blocks whose text is not what the command prints now, as `FILE: xtask
+/// CMD` (none: all current).
+pub fn check_shown(s: &Shown) -> Result<Vec<String>> {
+    let output = timed(&s.files.join(", "), &s.cmd)?;
+    let root = kbuild::root();
+    let mut stale = Vec::new();
+    for f in &s.files {
+        let text = std::fs::read_to_string(root.join(f))?;
+        for b in blocks(&text).with_context(|| f.clone())? {
+            if b.cmd == s.cmd && text[b.body.clone()] != body(b.markdown, &output) {
+                stale.push(format!("{f}: xtask {}", s.cmd));
+                break;
+            }
+        }
+    }
+    Ok(stale)
+}
+
+/// Whether the command may run while others run (see
+/// [`runs_beside_others`]), among every command the book shows.
+pub fn shown_runs_beside_others(s: &Shown, all: &[Shown]) -> bool {
+    let commands: Vec<(String, String)> = all
+        .iter()
+        .map(|x| (x.cmd.clone(), x.files.join(", ")))
+        .collect();
+    runs_beside_others(&s.cmd, &commands)
 }
 
 pub fn docs_dir() -> PathBuf {
@@ -238,12 +329,8 @@ pub fn generated_files() -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Regenerates (or checks) every generated file; returns the stale blocks.
-pub fn docs_stale(check: bool) -> Result<Vec<String>> {
-    docs_stale_in(check, &[])
-}
-
-/// [`docs_stale`] for the generated files among `only` (all when empty).
+/// Regenerates (or checks) the generated files among `only` (all when
+/// empty); returns the stale blocks.
 /// A file `only` names that has no generated blocks' place is refused.
 pub fn docs_stale_in(check: bool, only: &[PathBuf]) -> Result<Vec<String>> {
     let mut stale = Vec::new();
@@ -365,8 +452,7 @@ fn run_all(commands: &[(String, String)]) -> Result<std::collections::HashMap<St
             scope.spawn(|| {
                 while let Some(&k) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let (cmd, file) = &commands[k];
-                    eprintln!("docs: {file}: xtask {cmd}");
-                    let o = command_output(cmd);
+                    let o = timed(file, cmd);
                     outputs.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(o);
                 }
             });
@@ -374,8 +460,7 @@ fn run_all(commands: &[(String, String)]) -> Result<std::collections::HashMap<St
     });
     for k in alone {
         let (cmd, file) = &commands[k];
-        eprintln!("docs: {file}: xtask {cmd}");
-        outputs.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(command_output(cmd));
+        outputs.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(timed(file, cmd));
     }
     let outputs = outputs.into_inner().unwrap_or_else(|e| e.into_inner());
     let mut cache = std::collections::HashMap::new();
@@ -384,6 +469,19 @@ fn run_all(commands: &[(String, String)]) -> Result<std::collections::HashMap<St
         cache.insert(cmd.clone(), o);
     }
     Ok(cache)
+}
+
+/// [`command_output`], its line on stderr saying which file shows the
+/// command and how long it took (where the docs check spends its time).
+fn timed(file: &str, cmd: &str) -> Result<String> {
+    let t = std::time::Instant::now();
+    let o = command_output(cmd);
+    eprintln!(
+        "docs: {file}: xtask {cmd} ({:.1} s{})",
+        t.elapsed().as_secs_f64(),
+        if o.is_ok() { "" } else { ", failed" }
+    );
+    o
 }
 
 /// The internal links of the README and the book that do not resolve.
@@ -434,26 +532,6 @@ fn named_test_count() -> Result<usize> {
         n += claims::named_tests(&std::fs::read_to_string(&f)?).len();
     }
     Ok(n)
-}
-
-/// What `cargo xtask docs --check` finds wrong: stale output blocks, then
-/// broken links and named tests that do not exist (each one line).
-pub fn check_all() -> Result<Vec<String>> {
-    let mut problems: Vec<String> = broken_links()?
-        .into_iter()
-        .map(|l| format!("broken link: {l}"))
-        .collect();
-    problems.extend(
-        unknown_tests()?
-            .into_iter()
-            .map(|t| format!("unknown test: {t}")),
-    );
-    problems.extend(
-        docs_stale(true)?
-            .into_iter()
-            .map(|s| format!("stale output: {s}")),
-    );
-    Ok(problems)
 }
 
 pub fn docs(a: DocsArgs) -> Result<i32> {
@@ -645,6 +723,31 @@ mod docs_tests {
         assert!(docs_stale_in(true, &[PathBuf::from("docs/SUMMARY.md")])
             .unwrap()
             .is_empty());
+    }
+
+    /// Each command once, with every file that shows it; its blocks are
+    /// found again where they are, whatever their kind.
+    #[test]
+    fn blocks_are_found_with_their_bodies() {
+        let text = "a\n<!-- output: xtask trace int80 -->\n```text\nold\n```\n<!-- end output -->\n<!-- markdown: xtask docs --table t -->\n| x |\n<!-- end output -->\n";
+        let b = blocks(text).unwrap();
+        assert_eq!(b.len(), 2);
+        assert_eq!((b[0].cmd.as_str(), b[0].markdown), ("trace int80", false));
+        assert_eq!(&text[b[0].body.clone()], body(false, "old"));
+        assert_eq!((b[1].cmd.as_str(), b[1].markdown), ("docs --table t", true));
+        assert_eq!(&text[b[1].body.clone()], body(true, "| x |"));
+        let shown = shown_commands().unwrap();
+        let mechanisms = shown
+            .iter()
+            .find(|s| s.cmd == "docs --table mechanisms")
+            .unwrap();
+        assert!(mechanisms.files.len() >= 2, "{mechanisms:?}");
+        assert!(mechanisms.files.contains(&"README.md".to_string()));
+        let mut cmds: Vec<&str> = shown.iter().map(|s| s.cmd.as_str()).collect();
+        let n = cmds.len();
+        cmds.sort();
+        cmds.dedup();
+        assert_eq!(cmds.len(), n, "a command listed twice");
     }
 
     #[test]

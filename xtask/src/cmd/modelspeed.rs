@@ -144,7 +144,7 @@ pub fn model_speed(a: ModelSpeedArgs) -> Result<i32> {
         let (mut ri, mut rm) = (Vec::new(), Vec::new());
         for _ in 0..a.n {
             let wall = |m: &Machine| -> Result<(f64, Option<u64>)> {
-                let (log, rss) = peak_rss_during(|| m.boot(&mut |_| {}));
+                let (log, rss) = peak_rss_during(|| m.boot_fresh(&mut |_| {}));
                 let log = log.context("booting")?;
                 if !log.succeeded() {
                     bail!("{cpus} CPU(s), {words}: {}", log.explain(10));

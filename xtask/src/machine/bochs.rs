@@ -443,6 +443,7 @@ mod tests {
             timeout: Duration::from_secs(5),
             backend: Backend::Bochs(o.clone()),
             model: None,
+            series: 0,
         };
         (m, o)
     }

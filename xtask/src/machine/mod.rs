@@ -19,6 +19,7 @@
 
 pub mod bochs;
 pub mod qemu;
+pub mod replay;
 
 /// The clocks are the results' vocabulary: a results file names one.
 pub use crate::results::Clock;
@@ -340,6 +341,10 @@ pub struct Machine {
     pub backend: Backend,
     /// [`Clock::Model`]: the plugin, its options and the file it writes.
     pub model: Option<crate::model::Plugin>,
+    /// Which boot of a series of the same machine this is (`bench`'s
+    /// round; 0 for a single boot): a test run's boot cache keeps the
+    /// rounds apart, so each of them really boots ([`replay`]).
+    pub series: u32,
 }
 
 /// The kernel command-line words xtask writes itself, from its own flags,
@@ -427,6 +432,7 @@ impl Machine {
             timeout: spec.timeout,
             backend,
             model,
+            series: 0,
         })
     }
 
@@ -488,7 +494,16 @@ impl Machine {
 
     /// Boots: starts the machine, streams its serial log (each line to
     /// `echo` as it arrives), waits for the verdict or the timeout, stops it.
+    /// Inside `cargo xtask test`, a deterministic boot the run has already
+    /// made is read back from the run's boot cache instead ([`replay`]).
     pub fn boot(&self, echo: &mut dyn FnMut(&str)) -> Result<BootLog> {
+        replay::boot(self, echo, &mut |echo| self.boot_fresh(echo))
+    }
+
+    /// [`Machine::boot`], always a real boot: for the tests whose point is
+    /// to boot twice (determinism, the plugin against its reference,
+    /// repeated races) and for wall-time measurements.
+    pub fn boot_fresh(&self, echo: &mut dyn FnMut(&str)) -> Result<BootLog> {
         let started = Instant::now();
         let deadline = started + self.timeout;
         let mut running = self.start()?;

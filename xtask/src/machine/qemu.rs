@@ -436,7 +436,7 @@ impl Running for Session {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const KVM_PVM: &str = "processor: 0\nflags\t\t: fpu vme de pse tsc msr pae hypervisor\n";
@@ -473,7 +473,7 @@ mod tests {
         assert!(check_accel(Accel::Tcg, false, "").is_ok());
     }
 
-    fn machine() -> (Machine, Options) {
+    pub(crate) fn machine() -> (Machine, Options) {
         let o = Options {
             accel: Accel::Tcg,
             threads: Threads::Single,
@@ -496,6 +496,7 @@ mod tests {
             timeout: Duration::from_secs(5),
             backend: super::super::Backend::Qemu(o.clone()),
             model: None,
+            series: 0,
         };
         (m, o)
     }

@@ -77,14 +77,16 @@ pub(super) fn boot_interleaved(
     let host_cpu = host_cpu();
     let mut done = 0usize;
     let bar = progress(total, started);
-    for _round in 0..a.boots {
+    for round in 0..a.boots {
         for (v, art) in variants.iter().zip(builds) {
             bar.set_position(done as u64);
             bar.set_message(format!(", running {}", v.name));
             let words = format!("{} prog={} {}", a.mode.word(), a.prog, v.cmdline)
                 .trim()
                 .to_string();
-            let machine = Machine::build(&spec, art, &words, tmp)?;
+            let mut machine = Machine::build(&spec, art, &words, tmp)?;
+            // Each round a boot of its own, even in a test run's boot cache.
+            machine.series = round;
             if emulator.is_empty() {
                 emulator = machine.emulator();
                 m.machine = machine.describe();

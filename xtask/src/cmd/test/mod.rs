@@ -2,6 +2,17 @@
 //! QEMU (TCG is enough) and in Bochs, each checked against what the kernel
 //! printed; Bochs's path lengths against QEMU's icount; then `bench` end to
 //! end, the docs' outputs, and the teaching tools.
+//!
+//! The run is meant to fit a two-core CI machine in minutes, so its time
+//! goes where the checks are: boots that each use one host thread run two
+//! at a time, each pool starting its longest tests first (by the wall time
+//! the book's record gives them), and the docs check is one test per
+//! command the book shows rather than one test of nine minutes. A boot is
+//! the unit of cost, and many tests ask for the same deterministic boot (a
+//! chapter's command, the table beside it, the teaching test typing it):
+//! the run's boot cache ([`crate::machine::replay`]) makes each such boot
+//! run once per run, while the tests that are about booting twice bypass
+//! it ([`crate::machine::Machine::boot_fresh`]).
 
 pub(crate) mod agreement;
 mod cases;
@@ -307,7 +318,17 @@ impl Tally {
 /// same machine with the same results.
 fn run_case(c: &Case, art: &Artifacts, dir: &Path, repeat: u32) -> Result<(), String> {
     let m = Machine::build(&c.spec(), art, c.cmdline, dir).map_err(|e| format!("{e:#}"))?;
-    let boot = || m.boot(&mut |_| {}).map_err(|e| format!("{e:#}"));
+    // A case that boots more than once is about the boots differing or
+    // not: each of its boots is a real one, never the run's boot cache's.
+    let real = repeat > 1 || c.twice;
+    let boot = || {
+        if real {
+            m.boot_fresh(&mut |_| {})
+        } else {
+            m.boot(&mut |_| {})
+        }
+        .map_err(|e| format!("{e:#}"))
+    };
     let mut log = boot()?;
     for i in 1..=repeat {
         if i > 1 {
@@ -351,7 +372,8 @@ pub(crate) fn run_case_kept(
     keep: &Path,
 ) -> Result<(), String> {
     let m = Machine::build(&c.spec(), art, c.cmdline, dir).map_err(|e| format!("{e:#}"))?;
-    let log = m.boot(&mut |_| {}).map_err(|e| format!("{e:#}"))?;
+    // The soak's point is the same boot again and again: each a real one.
+    let log = m.boot_fresh(&mut |_| {}).map_err(|e| format!("{e:#}"))?;
     let checked = report::parse_log(&log.serial)
         .map_err(|e| e.to_string())
         .and_then(|records| {
@@ -553,16 +575,121 @@ fn host_unit_tests(root: &Path) -> Result<bool> {
     Ok(c.status()?.success())
 }
 
-/// The outputs the README and the book (docs/) show must still be what the
-/// commands print, and every internal link must resolve (`docs --check`).
-fn docs_current() -> Result<()> {
-    let problems = crate::cmd::docs::check_all()?;
-    anyhow::ensure!(
-        problems.is_empty(),
-        "run `cargo xtask docs` for stale outputs; fix broken links and unknown test names by hand:\n  {}",
-        problems.join("\n  ")
+/// The test of the book's links and of the tests its claims name.
+const DOCS_LINKS: &str = "docs: every internal link resolves, every named test exists";
+
+/// `cargo xtask docs --check` as tests of their own: the links and named
+/// tests, then one test per command whose output the README and the book
+/// show (the command run once, every block showing it compared). The
+/// commands that may run beside others go two at a time, as the boots,
+/// the longest first; the others (a `test`, `gdb` on its port, `bench`es
+/// sharing an output directory) one by one after them.
+fn docs_section(filter: Option<&str>, tally: &mut Tally) -> Result<()> {
+    use crate::cmd::docs;
+    // Picked by a filter the name starts with (`--filter docs`, `--filter
+    // "docs: cargo xtask trace"`), not one it merely contains: a docs test
+    // names its command, and the README shows a `cargo xtask test
+    // --filter X`, whose test would otherwise pick itself and start again.
+    let wanted = |name: &str| filter.is_none_or(|f| name.starts_with(f));
+    let shown = docs::shown_commands()?;
+    let name = |s: &docs::Shown| {
+        format!(
+            "docs: cargo xtask {}: the output {} show{} is current",
+            s.cmd,
+            s.files.join(" and "),
+            if s.files.len() == 1 { "s" } else { "" }
+        )
+    };
+    let check = |s: &docs::Shown| -> Result<(), String> {
+        match docs::check_shown(s) {
+            Ok(stale) if stale.is_empty() => Ok(()),
+            Ok(stale) => Err(format!(
+                "stale output (run `cargo xtask docs --only FILE`): {}",
+                stale.join("; ")
+            )),
+            Err(e) => Err(format!("{e:#}")),
+        }
+    };
+    let book = recorded_times();
+    let mut beside = Vec::new();
+    let mut alone = Vec::new();
+    for s in &shown {
+        let n = name(s);
+        if !wanted(&n) {
+            continue;
+        }
+        let guess = book.tests.get(&n).map(|m| m.secs);
+        let t = Test::plain(n, move || check(s));
+        if docs::shown_runs_beside_others(s, &shown) {
+            beside.push((guess.unwrap_or_else(|| docs_guess(&s.cmd)), t));
+        } else {
+            alone.push(t);
+        }
+    }
+    let links = wanted(DOCS_LINKS);
+    if !links && beside.is_empty() && alone.is_empty() {
+        return Ok(());
+    }
+    tally.section("the book's outputs and links (cargo xtask docs --check, a test per command)");
+    if links {
+        tally.case(DOCS_LINKS, || {
+            let mut problems: Vec<String> = docs::broken_links()
+                .map_err(|e| format!("{e:#}"))?
+                .into_iter()
+                .map(|l| format!("broken link: {l}"))
+                .collect();
+            problems.extend(
+                docs::unknown_tests()
+                    .map_err(|e| format!("{e:#}"))?
+                    .into_iter()
+                    .map(|t| format!("unknown test: {t}")),
+            );
+            if problems.is_empty() {
+                Ok(())
+            } else {
+                Err(problems.join("\n  "))
+            }
+        });
+    }
+    beside.sort_by(|a, b| b.0.total_cmp(&a.0));
+    tally.tests_parallel(
+        beside.into_iter().map(|(_, t)| t).collect(),
+        bochs_workers(),
     );
+    for t in alone {
+        tally.test(t);
+    }
     Ok(())
+}
+
+/// The wall times the book's record holds (none if it cannot be read).
+fn recorded_times() -> times::Book {
+    times::Book::read(&kbuild::root().join(times::BOOK_FILE)).unwrap_or_default()
+}
+
+/// The order that starts the longest tests first: by the book's recorded
+/// wall time, a test it has not timed before all (it may be long), ties in
+/// the order given (the sort is stable).
+fn longest_first(book: &times::Book, a: &str, b: &str) -> std::cmp::Ordering {
+    let secs = |n: &str| book.tests.get(n).map_or(f64::INFINITY, |m| m.secs);
+    secs(b).total_cmp(&secs(a))
+}
+
+/// Seconds a docs command not timed before may take, to start the long
+/// ones first: the tables (one boot per row or column, the CPU matrix's on
+/// every model of both emulators), the other commands that boot many
+/// times, then model boots, then the rest.
+fn docs_guess(cmd: &str) -> f64 {
+    let first = cmd.split_whitespace().next().unwrap_or("");
+    if cmd.starts_with("docs --table") {
+        120.0
+    } else if ["bench", "forktest", "lmbench", "test"].contains(&first) {
+        60.0
+    } else if cmd.contains("--clock model") {
+        10.0
+    } else {
+        3.0
+    }
 }
 /// `cargo xtask bench -n n --accel tcg --clock icount args...`: its exit
 /// status.
@@ -880,9 +1007,27 @@ pub fn run(a: TestArgs) -> Result<i32> {
         ..Tally::default()
     };
     let started = (std::time::SystemTime::now(), Instant::now());
+    // The run's boot cache (machine::replay): empty now, gone at the end.
+    let cache = if a.list {
+        None
+    } else {
+        Some(crate::machine::replay::RunCache::start(
+            &kbuild::root().join("target"),
+        )?)
+    };
     plan(&a, &mut tally)?;
     if a.list {
         return Ok(tally.finish());
+    }
+    // On stderr: a test run a chapter shows (inside this one or not)
+    // prints the same.
+    if let Some(s) = cache.as_ref().and_then(|c| c.summary()) {
+        eprintln!(
+            "test: boot cache: {} deterministic boots ran, {} more asked for again and read back (they took {:.0} s when they ran)",
+            s.ran,
+            s.replayed,
+            s.saved.as_secs_f64()
+        );
     }
     let whole = a.filter.is_none() && a.emulator.is_none() && !a.boots_only && !a.host_only;
     let file = times::Run::new(&tally.ran, a.filter.as_deref(), whole, started);
@@ -1001,6 +1146,9 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
             tally.listed(c.name);
         }
     } else {
+        let mut single = single;
+        let book = recorded_times();
+        single.sort_by(|a, b| longest_first(&book, a.name, b.name));
         let jobs: Vec<Job> = single.iter().map(|&c| Job::Case(c, repeat(c))).collect();
         run_parallel(&jobs, bochs_workers(), &art, &dir, "qemu", tally);
     }
@@ -1022,7 +1170,9 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
         tally.section("boots under the model clock (QEMU TCG, icount, the model plugin)");
         // Two at a time, as the icount boots: each is one QEMU process on
         // one host thread, with a plugin file of its own.
-        let tests = model::self_tests(&art, &dir, a.filter.as_deref());
+        let mut tests = model::self_tests(&art, &dir, a.filter.as_deref());
+        let book = recorded_times();
+        tests.sort_by(|a, b| longest_first(&book, &a.name, &b.name));
         tally.tests_parallel(tests, bochs_workers());
     }
     if !bochs_jobs.is_empty() {
@@ -1045,7 +1195,7 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
     let selected =
         |short: &str| on(Emulator::Qemu) && a.filter.as_deref().is_none_or(|f| short.contains(f));
     type HostCheck<'a> = (&'a str, &'a str, &'a dyn Fn() -> Result<()>);
-    let host_checks: [HostCheck; 5] = [
+    let host_checks: [HostCheck; 4] = [
         (
             "bench",
             "bench: two variants interleaved, compared and exported",
@@ -1066,11 +1216,6 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
             "run --json: stdout holds the results JSON alone",
             &run_json,
         ),
-        (
-            "docs",
-            "docs: every output block matches the code, every internal link resolves, every named test exists",
-            &docs_current,
-        ),
     ];
     if host_checks.iter().any(|(short, _, _)| selected(short)) {
         tally.section("the host's commands end to end (QEMU TCG, clock=icount)");
@@ -1081,6 +1226,7 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
         }
     }
     if on(Emulator::Qemu) {
+        docs_section(a.filter.as_deref(), tally)?;
         let lab = lab::self_tests(a.filter.as_deref());
         if !lab.is_empty() {
             tally.section("the lab path: LAVA jobs under lava-run (QEMU TCG, clock=icount)");
@@ -1146,6 +1292,30 @@ fn model_boots(
 #[cfg(test)]
 mod tally_tests {
     use super::*;
+
+    #[test]
+    fn the_longest_tests_start_first_and_untimed_ones_before_all() {
+        let mut book = times::Book::default();
+        for (n, secs) in [("short", 1.0), ("long", 30.0), ("mid", 5.0)] {
+            book.tests.insert(
+                n.to_string(),
+                times::Measured {
+                    section: String::new(),
+                    result: times::Outcome::Pass,
+                    secs,
+                    load: None,
+                    rev: String::new(),
+                    started: 0,
+                },
+            );
+        }
+        let mut names = vec!["short", "mid", "new", "long"];
+        names.sort_by(|a, b| longest_first(&book, a, b));
+        assert_eq!(names, ["new", "long", "mid", "short"]);
+        assert_eq!(docs_guess("bench -n 3 --out x"), 60.0);
+        assert!(docs_guess("docs --table cpu-matrix") > docs_guess("bench -n 3"));
+        assert!(docs_guess("run --no-save --clock model") > docs_guess("trace int80"));
+    }
 
     #[test]
     fn a_test_that_cannot_run_is_counted_as_skipped() {

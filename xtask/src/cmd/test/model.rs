@@ -58,7 +58,7 @@ fn boot_on(
     profile: &str,
     cpus: u32,
 ) -> Result<(BootLog, String, Results)> {
-    boot_full(art, dir, words, profile, cpus, None, false, None)
+    boot_full(art, dir, words, profile, cpus, None, false, None, false)
 }
 
 /// One model boot: `virt` as `--virt` says (`None`: bare), the plugin in
@@ -73,8 +73,9 @@ fn boot_full(
     virt: Option<VirtArg>,
     reference: bool,
     turn: Option<u32>,
+    fresh: bool,
 ) -> Result<(BootLog, String, Results)> {
-    let (log, text, r, _) = boot_plugin(art, dir, words, profile, cpus, virt, turn, |o| {
+    let (log, text, r, _) = boot_plugin(art, dir, words, profile, cpus, virt, turn, fresh, |o| {
         o.reference = reference
     })?;
     Ok((log, text, r))
@@ -91,9 +92,12 @@ fn boot_plugin(
     cpus: u32,
     virt: Option<VirtArg>,
     turn: Option<u32>,
+    fresh: bool,
     plugin: impl FnOnce(&mut model::ModelOpts),
 ) -> Result<(BootLog, String, Results, PathBuf)> {
-    boot_lib(art, dir, words, profile, cpus, virt, turn, plugin, None)
+    boot_lib(
+        art, dir, words, profile, cpus, virt, turn, fresh, plugin, None,
+    )
 }
 
 /// [`boot_plugin`] with the plugin library at `lib` (`None`: the release
@@ -107,6 +111,7 @@ fn boot_lib(
     cpus: u32,
     virt: Option<VirtArg>,
     turn: Option<u32>,
+    fresh: bool,
     plugin: impl FnOnce(&mut model::ModelOpts),
     lib: Option<PathBuf>,
 ) -> Result<(BootLog, String, Results, PathBuf)> {
@@ -125,7 +130,11 @@ fn boot_lib(
     if let (Some(p), Some(lib)) = (&mut m.model, lib) {
         p.lib = lib;
     }
-    let log = m.boot(&mut |_| {})?;
+    let log = if fresh {
+        m.boot_fresh(&mut |_| {})?
+    } else {
+        m.boot(&mut |_| {})?
+    };
     if !log.succeeded() {
         bail!("{}", log.explain(20));
     }
@@ -293,8 +302,10 @@ fn boot_twice(
     profile: &str,
     cpus: u32,
 ) -> Result<Results> {
-    let (a, fa, r) = boot_on(art, dir, words, profile, cpus)?;
-    let (b, fb, _) = boot_on(art, dir, words, profile, cpus)?;
+    // Both real boots, never the run's boot cache's: the test is that
+    // two boots agree.
+    let (a, fa, r) = boot_full(art, dir, words, profile, cpus, None, false, None, true)?;
+    let (b, fb, _) = boot_full(art, dir, words, profile, cpus, None, false, None, true)?;
     let records = |log: &BootLog| -> Vec<String> {
         log.serial
             .lines()
@@ -337,7 +348,7 @@ fn fast_is_reference(
 ) -> Result<String> {
     let t = Instant::now();
     if cpus > 1 {
-        let (_, fa, _, out) = boot_plugin(art, dir, words, profile, cpus, None, None, |o| {
+        let (_, fa, _, out) = boot_plugin(art, dir, words, profile, cpus, None, None, true, |o| {
             o.shadow = true
         })?;
         let shadow = ::model::shadow_path(&out);
@@ -350,10 +361,11 @@ fn fast_is_reference(
             "fast and reference machines in one boot, {both:.1} s"
         ));
     }
-    let (a, fa, _) = boot_full(art, dir, words, profile, cpus, None, false, None)?;
+    // Both real boots (their wall times are shown too).
+    let (a, fa, _) = boot_full(art, dir, words, profile, cpus, None, false, None, true)?;
     let fast = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let (b, fb, _) = boot_full(art, dir, words, profile, cpus, None, true, None)?;
+    let (b, fb, _) = boot_full(art, dir, words, profile, cpus, None, true, None, true)?;
     let slow = t.elapsed().as_secs_f64();
     let records = |log: &BootLog| -> Vec<String> {
         log.serial
@@ -418,6 +430,7 @@ fn checked_plugin(
         cpus,
         None,
         None,
+        true,
         |o| o.shadow = true,
         Some(lib),
     )?;
@@ -678,6 +691,7 @@ fn locks_across(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
         None,
         false,
         Some(0),
+        false,
     )?;
     let m = |name: &str| {
         r.bench(name)
@@ -742,7 +756,7 @@ fn forktest_virt(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
     let words = "mode=run prog=forktest fork=cow fork_pages=64 batches=4 pmap=apte";
     let name = abi::report::names::FORKTEST_FORK_EXIT;
     let under = |virt: Option<VirtArg>| -> Result<(model::ModelFigures, Results)> {
-        let (_, _, r) = boot_full(art, dir, words, profile, 1, virt, false, None)?;
+        let (_, _, r) = boot_full(art, dir, words, profile, 1, virt, false, None, false)?;
         let f = r
             .bench(name)
             .and_then(|b| b.model.clone())
@@ -815,7 +829,17 @@ fn fork_flushes(art: &Artifacts, dir: &Path) -> Result<String> {
     let mut seen = Vec::new();
     for &(pmap, want) in FORK_FLUSHES {
         let words = format!("{FORK_FLUSH_WORDS} pmap={pmap}");
-        let (_, _, r) = boot_full(art, dir, &words, FORK_FLUSH_PROFILE, 1, None, false, None)?;
+        let (_, _, r) = boot_full(
+            art,
+            dir,
+            &words,
+            FORK_FLUSH_PROFILE,
+            1,
+            None,
+            false,
+            None,
+            false,
+        )?;
         let b = r
             .bench(name)
             .with_context(|| format!("pmap={pmap}: no {name}"))?;
@@ -850,6 +874,7 @@ fn forktest_overlap(art: &Artifacts, dir: &Path) -> Result<String> {
         None,
         false,
         None,
+        false,
     )?;
     let name = abi::report::names::FORKTEST_FORK_EXIT;
     let parts = r
@@ -885,7 +910,7 @@ fn lat_ctx_ipis(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
     // hand-off" was measured: at the pacer's grain a hand-off now and then
     // finds its reader not yet asleep, and sends no IPI ([16, 15] in one
     // batch of 16), as on parallel hardware. Not yet a check of its own.
-    let (_, _, two) = boot_full(art, dir, words, profile, 2, None, false, Some(0))?;
+    let (_, _, two) = boot_full(art, dir, words, profile, 2, None, false, Some(0), false)?;
     let spread = rings(&two);
     ensure!(
         spread.len() == want,
