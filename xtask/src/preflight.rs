@@ -7,7 +7,17 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::machine::bochs;
+/// Bochs's Debian packages: the emulator, its BIOS, the VGA BIOS, the SDL2 display.
+pub const BOCHS_PACKAGES: &[&str] = &["bochs", "bochsbios", "vgabios", "bochs-sdl"];
+/// Files Bochs's packages install that a boot needs, with the package of each.
+pub const BOCHS_FILES: &[(&str, &str)] = &[
+    ("/usr/share/bochs/BIOS-bochs-latest", "bochsbios"),
+    ("/usr/share/vgabios/vgabios.bin", "vgabios"),
+    (
+        "/usr/lib/x86_64-linux-gnu/bochs/plugins/libbx_sdl2_gui.so",
+        "bochs-sdl",
+    ),
+];
 
 /// Debian packages that provide the tools.
 pub const APT_PACKAGES: &[&str] = &[
@@ -127,7 +137,7 @@ fn missing_bochs() -> Vec<&'static str> {
     if !on_path("bochs") {
         m.push("bochs");
     }
-    for (file, package) in bochs::FILES {
+    for (file, package) in BOCHS_FILES {
         if !Path::new(file).is_file() {
             m.push(package);
         }
@@ -138,7 +148,7 @@ fn missing_bochs() -> Vec<&'static str> {
 fn bochs_install_command() -> String {
     format!(
         "apt-get update && apt-get install -y --no-install-recommends {}",
-        bochs::PACKAGES.join(" ")
+        BOCHS_PACKAGES.join(" ")
     )
 }
 
@@ -158,19 +168,19 @@ fn ensure_bochs() -> Result<()> {
     eprintln!(
         "xtask: missing {}; installing with apt-get: {}",
         missing.join(", "),
-        bochs::PACKAGES.join(" ")
+        BOCHS_PACKAGES.join(" ")
     );
     let ok = run_install(&bochs_install_command())?;
     let still = missing_bochs();
     if !ok || !still.is_empty() {
         bail!(
             "apt-get could not install {} (missing still: {}).\nTry by hand:\n  {}",
-            bochs::PACKAGES.join(" "),
+            BOCHS_PACKAGES.join(" "),
             still.join(", "),
             bochs_install_command()
         );
     }
-    eprintln!("xtask: installed {}", bochs::PACKAGES.join(" "));
+    eprintln!("xtask: installed {}", BOCHS_PACKAGES.join(" "));
     Ok(())
 }
 

@@ -31,8 +31,10 @@
 //! `compare.rs` → `export/` → the machines (`machine/`, `kbuild.rs`,
 //! `preflight.rs`, `iso.rs`: build and boot, which carry the model plugin)
 //! → the commands (`cmd/`, `fuzzing.rs`, `lib.rs`, `main.rs`), which may
-//! import anything. Its one circle above the limit is named with its
-//! reason ([`Circle`]).
+//! import anything. No circle may exceed [`MAX_CIRCLE`] there either: the
+//! sections of `cargo xtask test` build on `cmd/test/unit.rs` (one test),
+//! not on the runner that lists them, so only the book's check and the
+//! runner (which runs it) import each other.
 //!
 //! The files are parsed by `syn`; a path inside a macro's arguments (which
 //! `syn` leaves as tokens) is read from the tokens. Every path counts,
@@ -51,39 +53,23 @@ use syn::visit::Visit;
 /// The largest circle the kernel (and xtask) may hold.
 pub const MAX_CIRCLE: usize = 6;
 
-/// One tree's layering: each layer's allowance ([`BELOW`]'s form), the
-/// largest circle, and the circles allowed to be larger.
+/// One tree's layering: each layer's allowance ([`BELOW`]'s form) and the
+/// largest circle.
 pub struct Rules {
     pub below: &'static [(&'static str, &'static [&'static str])],
     pub max_circle: usize,
-    pub wider: &'static [Circle],
-}
-
-/// A circle allowed more than [`MAX_CIRCLE`] files: one that holds every
-/// file of `holding`, up to `max` files, for the reason `why`.
-pub struct Circle {
-    pub holding: &'static [&'static str],
-    pub max: usize,
-    pub why: &'static str,
 }
 
 /// The kernel's rules.
 pub static KERNEL: Rules = Rules {
     below: BELOW,
     max_circle: MAX_CIRCLE,
-    wider: &[],
 };
 
 /// xtask's rules (see the file's header for the order).
 pub static XTASK: Rules = Rules {
     below: XTASK_BELOW,
     max_circle: MAX_CIRCLE,
-    wider: &[Circle {
-        holding: &["cmd/docs.rs", "cmd/test/mod.rs"],
-        max: 8,
-        why: "the book's check is one of `cargo xtask test`'s tests, and the book names tests and \
-              shows their list, which only the runner's plan (cmd/test/mod.rs) knows",
-    }],
 };
 
 /// xtask's layers, each with what it may import.
@@ -143,14 +129,6 @@ impl Rules {
         } else {
             &KERNEL
         }
-    }
-
-    /// The largest circle holding `files` may be.
-    fn limit(&self, files: &[&str]) -> usize {
-        self.wider
-            .iter()
-            .find(|w| w.holding.iter().all(|h| files.contains(h)))
-            .map_or(self.max_circle, |w| w.max.max(self.max_circle))
     }
 
     fn layer_of(&self, file: &str) -> Option<&'static str> {
@@ -230,8 +208,8 @@ pub fn layers(a: LayersArgs) -> Result<i32> {
     Ok(if ok { 0 } else { 1 })
 }
 
-/// Reads `src`, and says whether its circles are within their limits
-/// ([`MAX_CIRCLE`], or a wider [`Circle`]'s) and no file imports above its
+/// Reads `src`, and says whether its circles are within [`MAX_CIRCLE`]
+/// and no file imports above its
 /// layer, with the report to print; the rules are the tree's ([`Rules::of`]).
 pub fn check(src: &Path, verbose: bool) -> Result<(bool, String)> {
     check_with(src, Rules::of(src), verbose)
@@ -256,10 +234,9 @@ pub fn judge(g: &Graph, rules: &Rules, shown: &str, verbose: bool) -> (bool, Str
         }
     }
     let circles = circles(g);
-    let names = |c: &[usize]| -> Vec<&str> { c.iter().map(|&i| g.files[i].as_str()).collect() };
     let over: Vec<&Vec<usize>> = circles
         .iter()
-        .filter(|c| c.len() > rules.limit(&names(c)))
+        .filter(|c| c.len() > rules.max_circle)
         .collect();
     let largest = circles.first().cloned().unwrap_or_default();
     let upward = rules.upward(g);
@@ -276,22 +253,9 @@ pub fn judge(g: &Graph, rules: &Rules, shown: &str, verbose: bool) -> (bool, Str
         g.files.len(),
         largest.len(),
         if largest.len() == 1 { "" } else { "s" },
-        rules.limit(&names(&largest)),
+        rules.max_circle,
         if over.is_empty() { "" } else { ": too large" },
     );
-    for w in rules.wider {
-        if circles
-            .iter()
-            .any(|c| c.len() > rules.max_circle && w.holding.iter().all(|h| names(c).contains(h)))
-        {
-            out += &format!(
-                "the circle of {} may hold {} files: {}\n",
-                w.holding.join(" and "),
-                w.max,
-                w.why
-            );
-        }
-    }
     for c in circles.iter().filter(|c| c.len() > 1) {
         out += &format!("circle of {}:\n", c.len());
         for &i in c {
@@ -809,57 +773,6 @@ mod tests {
                 ("model.rs".into(), "compare.rs".into())
             ]
         );
-    }
-
-    /// A circle is held to MAX_CIRCLE unless it holds every file of a
-    /// wider allowance, and then to that allowance's size.
-    #[test]
-    fn only_the_named_circle_may_be_wider() {
-        let ring = |files: &[&'static str]| -> Vec<(&'static str, String)> {
-            files
-                .iter()
-                .enumerate()
-                .map(|(i, f)| {
-                    let next = files[(i + 1) % files.len()];
-                    let m = next
-                        .trim_end_matches(".rs")
-                        .trim_end_matches("/mod")
-                        .replace('/', "::");
-                    (*f, format!("use crate::{m};"))
-                })
-                .collect()
-        };
-        let seven = [
-            "cmd/docs.rs",
-            "cmd/a.rs",
-            "cmd/b.rs",
-            "cmd/c.rs",
-            "cmd/d.rs",
-            "cmd/e.rs",
-            "cmd/test/mod.rs",
-        ];
-        let texts = ring(&seven);
-        let refs: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (*f, t.as_str())).collect();
-        let (ok, text) = judge(&graph(&refs), &XTASK, "x", false);
-        assert!(ok, "{text}");
-        assert!(
-            text.contains("largest import circle: 7 files (limit 8)"),
-            "{text}"
-        );
-        // The same circle without the runner is held to six.
-        let other = [
-            "cmd/docs.rs",
-            "cmd/a.rs",
-            "cmd/b.rs",
-            "cmd/c.rs",
-            "cmd/d.rs",
-            "cmd/e.rs",
-            "cmd/f.rs",
-        ];
-        let texts = ring(&other);
-        let refs: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (*f, t.as_str())).collect();
-        let (ok, text) = judge(&graph(&refs), &XTASK, "x", false);
-        assert!(!ok && text.contains("(limit 6): too large"), "{text}");
     }
 
     /// xtask's own rule, on the real tree: every layer imports only its

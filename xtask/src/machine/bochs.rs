@@ -34,19 +34,8 @@ pub const DEFAULT_CPU: &str = "p4_prescott_celeron_336";
 pub const IPS: u32 = 50_000_000;
 /// The emulated RTC's start, fixed so that boots repeat (2000-01-01 UTC).
 const TIME0: u64 = 946_684_800;
-/// The Debian packages: the emulator, its BIOS, the VGA BIOS, the SDL2 display.
-pub const PACKAGES: &[&str] = &["bochs", "bochsbios", "vgabios", "bochs-sdl"];
-/// Files the packages install that a boot needs, with the package of each.
-pub const FILES: &[(&str, &str)] = &[
-    ("/usr/share/bochs/BIOS-bochs-latest", "bochsbios"),
-    ("/usr/share/vgabios/vgabios.bin", "vgabios"),
-    (
-        "/usr/lib/x86_64-linux-gnu/bochs/plugins/libbx_sdl2_gui.so",
-        "bochs-sdl",
-    ),
-];
-const BIOS: &str = FILES[0].0;
-const VGA_BIOS: &str = FILES[1].0;
+const BIOS: &str = crate::preflight::BOCHS_FILES[0].0;
+const VGA_BIOS: &str = crate::preflight::BOCHS_FILES[1].0;
 
 /// Bochs as asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use crate::machine::{Machine, Scratch};
 use crate::preflight;
 use crate::results::Results;
 
-use super::Test;
+use super::unit::Test;
 
 /// Small batches: the figures are per call and exact under icount, so a
 /// short run shows every difference a long one would.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 
 use super::lab::{direct, direct_model, same_as_direct, APPEND};
-use super::{Test, SKIP};
+use super::unit::{Test, SKIP};
 use crate::cmd::lab::{self as labcmd, Output, ServerArgs, Submitted};
 use crate::cmd::lava::LavaArgs;
 use crate::kbuild;

@@ -25,6 +25,8 @@ pub(crate) use model::{FORK_FLUSHES, FORK_FLUSH_PROFILE, FORK_FLUSH_WORDS};
 pub mod soak;
 mod teaching;
 pub(crate) mod times;
+mod unit;
+pub(crate) use unit::{Test, SKIP};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -103,30 +105,7 @@ struct Tally {
     why: std::collections::HashMap<usize, String>,
 }
 
-/// How a test that cannot run here (a tool missing) says so: its error
-/// starts with this, and it is counted as skipped, never silently left out.
-pub(crate) const SKIP: &str = "SKIP: ";
-
-/// One test of a section that has not run yet: its name, and what running
-/// it does (`Ok(what it showed)`, empty when the name says it all).
-pub(crate) struct Test<'a> {
-    pub name: String,
-    run: Box<dyn FnOnce() -> Result<String, String> + Send + 'a>,
-}
-
-impl<'a> Test<'a> {
-    pub fn new(name: String, run: impl FnOnce() -> Result<String, String> + Send + 'a) -> Test<'a> {
-        Test {
-            name,
-            run: Box::new(run),
-        }
-    }
-
-    /// A test whose PASS line is its name alone.
-    pub fn plain(name: String, run: impl FnOnce() -> Result<(), String> + Send + 'a) -> Test<'a> {
-        Test::new(name, move || run().map(|()| String::new()))
-    }
-
+impl Test<'_> {
     /// Runs the test and counts it in `tally`, its wall time on its line.
     fn run_in(self, tally: &mut Tally) {
         let t = Instant::now();

@@ -33,7 +33,7 @@ use crate::machine::{BootLog, Clock, Machine};
 use crate::model;
 use crate::results::Results;
 
-use super::Test;
+use super::unit::Test;
 
 /// Lines the code between a chase batch's loop and its closing snapshot
 /// touches (stack and the chase's position): L1 misses a thrashing chase

@@ -11,7 +11,7 @@ use crate::kbuild;
 use crate::machine::{self, qemu, BootLog, Ending, Machine};
 use crate::preflight;
 
-use super::Test;
+use super::unit::{Test, SKIP};
 
 /// An exercise: a kernel feature that removes one piece of entry hygiene,
 /// and what a test boot then shows (docs/exercises.md asks the question).
@@ -78,7 +78,7 @@ fn passed_check(r: &[crate::report::Record], mech: &str, name: &str) -> Result<(
 /// with its symbol (`0x1016de <sysenter_iret+19>:\tiret`). Without gdb
 /// the test cannot look, and says so (SKIP, counted).
 fn instruction_at(kernel: &Path, addr: &str) -> Result<String, String> {
-    preflight::ensure_gdb().map_err(|e| format!("{}no gdb here: {e:#}", super::SKIP))?;
+    preflight::ensure_gdb().map_err(|e| format!("{}no gdb here: {e:#}", SKIP))?;
     let o = Command::new("gdb")
         .args(["-batch", "-nx", "-ex", &format!("x/i {addr}")])
         .arg(kernel)
@@ -407,7 +407,7 @@ pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
             let stub = format!("{mech}_full");
             // No gdb here: the test cannot run, and says so (SKIP, counted).
             preflight::ensure_gdb()
-                .map_err(|e| format!("{}no gdb here: {e:#}", super::SKIP))
+                .map_err(|e| format!("{}no gdb here: {e:#}", SKIP))
                 .and_then(|()| gdb_batch_output(&["--stop-at", mech]))
                 .and_then(|text| {
                     let stopped = text.contains("Breakpoint 1, ")
