@@ -660,7 +660,12 @@ const CLAMPED: &str = "clamped";
 fn table_head(left: &[&str], columns: impl IntoIterator<Item = String>) -> String {
     let mut head = String::from("|");
     let mut rule = String::from("|");
-    for (i, h) in left.iter().map(|h| h.to_string()).chain(columns).enumerate() {
+    for (i, h) in left
+        .iter()
+        .map(|h| h.to_string())
+        .chain(columns)
+        .enumerate()
+    {
         head.push_str(&format!(" {h} |"));
         rule.push_str(if i == 0 { " --- |" } else { " ---: |" });
     }
@@ -852,10 +857,7 @@ fn smp() -> Result<String> {
         }
         runs.push(pair);
     }
-    let mut out = table_head(
-        &["figure", "instructions"],
-        profiles.iter().cloned(),
-    );
+    let mut out = table_head(&["figure", "instructions"], profiles.iter().cloned());
     for (name, label, virt, coherent) in SMP_ROWS {
         let mut insns = None;
         let mut cells = Vec::new();
