@@ -470,11 +470,7 @@ pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Res
         confidence,
         ..RenderOptions::default()
     };
-    let info = MetricInfo {
-        unit: crate::model::unit(r).unwrap_or_else(|| r.unit.clone()),
-        measure: abi::report::Measure::PerOp,
-        ..MetricInfo::default()
-    };
+    let info = MetricInfo::per_op(crate::model::unit(r).unwrap_or_else(|| r.unit.clone()));
     Ok(compare_metric(call, &sets, Reading::of(r.clock(), r.tcg()), &info, &opts).text)
 }
 
@@ -530,11 +526,7 @@ mod tests {
             ("b".to_string(), vec![46.0; 3]),
             ("c".to_string(), vec![24.0; 3]),
         ];
-        let info = MetricInfo {
-            unit: "instructions".into(),
-            measure: abi::report::Measure::PerOp,
-            ..MetricInfo::default()
-        };
+        let info = MetricInfo::per_op("instructions");
         let exact = Reading {
             exact: true,
             host_time: false,
@@ -556,11 +548,7 @@ mod tests {
             ("a".to_string(), vec![10.0, 11.0, 12.0, 10.5]),
             ("b".to_string(), vec![20.0, 21.0, 19.0, 20.5]),
         ];
-        let info = MetricInfo {
-            unit: "cycles".into(),
-            measure: abi::report::Measure::PerOp,
-            ..MetricInfo::default()
-        };
+        let info = MetricInfo::per_op("cycles");
         let c = compare_metric(
             "x",
             &sets,
@@ -632,11 +620,7 @@ mod tests {
             ("a".to_string(), vec![100.0, 101.0, 99.0, 100.5, 100.2]),
             ("b".to_string(), vec![77.0, 76.0, 78.0, 76.5, 77.2]),
         ];
-        let info = MetricInfo {
-            unit: Clock::Tsc.unit(true).into(),
-            measure: abi::report::Measure::PerOp,
-            ..MetricInfo::default()
-        };
+        let info = MetricInfo::per_op(Clock::Tsc.unit(true));
         let tcg = Reading::of(Some(Clock::Tsc), true);
         assert!(tcg.host_time && !tcg.exact);
         let c = compare_metric("null", &sets, tcg, &info, &RenderOptions::default());

@@ -454,11 +454,7 @@ mod tests {
     use crate::results::bench::Provenance;
 
     fn info(_: &str) -> MetricInfo {
-        MetricInfo {
-            unit: "TCG ticks".into(),
-            measure: abi::report::Measure::PerOp,
-            ..MetricInfo::default()
-        }
+        MetricInfo::per_op("TCG ticks")
     }
 
     /// The values table of one metric: each set's values under `metric`.
@@ -594,11 +590,7 @@ mod tests {
             ("before".to_string(), vec![731.0, 731.0]),
             ("after".to_string(), vec![780.0, 780.0]),
         ];
-        let info = MetricInfo {
-            unit: unit.into(),
-            measure: abi::report::Measure::PerOp,
-            ..MetricInfo::default()
-        };
+        let info = MetricInfo::per_op(unit);
         let c = compare_metric(
             "int80.null",
             &sets,
