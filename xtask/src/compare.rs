@@ -498,6 +498,17 @@ pub fn aligned(rows: &[Vec<String>], left: usize) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// A table of (variant, metric, values) rows.
+    fn table_of(rows: &[(&str, &str, &[f64])]) -> Table {
+        let mut t: Table = BTreeMap::new();
+        for &(variant, metric, values) in rows {
+            t.entry(variant.into())
+                .or_default()
+                .insert(metric.into(), values.to_vec());
+        }
+        t
+    }
+
     #[test]
     fn comparisons_of_a_model_run_use_modelled_cycles() {
         let r = crate::results::figures::two_mechanisms();
@@ -568,19 +579,12 @@ mod tests {
 
     #[test]
     fn metrics_that_differ() {
-        let mut t: Table = BTreeMap::new();
-        t.entry("a".into())
-            .or_default()
-            .insert("same".into(), vec![1.0, 1.0]);
-        t.entry("b".into())
-            .or_default()
-            .insert("same".into(), vec![1.0, 1.0]);
-        t.entry("a".into())
-            .or_default()
-            .insert("diff".into(), vec![1.0, 1.0]);
-        t.entry("b".into())
-            .or_default()
-            .insert("diff".into(), vec![2.0, 2.0]);
+        let t = table_of(&[
+            ("a", "same", &[1.0, 1.0]),
+            ("b", "same", &[1.0, 1.0]),
+            ("a", "diff", &[1.0, 1.0]),
+            ("b", "diff", &[2.0, 2.0]),
+        ]);
         assert_eq!(chosen_metrics(&t, &[]).unwrap(), ["diff"]);
         assert!(chosen_metrics(&t, &["nope".into()])
             .unwrap_err()
@@ -639,25 +643,14 @@ mod tests {
 
     #[test]
     fn one_mechanism_per_variant_compares_by_call() {
-        let mut t: Table = BTreeMap::new();
-        t.entry("a".into())
-            .or_default()
-            .insert("int80.null".into(), vec![24.0]);
-        t.entry("a".into())
-            .or_default()
-            .insert("macro.int80".into(), vec![1700.0]);
-        t.entry("a".into())
-            .or_default()
-            .insert("loop".into(), vec![2.0]);
-        t.entry("b".into())
-            .or_default()
-            .insert("sysenter.null".into(), vec![46.0]);
-        t.entry("b".into())
-            .or_default()
-            .insert("macro.sysenter".into(), vec![1780.0]);
-        t.entry("b".into())
-            .or_default()
-            .insert("loop".into(), vec![2.0]);
+        let t = table_of(&[
+            ("a", "int80.null", &[24.0]),
+            ("a", "macro.int80", &[1700.0]),
+            ("a", "loop", &[2.0]),
+            ("b", "sysenter.null", &[46.0]),
+            ("b", "macro.sysenter", &[1780.0]),
+            ("b", "loop", &[2.0]),
+        ]);
         assert!(one_mechanism_each(&t));
         let t = renamed(t, call_key);
         assert_eq!(t["b"]["null"], [46.0]);

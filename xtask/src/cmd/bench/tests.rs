@@ -512,39 +512,39 @@ fn a_deterministic_clock_says_why_its_spread_is_zero() {
         ("before".to_string(), vec![210.0; 3]),
         ("after".to_string(), vec![213.0; 3]),
     ];
-    let info = |unit: &str| MetricInfo::per_op(unit);
-    let model = compare::compare_metric(
-        "sysenter.null",
-        &sets,
-        Reading::of(Some(Clock::Model), true),
-        &info("modelled cycles (profile modern)"),
-        &RenderOptions::default(),
-    );
-    assert!(
-        model
-            .text
-            .contains("spread: none, because the model is deterministic")
-            && model.text.contains("fixed table")
-            && model
-                .text
-                .contains("differs by 3 modelled cycles (profile modern) in every boot alike")
-            && !model.text.contains("exactly"),
-        "{}",
-        model.text
-    );
-    let icount = compare::compare_metric(
-        "sysenter.null",
-        &sets,
-        Reading::of(Some(Clock::Icount), true),
-        &info("instructions"),
-        &RenderOptions::default(),
-    );
-    assert!(
-        icount
-            .text
-            .contains("spread: none, because icount is deterministic")
-            && icount.text.contains("differs by exactly 3 instructions"),
-        "{}",
-        icount.text
-    );
+    // (the clock, the unit, what the text says, what it must not say)
+    for (clock, unit, says, never) in [
+        (
+            Clock::Model,
+            "modelled cycles (profile modern)",
+            &[
+                "spread: none, because the model is deterministic",
+                "fixed table",
+                "differs by 3 modelled cycles (profile modern) in every boot alike",
+            ][..],
+            Some("exactly"),
+        ),
+        (
+            Clock::Icount,
+            "instructions",
+            &[
+                "spread: none, because icount is deterministic",
+                "differs by exactly 3 instructions",
+            ][..],
+            None,
+        ),
+    ] {
+        let c = compare::compare_metric(
+            "sysenter.null",
+            &sets,
+            Reading::of(Some(clock), true),
+            &MetricInfo::per_op(unit),
+            &RenderOptions::default(),
+        );
+        assert!(
+            says.iter().all(|x| c.text.contains(x)) && never.is_none_or(|x| !c.text.contains(x)),
+            "{}",
+            c.text
+        );
+    }
 }
