@@ -815,8 +815,9 @@ mod tests {
     /// wider allowance, and then to that allowance's size.
     #[test]
     fn only_the_named_circle_may_be_wider() {
-        let ring = |files: &[&'static str]| -> Vec<(&'static str, String)> {
-            files
+        // The verdict on a circle of files, each importing the next.
+        let judge_ring = |files: &[&str]| {
+            let texts: Vec<(&str, String)> = files
                 .iter()
                 .enumerate()
                 .map(|(i, f)| {
@@ -827,38 +828,25 @@ mod tests {
                         .replace('/', "::");
                     (*f, format!("use crate::{m};"))
                 })
-                .collect()
+                .collect();
+            let refs: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (*f, t.as_str())).collect();
+            judge(&graph(&refs), &XTASK, "x", false)
         };
-        let seven = [
-            "cmd/docs.rs",
-            "cmd/a.rs",
-            "cmd/b.rs",
-            "cmd/c.rs",
-            "cmd/d.rs",
-            "cmd/e.rs",
-            "cmd/test/mod.rs",
-        ];
-        let texts = ring(&seven);
-        let refs: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (*f, t.as_str())).collect();
-        let (ok, text) = judge(&graph(&refs), &XTASK, "x", false);
+        let five = ["cmd/a.rs", "cmd/b.rs", "cmd/c.rs", "cmd/d.rs", "cmd/e.rs"];
+        let circle = |last: &'static str| {
+            let mut files = vec!["cmd/docs.rs"];
+            files.extend(five);
+            files.push(last);
+            files
+        };
+        let (ok, text) = judge_ring(&circle("cmd/test/mod.rs"));
         assert!(ok, "{text}");
         assert!(
             text.contains("largest import circle: 7 files (limit 8)"),
             "{text}"
         );
         // The same circle without the runner is held to six.
-        let other = [
-            "cmd/docs.rs",
-            "cmd/a.rs",
-            "cmd/b.rs",
-            "cmd/c.rs",
-            "cmd/d.rs",
-            "cmd/e.rs",
-            "cmd/f.rs",
-        ];
-        let texts = ring(&other);
-        let refs: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (*f, t.as_str())).collect();
-        let (ok, text) = judge(&graph(&refs), &XTASK, "x", false);
+        let (ok, text) = judge_ring(&circle("cmd/f.rs"));
         assert!(!ok && text.contains("(limit 6): too large"), "{text}");
     }
 
