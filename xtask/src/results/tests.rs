@@ -25,6 +25,12 @@ fn refused(log: &str, source: &str) -> String {
     Results::from_log(log, "x", source).unwrap_err().to_string()
 }
 
+/// `log` (read through `source`) is refused with an error that says `says`.
+fn refused_saying(log: &str, source: &str, says: &str) {
+    let e = refused(log, source);
+    assert!(e.contains(says), "{e}");
+}
+
 #[test]
 fn gathers_a_boot() {
     let r = Results::from_log(LOG, "default", "qemu").unwrap();
@@ -144,11 +150,7 @@ fn a_share_that_cannot_be_true_is_refused() {
         assert!(e.contains(why), "{found}: {e}");
     }
     let orphan = shared_log("1,1").replace("name=ebizzy.128 work", "name=ebizzy.64 work");
-    let e = refused(&orphan, "qemu");
-    assert!(
-        e.contains("share of ebizzy.64 without a bench record"),
-        "{e}"
-    );
+    refused_saying(&orphan, "qemu", "share of ebizzy.64 without a bench record");
 }
 
 #[test]
@@ -287,11 +289,7 @@ fn lock_figures_and_throughputs() {
         "{e}"
     );
     let bad = LOCKS_LOG.replace("cpus=0,1", "cpus=0,x");
-    let e = refused(&bad, "qemu");
-    assert!(
-        e.contains("cpus=\"0,x\" is not a list of CPU numbers"),
-        "{e}"
-    );
+    refused_saying(&bad, "qemu", "cpus=\"0,x\" is not a list of CPU numbers");
 }
 
 #[test]
@@ -324,10 +322,8 @@ fn a_bochs_boot_says_bochs_ticks() {
 #[test]
 fn truncated_log_is_an_error() {
     let cut = &LOG[..LOG.find("@@tb1 samples name=int80.null").unwrap()];
-    let e = refused(cut, "qemu");
-    assert!(e.contains("int80.null has no samples record"), "{e}");
-    let e = refused(&LOG[..LOG.len() - 200], "qemu");
-    assert!(e.contains("line"), "{e}");
+    refused_saying(cut, "qemu", "int80.null has no samples record");
+    refused_saying(&LOG[..LOG.len() - 200], "qemu", "line");
 }
 
 /// A record the log cannot hold is refused, the error naming its line and
@@ -374,8 +370,7 @@ fn non_finite_figures_are_refused() {
 #[test]
 fn a_cut_log_says_what_is_missing() {
     let log = LOG.replace("@@tb1 end status=success\n", "");
-    let e = refused(&log, "import");
-    assert!(e.contains("before the kernel's end record"), "{e}");
+    refused_saying(&log, "import", "before the kernel's end record");
     // int80 was measured; no macro mix came. The call gate reported ok
     // but never got to its benchmarks.
     let log = log.replace(
@@ -388,8 +383,7 @@ fn a_cut_log_says_what_is_missing() {
         "{e}"
     );
     let log = LOG.replace("end status=success", "end status=failure");
-    let e = refused(&log, "import");
-    assert!(e.contains("status=\"failure\""), "{e}");
+    refused_saying(&log, "import", "status=\"failure\"");
 }
 
 #[test]
