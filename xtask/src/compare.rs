@@ -339,11 +339,17 @@ fn mechanism_of(metric: &str) -> Option<&str> {
 /// True when every variant measured exactly one mechanism (as with
 /// `--variant a=entry=int80 --variant b=entry=sysenter`).
 pub fn one_mechanism_each(t: &Table) -> bool {
+    one_each(t, mechanism_of)
+}
+
+/// True when there are several variants and the metrics of each give one
+/// value of `of` (those it gives none for aside).
+fn one_each(t: &Table, of: fn(&str) -> Option<&str>) -> bool {
     t.len() > 1
         && t.values().all(|ms| {
-            let mechs: std::collections::BTreeSet<&str> =
-                ms.keys().filter_map(|k| mechanism_of(k)).collect();
-            mechs.len() == 1
+            let values: std::collections::BTreeSet<&str> =
+                ms.keys().filter_map(|k| of(k)).collect();
+            values.len() == 1
         })
 }
 
@@ -385,12 +391,7 @@ pub fn layout_key(k: &str) -> String {
 /// True when every variant measured exactly one pool layout (as with
 /// `--variant a=pool_align=packed --variant b=pool_align=128`).
 pub fn one_layout_each(t: &Table) -> bool {
-    t.len() > 1
-        && t.values().all(|ms| {
-            let layouts: std::collections::BTreeSet<&str> =
-                ms.keys().filter_map(|k| layout_of(k)).collect();
-            layouts.len() == 1
-        })
+    one_each(t, layout_of)
 }
 
 /// Which metrics to show: the asked ones, or those whose values differ,
