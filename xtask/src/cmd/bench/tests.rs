@@ -369,21 +369,11 @@ fn cached_worktrees_are_pruned_least_recently_used_first() {
 
 #[test]
 fn a_revision_worktree_is_reused_by_commit() {
-    let root = std::env::temp_dir().join(format!("testbed-wt-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
-    let git = |args: &[&str]| {
-        let o = crate::kbuild::git_in(&root)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "git {args:?}");
-    };
-    git(&["init", "-q"]);
-    std::fs::write(root.join("Cargo.toml"), "# one\n").unwrap();
-    git(&["add", "Cargo.toml"]);
-    git(&["commit", "-q", "-m", "one"]);
+    let root = crate::kbuild::one_commit_repo(
+        &format!("testbed-wt-{}", std::process::id()),
+        "Cargo.toml",
+        "# one\n",
+    );
     let commit = resolve_commit(&root, "HEAD").unwrap();
     assert!(resolve_commit(&root, "no-such-rev").is_err());
     let tmp = root.join("cache");
