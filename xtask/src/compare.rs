@@ -339,11 +339,17 @@ fn mechanism_of(metric: &str) -> Option<&str> {
 /// True when every variant measured exactly one mechanism (as with
 /// `--variant a=entry=int80 --variant b=entry=sysenter`).
 pub fn one_mechanism_each(t: &Table) -> bool {
+    one_each(t, mechanism_of)
+}
+
+/// True when there are several variants and the metrics of each give one
+/// value of `of` (those it gives none for aside).
+fn one_each(t: &Table, of: fn(&str) -> Option<&str>) -> bool {
     t.len() > 1
         && t.values().all(|ms| {
-            let mechs: std::collections::BTreeSet<&str> =
-                ms.keys().filter_map(|k| mechanism_of(k)).collect();
-            mechs.len() == 1
+            let values: std::collections::BTreeSet<&str> =
+                ms.keys().filter_map(|k| of(k)).collect();
+            values.len() == 1
         })
 }
 
@@ -385,12 +391,7 @@ pub fn layout_key(k: &str) -> String {
 /// True when every variant measured exactly one pool layout (as with
 /// `--variant a=pool_align=packed --variant b=pool_align=128`).
 pub fn one_layout_each(t: &Table) -> bool {
-    t.len() > 1
-        && t.values().all(|ms| {
-            let layouts: std::collections::BTreeSet<&str> =
-                ms.keys().filter_map(|k| layout_of(k)).collect();
-            layouts.len() == 1
-        })
+    one_each(t, layout_of)
 }
 
 /// Which metrics to show: the asked ones, or those whose values differ,
@@ -470,11 +471,7 @@ pub fn within_boot(r: &Results, mechs: &str, call: &str, confidence: f64) -> Res
         confidence,
         ..RenderOptions::default()
     };
-    let info = MetricInfo {
-        unit: crate::model::unit(r).unwrap_or_else(|| r.unit.clone()),
-        measure: abi::report::Measure::PerOp,
-        ..MetricInfo::default()
-    };
+    let info = MetricInfo::per_op(crate::model::unit(r).unwrap_or_else(|| r.unit.clone()));
     Ok(compare_metric(call, &sets, Reading::of(r.clock(), r.tcg()), &info, &opts).text)
 }
 
@@ -501,6 +498,17 @@ pub fn aligned(rows: &[Vec<String>], left: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A table of (variant, metric, values) rows.
+    fn table_of(rows: &[(&str, &str, &[f64])]) -> Table {
+        let mut t: Table = BTreeMap::new();
+        for &(variant, metric, values) in rows {
+            t.entry(variant.into())
+                .or_default()
+                .insert(metric.into(), values.to_vec());
+        }
+        t
+    }
 
     #[test]
     fn comparisons_of_a_model_run_use_modelled_cycles() {
@@ -530,11 +538,7 @@ mod tests {
             ("b".to_string(), vec![46.0; 3]),
             ("c".to_string(), vec![24.0; 3]),
         ];
-        let info = MetricInfo {
-            unit: "instructions".into(),
-            measure: abi::report::Measure::PerOp,
-            ..MetricInfo::default()
-        };
+        let info = MetricInfo::per_op("instructions");
         let exact = Reading {
             exact: true,
             host_time: false,
@@ -556,11 +560,7 @@ mod tests {
             ("a".to_string(), vec![10.0, 11.0, 12.0, 10.5]),
             ("b".to_string(), vec![20.0, 21.0, 19.0, 20.5]),
         ];
-        let info = MetricInfo {
-            unit: "cycles".into(),
-            measure: abi::report::Measure::PerOp,
-            ..MetricInfo::default()
-        };
+        let info = MetricInfo::per_op("cycles");
         let c = compare_metric(
             "x",
             &sets,
@@ -580,19 +580,12 @@ mod tests {
 
     #[test]
     fn metrics_that_differ() {
-        let mut t: Table = BTreeMap::new();
-        t.entry("a".into())
-            .or_default()
-            .insert("same".into(), vec![1.0, 1.0]);
-        t.entry("b".into())
-            .or_default()
-            .insert("same".into(), vec![1.0, 1.0]);
-        t.entry("a".into())
-            .or_default()
-            .insert("diff".into(), vec![1.0, 1.0]);
-        t.entry("b".into())
-            .or_default()
-            .insert("diff".into(), vec![2.0, 2.0]);
+        let t = table_of(&[
+            ("a", "same", &[1.0, 1.0]),
+            ("b", "same", &[1.0, 1.0]),
+            ("a", "diff", &[1.0, 1.0]),
+            ("b", "diff", &[2.0, 2.0]),
+        ]);
         assert_eq!(chosen_metrics(&t, &[]).unwrap(), ["diff"]);
         assert!(chosen_metrics(&t, &["nope".into()])
             .unwrap_err()
@@ -632,11 +625,7 @@ mod tests {
             ("a".to_string(), vec![100.0, 101.0, 99.0, 100.5, 100.2]),
             ("b".to_string(), vec![77.0, 76.0, 78.0, 76.5, 77.2]),
         ];
-        let info = MetricInfo {
-            unit: Clock::Tsc.unit(true).into(),
-            measure: abi::report::Measure::PerOp,
-            ..MetricInfo::default()
-        };
+        let info = MetricInfo::per_op(Clock::Tsc.unit(true));
         let tcg = Reading::of(Some(Clock::Tsc), true);
         assert!(tcg.host_time && !tcg.exact);
         let c = compare_metric("null", &sets, tcg, &info, &RenderOptions::default());
@@ -655,25 +644,14 @@ mod tests {
 
     #[test]
     fn one_mechanism_per_variant_compares_by_call() {
-        let mut t: Table = BTreeMap::new();
-        t.entry("a".into())
-            .or_default()
-            .insert("int80.null".into(), vec![24.0]);
-        t.entry("a".into())
-            .or_default()
-            .insert("macro.int80".into(), vec![1700.0]);
-        t.entry("a".into())
-            .or_default()
-            .insert("loop".into(), vec![2.0]);
-        t.entry("b".into())
-            .or_default()
-            .insert("sysenter.null".into(), vec![46.0]);
-        t.entry("b".into())
-            .or_default()
-            .insert("macro.sysenter".into(), vec![1780.0]);
-        t.entry("b".into())
-            .or_default()
-            .insert("loop".into(), vec![2.0]);
+        let t = table_of(&[
+            ("a", "int80.null", &[24.0]),
+            ("a", "macro.int80", &[1700.0]),
+            ("a", "loop", &[2.0]),
+            ("b", "sysenter.null", &[46.0]),
+            ("b", "macro.sysenter", &[1780.0]),
+            ("b", "loop", &[2.0]),
+        ]);
         assert!(one_mechanism_each(&t));
         let t = renamed(t, call_key);
         assert_eq!(t["b"]["null"], [46.0]);

@@ -107,9 +107,13 @@ mod tests {
         assert!(cfg.contains("serial --unit=0 --speed=115200 --word=8 --parity=no --stop=1"));
         assert!(cfg.contains("terminal_output serial console"));
         assert_eq!(cfg.matches("menuentry").count(), 3);
-        assert!(cfg.contains("    multiboot2 /boot/kernel mode=test\n"));
-        assert!(cfg.contains("    module2 /boot/utest utest\n"));
-        assert!(cfg.contains("    multiboot /boot/kernel mode=run\n    module /boot/bench bench\n"));
-        assert!(cfg.contains("set timeout=5"));
+        for says in [
+            "    multiboot2 /boot/kernel mode=test\n",
+            "    module2 /boot/utest utest\n",
+            "    multiboot /boot/kernel mode=run\n    module /boot/bench bench\n",
+            "set timeout=5",
+        ] {
+            assert!(cfg.contains(says), "{says:?} in {cfg}");
+        }
     }
 }

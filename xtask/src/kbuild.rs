@@ -309,29 +309,37 @@ pub fn build(quiet: bool) -> Result<Artifacts> {
     build_in(&root(), &[], quiet, None)
 }
 
+/// For tests: a fresh git repository `name` in the temporary directory,
+/// whose one commit holds `file` with `text`.
+#[cfg(test)]
+pub fn one_commit_repo(name: &str, file: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let git = |args: &[&str]| {
+        let ok = git_in(&dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(dir.join(file), text).unwrap();
+    git(&["add", file]);
+    git(&["commit", "-q", "-m", "one"]);
+    dir
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn an_uncommitted_edit_is_a_dirty_revision_with_its_hash() {
-        let dir = std::env::temp_dir().join(format!("testbed-rev-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let git = |args: &[&str]| {
-            let ok = git_in(&dir)
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .output()
-                .unwrap()
-                .status
-                .success();
-            assert!(ok, "git {args:?}");
-        };
-        git(&["init", "-q"]);
-        std::fs::write(dir.join("f"), "nop\n").unwrap();
-        git(&["add", "f"]);
-        git(&["commit", "-q", "-m", "one"]);
+        let dir = one_commit_repo(&format!("testbed-rev-{}", std::process::id()), "f", "nop\n");
         let clean = revision(&dir);
         assert!(!clean.contains("dirty") && clean.len() == 12, "{clean}");
         std::fs::write(dir.join("f"), "nop\nnop\n").unwrap();

@@ -20,6 +20,24 @@ pub struct Case {
     pub result: Outcome,
 }
 
+impl Case {
+    /// The case is the kernel's `test` record of `name` and `result` (as the
+    /// record has them, `None` where it has not); else the error saying both.
+    pub fn is_record(&self, name: Option<&str>, result: Option<&str>) -> Result<(), String> {
+        if name == Some(self.name.as_str()) && result == Some(self.result.word()) {
+            return Ok(());
+        }
+        Err(format!(
+            "KTAP test {} is {:?} ({}), the kernel's record {:?} ({})",
+            self.number,
+            self.name,
+            self.result.word(),
+            name.unwrap_or("?"),
+            result.unwrap_or("?")
+        ))
+    }
+}
+
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub enum Outcome {
     Pass,

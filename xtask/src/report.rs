@@ -287,20 +287,21 @@ mod tests {
         assert_eq!(r[0].line, 2);
     }
 
+    /// A record after other text on its line is read; `%00` is an empty
+    /// value: (the line, a key, its value).
     #[test]
-    fn record_after_other_text_on_the_line() {
-        let r = parse_line("garbage\x1b[0m@@tb1 end status=success", 7)
-            .unwrap()
-            .unwrap();
-        assert_eq!(r.get("status"), Some("success"));
-    }
-
-    #[test]
-    fn empty_value_round_trips() {
-        let r = parse_line("@@tb1 mech name=int80 reason=%00", 1)
-            .unwrap()
-            .unwrap();
-        assert_eq!(r.get("reason"), Some(""));
+    fn a_line_s_record_and_its_values() {
+        for (line, key, value) in [
+            (
+                "garbage\x1b[0m@@tb1 end status=success",
+                "status",
+                "success",
+            ),
+            ("@@tb1 mech name=int80 reason=%00", "reason", ""),
+        ] {
+            let r = parse_line(line, 1).unwrap().unwrap();
+            assert_eq!(r.get(key), Some(value), "{line}");
+        }
     }
 
     #[test]

@@ -133,20 +133,7 @@ pub fn gdb(a: GdbArgs) -> Result<i32> {
     if let Some(dir) = serial_log.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let mut qemu = match &mut m.backend {
-        Backend::Qemu(o) => {
-            o.paused = true;
-            o.gdb_port = Some(a.port);
-            o.serial = qemu::Serial::File(serial_log.clone());
-            let o = o.clone();
-            qemu::command(&m, &o)?
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .with_context(|| format!("cannot start {}", qemu::binary(&m)))?
-        }
-        Backend::Bochs(_) => unreachable!("refused above"),
-    };
+    let mut qemu = start_paused(&mut m, a.port, serial_log.clone(), Stdio::piped())?;
     // Give the stub a moment to listen.
     std::thread::sleep(Duration::from_millis(300));
     if let Some(st) = qemu.try_wait()? {
@@ -278,6 +265,28 @@ pub fn parse_round(out: &str) -> Result<Vec<Step>> {
     Ok(steps)
 }
 
+/// QEMU for the QEMU machine `m`, started paused with its gdb stub on
+/// `port`, its serial output into `serial`, its stderr to `stderr`.
+fn start_paused(
+    m: &mut Machine,
+    port: u16,
+    serial: PathBuf,
+    stderr: Stdio,
+) -> Result<std::process::Child> {
+    let Backend::Qemu(o) = &mut m.backend else {
+        bail!("gdb needs a QEMU machine");
+    };
+    o.paused = true;
+    o.gdb_port = Some(port);
+    o.serial = qemu::Serial::File(serial);
+    let o = o.clone();
+    qemu::command(m, &o)?
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .with_context(|| format!("cannot start {}", qemu::binary(m)))
+}
+
 /// A free TCP port on the loopback (the OS's choice).
 fn free_port() -> Result<u16> {
     let l = std::net::TcpListener::bind(("127.0.0.1", 0)).context("no free TCP port")?;
@@ -313,20 +322,7 @@ pub fn null_round(mech: MechArg) -> Result<Vec<Step>> {
         &dir,
     )?;
     let port = free_port()?;
-    let mut qemu = match &mut machine.backend {
-        Backend::Qemu(o) => {
-            o.paused = true;
-            o.gdb_port = Some(port);
-            o.serial = qemu::Serial::File(dir.join("serial.log"));
-            let o = o.clone();
-            qemu::command(&machine, &o)?
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .with_context(|| format!("cannot start {}", qemu::binary(&machine)))?
-        }
-        Backend::Bochs(_) => unreachable!("a QEMU boot"),
-    };
+    let mut qemu = start_paused(&mut machine, port, dir.join("serial.log"), Stdio::null())?;
     std::thread::sleep(Duration::from_millis(300));
     let stub = breakpoints(mech)[0];
     let script = dir.join("round.gdb");

@@ -775,6 +775,38 @@ mod tests {
         );
     }
 
+    /// A circle of seven files is one too many, in any tree.
+    #[test]
+    fn a_circle_over_six_files_is_too_large() {
+        let files = [
+            "cmd/a.rs",
+            "cmd/b.rs",
+            "cmd/c.rs",
+            "cmd/d.rs",
+            "cmd/e.rs",
+            "cmd/f.rs",
+            "cmd/test/mod.rs",
+        ];
+        let texts: Vec<(&str, String)> = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let next = files[(i + 1) % files.len()];
+                let m = next
+                    .trim_end_matches(".rs")
+                    .trim_end_matches("/mod")
+                    .replace('/', "::");
+                (*f, format!("use crate::{m};"))
+            })
+            .collect();
+        let refs: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (*f, t.as_str())).collect();
+        let (ok, text) = judge(&graph(&refs), &XTASK, "x", false);
+        assert!(
+            !ok && text.contains("7 files (limit 6): too large"),
+            "{text}"
+        );
+    }
+
     /// xtask's own rule, on the real tree: every layer imports only its
     /// own and those below it, and no circle is larger than its limit.
     #[test]

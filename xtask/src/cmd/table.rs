@@ -223,6 +223,17 @@ pub fn speedup_rows(
             }
         }
     }
+    some_pairs(
+        &rows,
+        &dropped,
+        "each system needs a base run and at least one other run (labels: use --label on run, --base here)",
+    )?;
+    Ok((rows, dropped))
+}
+
+/// An error where there are no `rows` to compare: every pair `dropped`
+/// (the reasons given), or none at all (`need` says what there must be).
+fn some_pairs<T>(rows: &[T], dropped: &[String], need: &str) -> Result<()> {
     if rows.is_empty() && !dropped.is_empty() {
         bail!(
             "no pairs to compare: every pair was left out: {}",
@@ -230,9 +241,9 @@ pub fn speedup_rows(
         );
     }
     if rows.is_empty() {
-        bail!("no pairs to compare: each system needs a base run and at least one other run (labels: use --label on run, --base here)");
+        bail!("no pairs to compare: {need}");
     }
-    Ok((rows, dropped))
+    Ok(())
 }
 
 /// The results files among `files`; baselines (which a `results/*` glob
@@ -531,15 +542,11 @@ pub fn table(a: TableArgs) -> Result<i32> {
     let (more, left_out) = export_rows(&exports, a.base.as_deref(), &a.benches);
     rows.extend(more);
     dropped.extend(left_out);
-    if rows.is_empty() && !dropped.is_empty() {
-        bail!(
-            "no pairs to compare: every pair was left out: {}",
-            dropped.join("; ")
-        );
-    }
-    if rows.is_empty() {
-        bail!("no pairs to compare: a bench export needs two variants, a system's runs a base and another");
-    }
+    some_pairs(
+        &rows,
+        &dropped,
+        "a bench export needs two variants, a system's runs a base and another",
+    )?;
     for d in &dropped {
         eprintln!("table: {d}");
     }
@@ -831,23 +838,29 @@ mod tests {
         assert_eq!(flag_mark(""), None);
     }
 
-    #[test]
-    fn speedups() {
-        let mk = |label: &str, median: f64| {
-            let mut r = Results {
-                label: label.into(),
-                accel: "tcg".into(),
-                host: "h".into(),
-                ..Results::default()
-            };
-            r.cpu.insert("brand".into(), "QEMU CPU".into());
+    /// A run labelled `label` on host `h` under TCG, with a median per
+    /// benchmark in `benches`.
+    fn run_of(label: &str, benches: &[(&str, f64)]) -> Results {
+        let mut r = Results {
+            label: label.into(),
+            accel: "tcg".into(),
+            host: "h".into(),
+            ..Results::default()
+        };
+        r.cpu.insert("brand".into(), "QEMU CPU".into());
+        for &(name, median) in benches {
             r.benches.push(crate::results::Bench {
-                name: "int80.null".into(),
+                name: name.into(),
                 median,
                 ..Default::default()
             });
-            r
-        };
+        }
+        r
+    }
+
+    #[test]
+    fn speedups() {
+        let mk = |label: &str, median: f64| run_of(label, &[("int80.null", median)]);
         let rows = speedup_rows(&[mk("before", 30.0), mk("after", 20.0)], None, &[])
             .unwrap()
             .0;
@@ -996,20 +1009,7 @@ mod tests {
     #[test]
     fn rows_left_out_are_said() {
         let mk = |label: &str, median: f64| {
-            let mut r = Results {
-                label: label.into(),
-                accel: "tcg".into(),
-                host: "h".into(),
-                ..Results::default()
-            };
-            for (name, m) in [("int80.null", median), ("sysenter.null", 10.0)] {
-                r.benches.push(crate::results::Bench {
-                    name: name.into(),
-                    median: m,
-                    ..Default::default()
-                });
-            }
-            r
+            run_of(label, &[("int80.null", median), ("sysenter.null", 10.0)])
         };
         let (rows, dropped) =
             speedup_rows(&[mk("before", 30.0), mk("after", 0.0)], None, &[]).unwrap();

@@ -454,11 +454,27 @@ mod tests {
     use crate::results::bench::Provenance;
 
     fn info(_: &str) -> MetricInfo {
-        MetricInfo {
-            unit: "TCG ticks".into(),
-            measure: abi::report::Measure::PerOp,
-            ..MetricInfo::default()
+        MetricInfo::per_op("TCG ticks")
+    }
+
+    /// The values table of one metric: each set's values under `metric`.
+    fn values_of(metric: &str, sets: &[(String, Vec<f64>)]) -> Table {
+        let mut values: Table = BTreeMap::new();
+        for (n, v) in sets {
+            values
+                .entry(n.clone())
+                .or_default()
+                .insert(metric.into(), v.clone());
         }
+        values
+    }
+
+    /// An empty directory `name` under the system's temporary one.
+    fn fresh_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 
     #[test]
@@ -475,13 +491,7 @@ mod tests {
             &info("x"),
             &RenderOptions::default(),
         );
-        let mut values: Table = BTreeMap::new();
-        for (n, v) in &sets {
-            values
-                .entry(n.clone())
-                .or_default()
-                .insert("sysenter.null".into(), v.clone());
-        }
+        let values = values_of("sysenter.null", &sets);
         let prov = |rev: &str, dirty: bool| Provenance {
             clock: "tsc".into(),
             accel: "tcg".into(),
@@ -532,9 +542,7 @@ mod tests {
             code: &[],
             fixed_costs: &[],
         };
-        let dir = std::env::temp_dir().join(format!("testbed-export-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir(&format!("testbed-export-{}", std::process::id()));
         write(&dir, &r).unwrap();
         let read = |n: &str| std::fs::read_to_string(dir.join(n)).unwrap();
         let md = read("bench.md");
@@ -582,11 +590,7 @@ mod tests {
             ("before".to_string(), vec![731.0, 731.0]),
             ("after".to_string(), vec![780.0, 780.0]),
         ];
-        let info = MetricInfo {
-            unit: unit.into(),
-            measure: abi::report::Measure::PerOp,
-            ..MetricInfo::default()
-        };
+        let info = MetricInfo::per_op(unit);
         let c = compare_metric(
             "int80.null",
             &sets,
@@ -594,13 +598,7 @@ mod tests {
             &info,
             &RenderOptions::default(),
         );
-        let mut values: Table = BTreeMap::new();
-        for (n, v) in &sets {
-            values
-                .entry(n.clone())
-                .or_default()
-                .insert("int80.null".into(), v.clone());
-        }
+        let values = values_of("int80.null", &sets);
         let prov = Provenance {
             clock: labels.clock.key().into(),
             accel: labels.accel.clone(),
@@ -640,13 +638,11 @@ mod tests {
             code: &[],
             fixed_costs: &[],
         };
-        let dir = std::env::temp_dir().join(format!(
+        let dir = fresh_dir(&format!(
             "testbed-labels-{}-{}",
             labels.clock.key(),
             std::process::id()
         ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
         write(&dir, &r).unwrap();
         let files = [
             "bench.json",

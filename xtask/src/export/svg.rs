@@ -183,11 +183,7 @@ mod tests {
             ("a<b>".to_string(), vec![24.0; 3]),
             ("c&d".to_string(), vec![46.0; 3]),
         ];
-        let info = MetricInfo {
-            unit: "instructions".into(),
-            measure: abi::report::Measure::PerOp,
-            ..MetricInfo::default()
-        };
+        let info = MetricInfo::per_op("instructions");
         let c = compare_metric(
             "null",
             &sets,

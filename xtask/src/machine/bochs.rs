@@ -442,18 +442,18 @@ mod tests {
         let (m, o) = machine(2);
         let f = files(Path::new("/x/run.iso"));
         let rc = bochsrc(&m, &o, Path::new("/x/run.iso"), &f.serial, &f.log).unwrap();
-        assert!(rc.contains("megs: 128\n"));
-        assert!(
-            rc.contains("ata0-master: type=cdrom, path=/x/run.iso, status=inserted\nboot: cdrom\n")
-        );
-        assert!(rc.contains(
-            "cpu: model=amd_k6_2_chomper, count=2, ips=50000000, reset_on_triple_fault=0\n"
-        ));
-        assert!(rc.contains("clock: sync=none, time0=946684800\n"));
-        assert!(rc.contains("display_library: sdl2\n"));
-        assert!(rc.contains("com1: enabled=1, mode=file, dev=/x/run.serial.log\n"));
-        assert!(rc.contains("log: /x/run.bochs.log\n"));
-        assert!(rc.contains("panic: action=fatal\n"));
+        for says in [
+            "megs: 128\n",
+            "ata0-master: type=cdrom, path=/x/run.iso, status=inserted\nboot: cdrom\n",
+            "cpu: model=amd_k6_2_chomper, count=2, ips=50000000, reset_on_triple_fault=0\n",
+            "clock: sync=none, time0=946684800\n",
+            "display_library: sdl2\n",
+            "com1: enabled=1, mode=file, dev=/x/run.serial.log\n",
+            "log: /x/run.bochs.log\n",
+            "panic: action=fatal\n",
+        ] {
+            assert!(rc.contains(says), "{says:?} in {rc}");
+        }
         assert!(bochsrc(&m, &o, Path::new("/a b/run.iso"), &f.serial, &f.log).is_err());
         assert_eq!(f.rc, PathBuf::from("/x/run.bochsrc"));
     }

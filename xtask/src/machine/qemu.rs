@@ -509,16 +509,17 @@ pub(crate) mod tests {
     fn command_line() {
         let (m, o) = machine();
         let a = line(&m, &o);
-        assert!(
-            a.contains("-machine pc,accel=tcg -cpu qemu32 -smp 1 -m 128M"),
-            "{a}"
-        );
-        assert!(a.contains("-icount shift=0,sleep=off"));
-        assert!(a.contains("-serial stdio"));
-        assert!(a.contains("-no-reboot"));
-        assert!(a.contains("-device isa-debug-exit,iobase=0xf4,iosize=0x04"));
-        assert!(a.contains("-kernel /k/kernel -append mode=test clock=icount"));
-        assert!(a.contains("-initrd /k/bench bench,/k/utest utest"));
+        for says in [
+            "-machine pc,accel=tcg -cpu qemu32 -smp 1 -m 128M",
+            "-icount shift=0,sleep=off",
+            "-serial stdio",
+            "-no-reboot",
+            "-device isa-debug-exit,iobase=0xf4,iosize=0x04",
+            "-kernel /k/kernel -append mode=test clock=icount",
+            "-initrd /k/bench bench,/k/utest utest",
+        ] {
+            assert!(a.contains(says), "{says:?} in {a}");
+        }
         assert!(!a.contains("-S") && !a.contains("-gdb") && !a.contains("-accel"));
         assert_eq!(binary(&m), "qemu-system-i386");
     }

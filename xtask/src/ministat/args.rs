@@ -324,46 +324,46 @@ mod tests {
             assert!(e.ends_with(&usage_text()), "{e}");
             e[..e.len() - usage_text().len()].to_string()
         };
-        assert_eq!(
-            first(p(&["-x"])),
-            "ministat: illegal option -- x\nUnknown option\n"
-        );
-        assert_eq!(
-            first(p(&["-c"])),
-            "ministat: option requires an argument -- c\nUnknown option\n"
-        );
-        assert_eq!(first(p(&["-c", "97"])), "No support for confidence level\n");
-        assert_eq!(first(p(&["-c", "95%"])), "Not a floating point number\n");
-        assert_eq!(first(p(&["-C", "x"])), "Invalid column number.\n");
-        assert_eq!(
-            first(p(&["-C", "0"])),
-            "Column number should be positive.\n"
-        );
-        // strtol saturates; the int that holds it is then -1.
-        assert_eq!(
-            first(p(&["-C", "99999999999999999999"])),
-            "Column number should be positive.\n"
-        );
-        assert_eq!(first(p(&["-d", ""])), "Can't use empty delimiter string\n");
-        assert_eq!(first(p(&["-w", "7x"])), "Invalid width, not a number.\n");
-        assert_eq!(
-            first(p(&["-w", "-1"])),
-            "Unable to move beyond left margin.\n"
-        );
-        // Past MAX_WIDTH, and strtol's long that C's int wraps to 1.2e9.
+        // (the arguments, the message before the usage)
+        for (args, says) in [
+            (
+                &["-x"][..],
+                "ministat: illegal option -- x\nUnknown option\n",
+            ),
+            (
+                &["-c"][..],
+                "ministat: option requires an argument -- c\nUnknown option\n",
+            ),
+            (&["-c", "97"][..], "No support for confidence level\n"),
+            (&["-c", "95%"][..], "Not a floating point number\n"),
+            (&["-C", "x"][..], "Invalid column number.\n"),
+            (&["-C", "0"][..], "Column number should be positive.\n"),
+            // strtol saturates; the int that holds it is then -1.
+            (
+                &["-C", "99999999999999999999"][..],
+                "Column number should be positive.\n",
+            ),
+            (&["-d", ""][..], "Can't use empty delimiter string\n"),
+            (&["-w", "7x"][..], "Invalid width, not a number.\n"),
+            (&["-w", "-1"][..], "Unable to move beyond left margin.\n"),
+            // Past MAX_WIDTH, and strtol's long that C's int wraps to 1.2e9.
+            (
+                &["-w", "10001"][..],
+                "Invalid width, wider than 10000 columns.\n",
+            ),
+            (
+                &["-w", "99999999999"][..],
+                "Invalid width, wider than 10000 columns.\n",
+            ),
+            (
+                &["1", "2", "3", "4", "5", "6", "7", "8"][..],
+                "Too many datasets.\n",
+            ),
+        ] {
+            assert_eq!(first(p(args)), says, "{args:?}");
+        }
+        // MAX_WIDTH itself is a width.
         assert_eq!(p(&["-w", "10000"]).unwrap().width, Some(MAX_WIDTH));
-        assert_eq!(
-            first(p(&["-w", "10001"])),
-            "Invalid width, wider than 10000 columns.\n"
-        );
-        assert_eq!(
-            first(p(&["-w", "99999999999"])),
-            "Invalid width, wider than 10000 columns.\n"
-        );
-        assert_eq!(
-            first(p(&["1", "2", "3", "4", "5", "6", "7", "8"])),
-            "Too many datasets.\n"
-        );
         assert!(usage_text().contains("confidence = {80%, 90%, 95%, 98%, 99%, 99.5%}"));
     }
 

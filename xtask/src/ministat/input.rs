@@ -96,6 +96,24 @@ fn c_strerror(e: &io::Error) -> String {
     }
 }
 
+/// Hands each line of `reader` (its newline kept) to `take`, up to the end
+/// of the input or a read error, which it gives back; `take`'s error ends
+/// the reading.
+fn each_line(
+    mut reader: impl BufRead,
+    mut take: impl FnMut(&[u8]) -> Result<(), Error>,
+) -> Result<Option<std::io::Error>, Error> {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => return Ok(None),
+            Ok(_) => take(&line)?,
+            Err(e) => return Ok(Some(e)),
+        }
+    }
+}
+
 /// FreeBSD's `BUFSIZ`: ministat reads with `fgets` into a buffer this big,
 /// so a line longer than `BUFSIZ - 1` bytes reads as several lines.
 pub const FREEBSD_BUFSIZ: usize = 1024;
@@ -105,19 +123,14 @@ pub const FREEBSD_BUFSIZ: usize = 1024;
 /// numbers in messages), a NUL byte ends a piece, and a read error ends the
 /// set as the end of the file would.
 pub fn read_set_freebsd(
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     name: &str,
     column: usize,
     delimiters: &[u8],
 ) -> Result<Vec<f64>, Error> {
     let mut set = Set::new(name, column, delimiters);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
+    // A read error ends the set as the end of the file would.
+    let _ = each_line(reader, |line| {
         for piece in line.chunks(FREEBSD_BUFSIZ - 1) {
             let piece = match piece.iter().position(|&b| b == 0) {
                 Some(nul) => &piece[..nul],
@@ -125,7 +138,8 @@ pub fn read_set_freebsd(
             };
             set.take(piece)?;
         }
-    }
+        Ok(())
+    })?;
     set.finish()
 }
 
@@ -136,26 +150,17 @@ pub fn read_set_freebsd(
 /// Needs `column >= 1` and a non-empty `delimiters`; guarantees at least
 /// [`MIN_POINTS`] values on success.
 pub fn read_set(
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     name: &str,
     column: usize,
     delimiters: &[u8],
 ) -> Result<Vec<f64>, Error> {
     let mut set = Set::new(name, column, delimiters);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(source) => {
-                return Err(Error::Read {
-                    name: name.to_string(),
-                    source,
-                })
-            }
-        }
-        set.take(&line)?;
+    if let Some(source) = each_line(reader, |line| set.take(line))? {
+        return Err(Error::Read {
+            name: name.to_string(),
+            source,
+        });
     }
     set.finish()
 }

@@ -17,6 +17,12 @@ fn refused(log: &str) -> String {
     format!("{:#}", Results::from_log(log, "x", "qemu").unwrap_err())
 }
 
+/// `log` is refused with an error that says `says`.
+fn refused_saying(log: &str, says: &str) {
+    let e = refused(log);
+    assert!(e.contains(says), "{e}");
+}
+
 #[test]
 fn the_fixture_is_a_good_boot() {
     let r = Results::from_log(LOG, "x", "qemu").unwrap();
@@ -41,10 +47,9 @@ fn a_clock_record_the_host_did_not_boot_is_refused() {
         "{e}"
     );
     let tsc_boot = LOG.replace("clock%3Dicount", "clock%3Dtsc");
-    let e = refused(&tsc_boot.replace(" prog=bench pid=1\n@@tb1 bench", "\n@@tb1 bench"));
-    assert!(
-        e.contains("the kernel's clock record says clock=icount"),
-        "{e}"
+    refused_saying(
+        &tsc_boot.replace(" prog=bench pid=1\n@@tb1 bench", "\n@@tb1 bench"),
+        "the kernel's clock record says clock=icount",
     );
     let none = LOG.replace(
         "clock clock=icount fence=lfence+rdtsc tsc_hz=1000000000",
@@ -64,10 +69,9 @@ fn a_clock_record_the_host_did_not_boot_is_refused() {
 #[test]
 fn a_log_of_two_boots_is_refused() {
     let two = format!("{LOG}{}", LOG.replace("clock%3Dicount", "clock%3Dtsc"));
-    let e = refused(&two);
-    assert!(
-        e.contains("line 8: a second boot record (the first is on line 1)"),
-        "{e}"
+    refused_saying(
+        &two,
+        "line 8: a second boot record (the first is on line 1)",
     );
 }
 
@@ -80,31 +84,29 @@ fn a_summary_that_contradicts_its_samples_is_refused() {
         e.contains("min=24 above") || e.contains("p25=24 above median=12"),
         "{e}"
     );
-    let e = refused(&LOG.replace(
-        "min=24.0000 p25=24.0000 median=24.0000 mean=24.0000 p75=24.0000 max=24.0000",
-        "min=24.0000 p25=24.0000 median=30.0000 mean=30.0000 p75=30.0000 max=30.0000",
-    ));
-    assert!(
-        e.contains("line 5: benchmark int80.null: the summary says median=30, its samples give median=24.0000"),
-        "{e}"
+    refused_saying(
+        &LOG.replace(
+            "min=24.0000 p25=24.0000 median=24.0000 mean=24.0000 p75=24.0000 max=24.0000",
+            "min=24.0000 p25=24.0000 median=30.0000 mean=30.0000 p75=30.0000 max=30.0000",
+        ),
+        "line 5: benchmark int80.null: the summary says median=30, its samples give median=24.0000",
     );
-    let e = refused(&LOG.replace("mean=24.0000", "mean=99.0000"));
-    assert!(e.contains("mean=99 lies outside"), "{e}");
+    refused_saying(
+        &LOG.replace("mean=24.0000", "mean=99.0000"),
+        "mean=99 lies outside",
+    );
 }
 
 #[test]
 fn a_second_samples_record_is_refused() {
     let line =
         "@@tb1 samples name=int80.null batch_size=64 values=1536,1536 prog=bench pid=1 tid=1\n";
-    let e = refused(&LOG.replace(
-        line,
-        &format!("{line}{}", line.replace("1536,1536", "64,64")),
-    ));
-    assert!(
-        e.contains(
-            "line 6: program bench's second samples record of int80.null (the first is on line 5)"
+    refused_saying(
+        &LOG.replace(
+            line,
+            &format!("{line}{}", line.replace("1536,1536", "64,64")),
         ),
-        "{e}"
+        "line 6: program bench's second samples record of int80.null (the first is on line 5)",
     );
 }
 
@@ -120,19 +122,17 @@ fn batch_size_zero_is_refused() {
 /// pid 1 alone), or that no task record accounts for, is refused.
 #[test]
 fn a_record_of_a_process_that_never_ran_is_refused() {
-    let e = refused(&LOG.replace(
+    refused_saying(&LOG.replace(
         "values=1536,1536 prog=bench pid=1",
         "values=1536,1536 prog=bench pid=4",
-    ));
-    assert!(
-        e.contains("line 5: program bench's samples record says pid=4, but no process of its task had that pid (line 6: pids 1 to 1)"),
-        "{e}"
+    ), "line 5: program bench's samples record says pid=4, but no process of its task had that pid (line 6: pids 1 to 1)");
+    refused_saying(
+        &LOG.replace(
+            "@@tb1 task prog=bench pid=1 how=exit code=0 last_pid=1\n",
+            "",
+        ),
+        "no task record after it",
     );
-    let e = refused(&LOG.replace(
-        "@@tb1 task prog=bench pid=1 how=exit code=0 last_pid=1\n",
-        "",
-    ));
-    assert!(e.contains("no task record after it"), "{e}");
     // A child's record (pid 2 of pids 1 to 2) is a process that ran.
     let forked = LOG
         .replace(
@@ -202,8 +202,10 @@ fn a_macro_rate_that_is_not_its_ticks_is_refused() {
         "clock clock=icount fence=lfence+rdtsc tsc_hz=1000000000",
         "clock clock=none tsc_hz=0",
     );
-    let e = refused(&none.replace("@@tb1 task", &format!("{MACRO}\n@@tb1 task")));
-    assert!(e.contains("no clock record gives a frequency"), "{e}");
+    refused_saying(
+        &none.replace("@@tb1 task", &format!("{MACRO}\n@@tb1 task")),
+        "no clock record gives a frequency",
+    );
 }
 
 /// A clock record's frequency is above 0 (0 only with `clock=none`) and
@@ -288,15 +290,13 @@ fn every_figure_of_a_bench_record_is_its_samples() {
         )
         .replace("values=1536,1536", "values=1536,1664");
     assert!(Results::from_log(&spread, "x", "qemu").is_ok());
-    let e = refused(&spread.replace("p25=24.5000", "p25=24.6000"));
-    assert!(
-        e.contains("the summary says p25=24.6, its samples give p25=24.5000"),
-        "{e}"
+    refused_saying(
+        &spread.replace("p25=24.5000", "p25=24.6000"),
+        "the summary says p25=24.6, its samples give p25=24.5000",
     );
-    let e = refused(&spread.replace("mean=25.0000", "mean=25.9000"));
-    assert!(
-        e.contains("mean=25.9, its samples give mean=25.0000"),
-        "{e}"
+    refused_saying(
+        &spread.replace("mean=25.0000", "mean=25.9000"),
+        "mean=25.9, its samples give mean=25.0000",
     );
     // ebizzy's rate: 1000 records a batch, 6250000 ticks at 1 GHz.
     let rate = LOG
@@ -310,24 +310,16 @@ fn every_figure_of_a_bench_record_is_its_samples() {
         );
     let r = Results::from_log(&rate, "x", "qemu").unwrap();
     assert_eq!(r.benches[0].median, 160_000.0);
-    let e = refused(&rate.replace("tsc_hz=1000000000", "tsc_hz=2000000000"));
-    assert!(
-        e.contains("line 5: benchmark ebizzy.128: the summary says min=160000, its samples give min=320000.0000"),
-        "{e}"
+    refused_saying(&rate.replace("tsc_hz=1000000000", "tsc_hz=2000000000"), "line 5: benchmark ebizzy.128: the summary says min=160000, its samples give min=320000.0000");
+    refused_saying(
+        &rate.replace("values=6250000,6250000", "values=6250000,0"),
+        "line 5: benchmark ebizzy.128: batch 2 took 0 ticks",
     );
-    let e = refused(&rate.replace("values=6250000,6250000", "values=6250000,0"));
-    assert!(
-        e.contains("line 5: benchmark ebizzy.128: batch 2 took 0 ticks"),
-        "{e}"
-    );
-    let e = refused(&rate.replace(
-        "clock clock=icount fence=lfence+rdtsc tsc_hz=1000000000",
-        "clock clock=none tsc_hz=0",
-    ));
-    assert!(
-        e.contains(
-            "line 4: benchmark ebizzy.128 is a throughput, and no clock record gives the frequency"
+    refused_saying(
+        &rate.replace(
+            "clock clock=icount fence=lfence+rdtsc tsc_hz=1000000000",
+            "clock clock=none tsc_hz=0",
         ),
-        "{e}"
+        "line 4: benchmark ebizzy.128 is a throughput, and no clock record gives the frequency",
     );
 }

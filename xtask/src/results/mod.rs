@@ -421,6 +421,15 @@ pub struct MetricInfo {
 }
 
 impl MetricInfo {
+    /// A per-operation metric (lower is better) in `unit`, flagged nowhere.
+    pub fn per_op(unit: impl Into<String>) -> MetricInfo {
+        MetricInfo {
+            unit: unit.into(),
+            measure: Measure::PerOp,
+            ..MetricInfo::default()
+        }
+    }
+
     /// What a comparison's heading says about the values.
     pub fn describe(&self) -> String {
         let reads = match self.measure {
@@ -572,11 +581,7 @@ impl Results {
             })
             .collect();
         for x in &self.macros {
-            let info = MetricInfo {
-                unit: self.unit.clone(),
-                measure: Measure::PerOp,
-                ..MetricInfo::default()
-            };
+            let info = MetricInfo::per_op(self.unit.clone());
             m.insert(x.name(), info);
         }
         m

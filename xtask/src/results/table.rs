@@ -82,11 +82,9 @@ impl Results {
             }
         );
         for m in abi::Mechanism::ALL {
-            if let Some(mech) = self.mechanisms.iter().find(|x| x.name == m.key()) {
-                if mech.status != "ok" {
-                    s += &format!("{:<10} unavailable: {}\n", m.title(), mech.reason);
-                    continue;
-                }
+            if let Some(line) = self.unavailable(&m) {
+                s += &line;
+                continue;
             }
             let floor = self.bench(&format!("{}.floor", m.key())).map(|b| b.median);
             for b in self.benches.iter().filter(|b| b.mech == m.key()) {
@@ -146,10 +144,7 @@ impl Results {
                 .unwrap_or_default();
             s += &format!(
                 "macro mix  {:<9} {:>12.0} ops/s{}  {:>9.1} {}/op{}{}\n",
-                abi::Mechanism::ALL
-                    .iter()
-                    .find(|x| x.key() == m.mech)
-                    .map_or(m.mech.as_str(), |x| x.title()),
+                mech_title(&m.mech),
                 m.ops_per_s,
                 if self.clock().is_some_and(Clock::virtual_time) {
                     " (virtual)"
@@ -162,11 +157,7 @@ impl Results {
                 modelled
             );
         }
-        let others: Vec<&Bench> = self
-            .benches
-            .iter()
-            .filter(|b| b.name != "loop" && abi::Mechanism::from_key(&b.mech).is_none())
-            .collect();
+        let others = self.others();
         if !others.is_empty() {
             s += &format!(
                 "{:<28} {:>12} {:>12}  unit (median and min of each benchmark's batches)\n",
@@ -192,6 +183,20 @@ impl Results {
 }
 
 impl Results {
+    /// The benchmarks of no mechanism, the empty loop aside.
+    fn others(&self) -> Vec<&Bench> {
+        self.benches
+            .iter()
+            .filter(|b| b.name != "loop" && abi::Mechanism::from_key(&b.mech).is_none())
+            .collect()
+    }
+
+    /// The table's line for mechanism `m` where the boot found it unavailable.
+    fn unavailable(&self, m: &abi::Mechanism) -> Option<String> {
+        let mech = self.mechanisms.iter().find(|x| x.name == m.key())?;
+        (mech.status != "ok").then(|| format!("{:<10} unavailable: {}\n", m.title(), mech.reason))
+    }
+
     /// The table of a model run: per row the instructions (icount) and the
     /// modelled cycles side by side, the misses where there are any, and
     /// every ratio on the modelled cycles (the clock that decides).
@@ -230,11 +235,9 @@ impl Results {
             );
         }
         for m in abi::Mechanism::ALL.iter().filter(|_| entries) {
-            if let Some(mech) = self.mechanisms.iter().find(|x| x.name == m.key()) {
-                if mech.status != "ok" {
-                    s += &format!("{:<10} unavailable: {}\n", m.title(), mech.reason);
-                    continue;
-                }
+            if let Some(line) = self.unavailable(m) {
+                s += &line;
+                continue;
             }
             let floor = cycles(&format!("{}.floor", m.key()));
             for b in self.benches.iter().filter(|b| b.mech == m.key()) {
@@ -300,10 +303,7 @@ impl Results {
                 .unwrap_or_default();
             s += &format!(
                 "macro mix  {:<9} {:>9.1} insns/op {:>9.1} cycles/op{}{}\n",
-                abi::Mechanism::ALL
-                    .iter()
-                    .find(|k| k.key() == m.mech)
-                    .map_or(m.mech.as_str(), |k| k.title()),
+                mech_title(&m.mech),
                 m.ticks_per_op,
                 x.cycles,
                 vs,
@@ -313,11 +313,7 @@ impl Results {
                 }
             );
         }
-        let others: Vec<&Bench> = self
-            .benches
-            .iter()
-            .filter(|b| b.name != "loop" && abi::Mechanism::from_key(&b.mech).is_none())
-            .collect();
+        let others = self.others();
         if !others.is_empty() {
             s += &format!(
                 "{:<28} {:>12} {:>12}  {}\n",
@@ -361,6 +357,11 @@ impl Results {
         }
         s
     }
+}
+
+/// A mechanism's title, from its key (the key itself where no mechanism has it).
+fn mech_title(key: &str) -> &str {
+    abi::Mechanism::from_key(key).map_or(key, |m| m.title())
 }
 
 /// The model's misses of one figure where they are not zero

@@ -20,6 +20,17 @@ i386 testbed kernel abc
 @@tb1 end status=success
 ";
 
+/// The error reading `log` (a boot's, through `source`) ends in.
+fn refused(log: &str, source: &str) -> String {
+    Results::from_log(log, "x", source).unwrap_err().to_string()
+}
+
+/// `log` (read through `source`) is refused with an error that says `says`.
+fn refused_saying(log: &str, source: &str, says: &str) {
+    let e = refused(log, source);
+    assert!(e.contains(says), "{e}");
+}
+
 #[test]
 fn gathers_a_boot() {
     let r = Results::from_log(LOG, "default", "qemu").unwrap();
@@ -34,12 +45,13 @@ fn gathers_a_boot() {
     assert_eq!(null.batch_size, 64);
     assert_eq!(r.mechanisms[1].status, "unavailable");
     let t = r.table();
-    assert!(
-        t.contains("int 0x80   null          24.00      24.00       6.00x         1.00"),
-        "{t}"
-    );
-    assert!(t.contains("syscall    unavailable: not AMD"));
-    assert!(t.contains("macro mix  int 0x80"));
+    for says in [
+        "int 0x80   null          24.00      24.00       6.00x         1.00",
+        "syscall    unavailable: not AMD",
+        "macro mix  int 0x80",
+    ] {
+        assert!(t.contains(says), "{says:?} in {t}");
+    }
     // Units named per column; "vs int 0x80" is time over time in the
     // micro table and in the macro lines alike.
     assert!(
@@ -135,19 +147,11 @@ fn a_share_that_cannot_be_true_is_refused() {
         ("1000", "no count for CPU 1, where its threads ran"),
         ("1000,x", "\"x\" is not a count"),
     ] {
-        let e = Results::from_log(&shared_log(found), "x", "qemu")
-            .unwrap_err()
-            .to_string();
+        let e = refused(&shared_log(found), "qemu");
         assert!(e.contains(why), "{found}: {e}");
     }
     let orphan = shared_log("1,1").replace("name=ebizzy.128 work", "name=ebizzy.64 work");
-    let e = Results::from_log(&orphan, "x", "qemu")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("share of ebizzy.64 without a bench record"),
-        "{e}"
-    );
+    refused_saying(&orphan, "qemu", "share of ebizzy.64 without a bench record");
 }
 
 #[test]
@@ -193,9 +197,7 @@ fn a_share_names_each_cpu_s_snapshots_or_none() {
             "unknown snapshot stream \"disk\"",
         ),
     ] {
-        let e = Results::from_log(&shared_log(found), "x", "qemu")
-            .unwrap_err()
-            .to_string();
+        let e = refused(&shared_log(found), "qemu");
         assert!(e.contains(why), "{found}: {e}");
     }
 }
@@ -282,21 +284,13 @@ fn lock_figures_and_throughputs() {
     let back: Results = serde_json::from_str(&json).unwrap();
     assert_eq!(back, r);
     let bad = LOCKS_LOG.replace("measure=throughput", "measure=faster");
-    let e = Results::from_log(&bad, "x", "qemu")
-        .unwrap_err()
-        .to_string();
+    let e = refused(&bad, "qemu");
     assert!(
         e.starts_with("line 6: bench record: measure=\"faster\""),
         "{e}"
     );
     let bad = LOCKS_LOG.replace("cpus=0,1", "cpus=0,x");
-    let e = Results::from_log(&bad, "x", "qemu")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("cpus=\"0,x\" is not a list of CPU numbers"),
-        "{e}"
-    );
+    refused_saying(&bad, "qemu", "cpus=\"0,x\" is not a list of CPU numbers");
 }
 
 #[test]
@@ -327,53 +321,49 @@ fn a_bochs_boot_says_bochs_ticks() {
 }
 
 #[test]
-fn sample_count_must_match_batches() {
-    let log = LOG.replace("values=1536,1536", "values=1536");
-    let e = Results::from_log(&log, "x", "qemu")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("int80.null has 1 samples") && e.starts_with("line 10"),
-        "{e}"
-    );
-}
-
-#[test]
 fn truncated_log_is_an_error() {
     let cut = &LOG[..LOG.find("@@tb1 samples name=int80.null").unwrap()];
-    let e = Results::from_log(cut, "x", "qemu").unwrap_err().to_string();
-    assert!(e.contains("int80.null has no samples record"), "{e}");
-    let e = Results::from_log(&LOG[..LOG.len() - 200], "x", "qemu").unwrap_err();
-    assert!(e.to_string().contains("line"), "{e}");
+    refused_saying(cut, "qemu", "int80.null has no samples record");
+    refused_saying(&LOG[..LOG.len() - 200], "qemu", "line");
 }
 
+/// A record the log cannot hold is refused, the error naming its line and
+/// what is wrong: (the text replaced, by what, the error's start, what it
+/// says after).
 #[test]
-fn bad_number_names_the_line() {
-    let log = LOG.replace("median=24.0000", "median=lots");
-    let e = Results::from_log(&log, "x", "qemu")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.starts_with("line 9: bench record: median=\"lots\""),
-        "{e}"
-    );
+fn a_bad_record_names_its_line() {
+    for (from, to, line, says) in [
+        (
+            "values=1536,1536",
+            "values=1536",
+            "line 10",
+            "int80.null has 1 samples",
+        ),
+        (
+            "median=24.0000",
+            "median=lots",
+            "line 9: bench record: median=\"lots\"",
+            "",
+        ),
+    ] {
+        let e = refused(&LOG.replace(from, to), "qemu");
+        assert!(e.starts_with(line) && e.contains(says), "{to}: {e}");
+    }
 }
 
 #[test]
 fn non_finite_figures_are_refused() {
     for bad in ["NaN", "nan", "inf", "-inf", "infinity"] {
         let log = LOG.replace("median=24.0000", &format!("median={bad}"));
-        let e = Results::from_log(&log, "x", "qemu")
-            .unwrap_err()
-            .to_string();
+        let e = refused(&log, "qemu");
         assert!(
             e.starts_with("line 9: bench record: median=") && e.contains("not a finite number"),
             "{bad}: {e}"
         );
     }
     let log = LOG.replace("ticks_per_op=1700.0", "ticks_per_op=inf");
-    let e = Results::from_log(&log, "x", "import").unwrap_err();
-    assert!(e.to_string().starts_with("line 11: macro record"), "{e}");
+    let e = refused(&log, "import");
+    assert!(e.starts_with("line 11: macro record"), "{e}");
     let log = LOCKS_LOG.replace("instructions=n/a", "instructions=NaN");
     assert!(Results::from_log(&log, "x", "qemu").is_err());
 }
@@ -381,47 +371,34 @@ fn non_finite_figures_are_refused() {
 #[test]
 fn a_cut_log_says_what_is_missing() {
     let log = LOG.replace("@@tb1 end status=success\n", "");
-    let e = Results::from_log(&log, "x", "import")
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("before the kernel's end record"), "{e}");
+    refused_saying(&log, "import", "before the kernel's end record");
     // int80 was measured; no macro mix came. The call gate reported ok
     // but never got to its benchmarks.
     let log = log.replace(
         "@@tb1 macro mech=int80 ops=16 batches=2 ticks_per_op=1700.0 ops_per_s=588235.3 syscalls_per_op=4\n",
         "@@tb1 mech name=callgate status=ok reason=%00\n",
     );
-    let e = Results::from_log(&log, "x", "import")
-        .unwrap_err()
-        .to_string();
+    let e = refused(&log, "import");
     assert!(
         e.ends_with("missing: the end record, the callgate benchmarks, the macro mix"),
         "{e}"
     );
     let log = LOG.replace("end status=success", "end status=failure");
-    let e = Results::from_log(&log, "x", "import").unwrap_err();
-    assert!(e.to_string().contains("status=\"failure\""), "{e}");
+    refused_saying(&log, "import", "status=\"failure\"");
 }
 
 #[test]
 fn an_import_names_its_host_from_the_log() {
-    let r = Results::from_log(LOG, "x", "import").unwrap();
-    assert_eq!(r.host, "hardware");
-    let tcg = LOG.replace("stepping=3", "stepping=3 hypervisor=TCGTCGTCGTCG");
-    assert_eq!(
-        Results::from_log(&tcg, "x", "import").unwrap().host,
-        "QEMU TCG guest"
-    );
-    let kvm = LOG.replace("stepping=3", "stepping=3 hypervisor=KVMKVMKVM");
-    assert_eq!(
-        Results::from_log(&kvm, "x", "import").unwrap().host,
-        "KVM guest"
-    );
-    let none = LOG.replace("stepping=3", "stepping=3 hypervisor=none");
-    assert_eq!(
-        Results::from_log(&none, "x", "import").unwrap().host,
-        "hardware"
-    );
+    for (cpu, host) in [
+        ("stepping=3", "hardware"),
+        ("stepping=3 hypervisor=TCGTCGTCGTCG", "QEMU TCG guest"),
+        ("stepping=3 hypervisor=KVMKVMKVM", "KVM guest"),
+        ("stepping=3 hypervisor=none", "hardware"),
+    ] {
+        let log = LOG.replace("stepping=3", cpu);
+        let r = Results::from_log(&log, "x", "import").unwrap();
+        assert_eq!(r.host, host, "{cpu}");
+    }
 }
 
 #[test]

@@ -120,13 +120,7 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
     let infos: BTreeMap<String, MetricInfo> =
         m.infos.into_iter().map(|(k, i)| (rename(&k), i)).collect();
     let unit = m.unit.as_str();
-    let info_of = |k: &str| {
-        infos.get(k).cloned().unwrap_or(MetricInfo {
-            unit: unit.into(),
-            measure: abi::report::Measure::PerOp,
-            ..MetricInfo::default()
-        })
-    };
+    let info_of = |k: &str| infos.get(k).cloned().unwrap_or(MetricInfo::per_op(unit));
     // Every label of stdout and of the exports is written from this one value.
     let labels = export::Labels {
         clock: m.clock,

@@ -95,83 +95,62 @@ fn a_variant_s_features_are_checked_before_any_build() {
 /// throughput higher or lower.
 #[test]
 fn the_verdict_names_the_set_and_its_baseline() {
-    let per_op = |unit: &str| MetricInfo {
-        unit: unit.into(),
-        measure: abi::report::Measure::PerOp,
-        ..MetricInfo::default()
-    };
     let exact = Reading::of(Some(Clock::Model), true);
-    let sets = |a: f64, b: f64| {
-        vec![
-            ("before".to_string(), vec![a, a]),
-            ("after".to_string(), vec![b, b]),
-        ]
-    };
-    let cycles = per_op("modelled cycles (profile modern)");
-    let c = compare::compare_metric(
-        "null",
-        &sets(50.0, 57.375),
-        exact,
-        &cycles,
-        &RenderOptions::default(),
-    );
-    assert!(
-        c.text
-            .contains("verdict after: after is 14.75% slower than before\n"),
-        "{}",
-        c.text
-    );
-    let faster = &compare::compare_metric(
-        "null",
-        &sets(50.0, 40.0),
-        exact,
-        &cycles,
-        &RenderOptions::default(),
-    );
-    assert_eq!(
-        faster.said("after", &faster.verdicts[0].1),
-        "after is 20.00% faster than before: differs by -10 modelled cycles (profile modern) in every boot alike (-20.00%, better)"
-    );
-    let insns = per_op("instructions");
-    let c = compare::compare_metric(
-        "null",
-        &sets(100.0, 98.0),
-        exact,
-        &insns,
-        &RenderOptions::default(),
-    );
-    assert!(
-        c.text
-            .contains("verdict after: after takes 2.00% fewer instructions than before"),
-        "{}",
-        c.text
-    );
+    let tsc = Reading::of(Some(Clock::Tsc), false);
+    let cycles = MetricInfo::per_op("modelled cycles (profile modern)");
+    let insns = MetricInfo::per_op("instructions");
     let rate = MetricInfo {
         unit: "records/s".into(),
         measure: abi::report::Measure::Throughput,
         ..MetricInfo::default()
     };
-    let tsc = Reading::of(Some(Clock::Tsc), false);
-    let spread = vec![
-        ("before".to_string(), vec![100.0, 101.0, 99.0, 100.5]),
-        ("after".to_string(), vec![120.0, 121.0, 119.0, 120.5]),
-    ];
-    let c = compare::compare_metric("ebizzy", &spread, tsc, &rate, &RenderOptions::default());
-    assert!(
-        c.text
-            .contains("verdict after: after is 20.0% higher than before: differs by"),
-        "{}",
-        c.text
+    // Two boots of one figure each, or four around a median.
+    let twice = |x: f64| vec![x, x];
+    let spread = |x: f64| vec![x, x + 1.0, x - 1.0, x + 0.5];
+    let compared = |metric: &str, before, after, reading, info: &MetricInfo| {
+        let sets = [("before".to_string(), before), ("after".to_string(), after)];
+        compare::compare_metric(metric, &sets, reading, info, &RenderOptions::default())
+    };
+    // (metric, before's values, after's, their clock, how they read, the
+    // verdict line's start; none: no difference, no sentence of direction)
+    for (metric, before, after, reading, info, verdict) in [
+        (
+            "null",
+            twice(50.0),
+            twice(57.375),
+            exact,
+            &cycles,
+            Some("verdict after: after is 14.75% slower than before\n"),
+        ),
+        (
+            "null",
+            twice(100.0),
+            twice(98.0),
+            exact,
+            &insns,
+            Some("verdict after: after takes 2.00% fewer instructions than before"),
+        ),
+        (
+            "ebizzy",
+            spread(100.0),
+            spread(120.0),
+            tsc,
+            &rate,
+            Some("verdict after: after is 20.0% higher than before: differs by"),
+        ),
+        ("null", twice(5.0), twice(5.0), exact, &insns, None),
+    ] {
+        let c = compared(metric, before, after, reading, info);
+        match verdict {
+            Some(v) => assert!(c.text.contains(v), "{}", c.text),
+            None => assert!(!c.text.contains("verdict"), "{}", c.text),
+        }
+    }
+    let faster = compared("null", twice(50.0), twice(40.0), exact, &cycles);
+    assert_eq!(
+        faster.said("after", &faster.verdicts[0].1),
+        "after is 20.00% faster than before: differs by -10 modelled cycles (profile modern) in every boot alike (-20.00%, better)"
     );
-    // No difference: no sentence of direction.
-    let same = compare::compare_metric(
-        "null",
-        &sets(5.0, 5.0),
-        exact,
-        &insns,
-        &RenderOptions::default(),
-    );
-    assert!(!same.text.contains("verdict"), "{}", same.text);
 }
 
 #[test]
@@ -390,21 +369,11 @@ fn cached_worktrees_are_pruned_least_recently_used_first() {
 
 #[test]
 fn a_revision_worktree_is_reused_by_commit() {
-    let root = std::env::temp_dir().join(format!("testbed-wt-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
-    let git = |args: &[&str]| {
-        let o = crate::kbuild::git_in(&root)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "git {args:?}");
-    };
-    git(&["init", "-q"]);
-    std::fs::write(root.join("Cargo.toml"), "# one\n").unwrap();
-    git(&["add", "Cargo.toml"]);
-    git(&["commit", "-q", "-m", "one"]);
+    let root = crate::kbuild::one_commit_repo(
+        &format!("testbed-wt-{}", std::process::id()),
+        "Cargo.toml",
+        "# one\n",
+    );
     let commit = resolve_commit(&root, "HEAD").unwrap();
     assert!(resolve_commit(&root, "no-such-rev").is_err());
     let tmp = root.join("cache");
@@ -419,11 +388,7 @@ fn a_revision_worktree_is_reused_by_commit() {
 
 #[test]
 fn the_summary_lists_changed_and_unchanged_metrics() {
-    let info = MetricInfo {
-        unit: "instructions".into(),
-        measure: abi::report::Measure::PerOp,
-        ..MetricInfo::default()
-    };
+    let info = MetricInfo::per_op("instructions");
     let exact = Reading::of(Some(Clock::Icount), true);
     let c = |m: &str, b: f64| {
         compare::compare_metric(
@@ -537,43 +502,39 @@ fn a_deterministic_clock_says_why_its_spread_is_zero() {
         ("before".to_string(), vec![210.0; 3]),
         ("after".to_string(), vec![213.0; 3]),
     ];
-    let info = |unit: &str| MetricInfo {
-        unit: unit.into(),
-        measure: abi::report::Measure::PerOp,
-        ..MetricInfo::default()
-    };
-    let model = compare::compare_metric(
-        "sysenter.null",
-        &sets,
-        Reading::of(Some(Clock::Model), true),
-        &info("modelled cycles (profile modern)"),
-        &RenderOptions::default(),
-    );
-    assert!(
-        model
-            .text
-            .contains("spread: none, because the model is deterministic")
-            && model.text.contains("fixed table")
-            && model
-                .text
-                .contains("differs by 3 modelled cycles (profile modern) in every boot alike")
-            && !model.text.contains("exactly"),
-        "{}",
-        model.text
-    );
-    let icount = compare::compare_metric(
-        "sysenter.null",
-        &sets,
-        Reading::of(Some(Clock::Icount), true),
-        &info("instructions"),
-        &RenderOptions::default(),
-    );
-    assert!(
-        icount
-            .text
-            .contains("spread: none, because icount is deterministic")
-            && icount.text.contains("differs by exactly 3 instructions"),
-        "{}",
-        icount.text
-    );
+    // (the clock, the unit, what the text says, what it must not say)
+    for (clock, unit, says, never) in [
+        (
+            Clock::Model,
+            "modelled cycles (profile modern)",
+            &[
+                "spread: none, because the model is deterministic",
+                "fixed table",
+                "differs by 3 modelled cycles (profile modern) in every boot alike",
+            ][..],
+            Some("exactly"),
+        ),
+        (
+            Clock::Icount,
+            "instructions",
+            &[
+                "spread: none, because icount is deterministic",
+                "differs by exactly 3 instructions",
+            ][..],
+            None,
+        ),
+    ] {
+        let c = compare::compare_metric(
+            "sysenter.null",
+            &sets,
+            Reading::of(Some(clock), true),
+            &MetricInfo::per_op(unit),
+            &RenderOptions::default(),
+        );
+        assert!(
+            says.iter().all(|x| c.text.contains(x)) && never.is_none_or(|x| !c.text.contains(x)),
+            "{}",
+            c.text
+        );
+    }
 }

@@ -276,12 +276,6 @@ fn cost(path: &CostPath) -> Result<String> {
     }
     let null = format!("{}.null", path.mech);
     let floor = format!("{}.floor", path.mech);
-    let mut head = String::from("| `null` round trip, per call | how many |");
-    let mut rule = String::from("| --- | ---: |");
-    for p in &profiles {
-        head.push_str(&format!(" {} |", p.name));
-        rule.push_str(" ---: |");
-    }
     let mut rows: Vec<(String, String, Vec<String>)> = Vec::new();
     let mut base_cells = Vec::new();
     let mut charge_cells: Vec<Vec<String>> = vec![Vec::new(); path.charges.len()];
@@ -361,10 +355,9 @@ fn cost(path: &CostPath) -> Result<String> {
         String::new(),
         floor_cells,
     ));
-    let mut out = format!(
-        "{head}
-{rule}
-"
+    let mut out = table_head(
+        &["`null` round trip, per call", "how many"],
+        profiles.iter().map(|p| p.name.clone()),
     );
     for (what, count, cells) in rows {
         out.push_str(&format!("| {what} | {count} | {} |\n", cells.join(" | ")));
@@ -661,6 +654,24 @@ fn mechanism_figures(results: &Results, name: &str, profile: &str) -> Result<(f6
 /// What a table shows for a clamped figure.
 const CLAMPED: &str = "clamped";
 
+/// A table's head and rule, each ending in a newline: the `left` columns, then
+/// one column a `columns` item; the first column left-aligned, all others
+/// right-aligned.
+fn table_head(left: &[&str], columns: impl IntoIterator<Item = String>) -> String {
+    let mut head = String::from("|");
+    let mut rule = String::from("|");
+    for (i, h) in left
+        .iter()
+        .map(|h| h.to_string())
+        .chain(columns)
+        .enumerate()
+    {
+        head.push_str(&format!(" {h} |"));
+        rule.push_str(if i == 0 { " --- |" } else { " ---: |" });
+    }
+    format!("{head}\n{rule}\n")
+}
+
 /// A figure as the table shows it: whole numbers without decimals.
 fn cell(x: f64) -> String {
     if x.fract() == 0.0 {
@@ -684,15 +695,10 @@ fn mechanisms() -> Result<String> {
             MECHANISM_BATCHING,
         ])?);
     }
-    let mut out = String::from("| round trip | instructions (icount) |");
-    for p in &profiles {
-        out.push_str(&format!(" {p} (modelled cycles) |"));
-    }
-    out.push_str("\n| --- | ---: |");
-    for _ in &profiles {
-        out.push_str(" ---: |");
-    }
-    out.push('\n');
+    let mut out = table_head(
+        &["round trip", "instructions (icount)"],
+        profiles.iter().map(|p| format!("{p} (modelled cycles)")),
+    );
     for (name, label) in MECHANISM_ROWS {
         let mut insns = None;
         let mut cells = Vec::new();
@@ -851,15 +857,7 @@ fn smp() -> Result<String> {
         }
         runs.push(pair);
     }
-    let mut out = String::from("| figure | instructions |");
-    for p in &profiles {
-        out.push_str(&format!(" {p} |"));
-    }
-    out.push_str("\n| --- | ---: |");
-    for _ in &profiles {
-        out.push_str(" ---: |");
-    }
-    out.push('\n');
+    let mut out = table_head(&["figure", "instructions"], profiles.iter().cloned());
     for (name, label, virt, coherent) in SMP_ROWS {
         let mut insns = None;
         let mut cells = Vec::new();
@@ -970,13 +968,7 @@ fn locks() -> Result<String> {
             LOCKS_APPEND,
         ])?);
     }
-    let mut out = String::from("| coherence misses | ");
-    out.push_str(&profiles.join(" | "));
-    out.push_str(" |\n| --- |");
-    for _ in &profiles {
-        out.push_str(" ---: |");
-    }
-    out.push('\n');
+    let mut out = table_head(&["coherence misses"], profiles.iter().cloned());
     for (name, label) in LOCKS_ROWS {
         let mut cells = Vec::new();
         for (p, r) in profiles.iter().zip(&runs) {
@@ -1314,13 +1306,10 @@ fn agreement() -> Result<String> {
             columns.push((head, r));
         }
     }
-    let mut out = String::from("| ticks per round trip, loop included |");
-    for (head, _) in &columns {
-        out.push_str(&format!(" {head} |"));
-    }
-    out.push_str("\n| --- |");
-    out.push_str(&" ---: |".repeat(columns.len()));
-    out.push('\n');
+    let mut out = table_head(
+        &["ticks per round trip, loop included"],
+        columns.iter().map(|(head, _)| head.clone()),
+    );
     let ok = |r: &Results, m: &str| r.mechanisms.iter().any(|x| x.name == m && x.status == "ok");
     for m in abi::Mechanism::ALL {
         out.push_str(&format!("| {} {} |", m.title(), CALLS.join(" / ")));
@@ -1787,16 +1776,15 @@ fn lmbench() -> Result<String> {
         columns.push(lmbench_rows(&results_of(&args)?, &what)?);
     }
     let first = &columns[0];
-    let mut out = String::from("| row | instructions (icount) |");
-    for &(profile, virt) in LMBENCH_SYSTEMS {
-        out.push_str(&format!(
-            " {profile}{} |",
-            if virt == Virt::Off { "" } else { ", --virt" }
-        ));
-    }
-    out.push_str("\n| --- | ---: |");
-    out.push_str(&" ---: |".repeat(LMBENCH_SYSTEMS.len()));
-    out.push('\n');
+    let mut out = table_head(
+        &["row", "instructions (icount)"],
+        LMBENCH_SYSTEMS.iter().map(|&(profile, virt)| {
+            format!(
+                "{profile}{}",
+                if virt == Virt::Off { "" } else { ", --virt" }
+            )
+        }),
+    );
     for (k, (name, insns, _)) in first.iter().enumerate() {
         let mut cells = Vec::new();
         for (col, &(profile, _)) in columns.iter().zip(LMBENCH_SYSTEMS) {
@@ -2044,23 +2032,16 @@ mod tests {
             );
         }
         let t = render_tests(&list, &book).unwrap();
-        assert!(t.contains("| a | 2 | 1 | 2.0 s |"), "{t}");
-        assert!(t.contains("| b | 1 | 1 | 1 min 10 s |"), "{t}");
-        assert!(
-            t.contains("| **all** | **3** | **2** | **1 min 12 s** |"),
-            "{t}"
-        );
-        assert!(
-            t.contains(
-                "1 of the 3 tests have none yet (1 recorded tests are no longer in the list)"
-            ),
-            "{t}"
-        );
-        assert!(t.contains("| y | not measured | - | - | - |"), "{t}");
-        assert!(
-            t.contains("| x | pass | 2.0 s | 1.2 | 1970-01-01, abc |"),
-            "{t}"
-        );
+        for says in [
+            "| a | 2 | 1 | 2.0 s |",
+            "| b | 1 | 1 | 1 min 10 s |",
+            "| **all** | **3** | **2** | **1 min 12 s** |",
+            "1 of the 3 tests have none yet (1 recorded tests are no longer in the list)",
+            "| y | not measured | - | - | - |",
+            "| x | pass | 2.0 s | 1.2 | 1970-01-01, abc |",
+        ] {
+            assert!(t.contains(says), "{says:?} in {t}");
+        }
     }
 
     #[test]

@@ -250,48 +250,79 @@ fn ended_early(dir: &Path) -> Result<()> {
 /// yet). Each needs LAVA's dispatcher, checked once, and shares one
 /// scratch directory, removed after the last.
 pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
-    type Check = fn(&Path) -> Result<()>;
     let tests: [(&str, Check); 5] = [
         (
             "lava run: a QEMU worker's job under lava-run, imported, equals a direct icount boot",
-            one_job,
+            |d| one_job(d).map(|()| String::new()),
         ),
         (
             "lava bench: two variants' jobs under lava-run, imported, equal their direct boots",
-            two_variants,
+            |d| two_variants(d).map(|()| String::new()),
         ),
         (
             "lava grub: the GRUB image for icount (no menu countdown) under lava-run equals a direct GRUB boot",
-            grub_image,
+            |d| grub_image(d).map(|()| String::new()),
         ),
         (
             "lava model: a model job's plugin file comes back in its lava-run log, imported equal to a direct model boot",
-            model_job,
+            |d| model_job(d).map(|()| String::new()),
         ),
         (
             "lava early end: a job LAVA timed out is refused by import",
-            ended_early,
+            |d| ended_early(d).map(|()| String::new()),
         ),
     ];
+    let dir: PathBuf = kbuild::root().join("target/xtask/lab-test");
+    let scratch = dir.clone();
+    tests_sharing(
+        &tests,
+        filter,
+        move || {
+            preflight::ensure_lava().map_err(|e| format!("{e:#}"))?;
+            Ok(scratch.clone())
+        },
+        move || {
+            let _ = std::fs::remove_dir_all(&dir);
+            Ok(())
+        },
+    )
+}
+
+/// A test sharing a set-up with others: it checks in the scratch directory
+/// the set-up gives, and says what its PASS line adds (empty: nothing).
+pub(super) type Check = fn(&Path) -> Result<String>;
+
+/// The `tests` the filter selects, in the order they run, sharing one
+/// set-up: `setup` runs once, in the first test that runs (its error fails
+/// each test), and gives the scratch directory every check runs in;
+/// `teardown` runs after the last test's check, and its error is that
+/// test's.
+pub(super) fn tests_sharing(
+    tests: &[(&str, Check)],
+    filter: Option<&str>,
+    setup: impl Fn() -> Result<PathBuf, String> + Send + Sync + 'static,
+    teardown: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+) -> Vec<Test<'static>> {
     let wanted: Vec<(&str, Check)> = tests
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|(n, _)| filter.is_none_or(|f| n.contains(f)))
         .collect();
-    let dir: PathBuf = kbuild::root().join("target/xtask/lab-test");
-    let ready: Arc<OnceLock<Result<(), String>>> = Arc::default();
+    let ready: Arc<OnceLock<Result<PathBuf, String>>> = Arc::default();
+    let (setup, teardown) = (Arc::new(setup), Arc::new(teardown));
     let last = wanted.len();
     wanted
         .into_iter()
         .enumerate()
         .map(|(k, (name, check))| {
-            let (dir, ready) = (dir.clone(), ready.clone());
-            Test::plain(name.to_string(), move || {
+            let (ready, setup, teardown) = (ready.clone(), setup.clone(), teardown.clone());
+            Test::new(name.to_string(), move || {
                 let r = ready
-                    .get_or_init(|| preflight::ensure_lava().map_err(|e| format!("{e:#}")))
+                    .get_or_init(|| setup())
                     .clone()
-                    .and_then(|()| check(&dir).map_err(|e| format!("{e:#}")));
+                    .and_then(|dir| check(&dir).map_err(|e| format!("{e:#}")));
                 if k + 1 == last {
-                    let _ = std::fs::remove_dir_all(&dir);
+                    teardown()?;
                 }
                 r
             })

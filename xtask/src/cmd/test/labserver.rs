@@ -9,13 +9,11 @@
 //! database left).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 
-use super::lab::{direct, direct_model, same_as_direct, APPEND};
+use super::lab::{direct, direct_model, same_as_direct, tests_sharing, Check, APPEND};
 use super::unit::{Test, SKIP};
 use crate::cmd::lab::{self as labcmd, Output, ServerArgs, Submitted};
 use crate::cmd::lava::LavaArgs;
@@ -392,7 +390,6 @@ fn server_gone(dir: &Path) -> Result<()> {
 /// first brings the instance up, the last takes it down. Skipped (each
 /// said so) where there is no root or no way to install LAVA.
 pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
-    type Check = fn(&Path) -> Result<String>;
     let tests: [(&str, Check); 6] = [
         (
             "lab server: two variants' jobs in flight on a LAVA instance, fetched over REST and imported, equal their direct icount boots",
@@ -419,44 +416,28 @@ pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
             |d| server_gone(d).map(|()| String::new()),
         ),
     ];
-    let wanted: Vec<(&str, Check)> = tests
-        .into_iter()
-        .filter(|(n, _)| filter.is_none_or(|f| n.contains(f)))
-        .collect();
-    let ready: Arc<OnceLock<Result<(), String>>> = Arc::default();
-    let last = wanted.len();
-    wanted
-        .into_iter()
-        .enumerate()
-        .map(|(k, (name, check))| {
-            let ready = ready.clone();
-            Test::new(name.to_string(), move || {
-                let r = ready
-                    .get_or_init(|| {
-                        if let Some(why) = cannot_run() {
-                            return Err(format!("{SKIP}{why}"));
-                        }
-                        let t = Instant::now();
-                        let i = the_instance();
-                        // What an earlier run left (killed mid-test).
-                        let _ = i.down();
-                        i.up().map_err(|e| format!("lab up: {e:#}"))?;
-                        eprintln!("lab up: {:.0} s", t.elapsed().as_secs_f64());
-                        Ok(())
-                    })
-                    .clone()
-                    .and_then(|()| {
-                        let dir = state().join("scratch");
-                        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-                        check(&dir).map_err(|e| format!("{e:#}"))
-                    });
-                if k + 1 == last && cannot_run().is_none() {
-                    if let Err(e) = the_instance().down() {
-                        return Err(format!("lab down: {e:#}"));
-                    }
-                }
-                r
-            })
-        })
-        .collect()
+    tests_sharing(
+        &tests,
+        filter,
+        || {
+            if let Some(why) = cannot_run() {
+                return Err(format!("{SKIP}{why}"));
+            }
+            let t = Instant::now();
+            let i = the_instance();
+            // What an earlier run left (killed mid-test).
+            let _ = i.down();
+            i.up().map_err(|e| format!("lab up: {e:#}"))?;
+            eprintln!("lab up: {:.0} s", t.elapsed().as_secs_f64());
+            let dir = state().join("scratch");
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            Ok(dir)
+        },
+        || match cannot_run() {
+            None => the_instance()
+                .down()
+                .map_err(|e| format!("lab down: {e:#}")),
+            Some(_) => Ok(()),
+        },
+    )
 }

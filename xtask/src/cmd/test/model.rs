@@ -75,33 +75,24 @@ fn boot_full(
     turn: Option<u32>,
     fresh: bool,
 ) -> Result<(BootLog, String, Results)> {
-    let (log, text, r, _) = boot_plugin(art, dir, words, profile, cpus, virt, turn, fresh, |o| {
-        o.reference = reference
-    })?;
+    let (log, text, r, _) = boot_lib(
+        art,
+        dir,
+        words,
+        profile,
+        cpus,
+        virt,
+        turn,
+        fresh,
+        |o| o.reference = reference,
+        None,
+    )?;
     Ok((log, text, r))
 }
 
-/// [`boot_full`] with the plugin's options as `plugin` sets them; also the
-/// path of the plugin's file (read, and removed).
-#[allow(clippy::too_many_arguments)] // as boot_full's
-fn boot_plugin(
-    art: &Artifacts,
-    dir: &Path,
-    words: &str,
-    profile: &str,
-    cpus: u32,
-    virt: Option<VirtArg>,
-    turn: Option<u32>,
-    fresh: bool,
-    plugin: impl FnOnce(&mut model::ModelOpts),
-) -> Result<(BootLog, String, Results, PathBuf)> {
-    boot_lib(
-        art, dir, words, profile, cpus, virt, turn, fresh, plugin, None,
-    )
-}
-
-/// [`boot_plugin`] with the plugin library at `lib` (`None`: the release
-/// build).
+/// [`boot_full`] with the plugin's options as `plugin` sets them and the
+/// plugin library at `lib` (`None`: the release build); also the path of the
+/// plugin's file (read, and removed).
 #[allow(clippy::too_many_arguments)] // as boot_full's
 fn boot_lib(
     art: &Artifacts,
@@ -293,6 +284,15 @@ fn deterministic(art: &Artifacts, dir: &Path) -> Result<i64> {
 /// macro mix may be: the timer's and the setup's instructions, a few.
 const MACRO_BATCH_APART: u64 = 32;
 
+/// The report records in a boot's serial output, in order.
+fn records(log: &BootLog) -> Vec<String> {
+    log.serial
+        .lines()
+        .filter(|l| l.contains(abi::report::MARKER))
+        .map(str::to_string)
+        .collect()
+}
+
 /// Boots `words` twice on `cpus` CPUs under `profile`: the two boots'
 /// records and plugin files must be byte-identical; the results of one.
 fn boot_twice(
@@ -306,13 +306,6 @@ fn boot_twice(
     // two boots agree.
     let (a, fa, r) = boot_full(art, dir, words, profile, cpus, None, false, None, true)?;
     let (b, fb, _) = boot_full(art, dir, words, profile, cpus, None, false, None, true)?;
-    let records = |log: &BootLog| -> Vec<String> {
-        log.serial
-            .lines()
-            .filter(|l| l.contains(abi::report::MARKER))
-            .map(str::to_string)
-            .collect()
-    };
     ensure!(
         records(&a) == records(&b),
         "{profile}, {cpus} CPUs: the two boots' records differ"
@@ -322,6 +315,36 @@ fn boot_twice(
         "{profile}, {cpus} CPUs: the two boots' plugin files differ"
     );
     Ok(r)
+}
+
+/// One boot whose plugin (library `lib`, `None`: the release build) runs
+/// the reference machine beside the fast one (`reference=shadow`): the fast
+/// machine's file and the reference machine's (read, and removed).
+fn boot_shadow(
+    art: &Artifacts,
+    dir: &Path,
+    words: &str,
+    profile: &str,
+    cpus: u32,
+    lib: Option<PathBuf>,
+) -> Result<(String, String)> {
+    let (_, fast, _, out) = boot_lib(
+        art,
+        dir,
+        words,
+        profile,
+        cpus,
+        None,
+        None,
+        true,
+        |o| o.shadow = true,
+        lib,
+    )?;
+    let shadow = ::model::shadow_path(&out);
+    let reference = std::fs::read_to_string(&shadow)
+        .with_context(|| format!("the plugin wrote no {}", shadow.display()))?;
+    let _ = std::fs::remove_file(&shadow);
+    Ok((fast, reference))
 }
 
 /// The plugin's fast counting (runs of instructions counted by QEMU's
@@ -348,13 +371,7 @@ fn fast_is_reference(
 ) -> Result<String> {
     let t = Instant::now();
     if cpus > 1 {
-        let (_, fa, _, out) = boot_plugin(art, dir, words, profile, cpus, None, None, true, |o| {
-            o.shadow = true
-        })?;
-        let shadow = ::model::shadow_path(&out);
-        let fb = std::fs::read_to_string(&shadow)
-            .with_context(|| format!("the plugin wrote no {}", shadow.display()))?;
-        let _ = std::fs::remove_file(&shadow);
+        let (fa, fb) = boot_shadow(art, dir, words, profile, cpus, None)?;
         same_files(&fa, &fb, profile, cpus, words)?;
         let both = t.elapsed().as_secs_f64();
         return Ok(format!(
@@ -367,13 +384,6 @@ fn fast_is_reference(
     let t = Instant::now();
     let (b, fb, _) = boot_full(art, dir, words, profile, cpus, None, true, None, true)?;
     let slow = t.elapsed().as_secs_f64();
-    let records = |log: &BootLog| -> Vec<String> {
-        log.serial
-            .lines()
-            .filter(|l| l.contains(abi::report::MARKER))
-            .map(str::to_string)
-            .collect()
-    };
     ensure!(
         records(&a) == records(&b),
         "{profile}, {cpus} CPUs, {words}: the records differ from the reference plugin's"
@@ -422,23 +432,8 @@ fn checked_plugin(
     let (_, release, _) = boot_on(art, dir, words, profile, cpus)?;
     let fast = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let (_, checked, _, out) = boot_lib(
-        art,
-        dir,
-        words,
-        profile,
-        cpus,
-        None,
-        None,
-        true,
-        |o| o.shadow = true,
-        Some(lib),
-    )?;
+    let (checked, reference) = boot_shadow(art, dir, words, profile, cpus, Some(lib))?;
     let slow = t.elapsed().as_secs_f64();
-    let shadow = ::model::shadow_path(&out);
-    let reference = std::fs::read_to_string(&shadow)
-        .with_context(|| format!("the plugin wrote no {}", shadow.display()))?;
-    let _ = std::fs::remove_file(&shadow);
     same_files(&checked, &reference, profile, cpus, words)
         .context("the checked plugin's fast and reference machines")?;
     same_files(&checked, &release, profile, cpus, words)

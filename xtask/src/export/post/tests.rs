@@ -124,22 +124,14 @@ fn a_post_holds_environment_ministat_table_and_command() {
         first,
         "i386 testbed: QEMU 7.2.22 TCG, host CPU AMD EPYC, guest cpu=qemu32, clock=icount (exact instruction counts, not cycles), before=79be713d8be3 after=79be713d8be3-dirty.aa9e898de534, 3 boots per side"
     );
-    assert!(
-        p.contains("after against before: 1 of 3 metrics changed\n"),
-        "{p}"
-    );
-    assert!(
-        p.contains("x   3            46            46            46            46             0\n"),
-        "{p}"
-    );
-    assert!(
-        p.contains("Difference at 95.0% confidence\n\t1 +/- 0\n"),
-        "{p}"
-    );
-    assert!(
-        p.contains("The spread is 0 because icount is deterministic"),
-        "{p}"
-    );
+    for says in [
+        "after against before: 1 of 3 metrics changed\n",
+        "x   3            46            46            46            46             0\n",
+        "Difference at 95.0% confidence\n\t1 +/- 0\n",
+        "The spread is 0 because icount is deterministic",
+    ] {
+        assert!(p.contains(says), "{says:?} in {p}");
+    }
     let table: Vec<&str> = p
         .lines()
         .skip_while(|l| !l.trim_start().starts_with("metric "))
@@ -187,21 +179,14 @@ fn a_modelled_post_says_what_its_figures_rest_on() {
             && p.contains("not that the figure is right"),
         "{p}"
     );
-    assert!(
-        p.contains(
-            "  sysenter.null  modelled cycles (profile modern)     210    214     +4   +1.90%"
-        ),
-        "{p}"
-    );
-    assert!(p.contains("What the modelled figures rest on: the instructions of that code the model prices from profile modern's fixed table"), "{p}");
-    assert!(
-        p.contains("  + lfence in sysenter_full: profile key lfence\n"),
-        "{p}"
-    );
-    assert!(
-        p.contains("  lfence = 3: AGNER-T Skylake: LFENCE, reciprocal throughput 4. On a real CPU, it waits until every earlier instruction has completed"),
-        "{p}"
-    );
+    for says in [
+        "  sysenter.null  modelled cycles (profile modern)     210    214     +4   +1.90%",
+        "What the modelled figures rest on: the instructions of that code the model prices from profile modern's fixed table",
+        "  + lfence in sysenter_full: profile key lfence\n",
+        "  lfence = 3: AGNER-T Skylake: LFENCE, reciprocal throughput 4. On a real CPU, it waits until every earlier instruction has completed",
+    ] {
+        assert!(p.contains(says), "{says:?} in {p}");
+    }
 }
 
 /// The Markdown form: the same figures as a pipe table, ministat's block
@@ -210,19 +195,14 @@ fn a_modelled_post_says_what_its_figures_rest_on() {
 fn a_markdown_post_fences_its_blocks() {
     let p = post(&file(Clock::Model), Form::Markdown);
     assert!(p.starts_with("**i386 testbed: QEMU 7.2.22 TCG"), "{p}");
-    assert!(
-        p.contains("| metric | unit | before | after | delta | delta % |\n|---|---|---:|---:|---:|---:|\n| sysenter.null | modelled cycles (profile modern) | 210 | 214 | +4 | +1.90% |\n"),
-        "{p}"
-    );
-    assert!(p.contains("```text\nx before\n+ after\n"), "{p}");
-    assert!(
-        p.contains("- + `lfence` in `sysenter_full`: profile key `lfence`\n"),
-        "{p}"
-    );
-    assert!(
-        p.contains("```sh\ncargo xtask bench -n 3 --rev before=79be713d8be3 --variant after= --post\n```\n"),
-        "{p}"
-    );
+    for says in [
+        "| metric | unit | before | after | delta | delta % |\n|---|---|---:|---:|---:|---:|\n| sysenter.null | modelled cycles (profile modern) | 210 | 214 | +4 | +1.90% |\n",
+        "```text\nx before\n+ after\n",
+        "- + `lfence` in `sysenter_full`: profile key `lfence`\n",
+        "```sh\ncargo xtask bench -n 3 --rev before=79be713d8be3 --variant after= --post\n```\n",
+    ] {
+        assert!(p.contains(says), "{says:?} in {p}");
+    }
 }
 
 /// A bench file read back is the one written: every field by name.

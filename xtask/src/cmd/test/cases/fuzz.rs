@@ -105,18 +105,9 @@ pub(super) fn fuzz_clean(
         return Err("no call entered with DF, AC or NT set".into());
     }
     // Several threads: helpers ran their calls, and the pool was filled.
-    for k in ["helpers", "helper_calls", "exhausted"] {
-        if f.get(k).unwrap_or("0") == "0" {
-            return Err(format!("the fuzzer's {k} is 0: {:?}", f.fields));
-        }
-    }
+    counted(f, &["helpers", "helper_calls", "exhausted"], "the fuzzer's")?;
     // The record came through the record call, tagged with the program.
-    if f.get(abi::report::KEY_PROG) != Some("fuzz") {
-        return Err(format!(
-            "the fuzz record is not tagged prog=fuzz: {:?}",
-            f.fields
-        ));
-    }
+    from_fuzzer(f, "fuzz")?;
     end(r, "success")
 }
 
@@ -154,17 +145,12 @@ pub(super) fn fuzz_threads_clean(
         }
     }
     // The race moved bytes and forked: a phase of EBADF alone proves nothing.
-    for k in ["checked", "fork", "pipe", "dup2", "sbrk"] {
-        if f.get(k).unwrap_or("0") == "0" {
-            return Err(format!("the threads phase's {k} is 0: {:?}", f.fields));
-        }
-    }
-    if f.get(abi::report::KEY_PROG) != Some("fuzz") {
-        return Err(format!(
-            "the fuzz_threads record is not tagged prog=fuzz: {:?}",
-            f.fields
-        ));
-    }
+    counted(
+        f,
+        &["checked", "fork", "pipe", "dup2", "sbrk"],
+        "the threads phase's",
+    )?;
+    from_fuzzer(f, "fuzz_threads")?;
     let task = one(r, kind::TASK)?;
     let count = |k: &str| {
         task.get(k)
@@ -185,4 +171,25 @@ pub(super) fn fuzz_threads_clean(
         return Err("the fuzz record says failures".into());
     }
     end(r, "success")
+}
+
+/// Each of `keys` in the record `f` is above 0 (`whose` names the record's
+/// writer in the error).
+fn counted(f: &Record, keys: &[&str], whose: &str) -> Result<(), String> {
+    match keys.iter().find(|k| f.get(k).unwrap_or("0") == "0") {
+        Some(k) => Err(format!("{whose} {k} is 0: {:?}", f.fields)),
+        None => Ok(()),
+    }
+}
+
+/// The record `f` (of kind `kind`) came through the record call, tagged
+/// with the fuzzer.
+fn from_fuzzer(f: &Record, kind: &str) -> Result<(), String> {
+    if f.get(abi::report::KEY_PROG) != Some("fuzz") {
+        return Err(format!(
+            "the {kind} record is not tagged prog=fuzz: {:?}",
+            f.fields
+        ));
+    }
+    Ok(())
 }
