@@ -25,6 +25,13 @@ pub struct Artifacts {
     pub programs: Vec<(PathBuf, String)>,
 }
 
+impl Artifacts {
+    /// The kernel, then each program.
+    pub fn files(&self) -> impl Iterator<Item = &PathBuf> {
+        std::iter::once(&self.kernel).chain(self.programs.iter().map(|(p, _)| p))
+    }
+}
+
 /// The workspace root (xtask's parent).
 /// The xtask binary, for a command of its own run as a child. While a test
 /// run goes on, its host unit tests (`cargo test -p abi -p xtask -p model`)
@@ -170,23 +177,47 @@ pub fn build_line(dir: &Path, features: &[String]) -> String {
     s + " ..."
 }
 
-/// Builds kernel and user programs in the workspace at `dir`, into cargo's
-/// usual target directory or `target_dir`. Never silent: a line on stderr
-/// says what is built and, at the end, how long it took; when stderr is a
-/// terminal, cargo's own progress shows between (a first build takes
-/// minutes), `quiet` or not.
-pub fn build_in(
+/// Where the builds of `dir`'s workspace with `features` go: cargo's usual
+/// target directory for the default build, and `target/exercise` beside
+/// it for any other. The kernel the default build leaves at
+/// `target/i686-testbed/release/kernel` is booted from there by every
+/// command that asks for no features; a build with features in the same
+/// target directory would put its kernel in that place, under a command
+/// booting it in another process (the book's check runs commands side by
+/// side, and a forktest once booted a bench's `lfence` kernel that way).
+pub fn target_dir_of(dir: &Path, features: &[String]) -> PathBuf {
+    if features.is_empty() {
+        dir.join("target")
+    } else {
+        dir.join("target/exercise")
+    }
+}
+
+/// Builds kernel and user programs in the workspace at `dir`, into
+/// [`target_dir_of`] unless `target_dir` names another. Never silent: a
+/// line on stderr says what is built and, at the end, how long it took;
+/// when stderr is a terminal, cargo's own progress shows between (a first
+/// build takes minutes), `quiet` or not. With `artifact_dir`, cargo also
+/// copies the kernel and the programs there while it holds its lock on the
+/// target directory, so no other build can replace them first.
+fn cargo_build(
     dir: &Path,
     features: &[String],
     quiet: bool,
     target_dir: Option<&Path>,
+    artifact_dir: Option<&Path>,
 ) -> Result<Artifacts> {
     preflight::ensure_rust_src(dir)?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target = target_dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| target_dir_of(dir, features));
     let mut cmd = Command::new(cargo);
-    cmd.args(cargo_args(features)).current_dir(dir);
-    if let Some(t) = target_dir {
-        cmd.env("CARGO_TARGET_DIR", t);
+    cmd.args(cargo_args(features))
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", &target);
+    if let Some(a) = artifact_dir {
+        cmd.args(["-Zunstable-options", "--artifact-dir"]).arg(a);
     }
     cmd.env("TESTBED_REV", revision(dir));
     use std::io::IsTerminal as _;
@@ -200,10 +231,9 @@ pub fn build_in(
         bail!("the kernel build failed (cargo exited with {status})");
     }
     eprintln!("built in {:.1} s", started.elapsed().as_secs_f64());
-    let out = target_dir
+    let out = artifact_dir
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| dir.join("target"))
-        .join("i686-testbed/release");
+        .unwrap_or_else(|| target.join("i686-testbed/release"));
     let a = Artifacts {
         kernel: out.join("kernel"),
         programs: USER_PROGRAMS
@@ -211,12 +241,18 @@ pub fn build_in(
             .map(|p| (out.join(p), p.to_string()))
             .collect(),
     };
-    for p in std::iter::once(&a.kernel).chain(a.programs.iter().map(|(p, _)| p)) {
+    for p in a.files() {
         if !p.is_file() {
             bail!("the build did not produce {}", p.display());
         }
     }
     Ok(a)
+}
+
+/// Builds kernel and user programs with no features in the workspace at
+/// `dir` (see [`cargo_build`]); the artifacts stay where cargo put them.
+pub fn build_in(dir: &Path, quiet: bool) -> Result<Artifacts> {
+    cargo_build(dir, &[], quiet, None, None)
 }
 
 /// `git` run on the repository at `dir`, whatever repository the
@@ -279,34 +315,50 @@ pub fn revision(dir: &Path) -> String {
 /// Hex digits of the diff's hash a dirty revision carries.
 const DIFF_HASH_DIGITS: usize = 12;
 
-/// Builds, then copies the kernel and the programs to `dest`, so builds with
+/// Builds, then puts the kernel and the programs in `dest`, so builds with
 /// other features or revisions (which cargo writes to the same place) do not
-/// overwrite each other.
+/// overwrite each other. Cargo copies them into a directory of this call's
+/// own under its lock, and each is renamed into `dest` whole: a boot that
+/// reads `dest` while another process builds the same thing there reads
+/// one build's file or the other's, never a mix or a half-written one.
 pub fn build_into(
     dir: &Path,
     features: &[String],
     dest: &Path,
     target_dir: Option<&Path>,
 ) -> Result<Artifacts> {
-    let a = build_in(dir, features, true, target_dir)?;
     std::fs::create_dir_all(dest).with_context(|| format!("cannot create {}", dest.display()))?;
-    let copy = |p: &Path| -> Result<PathBuf> {
-        let to = dest.join(p.file_name().context("artifact name")?);
-        std::fs::copy(p, &to).with_context(|| format!("cannot copy {}", p.display()))?;
-        Ok(to)
-    };
-    Ok(Artifacts {
-        kernel: copy(&a.kernel)?,
-        programs: a
-            .programs
-            .iter()
-            .map(|(p, n)| Ok((copy(p)?, n.clone())))
-            .collect::<Result<_>>()?,
-    })
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let staging = dest.join(format!(".building-{}-{nanos}", std::process::id()));
+    let built = cargo_build(dir, features, true, target_dir, Some(&staging));
+    let placed = built.and_then(|a| {
+        let put = |p: &Path| -> Result<PathBuf> {
+            let to = dest.join(p.file_name().context("artifact name")?);
+            // A copy, not the hard link cargo made to its own file: a later
+            // build may write that file again.
+            let tmp = staging.join(".copy");
+            std::fs::copy(p, &tmp).with_context(|| format!("cannot copy {}", p.display()))?;
+            std::fs::rename(&tmp, &to).with_context(|| format!("cannot write {}", to.display()))?;
+            Ok(to)
+        };
+        Ok(Artifacts {
+            kernel: put(&a.kernel)?,
+            programs: a
+                .programs
+                .iter()
+                .map(|(p, n)| Ok((put(p)?, n.clone())))
+                .collect::<Result<_>>()?,
+        })
+    });
+    let _ = std::fs::remove_dir_all(&staging);
+    placed
 }
 
 pub fn build(quiet: bool) -> Result<Artifacts> {
-    build_in(&root(), &[], quiet, None)
+    build_in(&root(), quiet)
 }
 
 /// For tests: a fresh git repository `name` in the temporary directory,

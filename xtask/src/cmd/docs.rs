@@ -401,24 +401,23 @@ pub fn docs_stale_in(check: bool, only: &[PathBuf]) -> Result<Vec<String>> {
 /// their own scratch directories or boot nothing. A `bench` writes its
 /// `--out` directory: beside others when no other command names the same
 /// one. `gdb` listens on a fixed port and `test` runs boots side by side
-/// itself: those run alone. So does a `bench` on several CPUs: its blocks
-/// print multi-CPU figures to four decimals, and twice such a block came
-/// out different in a whole test run on a loaded host and the same when
-/// run again alone (experiment-turnstiles.md's 4-CPU bench, then
-/// experiment-directmap.md's 2-CPU `--turns` bench, no boot of it read
-/// from the run's cache): QEMU's one TCG thread can hand the vCPUs their
-/// turns at a host-timed event, so an interleaving is not proof against
-/// the host's load. Alone, the host is as quiet as the run makes it.
+/// itself: those run alone. Nothing else is a reason to run alone: each
+/// command boots files no other command writes. (Three multi-CPU blocks
+/// once came out different beside others and the same alone. Two ways let
+/// a command boot files another had just written: a bench's build with
+/// features put its kernel where the normal kernel lies, under a
+/// `forktest` booting it, whose model figures move with the code's layout;
+/// and two benches side by side copied their variants of the same name
+/// into one shared directory, one rewriting the files the other was
+/// booting. Builds with features now have a target directory of their own,
+/// a bench's variants a directory of the bench's own, and every copy is
+/// renamed into place whole: [`crate::kbuild::build_into`].)
 fn runs_beside_others(cmd: &str, commands: &[(String, String)]) -> bool {
     const ALONE: &[&str] = &["gdb", "test"];
     let w = words(cmd);
     match w.first().map(String::as_str) {
         None => false,
         Some(first) if ALONE.contains(&first) => false,
-        Some("bench") if several_cpus(&w) => false,
-        // forktest's default rows boot 4 and 2 CPUs: alone for the same
-        // reason (its k10 block came out different once beside others).
-        Some("forktest") if !w.iter().any(|x| x == "--smp") || several_cpus(&w) => false,
         Some("bench") => {
             let out = out_dir(&w);
             out.is_some()
@@ -429,16 +428,6 @@ fn runs_beside_others(cmd: &str, commands: &[(String, String)]) -> bool {
         }
         Some(_) => true,
     }
-}
-
-/// Whether a command's `--smp` names more than one CPU (`--smp 2`, or a
-/// list such as `--smp 1,2`).
-fn several_cpus(words: &[String]) -> bool {
-    words
-        .windows(2)
-        .filter(|p| p[0] == "--smp")
-        .flat_map(|p| p[1].split(',').map(str::to_string).collect::<Vec<_>>())
-        .any(|n| n.trim().parse::<u32>().is_ok_and(|n| n > 1))
 }
 
 /// The directory a command's `--out` names, if it names one.
@@ -646,12 +635,10 @@ mod docs_tests {
         assert!(!beside("bench --prog forktest -n 1"));
         assert!(!beside("gdb --batch --stop-at sysenter --port 12350"));
         assert!(!beside("test --boots-only --filter x"));
-        // A bench on several CPUs runs alone, even with its own --out.
-        assert!(!beside("bench --smp 2 -n 1 --out target/c"));
-        assert!(!beside("bench --smp 1,4 -n 1 --out target/c"));
-        assert!(beside("bench --smp 1 -n 1 --out target/c"));
-        assert!(!beside("forktest --profiles k10"));
-        assert!(beside("forktest --smp 1"));
+        // Several CPUs, or a build with features: beside the others.
+        assert!(beside("bench --smp 2 -n 1 --out target/c"));
+        assert!(beside("bench -n 1 --features after=x --out target/c"));
+        assert!(beside("forktest --profiles k10"));
         assert!(!beside(""));
     }
 

@@ -109,8 +109,8 @@ fn check_compare(a: &RunArgs) -> Result<()> {
 
 /// Builds the kernel and the user programs with `features` where an
 /// exercise build goes: the copies in target/xtask/exercise/<features>/, the
-/// build in target/exercise (its own target directory, so an exercise build
-/// never replaces the normal kernel). `cargo xtask run --features` and the
+/// build in target/exercise (every build with features goes there, so none
+/// replaces the normal kernel: [`kbuild::target_dir_of`]). `cargo xtask run --features` and the
 /// exercise tests both build this way, so they boot the same modules.
 pub fn feature_build(features: &[String]) -> Result<kbuild::Artifacts> {
     if let Some(bad) = features
@@ -124,7 +124,7 @@ pub fn feature_build(features: &[String]) -> Result<kbuild::Artifacts> {
     }
     let root = kbuild::root();
     let dest = root.join("target/xtask/exercise").join(features.join("+"));
-    kbuild::build_into(&root, features, &dest, Some(&root.join("target/exercise")))
+    kbuild::build_into(&root, features, &dest, None)
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {

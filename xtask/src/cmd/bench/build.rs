@@ -9,15 +9,21 @@ use crate::kbuild::{self, git_in, Artifacts};
 
 use super::plan::Variant;
 
-/// Step 1: each variant's kernel and programs, built apart; revisions in
-/// worktrees cached by commit.
-pub(super) fn build_variants(variants: &[Variant], tmp: &Path) -> Result<Vec<Artifacts>> {
+/// Step 1: each variant's kernel and programs, built apart into `own` (this
+/// call's directory: two benches side by side may both name a variant
+/// `after`, with other features); revisions in worktrees under `tmp`,
+/// cached by commit.
+pub(super) fn build_variants(
+    variants: &[Variant],
+    tmp: &Path,
+    own: &Path,
+) -> Result<Vec<Artifacts>> {
     let mut used = Vec::new();
     let builds = variants
         .iter()
         .map(|v| {
             eprintln!("bench: building variant {}", v.name);
-            build_variant(v, tmp, &mut used)
+            build_variant(v, tmp, own, &mut used)
         })
         .collect::<Result<Vec<_>>>()?;
     if variants.iter().any(|v| v.rev.is_some()) {
@@ -26,8 +32,8 @@ pub(super) fn build_variants(variants: &[Variant], tmp: &Path) -> Result<Vec<Art
     Ok(builds)
 }
 
-fn build_variant(v: &Variant, tmp: &Path, used: &mut Vec<String>) -> Result<Artifacts> {
-    let dest = tmp.join(format!("variant-{}", v.name));
+fn build_variant(v: &Variant, tmp: &Path, own: &Path, used: &mut Vec<String>) -> Result<Artifacts> {
+    let dest = own.join(format!("variant-{}", v.name));
     match &v.rev {
         None => kbuild::build_into(&kbuild::root(), &v.features, &dest, None),
         Some(rev) => {

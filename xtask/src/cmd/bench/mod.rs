@@ -104,10 +104,11 @@ fn bench_once(a: &BenchArgs) -> Result<(i32, Vec<compare::Compared>)> {
     // Each --rev as the commit it names now, as its build checks it out
     // (resolved after the boots, a commit made meanwhile would be named).
     let command = reproduce(a, &variants);
-    let builds = build_variants(&variants, &tmp)?;
-    let started = Instant::now();
-    // The builds are kept between runs; the boots' files are this run's own.
+    // The revisions' worktrees are kept between runs; the variants' builds
+    // and the boots' files are this run's own.
     let scratch = Scratch::new("bench")?;
+    let builds = build_variants(&variants, &tmp, scratch.path())?;
+    let started = Instant::now();
     let m = boot_interleaved(a, &variants, &builds, scratch.path(), started)?;
     let now = m.provenance.values().next().cloned().unwrap_or_default();
     let mut notes = Vec::new();
