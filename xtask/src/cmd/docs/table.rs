@@ -1351,15 +1351,7 @@ fn agreement() -> Result<String> {
     Ok(out)
 }
 
-/// A wall time as the tests table shows it: `4.2 s`, `3 min 50 s`.
-fn wall(secs: f64) -> String {
-    if secs < 60.0 {
-        format!("{secs:.1} s")
-    } else {
-        let s = secs.round() as u64;
-        format!("{} min {} s", s / 60, s % 60)
-    }
-}
+use crate::cmd::test::times::wall;
 
 /// The tests table: the list `cargo xtask test` runs (nothing booted), and
 /// the book's record of each test's last measured wall time.

@@ -103,6 +103,8 @@ struct Tally {
     ran: Vec<times::Ran>,
     /// Why a test failed or was skipped, by its index in `ran`.
     why: std::collections::HashMap<usize, String>,
+    /// Each section's heading and wall time, the last one still open.
+    spans: Vec<(String, Instant, Option<std::time::Duration>)>,
 }
 
 impl Test<'_> {
@@ -126,6 +128,35 @@ impl Tally {
         self.section = title.to_string();
         if !self.quiet {
             println!("== {title}");
+        }
+        self.close_span();
+        self.spans.push((title.to_string(), Instant::now(), None));
+    }
+
+    /// Ends the open section's wall time.
+    fn close_span(&mut self) {
+        if let Some((_, t, end @ None)) = self.spans.last_mut() {
+            *end = Some(t.elapsed());
+        }
+    }
+
+    /// Where the run's wall time went, a line per section, on stderr (a
+    /// run a chapter shows prints the same on stdout).
+    fn say_spans(&mut self) {
+        self.close_span();
+        let total: f64 = self
+            .spans
+            .iter()
+            .filter_map(|s| s.2)
+            .map(|d| d.as_secs_f64())
+            .sum();
+        eprintln!(
+            "test: wall time by section ({} in all):",
+            times::wall(total)
+        );
+        for (title, _, d) in &self.spans {
+            let d = d.map_or(0.0, |d| d.as_secs_f64());
+            eprintln!("  {:>10}  {title}", times::wall(d));
         }
     }
 
@@ -998,6 +1029,7 @@ pub fn run(a: TestArgs) -> Result<i32> {
     if a.list {
         return Ok(tally.finish());
     }
+    tally.say_spans();
     // On stderr: a test run a chapter shows (inside this one or not)
     // prints the same.
     if let Some(s) = cache.as_ref().and_then(|c| c.summary()) {
@@ -1100,7 +1132,7 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
         if !bochs_jobs.is_empty() {
             preflight::ensure(preflight::Need::Bochs)?;
         }
-        println!("== building the kernel and the user programs");
+        tally.section("building the kernel and the user programs");
         kbuild::build(true)?
     };
     let dir = root.join("target/xtask");

@@ -196,6 +196,17 @@ pub fn date(secs: u64) -> String {
     format!("{year:04}-{month:02}-{day:02}")
 }
 
+/// A wall time as the tests table and the run's last lines show it:
+/// `4.2 s`, `3 min 50 s`.
+pub fn wall(secs: f64) -> String {
+    if secs < 60.0 {
+        format!("{secs:.1} s")
+    } else {
+        let s = secs.round() as u64;
+        format!("{} min {} s", s / 60, s % 60)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
