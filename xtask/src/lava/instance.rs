@@ -326,7 +326,7 @@ impl Instance {
         let t = Instant::now();
         let url = format!("{}api/v0.2/system/version/", self.url());
         loop {
-            if ureq::get(&url).call().is_ok() {
+            if super::server::http::call(&url, None, None).is_ok() {
                 return Ok(());
             }
             if t.elapsed() > limit {

@@ -3,8 +3,11 @@
 //! results. Over HTTP(S) with `ureq`, authenticated by the user's API
 //! token (`Authorization: Token ...`), which is only ever sent to the
 //! server: never printed, never written anywhere.
-
-use std::time::Duration;
+//!
+//! Every request goes through [`http`], the one place that knows the HTTP
+//! client: the `lab` feature (on by default) brings it in. The fuzz
+//! targets, which read what xtask reads and never talk to a server, build
+//! xtask without it, and so without a TLS stack to compile.
 
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
@@ -19,7 +22,6 @@ pub struct Server {
     pub url: String,
     token: String,
     pub token_from: String,
-    agent: ureq::Agent,
 }
 
 /// What the server says of a job (the fields `lab` reads).
@@ -73,15 +75,10 @@ impl Server {
         if token.is_empty() || token.contains(char::is_whitespace) {
             bail!("the LAVA token from {token_from} is empty or holds white space");
         }
-        let agent = ureq::AgentBuilder::new()
-            .timeout_connect(Duration::from_secs(5))
-            .timeout(Duration::from_secs(60))
-            .build();
         Ok(Server {
             url: format!("{}/", url.trim_end_matches('/')),
             token,
             token_from: token_from.into(),
-            agent,
         })
     }
 
@@ -95,35 +92,39 @@ impl Server {
         format!("{}api/v0.2/{path}", self.url)
     }
 
-    /// `req` sent with the token; a refusal and an unreachable server each
-    /// made a clear error (the latter an [`Unreachable`]).
-    fn send(&self, req: ureq::Request, body: Option<serde_json::Value>) -> Result<ureq::Response> {
-        let what = format!("{} {}", req.method(), req.url());
-        let req = req.set("Authorization", &format!("Token {}", self.token));
-        let r = match body {
-            Some(b) => req.send_json(b),
-            None => req.call(),
-        };
-        match r {
-            Ok(r) => Ok(r),
-            Err(ureq::Error::Status(code @ (401 | 403), r)) => {
-                let detail = r.into_string().unwrap_or_default();
-                bail!(
-                    "the LAVA server at {} refused the token from {} (HTTP {code}: {}): give a valid API token (the server's web page: API → Authentication Tokens)",
-                    self.url,
-                    self.token_from,
-                    short(&detail)
-                )
-            }
-            Err(ureq::Error::Status(code, r)) => {
-                let detail = r.into_string().unwrap_or_default();
+    /// `path` of the API asked for with the token (a POST of `body` when
+    /// there is one): the answer's text. A refusal and an unreachable
+    /// server are each a clear error (the latter an [`Unreachable`]).
+    fn send(&self, path: &str, body: Option<serde_json::Value>) -> Result<String> {
+        let url = self.api(path);
+        let what = format!("{} {url}", if body.is_some() { "POST" } else { "GET" });
+        match http::call(&url, Some(&self.token), body) {
+            Ok(text) => Ok(text),
+            Err(http::Failure::Status(code @ (401 | 403), detail)) => bail!(
+                "the LAVA server at {} refused the token from {} (HTTP {code}: {}): give a valid API token (the server's web page: API → Authentication Tokens)",
+                self.url,
+                self.token_from,
+                short(&detail)
+            ),
+            Err(http::Failure::Status(code, detail)) => {
                 bail!("{what}: HTTP {code}: {}", short(&detail))
             }
-            Err(ureq::Error::Transport(t)) => Err(anyhow::Error::new(Unreachable(format!(
+            Err(http::Failure::Transport(t)) => Err(anyhow::Error::new(Unreachable(format!(
                 "cannot reach the LAVA server at {}: {t}",
                 self.url
             )))),
         }
+    }
+
+    /// `send`'s answer read as JSON.
+    fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<T> {
+        let text = self.send(path, body)?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("{}: not the JSON expected", self.api(path)))
     }
 
     /// Checks that the server answers and accepts the token (whoami): the
@@ -133,9 +134,8 @@ impl Server {
         struct Who {
             user: String,
         }
-        let r = self.send(self.agent.get(&self.api("system/whoami/")), None)?;
-        let who: Who = r
-            .into_json()
+        let who: Who = self
+            .json("system/whoami/", None)
             .with_context(|| format!("{} does not answer as a LAVA server", self.url))?;
         if who.user.is_empty() {
             bail!(
@@ -153,15 +153,12 @@ impl Server {
         struct Submitted {
             job_ids: Vec<u64>,
         }
-        let r = self
-            .send(
-                self.agent.post(&self.api("jobs/")),
+        let s: Submitted = self
+            .json(
+                "jobs/",
                 Some(serde_json::json!({ "definition": definition })),
             )
             .context("the server did not take the job")?;
-        let s: Submitted = r
-            .into_json()
-            .context("the server's answer to a submission")?;
         match s.job_ids.as_slice() {
             [id] => Ok(*id),
             ids => bail!("the server made {} jobs of one definition", ids.len()),
@@ -170,23 +167,20 @@ impl Server {
 
     /// The job's state now.
     pub fn job(&self, id: u64) -> Result<JobState> {
-        let r = self.send(self.agent.get(&self.api(&format!("jobs/{id}/"))), None)?;
-        r.into_json()
+        self.json(&format!("jobs/{id}/"), None)
             .with_context(|| format!("the server's answer about job {id}"))
     }
 
     /// The job's log: the YAML lines the dispatcher wrote (`lavacli jobs
     /// logs --raw`).
     pub fn log(&self, id: u64) -> Result<String> {
-        let r = self.send(self.agent.get(&self.api(&format!("jobs/{id}/logs/"))), None)?;
-        r.into_string()
+        self.send(&format!("jobs/{id}/logs/"), None)
             .with_context(|| format!("reading job {id}'s log"))
     }
 
     /// The job's test results as YAML (`lavacli results JOB --yaml`).
     pub fn results(&self, id: u64) -> Result<String> {
-        let r = self.send(self.agent.get(&self.api(&format!("jobs/{id}/yaml/"))), None)?;
-        r.into_string()
+        self.send(&format!("jobs/{id}/yaml/"), None)
             .with_context(|| format!("reading job {id}'s results"))
     }
 }
@@ -199,6 +193,70 @@ fn short(s: &str) -> String {
         .unwrap_or("")
         .trim();
     line.chars().take(200).collect()
+}
+
+/// The HTTP client, the one place that names it.
+pub mod http {
+    /// Why a request got no answer to read.
+    pub enum Failure {
+        /// The server answered with an error status, and this page.
+        #[cfg_attr(not(feature = "lab"), allow(dead_code))]
+        Status(u16, String),
+        /// The request did not reach the server (refused, reset, timed
+        /// out, or an xtask built without the `lab` feature).
+        Transport(String),
+    }
+
+    /// GETs `url` (or POSTs `body` as JSON), with `token` as LAVA's
+    /// `Authorization: Token` header when given: the answer's text.
+    #[cfg(feature = "lab")]
+    pub fn call(
+        url: &str,
+        token: Option<&str>,
+        body: Option<serde_json::Value>,
+    ) -> Result<String, Failure> {
+        use std::sync::OnceLock;
+        use std::time::Duration;
+        static AGENT: OnceLock<ureq::Agent> = OnceLock::new();
+        let agent = AGENT.get_or_init(|| {
+            ureq::AgentBuilder::new()
+                .timeout_connect(Duration::from_secs(5))
+                .timeout(Duration::from_secs(60))
+                .build()
+        });
+        let mut req = match body {
+            Some(_) => agent.post(url),
+            None => agent.get(url),
+        };
+        if let Some(t) = token {
+            req = req.set("Authorization", &format!("Token {t}"));
+        }
+        let r = match body {
+            Some(b) => req.send_json(b),
+            None => req.call(),
+        };
+        match r {
+            Ok(r) => r
+                .into_string()
+                .map_err(|e| Failure::Transport(format!("reading the answer: {e}"))),
+            Err(ureq::Error::Status(code, r)) => {
+                Err(Failure::Status(code, r.into_string().unwrap_or_default()))
+            }
+            Err(ureq::Error::Transport(t)) => Err(Failure::Transport(t.to_string())),
+        }
+    }
+
+    /// Without the `lab` feature there is no HTTP client.
+    #[cfg(not(feature = "lab"))]
+    pub fn call(
+        _url: &str,
+        _token: Option<&str>,
+        _body: Option<serde_json::Value>,
+    ) -> Result<String, Failure> {
+        Err(Failure::Transport(
+            "this xtask was built without the `lab` feature (no HTTP client)".into(),
+        ))
+    }
 }
 
 #[cfg(test)]
