@@ -416,12 +416,11 @@ impl Machine {
         let released = self.release_holds(cpu);
         // Asked before the event changes the lane; a `hlt` stops it below.
         let unchanged = !released && self.w.unchanged_by(cpu, weight(&ev));
-        let lane = &mut self.w.lanes[cpu];
         if matches!(ev, Event::Apic { send: true }) {
-            self.w.holding += usize::from(!lane.hold);
-            lane.hold = true;
+            self.w.hold(cpu);
             self.ipis_sent += 1;
         }
+        let lane = &mut self.w.lanes[cpu];
         if lane.stopped {
             // It starts, or wakes, now: by the last IPI sent since it
             // halted, if there was one.
@@ -473,19 +472,7 @@ impl Machine {
     /// clock). Whether one of them was held (at its send's clock).
     #[inline(always)]
     fn release_holds(&mut self, cpu: usize) -> bool {
-        let w = &mut self.w;
-        let mut released = false;
-        if w.holding > usize::from(w.lanes[cpu].hold) {
-            for (j, lane) in w.lanes.iter_mut().enumerate() {
-                if j != cpu && lane.hold {
-                    released |= lane.held();
-                    lane.hold = false;
-                    lane.ipi_applied = false;
-                    w.holding -= 1;
-                }
-            }
-        }
-        released
+        self.w.release_others(cpu)
     }
 
     /// The drain after an arrival that may have changed what it decides
@@ -493,7 +480,7 @@ impl Machine {
     fn settle(&mut self) {
         self.w.bounds_of = None;
         self.drain(false);
-        self.w.settled = true;
+        self.w.settled_now();
     }
 
     /// The lane whose head goes next in clock order, with the bounds the
@@ -563,10 +550,10 @@ impl Machine {
         }
         loop {
             let Some(c) = self.choose(all) else {
-                self.w.unmoved = true;
+                self.w.drained(false);
                 return;
             };
-            self.w.unmoved = false;
+            self.w.drained(true);
             if !self.go(c.k, c.bounds, c.bounds.blocked(c.t), all) {
                 return;
             }
@@ -1006,8 +993,7 @@ impl Machine {
     /// Applies every queued event (QEMU is exiting).
     pub fn finish(&mut self) {
         self.drain(true);
-        self.w.settled = false;
-        self.w.bounds_of = None;
+        self.w.unsettle();
         self.check_window();
     }
 

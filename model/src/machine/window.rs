@@ -243,6 +243,55 @@ impl Window {
         Some(ev)
     }
 
+    /// Lane `k` sent an IPI: it holds at the send's clock until another
+    /// lane runs ([`Window::release_others`]).
+    #[inline(always)]
+    pub(super) fn hold(&mut self, k: usize) {
+        let lane = &mut self.lanes[k];
+        self.holding += usize::from(!lane.hold);
+        lane.hold = true;
+    }
+
+    /// Lane `k` runs: every other lane's hold ends (their IPIs' targets
+    /// run, or will wake at the send's clock). Whether one of them was
+    /// held at its send's clock, which frees what waited on it.
+    #[inline(always)]
+    pub(super) fn release_others(&mut self, k: usize) -> bool {
+        let mut released = false;
+        if self.holding > usize::from(self.lanes[k].hold) {
+            for (j, lane) in self.lanes.iter_mut().enumerate() {
+                if j != k && lane.hold {
+                    released |= lane.held();
+                    lane.hold = false;
+                    lane.ipi_applied = false;
+                    self.holding -= 1;
+                }
+            }
+        }
+        released
+    }
+
+    /// A drain applied all it could, and nothing it decides from has
+    /// changed since (part 5 of the invariant holds from now).
+    #[inline(always)]
+    pub(super) fn settled_now(&mut self) {
+        self.settled = true;
+    }
+
+    /// A drain's last look: it found no lane to choose (`!moved`), or
+    /// chose one.
+    #[inline(always)]
+    pub(super) fn drained(&mut self, moved: bool) {
+        self.unmoved = !moved;
+    }
+
+    /// Nothing is settled any more (QEMU is exiting: every event went).
+    #[inline(always)]
+    pub(super) fn unsettle(&mut self) {
+        self.settled = false;
+        self.bounds_of = None;
+    }
+
     /// Lane `k` applied an event (taken from its queue, or at once without
     /// queueing it): its CPU's clock is `clock` after it.
     #[inline(always)]
