@@ -140,8 +140,9 @@ impl Tally {
         }
     }
 
-    /// Where the run's wall time went, a line per section, on stderr (a
-    /// run a chapter shows prints the same on stdout).
+    /// Where the run's wall time went, a line per section, on stderr (what
+    /// a chapter shows of a test run is its stdout, which these times would
+    /// make different at every run).
     fn say_spans(&mut self) {
         self.close_span();
         let total: f64 = self
