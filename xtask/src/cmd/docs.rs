@@ -408,8 +408,8 @@ pub fn docs_stale_in(check: bool, only: &[PathBuf]) -> Result<Vec<String>> {
 /// features put its kernel where the normal kernel lies, under a
 /// `forktest` booting it, whose model figures move with the code's layout;
 /// and two benches side by side copied their variants of the same name
-/// into one shared directory, one rewriting the files the other was
-/// booting. Builds with features now have a target directory of their own,
+/// into one shared directory, where one could rewrite the files the other
+/// was booting. Builds with features now have a target directory of their own,
 /// a bench's variants a directory of the bench's own, and every copy is
 /// renamed into place whole: [`crate::kbuild::build_into`].)
 fn runs_beside_others(cmd: &str, commands: &[(String, String)]) -> bool {
