@@ -249,12 +249,6 @@ fn cargo_build(
     Ok(a)
 }
 
-/// Builds kernel and user programs with no features in the workspace at
-/// `dir` (see [`cargo_build`]); the artifacts stay where cargo put them.
-pub fn build_in(dir: &Path, quiet: bool) -> Result<Artifacts> {
-    cargo_build(dir, &[], quiet, None, None)
-}
-
 /// `git` run on the repository at `dir`, whatever repository the
 /// environment names: git's hooks and `git rebase --exec` export `GIT_DIR`
 /// (and may export the variables beside it), which would make every command
@@ -357,8 +351,10 @@ pub fn build_into(
     placed
 }
 
+/// Builds kernel and user programs with no features in this workspace (see
+/// [`cargo_build`]); the artifacts stay where cargo put them.
 pub fn build(quiet: bool) -> Result<Artifacts> {
-    build_in(&root(), quiet)
+    cargo_build(&root(), &[], quiet, None, None)
 }
 
 /// For tests: a fresh git repository `name` in the temporary directory,

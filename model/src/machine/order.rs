@@ -413,7 +413,10 @@ impl Machine {
             self.apply(cpu, ev);
             return;
         }
-        let released = self.release_holds(cpu);
+        // Another CPU than the IPI senders runs: they wait no longer (their
+        // target, if it was halted, is this CPU or will wake at the send's
+        // clock).
+        let released = self.w.release_others(cpu);
         // Asked before the event changes the lane; a `hlt` stops it below.
         let unchanged = !released && self.w.unchanged_by(cpu, weight(&ev));
         if matches!(ev, Event::Apic { send: true }) {
@@ -465,14 +468,6 @@ impl Machine {
             return;
         }
         self.settle();
-    }
-
-    /// Another CPU than the IPI senders runs: they wait no longer (their
-    /// target, if it was halted, is this CPU or will wake at the send's
-    /// clock). Whether one of them was held (at its send's clock).
-    #[inline(always)]
-    fn release_holds(&mut self, cpu: usize) -> bool {
-        self.w.release_others(cpu)
     }
 
     /// The drain after an arrival that may have changed what it decides

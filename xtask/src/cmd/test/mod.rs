@@ -103,8 +103,9 @@ struct Tally {
     ran: Vec<times::Ran>,
     /// Why a test failed or was skipped, by its index in `ran`.
     why: std::collections::HashMap<usize, String>,
-    /// Each section's heading and wall time, the last one still open.
-    spans: Vec<(String, Instant, Option<std::time::Duration>)>,
+    /// Each section's heading and the instant it started: a section ends
+    /// where the next starts, the last at the run's end.
+    spans: Vec<(String, Instant)>,
 }
 
 impl Test<'_> {
@@ -129,35 +130,27 @@ impl Tally {
         if !self.quiet {
             println!("== {title}");
         }
-        self.close_span();
-        self.spans.push((title.to_string(), Instant::now(), None));
-    }
-
-    /// Ends the open section's wall time.
-    fn close_span(&mut self) {
-        if let Some((_, t, end @ None)) = self.spans.last_mut() {
-            *end = Some(t.elapsed());
-        }
+        self.spans.push((title.to_string(), Instant::now()));
     }
 
     /// Where the run's wall time went, a line per section, on stderr (what
     /// a chapter shows of a test run is its stdout, which these times would
     /// make different at every run).
-    fn say_spans(&mut self) {
-        self.close_span();
-        let total: f64 = self
+    fn say_spans(&self) {
+        let end = Instant::now();
+        let ends = self.spans.iter().skip(1).map(|s| s.1).chain([end]);
+        let secs: Vec<f64> = self
             .spans
             .iter()
-            .filter_map(|s| s.2)
-            .map(|d| d.as_secs_f64())
-            .sum();
+            .zip(ends)
+            .map(|((_, start), end)| (end - *start).as_secs_f64())
+            .collect();
         eprintln!(
             "test: wall time by section ({} in all):",
-            times::wall(total)
+            times::wall(secs.iter().sum())
         );
-        for (title, _, d) in &self.spans {
-            let d = d.map_or(0.0, |d| d.as_secs_f64());
-            eprintln!("  {:>10}  {title}", times::wall(d));
+        for ((title, _), d) in self.spans.iter().zip(&secs) {
+            eprintln!("  {:>10}  {title}", times::wall(*d));
         }
     }
 
