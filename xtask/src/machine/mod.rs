@@ -497,13 +497,20 @@ impl Machine {
     /// Inside `cargo xtask test`, a deterministic boot the run has already
     /// made is read back from the run's boot cache instead ([`replay`]).
     pub fn boot(&self, echo: &mut dyn FnMut(&str)) -> Result<BootLog> {
-        replay::boot(self, echo, &mut |echo| self.boot_fresh(echo))
+        replay::boot(self, echo, &mut |echo| self.boot_real(echo))
     }
 
     /// [`Machine::boot`], always a real boot: for the tests whose point is
     /// to boot twice (determinism, the plugin against its reference,
     /// repeated races) and for wall-time measurements.
     pub fn boot_fresh(&self, echo: &mut dyn FnMut(&str)) -> Result<BootLog> {
+        let log = self.boot_real(echo)?;
+        replay::note_fresh(self, log.wall);
+        Ok(log)
+    }
+
+    /// The boot itself, with no cache in the way and no note in its log.
+    fn boot_real(&self, echo: &mut dyn FnMut(&str)) -> Result<BootLog> {
         let started = Instant::now();
         let deadline = started + self.timeout;
         let mut running = self.start()?;

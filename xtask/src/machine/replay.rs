@@ -91,6 +91,16 @@ impl RunCache {
         let log = std::fs::read_to_string(self.dir.join(LOG)).unwrap_or_default();
         Some(Summary::of(&log))
     }
+
+    /// Keeps the run's boot log at `to` ([`LAST_LOG`]) before the cache
+    /// goes. Nothing for a run that uses an outer run's cache.
+    pub fn keep_log(&self, to: &Path) -> Result<()> {
+        if !self.owned {
+            return Ok(());
+        }
+        let log = std::fs::read(self.dir.join(LOG)).unwrap_or_default();
+        std::fs::write(to, log).with_context(|| format!("cannot write {}", to.display()))
+    }
 }
 
 impl Drop for RunCache {
@@ -103,17 +113,26 @@ impl Drop for RunCache {
     }
 }
 
-/// The cache's log: one line per cacheable boot asked for,
-/// `ran|replayed <TAB> seconds <TAB> command line`.
+/// The cache's log: one line per boot of the run (cacheable or not),
+/// `what <TAB> seconds <TAB> machine <TAB> command line`, where `what` is
+/// `ran` or `replayed` (a cacheable boot), `fresh` (a boot that must run,
+/// [`super::Machine::boot_fresh`]) or `uncached: <why>`.
 const LOG: &str = "log.tsv";
 
-/// What a run's cache did.
+/// Where a whole run's boot log is kept after the run (the cache itself
+/// goes): which boots ran, how long each took and why it was not read back.
+pub const LAST_LOG: &str = "target/xtask/last-boots.tsv";
+
+/// What a run's cache did, and where the boots it could not save went.
 #[derive(Debug, Default, PartialEq)]
 pub struct Summary {
     pub ran: u32,
     pub replayed: u32,
     /// The wall time the replayed boots took when they ran.
     pub saved: Duration,
+    /// The boots that really ran, by kind (`ran`, `fresh`, or why not
+    /// cached): (kind, boots, wall time), the most time first.
+    pub real: Vec<(String, u32, Duration)>,
 }
 
 impl Summary {
@@ -122,15 +141,29 @@ impl Summary {
         for l in log.lines() {
             let mut f = l.split('\t');
             let (what, secs) = (f.next(), f.next().and_then(|x| x.parse::<f64>().ok()));
-            match (what, secs) {
-                (Some("ran"), Some(_)) => s.ran += 1,
-                (Some("replayed"), Some(x)) => {
+            let (Some(what), Some(x)) = (what, secs) else {
+                continue;
+            };
+            let took = Duration::from_secs_f64(x.max(0.0));
+            match what {
+                "replayed" => {
                     s.replayed += 1;
-                    s.saved += Duration::from_secs_f64(x.max(0.0));
+                    s.saved += took;
+                    continue;
                 }
+                "ran" => s.ran += 1,
                 _ => {}
             }
+            let kind = what.strip_prefix("uncached: ").unwrap_or(what);
+            match s.real.iter_mut().find(|(k, ..)| k == kind) {
+                Some((_, n, t)) => {
+                    *n += 1;
+                    *t += took;
+                }
+                None => s.real.push((kind.to_string(), 1, took)),
+            }
         }
+        s.real.sort_by_key(|r| std::cmp::Reverse(r.2));
         s
     }
 }
@@ -142,24 +175,31 @@ fn dir() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// Whether `m`'s output is a function of its key: QEMU under icount or the
-/// model clock on single-threaded TCG, loaded by `-kernel`, serial on
-/// stdout, no gdb stub, not paused.
-pub fn deterministic(m: &Machine) -> bool {
-    match &m.backend {
-        Backend::Qemu(o) => {
-            matches!(m.clock, Clock::Icount | Clock::Model)
-                && o.accel == qemu::Accel::Tcg
-                && o.threads == qemu::Threads::Single
-                && !o.paused
-                && o.gdb_port.is_none()
-                && o.serial == qemu::Serial::Stdout
-                && m.loader == Loader::Direct
-                // The shadow plugin writes a second file the cache does
-                // not keep.
-                && m.model.as_ref().is_none_or(|p| !p.opts.shadow)
-        }
-        Backend::Bochs(_) => false,
+/// Why `m`'s output is not a function of its key, or `None` if it is:
+/// QEMU under icount or the model clock on single-threaded TCG, loaded by
+/// `-kernel`, serial on stdout, no gdb stub, not paused.
+pub fn why_not_cached(m: &Machine) -> Option<&'static str> {
+    let o = match &m.backend {
+        Backend::Qemu(o) => o,
+        Backend::Bochs(_) => return Some("Bochs"),
+    };
+    if !matches!(m.clock, Clock::Icount | Clock::Model) {
+        Some("the TSC clock")
+    } else if o.accel != qemu::Accel::Tcg {
+        Some("KVM")
+    } else if o.threads != qemu::Threads::Single {
+        Some("multi-threaded TCG")
+    } else if o.paused || o.gdb_port.is_some() {
+        Some("a gdb stub")
+    } else if o.serial != qemu::Serial::Stdout {
+        Some("serial to a file")
+    } else if m.loader != Loader::Direct {
+        Some("a GRUB image")
+    } else if m.model.as_ref().is_some_and(|p| p.opts.shadow) {
+        // The shadow plugin writes a second file the cache does not keep.
+        Some("the shadow plugin")
+    } else {
+        None
     }
 }
 
@@ -268,9 +308,14 @@ pub type RealBoot<'a> = dyn FnMut(&mut dyn FnMut(&str)) -> Result<BootLog> + 'a;
 /// a boot that is not deterministic, `fresh` alone. `echo` sees every
 /// serial line either way.
 pub fn boot(m: &Machine, echo: &mut dyn FnMut(&str), fresh: &mut RealBoot) -> Result<BootLog> {
-    let Some(dir) = dir().filter(|_| deterministic(m)) else {
+    let Some(dir) = dir() else {
         return fresh(echo);
     };
+    if let Some(why) = why_not_cached(m) {
+        let log = fresh(echo)?;
+        note(&dir, &format!("uncached: {why}"), log.wall.as_secs_f64(), m);
+        return Ok(log);
+    }
     let material = material(m, &version(m), &|p: &Path| {
         Ok(digest(
             &std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?,
@@ -297,7 +342,7 @@ pub fn boot(m: &Machine, echo: &mut dyn FnMut(&str), fresh: &mut RealBoot) -> Re
             std::fs::write(&p.out, text)
                 .with_context(|| format!("cannot write {}", p.out.display()))?;
         }
-        note(&dir, "replayed", e.wall_secs, &m.cmdline);
+        note(&dir, "replayed", e.wall_secs, m);
         return Ok(BootLog {
             backend: m.backend.name(),
             ending: Ending::Exited(exit::outcome(e.status)),
@@ -328,19 +373,34 @@ pub fn boot(m: &Machine, echo: &mut dyn FnMut(&str), fresh: &mut RealBoot) -> Re
         let tmp = dir.join(format!("{key}.tmp"));
         std::fs::write(&tmp, serde_json::to_vec(&e)?)?;
         std::fs::rename(&tmp, &path)?;
-        note(&dir, "ran", e.wall_secs, &m.cmdline);
+        note(&dir, "ran", e.wall_secs, m);
     }
     Ok(log)
 }
 
+/// Notes a boot that had to run whatever the cache held
+/// ([`super::Machine::boot_fresh`]) in the run's log, if in a run.
+pub fn note_fresh(m: &Machine, took: Duration) {
+    if let Some(dir) = dir() {
+        note(&dir, "fresh", took.as_secs_f64(), m);
+    }
+}
+
 /// One line of the cache's log.
-fn note(dir: &Path, what: &str, secs: f64, cmdline: &str) {
+fn note(dir: &Path, what: &str, secs: f64, m: &Machine) {
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(dir.join(LOG))
     {
-        let _ = writeln!(f, "{what}\t{secs:.3}\t{cmdline}");
+        let cpu = m.cpu.as_deref().unwrap_or("default");
+        let machine = format!(
+            "{} {} cpu={cpu} cpus={}",
+            m.backend.name(),
+            m.clock.key(),
+            m.cpus
+        );
+        let _ = writeln!(f, "{what}\t{secs:.3}\t{machine}\t{}", m.cmdline);
     }
 }
 
@@ -365,14 +425,21 @@ mod tests {
     #[test]
     fn the_log_says_what_was_saved() {
         let s = Summary::of(
-            "ran\t2.000\tmode=run\nreplayed\t2.500\tmode=run\nreplayed\t1.5\tx\nbad line\n",
+            "ran\t2.000\tQEMU\tmode=run\nreplayed\t2.500\tQEMU\tmode=run\nreplayed\t1.5\tQEMU\tx\nbad line\n\
+             uncached: Bochs\t3.0\tBochs\tmode=test\nuncached: Bochs\t4.0\tBochs\tx\nfresh\t1.0\tQEMU\tx\n",
         );
+        let secs = Duration::from_secs;
         assert_eq!(
             s,
             Summary {
                 ran: 1,
                 replayed: 2,
-                saved: Duration::from_secs(4),
+                saved: secs(4),
+                real: vec![
+                    ("Bochs".into(), 2, secs(7)),
+                    ("ran".into(), 1, secs(2)),
+                    ("fresh".into(), 1, secs(1)),
+                ],
             }
         );
     }
@@ -410,24 +477,27 @@ mod tests {
     #[test]
     fn only_deterministic_boots_are_cached() {
         let (m, o) = qemu::tests::machine();
-        assert!(deterministic(&m));
+        assert_eq!(why_not_cached(&m), None);
         let with = |f: &dyn Fn(&mut qemu::Options)| {
             let mut o = o.clone();
             f(&mut o);
             let mut m = m.clone();
             m.backend = Backend::Qemu(o);
-            deterministic(&m)
+            why_not_cached(&m)
         };
-        assert!(!with(&|o| o.threads = qemu::Threads::Multi));
-        assert!(!with(&|o| o.accel = qemu::Accel::Kvm));
-        assert!(!with(&|o| o.gdb_port = Some(1234)));
-        assert!(!with(&|o| o.paused = true));
+        assert_eq!(
+            with(&|o| o.threads = qemu::Threads::Multi),
+            Some("multi-threaded TCG")
+        );
+        assert_eq!(with(&|o| o.accel = qemu::Accel::Kvm), Some("KVM"));
+        assert_eq!(with(&|o| o.gdb_port = Some(1234)), Some("a gdb stub"));
+        assert_eq!(with(&|o| o.paused = true), Some("a gdb stub"));
         let mut tsc = m.clone();
         tsc.clock = Clock::Tsc;
-        assert!(!deterministic(&tsc));
+        assert_eq!(why_not_cached(&tsc), Some("the TSC clock"));
         let mut grub = m.clone();
         grub.loader = Loader::Grub("/k/run.iso".into());
-        assert!(!deterministic(&grub));
+        assert_eq!(why_not_cached(&grub), Some("a GRUB image"));
     }
 
     #[test]

@@ -1033,6 +1033,21 @@ pub fn run(a: TestArgs) -> Result<i32> {
             s.replayed,
             s.saved.as_secs_f64()
         );
+        let real: Vec<String> = s
+            .real
+            .iter()
+            .map(|(kind, n, t)| format!("{kind}: {n} in {:.0} s", t.as_secs_f64()))
+            .collect();
+        eprintln!(
+            "test: the boots that ran, by kind (fresh: a test's point is to boot again; else why not cached): {}",
+            real.join("; ")
+        );
+    }
+    if let Some(c) = &cache {
+        let to = kbuild::root().join(crate::machine::replay::LAST_LOG);
+        if let Err(e) = c.keep_log(&to) {
+            eprintln!("test: {e:#}");
+        }
     }
     let whole = a.filter.is_none() && a.emulator.is_none() && !a.boots_only && !a.host_only;
     let file = times::Run::new(&tally.ran, a.filter.as_deref(), whole, started);
