@@ -70,10 +70,10 @@ pub fn build(a: &Artifacts, entries: &[Entry], timeout: u32, out: &Path) -> Resu
     let _ = std::fs::remove_dir_all(&tree);
     let boot = tree.join("boot");
     std::fs::create_dir_all(boot.join("grub")).context("cannot create the image tree")?;
-    std::fs::copy(&a.kernel, boot.join("kernel")).context("cannot copy the kernel")?;
+    copy_loaded(&a.kernel, &boot.join("kernel"))?;
     let mut names = Vec::new();
     for (p, name) in &a.programs {
-        std::fs::copy(p, boot.join(name)).with_context(|| format!("cannot copy {name}"))?;
+        copy_loaded(p, &boot.join(name))?;
         names.push(name.clone());
     }
     std::fs::write(
@@ -96,9 +96,107 @@ pub fn build(a: &Artifacts, entries: &[Entry], timeout: u32, out: &Path) -> Resu
     Ok(out.to_path_buf())
 }
 
+/// Copies the ELF file `from` to `to` with only what a loader reads: the
+/// ELF header, the program headers and the bytes of the segments. The debug
+/// information (about nine tenths of each file) and the section headers
+/// stay behind: GRUB reads every byte of a file from the image through the
+/// BIOS, which under Bochs took about half of each boot. The code and data
+/// booted are the very bytes of the build.
+fn copy_loaded(from: &Path, to: &Path) -> Result<()> {
+    let elf = std::fs::read(from).with_context(|| format!("cannot read {}", from.display()))?;
+    let kept = loaded_part(&elf).with_context(|| format!("{}", from.display()))?;
+    std::fs::write(to, kept).with_context(|| format!("cannot write {}", to.display()))
+}
+
+/// `elf` (a 32-bit little-endian ELF file) cut after the last byte a
+/// program header names (an empty segment's offset included), its section header table dropped (`e_shoff`,
+/// `e_shnum` and `e_shstrndx` zero: ELF's "no section headers").
+fn loaded_part(elf: &[u8]) -> Result<Vec<u8>> {
+    let u16_at = |at: usize| {
+        elf.get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    };
+    let u32_at = |at: usize| {
+        elf.get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    };
+    // e_ident: the magic, ELFCLASS32 (1), ELFDATA2LSB (1).
+    if elf.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 1, 1][..]) {
+        bail!("not a 32-bit little-endian ELF file");
+    }
+    let bad = || anyhow::anyhow!("its ELF header is cut short");
+    let (phoff, phentsize, phnum) = (
+        u32_at(28).ok_or_else(bad)?,
+        usize::from(u16_at(42).ok_or_else(bad)?),
+        usize::from(u16_at(44).ok_or_else(bad)?),
+    );
+    let table_end = phoff + phentsize * phnum;
+    if phentsize < 32 || table_end > elf.len() {
+        bail!("its program header table lies outside the file");
+    }
+    let mut end = table_end.max(52);
+    for k in 0..phnum {
+        let ph = phoff + k * phentsize;
+        let (offset, filesz) = (
+            u32_at(ph + 4).ok_or_else(bad)?,
+            u32_at(ph + 16).ok_or_else(bad)?,
+        );
+        // Even an empty segment's offset: a loader may check that its
+        // (empty) bytes lie inside the file, as the kernel's does.
+        end = end.max(offset + filesz);
+    }
+    if end > elf.len() {
+        bail!("a segment ends past the end of the file");
+    }
+    let mut kept = elf[..end].to_vec();
+    kept[32..36].fill(0); // e_shoff
+    kept[48..52].fill(0); // e_shnum, e_shstrndx
+    Ok(kept)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An ELF header and one program header: a segment of 4 bytes at file
+    /// offset 0x60, then 8 bytes standing for the debug information.
+    fn tiny_elf() -> Vec<u8> {
+        let mut e = vec![0u8; 0x60];
+        e[..6].copy_from_slice(&[0x7f, b'E', b'L', b'F', 1, 1]);
+        e[28..32].copy_from_slice(&52u32.to_le_bytes()); // e_phoff
+        e[32..36].copy_from_slice(&0x68u32.to_le_bytes()); // e_shoff
+        e[42..44].copy_from_slice(&32u16.to_le_bytes()); // e_phentsize
+        e[44..46].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
+        e[48..50].copy_from_slice(&3u16.to_le_bytes()); // e_shnum
+        e[50..52].copy_from_slice(&2u16.to_le_bytes()); // e_shstrndx
+        e[52..56].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+        e[56..60].copy_from_slice(&0x60u32.to_le_bytes()); // p_offset
+        e[68..72].copy_from_slice(&4u32.to_le_bytes()); // p_filesz
+        e.extend_from_slice(b"CODE");
+        e.extend_from_slice(b"DEBUG...");
+        e
+    }
+
+    #[test]
+    fn the_image_keeps_what_is_loaded_and_drops_the_rest() {
+        let e = tiny_elf();
+        let kept = loaded_part(&e).unwrap();
+        assert_eq!(kept.len(), 0x64);
+        assert_eq!(&kept[0x60..], b"CODE");
+        assert_eq!(&kept[..32], &e[..32]);
+        assert_eq!(&kept[36..48], &e[36..48]);
+        assert_eq!(&kept[52..0x60], &e[52..0x60]);
+        assert!(kept[32..36].iter().chain(&kept[48..52]).all(|&b| b == 0));
+        // A segment of no file bytes (only .bss) keeps its offset inside.
+        let mut bss = e.clone();
+        bss[68..72].fill(0);
+        assert_eq!(loaded_part(&bss).unwrap().len(), 0x60);
+        let mut cut = e.clone();
+        cut.truncate(0x62);
+        assert!(loaded_part(&cut).is_err());
+        assert!(loaded_part(b"\x7fELF\x02\x01").is_err());
+        assert!(loaded_part(&e[..40]).is_err());
+    }
 
     #[test]
     fn grub_cfg_has_serial_and_one_entry_per_configuration() {
