@@ -412,7 +412,7 @@ pub fn docs_stale_in(check: bool, only: &[PathBuf]) -> Result<Vec<String>> {
 /// was booting. Builds with features now have a target directory of their own,
 /// a bench's variants a directory of the bench's own, and every copy is
 /// renamed into place whole: [`crate::kbuild::build_into`].)
-fn runs_beside_others(cmd: &str, commands: &[(String, String)]) -> bool {
+pub(crate) fn runs_beside_others(cmd: &str, commands: &[(String, String)]) -> bool {
     const ALONE: &[&str] = &["gdb", "test"];
     let w = words(cmd);
     match w.first().map(String::as_str) {

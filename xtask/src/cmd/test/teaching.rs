@@ -403,6 +403,7 @@ pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
         if !wanted(&name) {
             continue;
         }
+        // gdb's stub listens on a fixed port: one at a time.
         out.push(Test::plain(name, move || {
             let stub = format!("{mech}_full");
             // No gdb here: the test cannot run, and says so (SKIP, counted).
@@ -430,7 +431,8 @@ pub fn self_tests(filter: Option<&str>) -> Vec<Test<'static>> {
                     }
                     Ok(())
                 })
-        }));
+        })
+        .alone_if(true));
     }
     out.extend(run_exercises(filter));
     out.extend(chapter_tests(filter));
@@ -667,7 +669,13 @@ pub fn chapter_tests(filter: Option<&str>) -> Vec<Test<'static>> {
             }
         }
     }
+    // (command after `cargo xtask`, chapter): what may run beside what.
+    let commands: Vec<(String, String)> = merged
+        .iter()
+        .map(|s| (after_xtask(&s.line), s.chapter.to_string()))
+        .collect();
     for s in merged.iter().filter(|s| s.expect.run) {
+        let alone = !crate::cmd::docs::runs_beside_others(&after_xtask(&s.line), &commands);
         let name = format!(
             "teaching: {}: `{}` works as the chapter says",
             s.chapter, s.line
@@ -676,22 +684,25 @@ pub fn chapter_tests(filter: Option<&str>) -> Vec<Test<'static>> {
             continue;
         }
         let s = s.clone();
-        out.push(Test::plain(name, move || {
-            let words = crate::cmd::docs::words(&s.line);
-            run_stated(&words[2..]).and_then(|(code, text)| {
-                if code != s.expect.exit {
-                    return Err(format!(
-                        "exit status {code}, the chapter expects {}:\n{}",
-                        s.expect.exit,
-                        tail(&text, 30)
-                    ));
-                }
-                match s.expect.says.iter().find(|w| !text.contains(w.as_str())) {
-                    Some(w) => Err(format!("the output lacks {w:?}:\n{}", tail(&text, 30))),
-                    None => Ok(()),
-                }
+        out.push(
+            Test::plain(name, move || {
+                let words = crate::cmd::docs::words(&s.line);
+                run_stated(&words[2..]).and_then(|(code, text)| {
+                    if code != s.expect.exit {
+                        return Err(format!(
+                            "exit status {code}, the chapter expects {}:\n{}",
+                            s.expect.exit,
+                            tail(&text, 30)
+                        ));
+                    }
+                    match s.expect.says.iter().find(|w| !text.contains(w.as_str())) {
+                        Some(w) => Err(format!("the output lacks {w:?}:\n{}", tail(&text, 30))),
+                        None => Ok(()),
+                    }
+                })
             })
-        }));
+            .alone_if(alone),
+        );
     }
     let name =
         "teaching: the path counts of int80.md, sysenter.md and callgate.md add up to the measured null paths";
@@ -702,6 +713,13 @@ pub fn chapter_tests(filter: Option<&str>) -> Vec<Test<'static>> {
         out.push(Test::plain(EXERCISE_8.to_string(), single_step_eips));
     }
     out
+}
+
+/// A stated command line without its `cargo xtask `.
+fn after_xtask(line: &str) -> String {
+    line.strip_prefix("cargo xtask ")
+        .unwrap_or(line)
+        .to_string()
 }
 
 /// The test that holds exercise 8's answer (docs/exercises.md).
@@ -910,5 +928,31 @@ mod tests {
             let text = std::fs::read_to_string(kbuild::root().join(c)).unwrap();
             stated_commands(c, &text).unwrap();
         }
+    }
+
+    /// The section runs side by side but for gdb (a fixed port) and the
+    /// benches that write the default output directory.
+    #[test]
+    fn gdb_and_the_benches_without_an_out_directory_run_alone() {
+        let alone: Vec<String> = self_tests(None)
+            .into_iter()
+            .filter(|t| t.alone)
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(
+            alone
+                .iter()
+                .filter(|n| n.starts_with("gdb --stop-at "))
+                .count(),
+            3,
+            "{alone:?}"
+        );
+        assert!(
+            alone
+                .iter()
+                .all(|n| n.starts_with("gdb --stop-at ") || n.contains("`cargo xtask bench ")),
+            "{alone:?}"
+        );
+        assert!(alone.len() < 8, "{alone:?}");
     }
 }

@@ -11,6 +11,9 @@ pub(crate) const SKIP: &str = "SKIP: ";
 pub(crate) struct Test<'a> {
     pub name: String,
     pub(super) run: Box<dyn FnOnce() -> Result<String, String> + Send + 'a>,
+    /// Runs while no other test of its section does (a fixed port, a
+    /// shared output directory), after those that run side by side.
+    pub alone: bool,
 }
 
 impl<'a> Test<'a> {
@@ -18,7 +21,13 @@ impl<'a> Test<'a> {
         Test {
             name,
             run: Box::new(run),
+            alone: false,
         }
+    }
+
+    /// This test, run alone ([`Test::alone`]) if `alone`.
+    pub fn alone_if(self, alone: bool) -> Test<'a> {
+        Test { alone, ..self }
     }
 
     /// A test whose PASS line is its name alone.
