@@ -1576,8 +1576,32 @@ fn records_of(args: &[&str]) -> Result<Vec<crate::report::Record>> {
     )?)
 }
 
+/// The records of the matrix's test boot of `model` on `emulator`: the
+/// test case's boot where one runs that model's tests
+/// ([`crate::cmd::test::test_mode_boot`]; in a test run one boot serves
+/// both), else `cargo xtask run --records --mode test`'s.
+fn matrix_test_records(
+    emulator: &str,
+    model: &str,
+    art: &crate::kbuild::Artifacts,
+) -> Result<Option<Vec<crate::report::Record>>> {
+    let e = match emulator {
+        "bochs" => crate::cmd::Emulator::Bochs,
+        _ => crate::cmd::Emulator::Qemu,
+    };
+    let scratch = crate::machine::Scratch::new("matrix")?;
+    let Some(booted) = crate::cmd::test::test_mode_boot(e, model, art, scratch.path()) else {
+        return Ok(None);
+    };
+    let (cmdline, log) = booted?;
+    if !log.succeeded() {
+        bail!("{emulator} {model}, {cmdline}: {}", log.explain(20));
+    }
+    Ok(Some(crate::report::parse_log(&log.serial)?))
+}
+
 /// One row of the CPU matrix: two boots of `model` on `emulator`.
-fn matrix_row(emulator: &str, model: &str) -> Result<String> {
+fn matrix_row(emulator: &str, model: &str, art: &crate::kbuild::Artifacts) -> Result<String> {
     use crate::report::of_kind;
     use abi::report::kind;
     let boot = |mode: &str, append: &str| {
@@ -1600,7 +1624,12 @@ fn matrix_row(emulator: &str, model: &str) -> Result<String> {
         }
         records_of(&args).with_context(|| format!("{emulator} {model}, mode={mode}"))
     };
-    let test = boot("test", "")?;
+    let test = match matrix_test_records(emulator, model, art)
+        .with_context(|| format!("{emulator} {model}: the test case's boot"))?
+    {
+        Some(records) => records,
+        None => boot("test", "")?,
+    };
     let run = boot("run", MATRIX_RUN)?;
     let one = |r: &[crate::report::Record], k: &str| -> Result<crate::report::Record> {
         of_kind(r, k)
@@ -1635,6 +1664,12 @@ fn matrix_row(emulator: &str, model: &str) -> Result<String> {
         .filter(|t| t.get("result") == Some("skip"))
         .count();
     let hostile = one(&test, kind::HOSTILE)?;
+    let settings = one(&test, kind::SETTINGS)?;
+    let under = format!(
+        "pmap={} fork={}",
+        settings.get("pmap").unwrap_or("?"),
+        settings.get("fork").unwrap_or("?")
+    );
     let results = crate::results::Results::from_records(&run, "matrix", emulator)?;
     let bench = match results.bench("int80.null") {
         Some(b) => format!("ok, int 0x80 null = {}", cell(b.median)),
@@ -1648,7 +1683,7 @@ fn matrix_row(emulator: &str, model: &str) -> Result<String> {
         _ => String::new(),
     };
     Ok(format!(
-        "| {} | `{model}` | {} {} | {}/{}/{} | {} | {} | {} | {} | {} | {perf} | {} | {} passed, {} failed, {skipped} skipped; {} of {} as expected ({} skipped) | {bench}{perf_note} |",
+        "| {} | `{model}` | {} {} | {}/{}/{} | {} | {} | {} | {} | {} | {perf} | {} | {} passed, {} failed, {skipped} skipped ({under}); {} of {} as expected ({} skipped) | {bench}{perf_note} |",
         if emulator == "qemu" { "QEMU" } else { "Bochs" },
         get("vendor"),
         if brand.is_empty() { "(no brand string)" } else { brand },
@@ -1673,6 +1708,7 @@ fn matrix_row(emulator: &str, model: &str) -> Result<String> {
 fn cpu_matrix() -> Result<String> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
+    let art = crate::kbuild::build(true)?;
     let next = AtomicUsize::new(0);
     let rows: Mutex<Vec<Option<Result<String>>>> =
         Mutex::new(MATRIX_MODELS.iter().map(|_| None).collect());
@@ -1680,7 +1716,7 @@ fn cpu_matrix() -> Result<String> {
         for _ in 0..2 {
             scope.spawn(|| {
                 while let Some(&(e, m)) = MATRIX_MODELS.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let row = matrix_row(e, m);
+                    let row = matrix_row(e, m, &art);
                     let k = MATRIX_MODELS.iter().position(|x| *x == (e, m)).unwrap_or(0);
                     rows.lock().unwrap_or_else(|p| p.into_inner())[k] = Some(row);
                 }
@@ -1696,7 +1732,9 @@ fn cpu_matrix() -> Result<String> {
     }
     out.push_str(&format!(
         "\nTwo boots per model, one CPU: `cargo xtask run [--emulator bochs] --cpu MODEL --records --mode test` \
-         and `--mode run --append \"{MATRIX_RUN}\"` (QEMU under icount), read off the records."
+         and `--mode run --append \"{MATRIX_RUN}\"` (QEMU under icount), read off the records. \
+         Where a test case of `cargo xtask test` runs a model's tests alone (docs/tests.md), the first boot is that case's, \
+         under its `pmap=`/`fork=` pair: one boot serves both."
     ));
     Ok(out)
 }

@@ -45,6 +45,26 @@ pub fn all() -> impl Iterator<Item = &'static Case> {
         .flatten()
 }
 
+/// The case that boots `cpu` alone in test mode under `emulator` (no more
+/// on its command line than its `pmap=`/`fork=` pair), if one does: the
+/// CPU matrix's table reads that case's boot rather than booting the same
+/// model's tests a second time.
+pub fn test_mode_on(emulator: Emulator, cpu: &str) -> Option<&'static Case> {
+    all().find(|c| {
+        let mut words = c.cmdline.split_ascii_whitespace();
+        c.emulator == emulator
+            && c.cpu == Some(cpu)
+            && c.cpus == 1
+            && c.threads == machine::qemu::Threads::Single
+            && !c.paused
+            && !c.grub
+            && !c.twice
+            && c.repeat == 1
+            && words.next() == Some("mode=test")
+            && words.all(|w| w.starts_with("pmap=") || w.starts_with("fork="))
+    })
+}
+
 /// A boot asked for on the command line (`cargo xtask test --emulator E
 /// --cpu MODEL --smp N`): `mode=test` must pass every test and the hostile
 /// suite, `mode=smp` must start `cpus` CPUs and pass the SMP checks.
