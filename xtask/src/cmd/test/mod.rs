@@ -190,13 +190,23 @@ impl Tally {
     /// Names or runs a section's tests, `workers` at a time (each is a
     /// boot or a few, one host thread each, in scratch files of its own),
     /// each counted as it ends.
+    /// Those marked [`Test::alone`] run after the others, one by one.
     fn tests_parallel(&mut self, tests: Vec<Test>, workers: usize) {
+        let (alone, beside): (Vec<Test>, Vec<Test>) = tests.into_iter().partition(|t| t.alone);
         if self.listing || workers <= 1 {
-            for t in tests {
+            for t in beside.into_iter().chain(alone) {
                 self.test(t);
             }
             return;
         }
+        self.side_by_side(beside, workers);
+        for t in alone {
+            self.test(t);
+        }
+    }
+
+    /// Runs `tests` `workers` at a time, each counted as it ends.
+    fn side_by_side(&mut self, tests: Vec<Test>, workers: usize) {
         let queue = std::sync::Mutex::new(tests.into_iter());
         let (tx, rx) = mpsc::channel::<(String, Instant, Result<String, String>)>();
         std::thread::scope(|s| {
@@ -318,6 +328,24 @@ impl Tally {
     }
 }
 
+/// The boot of the case that runs `cpu`'s tests alone under `emulator`
+/// ([`cases::test_mode_on`]), as a test run boots it (inside one, read back
+/// from the run's cache once the case has run), in `dir`: (its command
+/// line, its log). `None` where no case does.
+pub(crate) fn test_mode_boot(
+    emulator: Emulator,
+    cpu: &str,
+    art: &Artifacts,
+    dir: &Path,
+) -> Option<Result<(&'static str, BootLog)>> {
+    let c = cases::test_mode_on(emulator, cpu)?;
+    Some(
+        Machine::build(&c.spec(), art, c.cmdline, dir)
+            .and_then(|m| m.boot(&mut |_| {}))
+            .map(|log| (c.cmdline, log)),
+    )
+}
+
 /// One case: its boot, its check, and for `twice` a second boot of the
 /// same machine with the same results.
 fn run_case(c: &Case, art: &Artifacts, dir: &Path, repeat: u32) -> Result<(), String> {
@@ -431,6 +459,14 @@ const GDT_ORDER: &str = "GDT check (feature test-gdt-order): with user code and 
 /// the user data descriptor before the user code one: `Gdt::add` then
 /// returns user code's selector for the data descriptor, and the check
 /// beside it must stop the boot with a panic that says so.
+/// SMP start-up with one AP late: the kernel built with `test-late-ap`,
+/// booted as [`cases::LATE_AP`] says.
+fn late_ap(dest: &Path) -> Result<(), String> {
+    let art = crate::cmd::run::feature_build(&["test-late-ap".to_string()])
+        .map_err(|e| format!("{e:#}"))?;
+    run_case(&cases::LATE_AP, &art, dest, 1)
+}
+
 fn gdt_order(dest: &Path) -> Result<(), String> {
     use abi::layout::selector;
     let art = crate::cmd::run::feature_build(&["test-gdt-order".to_string()])
@@ -466,6 +502,9 @@ enum Job {
     Case(&'static Case, u32),
     Agree(&'static agreement::Pair),
     Strings(&'static agreement::Strings),
+    /// A check of its own (a kernel built with a test feature, booted), by
+    /// name, in its scratch directory.
+    Own(&'static str, fn(&Path) -> Result<(), String>),
 }
 
 impl Job {
@@ -474,6 +513,7 @@ impl Job {
             Job::Case(c, _) => c.name.to_string(),
             Job::Agree(p) => p.name(),
             Job::Strings(s) => s.name(),
+            Job::Own(name, _) => name.to_string(),
         }
     }
 
@@ -482,6 +522,7 @@ impl Job {
             Job::Case(c, repeat) => run_case(c, art, dir, *repeat),
             Job::Agree(p) => p.check(art, dir),
             Job::Strings(s) => s.check(art, dir),
+            Job::Own(_, check) => check(dir),
         }
     }
 }
@@ -1161,7 +1202,19 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
     let (single, multi): (Vec<&'static Case>, Vec<&'static Case>) = cases::all()
         .filter(|c| c.emulator == Emulator::Qemu && on(Emulator::Qemu) && wanted(c.name))
         .partition(|c| c.threads == crate::machine::qemu::Threads::Single);
+    // The kernels built with a test feature first: their builds are long,
+    // and run beside the other boots.
+    let own: [Job; 2] = [
+        Job::Own(cases::LATE_AP.name, late_ap),
+        Job::Own(GDT_ORDER, gdt_order),
+    ];
+    let own = own
+        .into_iter()
+        .filter(|j| on(Emulator::Qemu) && wanted(&j.name()));
     if tally.listing {
+        for j in own {
+            tally.listed(&j.name());
+        }
         for c in &single {
             tally.listed(c.name);
         }
@@ -1169,22 +1222,13 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
         let mut single = single;
         let book = recorded_times();
         single.sort_by(|a, b| longest_first(&book, a.name, b.name));
-        let jobs: Vec<Job> = single.iter().map(|&c| Job::Case(c, repeat(c))).collect();
+        let jobs: Vec<Job> = own
+            .chain(single.iter().map(|&c| Job::Case(c, repeat(c))))
+            .collect();
         run_parallel(&jobs, bochs_workers(), &art, &dir, "qemu", tally);
     }
     for c in multi {
         tally.case(c.name, || run_case(c, &art, &dir, repeat(c)));
-    }
-    let late = &cases::LATE_AP;
-    if on(Emulator::Qemu) && wanted(late.name) {
-        tally.case(late.name, || {
-            let art = crate::cmd::run::feature_build(&["test-late-ap".to_string()])
-                .map_err(|e| format!("{e:#}"))?;
-            run_case(late, &art, &dir.join("late-ap"), 1)
-        });
-    }
-    if on(Emulator::Qemu) && wanted(GDT_ORDER) {
-        tally.case(GDT_ORDER, || gdt_order(&dir.join("gdt-order")));
     }
     if on(Emulator::Qemu) {
         tally.section("boots under the model clock (QEMU TCG, icount, the model plugin)");
@@ -1265,9 +1309,11 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
         if !teaching.is_empty() {
             tally.section("the teaching tools: traces, gdb, the exercises, the chapters' commands");
         }
-        for t in teaching {
-            tally.test(t);
-        }
+        // Side by side as the docs' commands (each boots in a scratch
+        // directory of its own; the boots the docs ran are read back from
+        // the run's cache); gdb's fixed port and the benches that write
+        // the default output directory one by one, after them.
+        tally.tests_parallel(teaching, bochs_workers());
     }
     Ok(())
 }
