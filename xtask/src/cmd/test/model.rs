@@ -58,32 +58,61 @@ fn boot_on(
     profile: &str,
     cpus: u32,
 ) -> Result<(BootLog, String, Results)> {
-    boot_full(art, dir, words, profile, cpus, None, false, None, false)
+    boot_full(art, dir, words, profile, How::on(cpus))
 }
 
-/// One model boot: `virt` as `--virt` says (`None`: bare), the plugin in
-/// its reference mode (every instruction a call) if `reference`.
-#[allow(clippy::too_many_arguments)] // a boot's every setting, spelled out at each call
+/// How a model boot runs, beyond its command line and profile.
+#[derive(Clone, Copy)]
+struct How {
+    cpus: u32,
+    /// As `--virt` says (`None`: bare).
+    virt: Option<VirtArg>,
+    /// The plugin in its reference mode (every instruction a call).
+    reference: bool,
+    /// The turn pacer's grain, as `--turn` says (`None`: its default).
+    turn: Option<u32>,
+    /// A real boot, never read back from the run's cache: for the tests
+    /// whose point is to boot again.
+    fresh: bool,
+}
+
+impl How {
+    /// A boot on `cpus` CPUs, bare, the fast plugin, the default grain,
+    /// through the run's cache.
+    fn on(cpus: u32) -> How {
+        How {
+            cpus,
+            virt: None,
+            reference: false,
+            turn: None,
+            fresh: false,
+        }
+    }
+
+    /// As [`How::on`], a real boot.
+    fn fresh_on(cpus: u32) -> How {
+        How {
+            fresh: true,
+            ..How::on(cpus)
+        }
+    }
+}
+
+/// One model boot as `how` says.
 fn boot_full(
     art: &Artifacts,
     dir: &Path,
     words: &str,
     profile: &str,
-    cpus: u32,
-    virt: Option<VirtArg>,
-    reference: bool,
-    turn: Option<u32>,
-    fresh: bool,
+    how: How,
 ) -> Result<(BootLog, String, Results)> {
+    let reference = how.reference;
     let (log, text, r, _) = boot_lib(
         art,
         dir,
         words,
         profile,
-        cpus,
-        virt,
-        turn,
-        fresh,
+        how,
         |o| o.reference = reference,
         None,
     )?;
@@ -93,23 +122,19 @@ fn boot_full(
 /// [`boot_full`] with the plugin's options as `plugin` sets them and the
 /// plugin library at `lib` (`None`: the release build); also the path of the
 /// plugin's file (read, and removed).
-#[allow(clippy::too_many_arguments)] // as boot_full's
 fn boot_lib(
     art: &Artifacts,
     dir: &Path,
     words: &str,
     profile: &str,
-    cpus: u32,
-    virt: Option<VirtArg>,
-    turn: Option<u32>,
-    fresh: bool,
+    how: How,
     plugin: impl FnOnce(&mut model::ModelOpts),
     lib: Option<PathBuf>,
 ) -> Result<(BootLog, String, Results, PathBuf)> {
     let mut a = test_boot_args(None);
-    a.smp = cpus;
-    a.turn = turn;
-    a.virt = virt;
+    a.smp = how.cpus;
+    a.turn = how.turn;
+    a.virt = how.virt;
     a.clock = Some(Clock::Model);
     a.profile = Some(profile.to_string());
     a.timeout = 300;
@@ -121,7 +146,7 @@ fn boot_lib(
     if let (Some(p), Some(lib)) = (&mut m.model, lib) {
         p.lib = lib;
     }
-    let log = if fresh {
+    let log = if how.fresh {
         m.boot_fresh(&mut |_| {})?
     } else {
         m.boot(&mut |_| {})?
@@ -304,8 +329,8 @@ fn boot_twice(
 ) -> Result<Results> {
     // Both real boots, never the run's boot cache's: the test is that
     // two boots agree.
-    let (a, fa, r) = boot_full(art, dir, words, profile, cpus, None, false, None, true)?;
-    let (b, fb, _) = boot_full(art, dir, words, profile, cpus, None, false, None, true)?;
+    let (a, fa, r) = boot_full(art, dir, words, profile, How::fresh_on(cpus))?;
+    let (b, fb, _) = boot_full(art, dir, words, profile, How::fresh_on(cpus))?;
     ensure!(
         records(&a) == records(&b),
         "{profile}, {cpus} CPUs: the two boots' records differ"
@@ -333,10 +358,7 @@ fn boot_shadow(
         dir,
         words,
         profile,
-        cpus,
-        None,
-        None,
-        true,
+        How::fresh_on(cpus),
         |o| o.shadow = true,
         lib,
     )?;
@@ -379,10 +401,19 @@ fn fast_is_reference(
         ));
     }
     // Both real boots (their wall times are shown too).
-    let (a, fa, _) = boot_full(art, dir, words, profile, cpus, None, false, None, true)?;
+    let (a, fa, _) = boot_full(art, dir, words, profile, How::fresh_on(cpus))?;
     let fast = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let (b, fb, _) = boot_full(art, dir, words, profile, cpus, None, true, None, true)?;
+    let (b, fb, _) = boot_full(
+        art,
+        dir,
+        words,
+        profile,
+        How {
+            reference: true,
+            ..How::fresh_on(cpus)
+        },
+    )?;
     let slow = t.elapsed().as_secs_f64();
     ensure!(
         records(&a) == records(&b),
@@ -430,7 +461,7 @@ fn checked_plugin(
     let lib = model::build_plugin_as(&kbuild::root(), "checked")?;
     let t = Instant::now();
     // A real boot, not the run cache's: its wall time is shown.
-    let (_, release, _) = boot_full(art, dir, words, profile, cpus, None, false, None, true)?;
+    let (_, release, _) = boot_full(art, dir, words, profile, How::fresh_on(cpus))?;
     let fast = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let (checked, reference) = boot_shadow(art, dir, words, profile, cpus, Some(lib))?;
@@ -683,11 +714,10 @@ fn locks_across(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
         dir,
         "mode=run prog=locks pool_align=128",
         profile,
-        2,
-        None,
-        false,
-        Some(0),
-        false,
+        How {
+            turn: Some(0),
+            ..How::on(2)
+        },
     )?;
     let m = |name: &str| {
         r.bench(name)
@@ -752,7 +782,7 @@ fn forktest_virt(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
     let words = "mode=run prog=forktest fork=cow fork_pages=64 batches=4 pmap=apte";
     let name = abi::report::names::FORKTEST_FORK_EXIT;
     let under = |virt: Option<VirtArg>| -> Result<(model::ModelFigures, Results)> {
-        let (_, _, r) = boot_full(art, dir, words, profile, 1, virt, false, None, false)?;
+        let (_, _, r) = boot_full(art, dir, words, profile, How { virt, ..How::on(1) })?;
         let f = r
             .bench(name)
             .and_then(|b| b.model.clone())
@@ -825,17 +855,7 @@ fn fork_flushes(art: &Artifacts, dir: &Path) -> Result<String> {
     let mut seen = Vec::new();
     for &(pmap, want) in FORK_FLUSHES {
         let words = format!("{FORK_FLUSH_WORDS} pmap={pmap}");
-        let (_, _, r) = boot_full(
-            art,
-            dir,
-            &words,
-            FORK_FLUSH_PROFILE,
-            1,
-            None,
-            false,
-            None,
-            false,
-        )?;
+        let (_, _, r) = boot_full(art, dir, &words, FORK_FLUSH_PROFILE, How::on(1))?;
         let b = r
             .bench(name)
             .with_context(|| format!("pmap={pmap}: no {name}"))?;
@@ -861,17 +881,7 @@ fn fork_flushes(art: &Artifacts, dir: &Path) -> Result<String> {
 /// 0..=100%.
 fn forktest_overlap(art: &Artifacts, dir: &Path) -> Result<String> {
     let words = "mode=run prog=forktest fork=cow fork_pages=64 batches=4";
-    let (_, _, r) = boot_full(
-        art,
-        dir,
-        words,
-        model::DEFAULT_PROFILE,
-        2,
-        None,
-        false,
-        None,
-        false,
-    )?;
+    let (_, _, r) = boot_full(art, dir, words, model::DEFAULT_PROFILE, How::on(2))?;
     let name = abi::report::names::FORKTEST_FORK_EXIT;
     let parts = r
         .bench(name)
@@ -906,7 +916,16 @@ fn lat_ctx_ipis(art: &Artifacts, dir: &Path, profile: &str) -> Result<String> {
     // hand-off" was measured: at the pacer's grain a hand-off now and then
     // finds its reader not yet asleep, and sends no IPI ([16, 15] in one
     // batch of 16), as on parallel hardware. Not yet a check of its own.
-    let (_, _, two) = boot_full(art, dir, words, profile, 2, None, false, Some(0), false)?;
+    let (_, _, two) = boot_full(
+        art,
+        dir,
+        words,
+        profile,
+        How {
+            turn: Some(0),
+            ..How::on(2)
+        },
+    )?;
     let spread = rings(&two);
     ensure!(
         spread.len() == want,
