@@ -1585,10 +1585,8 @@ fn matrix_test_records(
     model: &str,
     art: &crate::kbuild::Artifacts,
 ) -> Result<Option<Vec<crate::report::Record>>> {
-    let e = match emulator {
-        "bochs" => crate::cmd::Emulator::Bochs,
-        _ => crate::cmd::Emulator::Qemu,
-    };
+    let e = <crate::cmd::Emulator as clap::ValueEnum>::from_str(emulator, false)
+        .map_err(|e| anyhow::anyhow!("emulator {emulator:?}: {e}"))?;
     let scratch = crate::machine::Scratch::new("matrix")?;
     let Some(booted) = crate::cmd::test::test_mode_boot(e, model, art, scratch.path()) else {
         return Ok(None);

@@ -340,7 +340,7 @@ pub(crate) fn test_mode_boot(
 ) -> Option<Result<(&'static str, BootLog)>> {
     let c = cases::test_mode_on(emulator, cpu)?;
     Some(
-        Machine::build(&c.spec(), art, c.cmdline, dir)
+        c.machine(art, dir)
             .and_then(|m| m.boot(&mut |_| {}))
             .map(|log| (c.cmdline, log)),
     )
@@ -349,7 +349,7 @@ pub(crate) fn test_mode_boot(
 /// One case: its boot, its check, and for `twice` a second boot of the
 /// same machine with the same results.
 fn run_case(c: &Case, art: &Artifacts, dir: &Path, repeat: u32) -> Result<(), String> {
-    let m = Machine::build(&c.spec(), art, c.cmdline, dir).map_err(|e| format!("{e:#}"))?;
+    let m = c.machine(art, dir).map_err(|e| format!("{e:#}"))?;
     // A case that boots more than once is about the boots differing or
     // not: each of its boots is a real one, never the run's boot cache's.
     let real = repeat > 1 || c.twice;
@@ -403,7 +403,7 @@ pub(crate) fn run_case_kept(
     boot: u32,
     keep: &Path,
 ) -> Result<(), String> {
-    let m = Machine::build(&c.spec(), art, c.cmdline, dir).map_err(|e| format!("{e:#}"))?;
+    let m = c.machine(art, dir).map_err(|e| format!("{e:#}"))?;
     // The soak's point is the same boot again and again: each a real one.
     let log = m.boot_fresh(&mut |_| {}).map_err(|e| format!("{e:#}"))?;
     let checked = report::parse_log(&log.serial)
@@ -455,10 +455,6 @@ fn settings_as_asked(c: &Case, records: &[report::Record]) -> Result<(), String>
 /// The test of boot's GDT check (docs/booting.md, "The GDT").
 const GDT_ORDER: &str = "GDT check (feature test-gdt-order): with user code and user data added in the wrong order, boot panics naming the selector abi gives";
 
-/// Boots the kernel built with `test-gdt-order`, whose `gdt::init` adds
-/// the user data descriptor before the user code one: `Gdt::add` then
-/// returns user code's selector for the data descriptor, and the check
-/// beside it must stop the boot with a panic that says so.
 /// SMP start-up with one AP late: the kernel built with `test-late-ap`,
 /// booted as [`cases::LATE_AP`] says.
 fn late_ap(dest: &Path) -> Result<(), String> {
@@ -467,6 +463,10 @@ fn late_ap(dest: &Path) -> Result<(), String> {
     run_case(&cases::LATE_AP, &art, dest, 1)
 }
 
+/// Boots the kernel built with `test-gdt-order`, whose `gdt::init` adds
+/// the user data descriptor before the user code one: `Gdt::add` then
+/// returns user code's selector for the data descriptor, and the check
+/// beside it must stop the boot with a panic that says so.
 fn gdt_order(dest: &Path) -> Result<(), String> {
     use abi::layout::selector;
     let art = crate::cmd::run::feature_build(&["test-gdt-order".to_string()])

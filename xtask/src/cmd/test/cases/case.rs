@@ -82,4 +82,13 @@ impl Case {
             ..machine::Spec::new(backend, Duration::from_secs(self.timeout))
         }
     }
+
+    /// The machine this case boots, its scratch files in `dir`.
+    pub fn machine(
+        &self,
+        art: &crate::kbuild::Artifacts,
+        dir: &std::path::Path,
+    ) -> anyhow::Result<machine::Machine> {
+        machine::Machine::build(&self.spec(), art, self.cmdline, dir)
+    }
 }

@@ -25,7 +25,7 @@ fn selectors_must_be_16_bit() {
     assert!(e.contains("ES 0x40000023"), "{e}");
 }
 use crate::kbuild::Artifacts;
-use crate::machine::{Clock, Loader, Machine};
+use crate::machine::{Clock, Loader};
 
 #[test]
 fn every_case_is_a_machine() {
@@ -34,7 +34,8 @@ fn every_case_is_a_machine() {
         programs: vec![],
     };
     for c in all().filter(|c| !c.grub && c.emulator == Emulator::Qemu) {
-        let m = Machine::build(&c.spec(), &art, c.cmdline, std::path::Path::new("/x"))
+        let m = c
+            .machine(&art, std::path::Path::new("/x"))
             .unwrap_or_else(|e| panic!("{}: {e:#}", c.name));
         assert!(m.cmdline.starts_with(c.cmdline), "{}", c.name);
         assert_eq!(m.loader, Loader::Direct);
