@@ -109,3 +109,34 @@ fn every_pmap_and_fork_on_1_and_2_cpus() {
         }
     }
 }
+
+/// The CPU matrix's table shares a boot with the case that runs a model's
+/// tests alone on one CPU, and only with such a case.
+#[test]
+fn the_matrix_shares_only_a_models_own_test_boot() {
+    let found = |e, cpu| test_mode_on(e, cpu).map(|c| c.cmdline);
+    assert_eq!(
+        found(Emulator::Qemu, "486"),
+        Some("mode=test pmap=cr3 fork=cow")
+    );
+    assert_eq!(
+        found(Emulator::Qemu, "phenom"),
+        Some("mode=test pmap=cr3 fork=copy")
+    );
+    assert_eq!(
+        found(Emulator::Bochs, "amd_k6_2_chomper"),
+        Some("mode=test")
+    );
+    // No case of its own: the table boots it.
+    assert_eq!(found(Emulator::Qemu, "n270"), None);
+    // The Pentium 4's test case runs on 2 CPUs; the matrix's row has one.
+    assert_eq!(found(Emulator::Bochs, "p4_prescott_celeron_336"), None);
+    // The same model under the other emulator is another machine.
+    assert_eq!(found(Emulator::Bochs, "phenom"), None);
+    for c in all().filter(|c| {
+        test_mode_on(c.emulator, c.cpu.unwrap_or("")).is_some_and(|m| std::ptr::eq(m, *c))
+    }) {
+        assert_eq!(c.cpus, 1, "{}", c.name);
+        assert!(c.cmdline.starts_with("mode=test"), "{}", c.name);
+    }
+}
