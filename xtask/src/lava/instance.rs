@@ -108,6 +108,9 @@ impl Instance {
     /// token, the `qemu` device type, one worker and one device.
     pub fn up(&self) -> Result<()> {
         ensure_root("lab up")?;
+        if let Some(why) = closed_to_others(&self.dir) {
+            bail!("lab up: {why}");
+        }
         ensure_packages()?;
         if Instance::running(&self.dir).is_some() || self.pg().exists() {
             bail!(
@@ -481,6 +484,28 @@ fn reap() {
     }
 }
 
+/// Why the instance's other users cannot reach its state directory `dir`,
+/// if they cannot: PostgreSQL (user postgres) keeps its cluster there and
+/// LAVA's web server (user lavaserver) its log, so every directory on the
+/// way must let others pass (search permission, `o+x`). A directory not
+/// made yet is made open (umask 022).
+pub fn closed_to_others(dir: &Path) -> Option<String> {
+    let mut ancestors: Vec<&Path> = dir.ancestors().collect();
+    ancestors.reverse();
+    ancestors.into_iter().find_map(|d| {
+        let mode = std::fs::metadata(d).ok()?.permissions().mode();
+        (mode & 0o001 == 0).then(|| {
+            format!(
+                "{} (mode {:o}) is closed to other users, and the state directory {} lies below it: PostgreSQL (user postgres) and LAVA's web server (user lavaserver) keep their files there. Open it (`chmod o+x {}`) or give another state directory (`--state DIR`)",
+                d.display(),
+                mode & 0o7777,
+                dir.display(),
+                d.display()
+            )
+        })
+    })
+}
+
 fn ensure_root(what: &str) -> Result<()> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
@@ -604,4 +629,32 @@ fn random_word() -> Result<String> {
     std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut b)?;
     const A: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     Ok(b.iter().map(|x| A[*x as usize % A.len()] as char).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory closed to others on the way to the state directory is
+    /// named, with the fix; an open way, parts of it not made yet, is fine.
+    #[test]
+    fn a_state_directory_behind_a_closed_one_is_refused_by_name() {
+        let top = std::env::temp_dir().join(format!("lab-reach-{}", std::process::id()));
+        let closed = top.join("closed");
+        std::fs::create_dir_all(&closed).unwrap();
+        std::fs::set_permissions(&top, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let why = closed_to_others(&closed.join("target/state")).unwrap();
+        assert!(
+            why.starts_with(&format!("{} (mode 700) is closed", closed.display())),
+            "{why}"
+        );
+        assert!(
+            why.contains(&format!("chmod o+x {}", closed.display())),
+            "{why}"
+        );
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o711)).unwrap();
+        assert_eq!(closed_to_others(&closed.join("target/state")), None);
+        let _ = std::fs::remove_dir_all(&top);
+    }
 }

@@ -43,7 +43,7 @@ fn cannot_run() -> Option<String> {
     if !instance::packages_present() && !Path::new("/usr/bin/apt-get").exists() {
         return Some("LAVA's server is not installed and there is no apt-get".into());
     }
-    None
+    instance::closed_to_others(&state())
 }
 
 /// The server flags for the test instance, its token from `token`.
