@@ -497,6 +497,7 @@ impl Machine {
     /// Inside `cargo xtask test`, a deterministic boot the run has already
     /// made is read back from the run's boot cache instead ([`replay`]).
     pub fn boot(&self, echo: &mut dyn FnMut(&str)) -> Result<BootLog> {
+        replay::witness(self);
         replay::boot(self, echo, &mut |echo| self.boot_real(echo))
     }
 
@@ -504,6 +505,7 @@ impl Machine {
     /// to boot twice (determinism, the plugin against its reference,
     /// repeated races) and for wall-time measurements.
     pub fn boot_fresh(&self, echo: &mut dyn FnMut(&str)) -> Result<BootLog> {
+        replay::witness(self);
         let log = self.boot_real(echo)?;
         replay::note_fresh(self, log.wall);
         Ok(log)

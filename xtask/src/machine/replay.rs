@@ -7,7 +7,9 @@
 //! guest's virtual time advances by instructions only, so what the guest
 //! prints, its verdict and the plugin's file are a function of the bytes
 //! booted (kernel, modules, plugin), the emulator and its version, and its
-//! whole command line. The key is exactly that (see [`material`]): the
+//! whole command line (on several CPUs nearly always, not always: see
+//! [`takes_turns`]; the cache then serves the one boot that ran to every
+//! test that asks for it). The key is exactly that (see [`material`]): the
 //! QEMU arguments with each file replaced by a hash of its bytes, the
 //! plugin's file name left out, and the emulator's version. The boots
 //! whose output depends on anything else are never cached: the TSC clock,
@@ -166,6 +168,53 @@ impl Summary {
         s.real.sort_by_key(|r| std::cmp::Reverse(r.2));
         s
     }
+}
+
+/// The environment variable naming a file to which every boot of the
+/// process appends one line (the docs check asks whether a command's
+/// output rests on boots whose CPUs took turns on QEMU's one host thread).
+pub const SEEN_ENV: &str = "TESTBED_BOOTS_SEEN";
+
+/// Whether `m` runs several CPUs in turns on one host thread under
+/// instruction counting (QEMU, icount or the model clock). Such a boot is
+/// the same to the instruction from boot to boot nearly always, not
+/// always: QEMU's I/O thread may run an expired timer of the virtual clock
+/// before the vCPU thread does, and the CPU after the one that reached the
+/// deadline then starts its slot with time to run, so a CPU parked by the
+/// turn pacer runs a few instructions at another moment (docs/threads.md,
+/// "The turn pacer", for what was measured).
+pub fn takes_turns(m: &Machine) -> bool {
+    matches!(&m.backend, Backend::Qemu(o) if o.threads == qemu::Threads::Single)
+        && matches!(m.clock, Clock::Icount | Clock::Model)
+        && m.cpus > 1
+}
+
+/// Appends `m`'s line to the file [`SEEN_ENV`] names, if it names one:
+/// `turns` or `alone` ([`takes_turns`]), then the machine and its command
+/// line. Best effort: a boot never fails for it.
+pub fn witness(m: &Machine) {
+    let Some(path) = std::env::var_os(SEEN_ENV).filter(|p| !p.is_empty()) else {
+        return;
+    };
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let how = if takes_turns(m) { "turns" } else { "alone" };
+        let _ = writeln!(f, "{how}\t{}\t{}", machine_words(m), m.cmdline);
+    }
+}
+
+/// The machine in a log line: backend, clock, CPU model and count.
+fn machine_words(m: &Machine) -> String {
+    let cpu = m.cpu.as_deref().unwrap_or("default");
+    format!(
+        "{} {} cpu={cpu} cpus={}",
+        m.backend.name(),
+        m.clock.key(),
+        m.cpus
+    )
 }
 
 /// The cache directory of the run this process belongs to, if any.
@@ -393,14 +442,7 @@ fn note(dir: &Path, what: &str, secs: f64, m: &Machine) {
         .append(true)
         .open(dir.join(LOG))
     {
-        let cpu = m.cpu.as_deref().unwrap_or("default");
-        let machine = format!(
-            "{} {} cpu={cpu} cpus={}",
-            m.backend.name(),
-            m.clock.key(),
-            m.cpus
-        );
-        let _ = writeln!(f, "{what}\t{secs:.3}\t{machine}\t{}", m.cmdline);
+        let _ = writeln!(f, "{what}\t{secs:.3}\t{}\t{}", machine_words(m), m.cmdline);
     }
 }
 
@@ -472,6 +514,26 @@ mod tests {
             assert_ne!(key(&other), base);
         }
         assert_ne!(material(&m, "8.0.0", &bytes).unwrap(), base);
+    }
+
+    #[test]
+    fn only_cpus_in_turns_on_one_host_thread_take_turns() {
+        let (m, o) = qemu::tests::machine();
+        let on = |cpus: u32, clock: Clock, threads: qemu::Threads| {
+            let mut o = o.clone();
+            o.threads = threads;
+            let mut m = m.clone();
+            m.backend = Backend::Qemu(o);
+            m.cpus = cpus;
+            m.clock = clock;
+            takes_turns(&m)
+        };
+        use qemu::Threads::{Multi, Single};
+        assert!(!on(1, Clock::Icount, Single));
+        assert!(on(2, Clock::Icount, Single));
+        assert!(on(4, Clock::Model, Single));
+        assert!(!on(2, Clock::Tsc, Multi));
+        assert!(!on(2, Clock::Tsc, Single));
     }
 
     #[test]
