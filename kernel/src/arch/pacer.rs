@@ -27,9 +27,9 @@
 //! lock, and a parked CPU still answers TLB shootdowns ([`set_park_poll`]).
 //!
 //! Everything here runs on virtual time, so an icount boot stays the same
-//! to the instruction (on several CPUs nearly always: QEMU's I/O thread can
-//! run an expired timer before its vCPU thread does and give the next CPU
-//! a slot out of order; docs/threads.md, "When a multi-CPU boot moves").
+//! to the instruction (on several CPUs nearly always, not always: rarely
+//! QEMU's host threads move a boot by a few instructions; docs/threads.md,
+//! "When a multi-CPU boot moves").
 //! Its cost is the guest's: each boundary, each running
 //! CPU takes one interrupt and parked CPUs run a few instructions per QEMU
 //! round; the `pacer` record reports them ([`counts`]), and every figure

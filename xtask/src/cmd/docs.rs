@@ -331,7 +331,7 @@ pub fn check_shown(s: &Shown) -> Result<Vec<String>> {
     }
     eprintln!(
         "docs: {files}: xtask {}: differs from the book ({}); {turns} of its boots ran \
-         several CPUs in turns on QEMU's one host thread, which moves such a boot by a few \
+         several CPUs in turns on QEMU's one host thread; such a boot moves by a few \
          instructions now and then: running it again, every boot fresh",
         s.cmd,
         stale.join("; ")

@@ -178,11 +178,10 @@ pub const SEEN_ENV: &str = "TESTBED_BOOTS_SEEN";
 /// Whether `m` runs several CPUs in turns on one host thread under
 /// instruction counting (QEMU, icount or the model clock). Such a boot is
 /// the same to the instruction from boot to boot nearly always, not
-/// always: QEMU's I/O thread may run an expired timer of the virtual clock
-/// before the vCPU thread does, and the CPU after the one that reached the
-/// deadline then starts its slot with time to run, so a CPU parked by the
-/// turn pacer runs a few instructions at another moment (docs/threads.md,
-/// "The turn pacer", for what was measured).
+/// always: rarely QEMU's host threads move it by a few instructions (2
+/// boots in about 940 of forktest on 2 CPUs on a loaded host; which race
+/// in QEMU lets it in was not found: docs/threads.md, "When a multi-CPU
+/// boot moves").
 pub fn takes_turns(m: &Machine) -> bool {
     matches!(&m.backend, Backend::Qemu(o) if o.threads == qemu::Threads::Single)
         && matches!(m.clock, Clock::Icount | Clock::Model)

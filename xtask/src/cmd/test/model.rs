@@ -348,7 +348,7 @@ fn boot_twice(
         if kc == ka || kc == kb {
             eprintln!(
                 "note: {profile}, {cpus} CPUs, {words}: two boots differed, a third is \
-                 byte-identical to the {} (QEMU's one host thread moved the other)",
+                 byte-identical to the {} (a multi-CPU boot moves now and then: docs/threads.md)",
                 if kc == ka { "first" } else { "second" }
             );
             return Ok(if kc == ka { r } else { rb });
@@ -496,8 +496,8 @@ fn checked_plugin(
             .context("the checked plugin against two boots of the release plugin")?;
         eprintln!(
             "note: {profile}, {cpus} CPUs, {words}: the release plugin's first boot differed \
-             from the checked plugin's, its second is byte-identical (QEMU's one host thread \
-             moved the first)"
+             from the checked plugin's, its second is byte-identical (a multi-CPU boot moves now \
+             and then: docs/threads.md)"
         );
     } else {
         same_files(&checked, &release, profile, cpus, words)
