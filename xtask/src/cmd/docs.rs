@@ -301,31 +301,9 @@ pub fn shown_commands() -> Result<Vec<Shown>> {
 /// turn pacer"). Both runs are said on stderr. Any other command's output
 /// is a function of what it booted, so a difference is the book's.
 pub fn check_shown(s: &Shown) -> Result<Vec<String>> {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let files = s.files.join(", ");
-    let dir = kbuild::root().join("target/xtask");
-    std::fs::create_dir_all(&dir)?;
-    let seen = dir.join(format!(
-        "docs-seen-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_file(&seen);
-    let output = timed_as(
-        &files,
-        &s.cmd,
-        &Child {
-            fresh: false,
-            seen: Some(&seen),
-        },
-    );
-    let turns = std::fs::read_to_string(&seen)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.starts_with("turns\t"))
-        .count();
-    let _ = std::fs::remove_file(&seen);
-    let stale = stale_blocks(s, &output?)?;
+    let (output, turns) = witnessed(&files, &s.cmd)?;
+    let stale = stale_blocks(s, &output)?;
     if stale.is_empty() || turns == 0 {
         return Ok(stale);
     }
@@ -354,6 +332,37 @@ pub fn check_shown(s: &Shown) -> Result<Vec<String>> {
         );
     }
     Ok(again)
+}
+
+/// A command's output, and how many of its boots took turns on several
+/// CPUs.
+type Witnessed = (String, usize);
+
+/// [`timed_as`], its boots witnessed ([`replay::witness`]): the output, and
+/// how many of its boots ran several CPUs in turns on QEMU's one host
+/// thread ([`replay::takes_turns`]).
+fn witnessed(file: &str, cmd: &str) -> Result<Witnessed> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = kbuild::root().join("target/xtask");
+    std::fs::create_dir_all(&dir)?;
+    let seen = dir.join(format!(
+        "docs-seen-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&seen);
+    let how = Child {
+        fresh: false,
+        seen: Some(&seen),
+    };
+    let output = timed_as(file, cmd, &how);
+    let turns = std::fs::read_to_string(&seen)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("turns\t"))
+        .count();
+    let _ = std::fs::remove_file(&seen);
+    Ok((output?, turns))
 }
 
 /// The blocks showing `s`'s command whose text is not `output`, each with
@@ -483,21 +492,66 @@ pub fn docs_stale_in(check: bool, only: &[PathBuf]) -> Result<Vec<String>> {
         .with_context(|| f.display().to_string())?;
         texts.push(text);
     }
-    let cache = run_all(&commands)?;
-    for (f, text) in files.into_iter().zip(texts) {
-        let mut run = |cmd: &str| -> Result<String> {
-            cache
-                .get(cmd)
-                .cloned()
-                .with_context(|| format!("xtask {cmd} did not run"))
-        };
-        let (new, changed) =
-            regenerate(&text, &mut run).with_context(|| f.display().to_string())?;
+    let mut cache = run_all(&commands)?;
+    let compare = |cache: &std::collections::HashMap<String, Witnessed>| {
+        let mut out = Vec::new();
+        for (f, text) in files.iter().zip(&texts) {
+            let mut run = |cmd: &str| -> Result<String> {
+                cache
+                    .get(cmd)
+                    .map(|(o, _)| o.clone())
+                    .with_context(|| format!("xtask {cmd} did not run"))
+            };
+            let (new, changed) =
+                regenerate(text, &mut run).with_context(|| f.display().to_string())?;
+            out.push((new, changed));
+        }
+        anyhow::Ok(out)
+    };
+    let mut compared = compare(&cache)?;
+    if check {
+        // A command whose boots took turns on several CPUs and whose output
+        // differs runs once more, every boot fresh, and that run decides
+        // (as in `cargo xtask test`'s docs tests: see [`check_shown`]).
+        let mut moved: Vec<(String, String)> = Vec::new();
+        for (_, changed) in &compared {
+            for c in changed {
+                let turns = cache.get(c).map_or(0, |(_, t)| *t);
+                if turns > 0 && !moved.iter().any(|(m, _)| m == c) {
+                    let file = commands
+                        .iter()
+                        .find(|(x, _)| x == c)
+                        .map(|(_, f)| f.clone());
+                    moved.push((c.clone(), file.unwrap_or_default()));
+                }
+            }
+        }
+        for (c, file) in &moved {
+            eprintln!(
+                "docs: {file}: xtask {c}: differs from the book; its boots ran several CPUs \
+                 in turns on QEMU's one host thread, and such a boot moves by a few \
+                 instructions now and then: running it again, every boot fresh"
+            );
+            let again = timed_as(
+                file,
+                c,
+                &Child {
+                    fresh: true,
+                    seen: None,
+                },
+            )?;
+            cache.insert(c.clone(), (again, 0));
+        }
+        if !moved.is_empty() {
+            compared = compare(&cache)?;
+        }
+    }
+    for ((f, text), (new, changed)) in files.iter().zip(&texts).zip(compared) {
         for c in changed {
             stale.push(format!("{}: xtask {c}", f.display()));
         }
-        if !check && new != text {
-            std::fs::write(&f, new)?;
+        if !check && &new != text {
+            std::fs::write(f, new)?;
         }
     }
     Ok(stale)
@@ -546,9 +600,10 @@ fn out_dir(words: &[String]) -> Option<&str> {
 
 /// Runs every `(command, file that shows it)`: those that may, as many at a
 /// time as the host has CPUs (at most 4), then the others one by one; the
-/// outputs by command. The first failure, in the commands' order, is the
+/// outputs by command, each with how many of its boots took turns on
+/// several CPUs ([`witnessed`]). The first failure, in the commands' order, is the
 /// error.
-fn run_all(commands: &[(String, String)]) -> Result<std::collections::HashMap<String, String>> {
+fn run_all(commands: &[(String, String)]) -> Result<std::collections::HashMap<String, Witnessed>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -561,14 +616,14 @@ fn run_all(commands: &[(String, String)]) -> Result<std::collections::HashMap<St
         .filter(|&k| !runs_beside_others(&commands[k].0, commands))
         .collect();
     let next = AtomicUsize::new(0);
-    let outputs: Mutex<Vec<Option<Result<String>>>> =
+    let outputs: Mutex<Vec<Option<Result<Witnessed>>>> =
         Mutex::new(commands.iter().map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| {
                 while let Some(&k) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let (cmd, file) = &commands[k];
-                    let o = timed(file, cmd);
+                    let o = witnessed(file, cmd);
                     outputs.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(o);
                 }
             });
@@ -576,7 +631,7 @@ fn run_all(commands: &[(String, String)]) -> Result<std::collections::HashMap<St
     });
     for k in alone {
         let (cmd, file) = &commands[k];
-        outputs.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(timed(file, cmd));
+        outputs.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(witnessed(file, cmd));
     }
     let outputs = outputs.into_inner().unwrap_or_else(|e| e.into_inner());
     let mut cache = std::collections::HashMap::new();
@@ -589,11 +644,6 @@ fn run_all(commands: &[(String, String)]) -> Result<std::collections::HashMap<St
 
 /// [`command_output_as`], its line on stderr saying which file shows the
 /// command and how long it took (where the docs check spends its time).
-fn timed(file: &str, cmd: &str) -> Result<String> {
-    timed_as(file, cmd, &Child::default())
-}
-
-/// [`timed`], the command started as `how` says.
 fn timed_as(file: &str, cmd: &str, how: &Child) -> Result<String> {
     let t = std::time::Instant::now();
     let o = command_output_as(cmd, how);
@@ -882,11 +932,6 @@ mod docs_tests {
             ["run", "--append", "crash=overflow x=1", "--no-save"]
         );
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::first_difference;
 
     #[test]
     fn a_stale_block_names_the_first_line_that_differs() {
