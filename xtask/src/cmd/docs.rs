@@ -326,10 +326,10 @@ pub fn check_shown(s: &Shown) -> Result<Vec<String>> {
         )?,
     )?;
     if again.is_empty() {
-        eprintln!(
-            "docs: {files}: xtask {}: the fresh run prints what the book shows",
+        replay::note_moved(format!(
+            "docs: {files}: xtask {}: a second run, every boot fresh, prints what the book shows",
             s.cmd
-        );
+        ));
     }
     Ok(again)
 }

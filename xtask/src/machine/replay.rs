@@ -188,6 +188,22 @@ pub fn takes_turns(m: &Machine) -> bool {
         && m.cpus > 1
 }
 
+/// What this process's checks said when a boot on several CPUs had moved
+/// and another boot decided, for a test run's last lines.
+static MOVED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Says on stderr that a check found a boot that took turns moved and
+/// another boot decided, and keeps it for [`moved`].
+pub fn note_moved(what: String) {
+    eprintln!("note: {what}");
+    MOVED.lock().unwrap_or_else(|e| e.into_inner()).push(what);
+}
+
+/// Every [`note_moved`] of this process so far.
+pub fn moved() -> Vec<String> {
+    MOVED.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// Appends `m`'s line to the file [`SEEN_ENV`] names, if it names one:
 /// `turns` or `alone` ([`takes_turns`]), then the machine and its command
 /// line. Best effort: a boot never fails for it.

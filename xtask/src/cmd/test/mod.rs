@@ -1084,6 +1084,19 @@ pub fn run(a: TestArgs) -> Result<i32> {
             real.join("; ")
         );
     }
+    // A check that found a boot on several CPUs moved, and let another
+    // boot decide, is said again at the end, where it is seen.
+    let moved = crate::machine::replay::moved();
+    if !moved.is_empty() {
+        eprintln!(
+            "test: {} check(s) found a boot on several CPUs moved from boot to boot and let \
+             another boot decide (docs/threads.md, \"When a multi-CPU boot moves\"):",
+            moved.len()
+        );
+        for m in &moved {
+            eprintln!("  {m}");
+        }
+    }
     if let Some(c) = &cache {
         let to = kbuild::root().join(crate::machine::replay::LAST_LOG);
         if let Err(e) = c.keep_log(&to) {

@@ -346,11 +346,11 @@ fn boot_twice(
         let (c, fc, _) = boot()?;
         let kc = (records(&c), fc);
         if kc == ka || kc == kb {
-            eprintln!(
-                "note: {profile}, {cpus} CPUs, {words}: two boots differed, a third is \
-                 byte-identical to the {} (a multi-CPU boot moves now and then: docs/threads.md)",
+            crate::machine::replay::note_moved(format!(
+                "model: {profile}, {cpus} CPUs, {words}: two boots differed, a third is \
+                 byte-identical to the {}",
                 if kc == ka { "first" } else { "second" }
-            );
+            ));
             return Ok(if kc == ka { r } else { rb });
         }
         bail!("{profile}, {cpus} CPUs: three boots, no two byte-identical");
@@ -494,11 +494,10 @@ fn checked_plugin(
         let (_, again, _) = boot_full(art, dir, words, profile, How::fresh_on(cpus))?;
         same_files(&checked, &again, profile, cpus, words)
             .context("the checked plugin against two boots of the release plugin")?;
-        eprintln!(
-            "note: {profile}, {cpus} CPUs, {words}: the release plugin's first boot differed \
-             from the checked plugin's, its second is byte-identical (a multi-CPU boot moves now \
-             and then: docs/threads.md)"
-        );
+        crate::machine::replay::note_moved(format!(
+            "model: {profile}, {cpus} CPUs, {words}: the release plugin's first boot differed \
+             from the checked plugin's, its second is byte-identical"
+        ));
     } else {
         same_files(&checked, &release, profile, cpus, words)
             .context("the checked plugin against the release plugin")?;
