@@ -139,7 +139,6 @@ pub fn words(cmd: &str) -> Vec<String> {
 /// How the docs check starts a command: whether every boot runs fresh
 /// (the run's boot cache out of its reach), and the file its boots are
 /// witnessed in ([`replay::SEEN_ENV`]).
-#[derive(Default)]
 struct Child<'a> {
     fresh: bool,
     seen: Option<&'a Path>,
@@ -297,8 +296,8 @@ pub fn shown_commands() -> Result<Vec<Shown>> {
 /// A command whose boots ran several CPUs in turns on QEMU's one host
 /// thread ([`replay::takes_turns`]) and whose output differs is run once
 /// more with every boot fresh, and that run decides: such a boot is the
-/// same from boot to boot nearly always, not always (docs/threads.md, "The
-/// turn pacer"). Both runs are said on stderr. Any other command's output
+/// same from boot to boot nearly always, not always (docs/threads.md, "When
+/// a multi-CPU boot moves"). Both runs are said on stderr. Any other command's output
 /// is a function of what it booted, so a difference is the book's.
 pub fn check_shown(s: &Shown) -> Result<Vec<String>> {
     let files = s.files.join(", ");

@@ -323,7 +323,8 @@ fn records(log: &BootLog) -> Vec<String> {
 ///
 /// On several CPUs a third boot decides when the two differ: such a boot
 /// (the CPUs in turns on QEMU's one host thread) is the same from boot to
-/// boot nearly always, not always ([`replay::takes_turns`]). The third
+/// boot nearly always, not always
+/// ([`crate::machine::replay::takes_turns`]). The third
 /// must be byte-identical to one of the two, and the test says on stderr
 /// that it was needed; two differences in three boots fail.
 fn boot_twice(
