@@ -306,24 +306,7 @@ pub fn check_shown(s: &Shown) -> Result<Vec<String>> {
     if stale.is_empty() || turns == 0 {
         return Ok(stale);
     }
-    eprintln!(
-        "docs: {files}: xtask {}: differs from the book ({}); {turns} of its boots ran \
-         several CPUs in turns on QEMU's one host thread; such a boot moves by a few \
-         instructions now and then: running it again, every boot fresh",
-        s.cmd,
-        stale.join("; ")
-    );
-    let again = stale_blocks(
-        s,
-        &timed_as(
-            &files,
-            &s.cmd,
-            &Child {
-                fresh: true,
-                seen: None,
-            },
-        )?,
-    )?;
+    let again = stale_blocks(s, &again_fresh(&files, &s.cmd, &stale.join("; "), turns)?)?;
     if again.is_empty() {
         replay::note_moved(format!(
             "docs: {files}: xtask {}: a second run, every boot fresh, prints what the book shows",
@@ -331,6 +314,25 @@ pub fn check_shown(s: &Shown) -> Result<Vec<String>> {
         ));
     }
     Ok(again)
+}
+
+/// Runs `cmd` once more with every boot fresh (the run's boot cache out of
+/// its reach), after saying why on stderr: its output differs from the book
+/// (`how`), and `turns` of its boots took turns on several CPUs.
+fn again_fresh(file: &str, cmd: &str, how: &str, turns: usize) -> Result<String> {
+    eprintln!(
+        "docs: {file}: xtask {cmd}: differs from the book ({how}); {turns} of its boots ran \
+         several CPUs in turns on QEMU's one host thread; such a boot moves by a few \
+         instructions now and then: running it again, every boot fresh"
+    );
+    timed_as(
+        file,
+        cmd,
+        &Child {
+            fresh: true,
+            seen: None,
+        },
+    )
 }
 
 /// A command's output, and how many of its boots took turns on several
@@ -512,36 +514,18 @@ pub fn docs_stale_in(check: bool, only: &[PathBuf]) -> Result<Vec<String>> {
         // A command whose boots took turns on several CPUs and whose output
         // differs runs once more, every boot fresh, and that run decides
         // (as in `cargo xtask test`'s docs tests: see [`check_shown`]).
-        let mut moved: Vec<(String, String)> = Vec::new();
-        for (_, changed) in &compared {
-            for c in changed {
-                let turns = cache.get(c).map_or(0, |(_, t)| *t);
-                if turns > 0 && !moved.iter().any(|(m, _)| m == c) {
-                    let file = commands
-                        .iter()
-                        .find(|(x, _)| x == c)
-                        .map(|(_, f)| f.clone());
-                    moved.push((c.clone(), file.unwrap_or_default()));
-                }
+        let changed: std::collections::HashSet<&String> =
+            compared.iter().flat_map(|(_, c)| c).collect();
+        let mut again = false;
+        for (c, file) in &commands {
+            let turns = cache.get(c).map_or(0, |(_, t)| *t);
+            if turns > 0 && changed.contains(c) {
+                let out = again_fresh(file, c, "a block shows other text", turns)?;
+                cache.insert(c.clone(), (out, 0));
+                again = true;
             }
         }
-        for (c, file) in &moved {
-            eprintln!(
-                "docs: {file}: xtask {c}: differs from the book; its boots ran several CPUs \
-                 in turns on QEMU's one host thread, and such a boot moves by a few \
-                 instructions now and then: running it again, every boot fresh"
-            );
-            let again = timed_as(
-                file,
-                c,
-                &Child {
-                    fresh: true,
-                    seen: None,
-                },
-            )?;
-            cache.insert(c.clone(), (again, 0));
-        }
-        if !moved.is_empty() {
+        if again {
             compared = compare(&cache)?;
         }
     }
