@@ -183,17 +183,7 @@ pub fn merge_into(path: &Path, run: &Run) -> Result<()> {
 /// A date as the book shows it: `2026-12-07` (UTC), from seconds since the
 /// Unix epoch.
 pub fn date(secs: u64) -> String {
-    // Days to a civil date (the proleptic Gregorian calendar).
-    let days = (secs / 86_400) as i64 + 719_468;
-    let era = days.div_euclid(146_097);
-    let doe = days - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    crate::results::utc_date(secs)
 }
 
 /// A wall time as the tests table and the run's last lines show it:
