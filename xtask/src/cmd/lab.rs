@@ -102,7 +102,7 @@ struct FetchArgs {
     /// Do not write results files.
     #[arg(long)]
     no_save: bool,
-    /// One line per job instead of its table.
+    /// One line per job, on stderr, instead of its table.
     #[arg(long)]
     quiet: bool,
 }
@@ -259,7 +259,11 @@ pub fn finish(
                 Ok(())
             }
             Imported::Tests(t) => {
-                println!("lab: job {}: {}", j.id, t.summary());
+                if out.quiet {
+                    eprintln!("lab: job {}: {}", j.id, t.summary());
+                } else {
+                    println!("lab: job {}: {}", j.id, t.summary());
+                }
                 let failed: Vec<_> = t
                     .cases
                     .iter()

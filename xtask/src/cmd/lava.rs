@@ -100,7 +100,7 @@ pub struct LavaArgs {
     /// With --local: do not write results files.
     #[arg(long)]
     pub no_save: bool,
-    /// With --local: one line per job instead of its table.
+    /// With --local: one line per job, on stderr, instead of its table.
     #[arg(long)]
     pub quiet: bool,
 }
@@ -511,6 +511,11 @@ pub fn lava(a: LavaArgs) -> Result<i32> {
         };
         if a.mode == ModeArg::Test {
             match super::import::tests_from_lava(&text, None, &lab) {
+                // Quiet (inside `cargo xtask test`, whose stdout is its
+                // PASS lines): on stderr, as the imports' lines.
+                Ok(t) if t.count("fail") == 0 && a.quiet => {
+                    eprintln!("lava: job {id}: {}", t.summary())
+                }
                 Ok(t) if t.count("fail") == 0 => println!("lava: job {id}: {}", t.summary()),
                 Ok(t) => {
                     failed += 1;

@@ -103,9 +103,13 @@ struct Tally {
     ran: Vec<times::Ran>,
     /// Why a test failed or was skipped, by its index in `ran`.
     why: std::collections::HashMap<usize, String>,
-    /// Each section's heading and the instant it started: a section ends
-    /// where the next starts, the last at the run's end.
-    spans: Vec<(String, Instant)>,
+    /// Each section's heading, the instant it started and, for a section
+    /// run beside another ([`Tally::beside`]), the instant it ended; any
+    /// other section ends where the next starts, the last at the run's end.
+    spans: Vec<(String, Instant, Option<Instant>)>,
+    /// The lines of a tally whose sections run beside another's, held
+    /// back until they are merged into it (`None`: printed as they come).
+    held: Option<Vec<String>>,
 }
 
 impl Test<'_> {
@@ -127,30 +131,119 @@ impl Tally {
     /// next tests are counted in.
     fn section(&mut self, title: &str) {
         self.section = title.to_string();
-        if !self.quiet {
-            println!("== {title}");
+        self.say(format!("== {title}"));
+        self.spans.push((title.to_string(), Instant::now(), None));
+    }
+
+    /// A line of the run's output: printed, held back in a tally that runs
+    /// beside another, or dropped when quiet.
+    fn say(&mut self, line: String) {
+        match &mut self.held {
+            _ if self.quiet => {}
+            Some(lines) => lines.push(line),
+            None => println!("{line}"),
         }
-        self.spans.push((title.to_string(), Instant::now()));
+    }
+
+    /// Runs `main` here and `other` at the same time on a thread of its own,
+    /// in a tally of its own whose lines are held back; then prints those
+    /// lines after `main`'s and counts `other`'s tests in this tally.
+    /// For sections that mostly wait (a LAVA server polling its jobs, a
+    /// dispatcher starting QEMU) beside one that keeps the host's cores
+    /// busy. Listing, the two run one after the other.
+    fn beside(
+        &mut self,
+        main: impl FnOnce(&mut Tally) -> Result<()>,
+        other: impl FnOnce(&mut Tally) + Send,
+    ) -> Result<()> {
+        if self.listing {
+            main(self)?;
+            other(self);
+            return Ok(());
+        }
+        let mut side = Tally {
+            quiet: self.quiet,
+            held: Some(Vec::new()),
+            ..Tally::default()
+        };
+        let done = std::thread::scope(|s| {
+            let worker = s.spawn(|| {
+                other(&mut side);
+                Instant::now()
+            });
+            let r = main(self);
+            let main_ended = Instant::now();
+            let joined = worker.join();
+            // The time the run waits for `other` after `main` has ended
+            // is a span of its own, not `main`'s last section's.
+            if matches!(&joined, Ok(end) if end.duration_since(main_ended).as_secs_f64() >= 1.0) {
+                let title = "(waiting for the sections run beside the ones above)";
+                self.spans.push((title.to_string(), main_ended, None));
+            }
+            (r, joined)
+        });
+        let (r, ended) = done;
+        let ended = ended.map_err(|_| anyhow::anyhow!("a section run beside another panicked"))?;
+        self.merge(side, ended);
+        r
+    }
+
+    /// Takes in the tests, lines and sections of `side`, a tally that ran
+    /// beside this one and ended at `ended`.
+    fn merge(&mut self, side: Tally, ended: Instant) {
+        for line in side.held.unwrap_or_default() {
+            self.say(line);
+        }
+        let offset = self.ran.len();
+        self.ran.extend(side.ran);
+        self.why
+            .extend(side.why.into_iter().map(|(i, why)| (i + offset, why)));
+        self.passed += side.passed;
+        self.failed += side.failed;
+        self.skipped += side.skipped;
+        let ends: Vec<Instant> = side
+            .spans
+            .iter()
+            .skip(1)
+            .map(|s| s.1)
+            .chain([ended])
+            .collect();
+        for ((title, start, _), end) in side.spans.into_iter().zip(ends) {
+            self.spans.push((title, start, Some(end)));
+        }
     }
 
     /// Where the run's wall time went, a line per section, on stderr (what
     /// a chapter shows of a test run is its stdout, which these times would
     /// make different at every run).
     fn say_spans(&self) {
-        let end = Instant::now();
-        let ends = self.spans.iter().skip(1).map(|s| s.1).chain([end]);
-        let secs: Vec<f64> = self
+        let now = Instant::now();
+        // A section ends where the next one run in turn starts.
+        let in_turn: Vec<Instant> = self
             .spans
             .iter()
-            .zip(ends)
-            .map(|((_, start), end)| (end - *start).as_secs_f64())
+            .filter(|s| s.2.is_none())
+            .map(|s| s.1)
             .collect();
-        eprintln!(
-            "test: wall time by section ({} in all):",
-            times::wall(secs.iter().sum())
-        );
-        for ((title, _), d) in self.spans.iter().zip(&secs) {
-            eprintln!("  {:>10}  {title}", times::wall(*d));
+        let mut all = 0.0;
+        let mut lines = Vec::new();
+        for (title, start, end) in &self.spans {
+            let (end, beside) = match end {
+                Some(end) => (*end, " (beside the sections above it)"),
+                None => {
+                    let next = in_turn.iter().find(|t| *t > start).copied();
+                    (next.unwrap_or(now), "")
+                }
+            };
+            let d = (end - *start).as_secs_f64();
+            if beside.is_empty() {
+                all += d;
+            }
+            lines.push(format!("  {:>10}  {title}{beside}", times::wall(d)));
+        }
+        eprintln!("test: wall time by section ({} in all):", times::wall(all));
+        for l in lines {
+            eprintln!("{l}");
         }
     }
 
@@ -166,9 +259,7 @@ impl Tally {
 
     /// A test named, not run (`--list`).
     fn listed(&mut self, name: &str) {
-        if !self.quiet {
-            println!("{name}");
-        }
+        self.say(name.to_string());
         self.ran.push(times::Ran {
             section: self.section.clone(),
             name: name.to_string(),
@@ -271,18 +362,20 @@ impl Tally {
             Ok(()) => {
                 self.passed += 1;
                 match started {
-                    Some(t) => println!("PASS {what} ({:.1} s)", t.elapsed().as_secs_f64()),
-                    None => println!("PASS {what}"),
+                    Some(t) => {
+                        self.say(format!("PASS {what} ({:.1} s)", t.elapsed().as_secs_f64()))
+                    }
+                    None => self.say(format!("PASS {what}")),
                 }
             }
             Err(why) => match why.strip_prefix(SKIP) {
                 Some(reason) => {
                     self.skipped += 1;
-                    println!("SKIP {name}: {reason}");
+                    self.say(format!("SKIP {name}: {reason}"));
                 }
                 None => {
                     self.failed += 1;
-                    println!("FAIL {name}: {why}");
+                    self.say(format!("FAIL {name}: {why}"));
                 }
             },
         }
@@ -306,7 +399,7 @@ impl Tally {
             self.passed += 1;
         } else {
             self.failed += 1;
-            println!("FAIL {name}");
+            self.say(format!("FAIL {name}"));
         }
     }
 
@@ -1303,21 +1396,31 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
         }
     }
     if on(Emulator::Qemu) {
-        docs_section(a.filter.as_deref(), tally)?;
+        // The lab sections mostly wait (lava-run and a LAVA server start
+        // their daemons, QEMU and poll), one test at a time: they run
+        // beside the docs' commands, which keep the cores busy, and print
+        // after them.
         let lab = lab::self_tests(a.filter.as_deref());
-        if !lab.is_empty() {
-            tally.section("the lab path: LAVA jobs under lava-run (QEMU TCG, clock=icount)");
-        }
-        for t in lab {
-            tally.test(t);
-        }
         let server = labserver::self_tests(a.filter.as_deref());
-        if !server.is_empty() {
-            tally.section("the lab path through a LAVA server: lab up, submit, wait, fetch, import (QEMU TCG, clock=icount)");
-        }
-        for t in server {
-            tally.test(t);
-        }
+        tally.beside(
+            |tally| docs_section(a.filter.as_deref(), tally),
+            |tally| {
+                if !lab.is_empty() {
+                    tally.section(
+                        "the lab path: LAVA jobs under lava-run (QEMU TCG, clock=icount)",
+                    );
+                }
+                for t in lab {
+                    tally.test(t);
+                }
+                if !server.is_empty() {
+                    tally.section("the lab path through a LAVA server: lab up, submit, wait, fetch, import (QEMU TCG, clock=icount)");
+                }
+                for t in server {
+                    tally.test(t);
+                }
+            },
+        )?;
         let teaching = teaching::self_tests(a.filter.as_deref());
         if !teaching.is_empty() {
             tally.section("the teaching tools: traces, gdb, the exercises, the chapters' commands");
@@ -1394,6 +1497,61 @@ mod tally_tests {
         assert_eq!(docs_guess("bench -n 3 --out x"), 60.0);
         assert!(docs_guess("docs --table cpu-matrix") > docs_guess("bench -n 3"));
         assert!(docs_guess("run --no-save --clock model") > docs_guess("trace int80"));
+    }
+
+    #[test]
+    fn a_section_run_beside_another_prints_after_it_and_counts_in_it() {
+        let mut t = Tally {
+            held: Some(Vec::new()),
+            ..Tally::default()
+        };
+        t.beside(
+            |t| {
+                t.section("busy");
+                t.report("a", None, Ok(()));
+                Ok(())
+            },
+            |t| {
+                t.section("waits");
+                t.report("b", None, Err("no".into()));
+                t.report("c", None, Err(format!("{SKIP}none here")));
+                t.section("waits more");
+                t.report("d", None, Ok(()));
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            t.held.as_deref().unwrap(),
+            [
+                "== busy",
+                "PASS a",
+                "== waits",
+                "FAIL b: no",
+                "SKIP c: none here",
+                "== waits more",
+                "PASS d"
+            ]
+        );
+        assert_eq!((t.passed, t.failed, t.skipped), (2, 1, 1));
+        let named = |i: &usize| t.ran[*i].name.clone();
+        let mut why: Vec<(String, &str)> =
+            t.why.iter().map(|(i, w)| (named(i), w.as_str())).collect();
+        why.sort();
+        assert_eq!(why, [("b".into(), "no"), ("c".into(), "none here")]);
+        assert_eq!(t.ran[3].section, "waits more");
+        // The side's sections keep their own ends: the first ends where the
+        // second starts.
+        let spans: Vec<(&str, bool)> = t
+            .spans
+            .iter()
+            .map(|s| (s.0.as_str(), s.2.is_some()))
+            .collect();
+        assert_eq!(
+            spans,
+            [("busy", false), ("waits", true), ("waits more", true)]
+        );
+        assert_eq!(t.spans[1].2, Some(t.spans[2].1));
+        assert_eq!(t.finish(), 1);
     }
 
     #[test]
