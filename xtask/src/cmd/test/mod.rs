@@ -280,8 +280,8 @@ impl Tally {
 
     /// Names or runs a section's tests, `workers` at a time (each is a
     /// boot or a few, one host thread each, in scratch files of its own),
-    /// each counted as it ends.
-    /// Those marked [`Test::alone`] run after the others, one by one.
+    /// each counted as it ends. Those marked [`Test::alone`] run one after
+    /// another, as the first job of the pool, beside the others.
     fn tests_parallel(&mut self, tests: Vec<Test>, workers: usize) {
         let (alone, beside): (Vec<Test>, Vec<Test>) = tests.into_iter().partition(|t| t.alone);
         if self.listing || workers <= 1 {
@@ -290,15 +290,18 @@ impl Tally {
             }
             return;
         }
-        self.side_by_side(beside, workers);
-        for t in alone {
-            self.test(t);
+        let mut jobs: Vec<Vec<Test>> = Vec::new();
+        if !alone.is_empty() {
+            jobs.push(alone);
         }
+        jobs.extend(beside.into_iter().map(|t| vec![t]));
+        self.side_by_side(jobs, workers);
     }
 
-    /// Runs `tests` `workers` at a time, each counted as it ends.
-    fn side_by_side(&mut self, tests: Vec<Test>, workers: usize) {
-        let queue = std::sync::Mutex::new(tests.into_iter());
+    /// Runs `jobs` `workers` at a time, the tests of a job one after
+    /// another, each test counted as it ends.
+    fn side_by_side(&mut self, jobs: Vec<Vec<Test>>, workers: usize) {
+        let queue = std::sync::Mutex::new(jobs.into_iter());
         let (tx, rx) = mpsc::channel::<(String, Instant, Result<String, String>)>();
         std::thread::scope(|s| {
             for _ in 0..workers {
@@ -306,11 +309,13 @@ impl Tally {
                 let queue = &queue;
                 s.spawn(move || loop {
                     let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
-                    let Some(t) = next else { break };
-                    let started = Instant::now();
-                    let r = (t.run)();
-                    if tx.send((t.name, started, r)).is_err() {
-                        break;
+                    let Some(job) = next else { break };
+                    for t in job {
+                        let started = Instant::now();
+                        let r = (t.run)();
+                        if tx.send((t.name, started, r)).is_err() {
+                            return;
+                        }
                     }
                 });
             }
@@ -721,7 +726,7 @@ const DOCS_LINKS: &str = "docs: every internal link resolves, every named test e
 /// show (the command run once, every block showing it compared). The
 /// commands that may run beside others go two at a time, as the boots,
 /// the longest first; the others (a `test`, `gdb` on its port, `bench`es
-/// sharing an output directory) one by one after them.
+/// sharing an output directory) one by one, as the pool's first job.
 fn docs_section(filter: Option<&str>, tally: &mut Tally) -> Result<()> {
     use crate::cmd::docs;
     // Picked by a filter the name starts with (`--filter docs`, `--filter
@@ -761,7 +766,7 @@ fn docs_section(filter: Option<&str>, tally: &mut Tally) -> Result<()> {
         if docs::shown_runs_beside_others(s, &shown) {
             beside.push((guess.unwrap_or_else(|| docs_guess(&s.cmd)), t));
         } else {
-            alone.push(t);
+            alone.push(t.alone_if(true));
         }
     }
     let links = wanted(DOCS_LINKS);
@@ -790,13 +795,8 @@ fn docs_section(filter: Option<&str>, tally: &mut Tally) -> Result<()> {
         });
     }
     beside.sort_by(|a, b| b.0.total_cmp(&a.0));
-    tally.tests_parallel(
-        beside.into_iter().map(|(_, t)| t).collect(),
-        bochs_workers(),
-    );
-    for t in alone {
-        tally.test(t);
-    }
+    let tests = beside.into_iter().map(|(_, t)| t).chain(alone).collect();
+    tally.tests_parallel(tests, bochs_workers());
     Ok(())
 }
 
@@ -1428,7 +1428,7 @@ fn plan(a: &TestArgs, tally: &mut Tally) -> Result<()> {
         // Side by side as the docs' commands (each boots in a scratch
         // directory of its own; the boots the docs ran are read back from
         // the run's cache); gdb's fixed port and the benches that write
-        // the default output directory one by one, after them.
+        // the default output directory one by one, as the pool's first job.
         tally.tests_parallel(teaching, bochs_workers());
     }
     Ok(())

@@ -11,8 +11,9 @@ pub(crate) const SKIP: &str = "SKIP: ";
 pub(crate) struct Test<'a> {
     pub name: String,
     pub(super) run: Box<dyn FnOnce() -> Result<String, String> + Send + 'a>,
-    /// Runs while no other test of its section does (a fixed port, a
-    /// shared output directory), after those that run side by side.
+    /// Runs while no other such test of its section does (a fixed port, a
+    /// shared output directory): these run one after another, as one job
+    /// beside the section's others.
     pub alone: bool,
 }
 
