@@ -7,9 +7,10 @@
 //! guest's virtual time advances by instructions only, so what the guest
 //! prints, its verdict and the plugin's file are a function of the bytes
 //! booted (kernel, modules, plugin), the emulator and its version, and its
-//! whole command line (on several CPUs nearly always, not always: see
-//! [`takes_turns`]; the cache then serves the one boot that ran to every
-//! test that asks for it). The key is exactly that (see [`material`]): the
+//! whole command line (on several CPUs nearly always, not always, and the
+//! plugin's file less often still: see [`takes_turns`]; the cache then
+//! serves the one boot that ran to every test that asks for it, so the
+//! tests of one run agree). The key is exactly that (see [`material`]): the
 //! QEMU arguments with each file replaced by a hash of its bytes, the
 //! plugin's file name left out, and the emulator's version. The boots
 //! whose output depends on anything else are never cached: the TSC clock,
@@ -179,9 +180,12 @@ pub const SEEN_ENV: &str = "TESTBED_BOOTS_SEEN";
 /// instruction counting (QEMU, icount or the model clock). Such a boot is
 /// the same to the instruction from boot to boot nearly always, not
 /// always: rarely QEMU's host threads move it by a few instructions (2
-/// boots in about 940 of forktest on 2 CPUs on a loaded host; which race
-/// in QEMU lets it in was not found: docs/threads.md, "When a multi-CPU
-/// boot moves").
+/// boots in about 940 of forktest on 2 CPUs on a loaded host), and the
+/// model plugin's file, which follows QEMU's interleaving of the CPUs,
+/// differs at nearly every boot where they share data (`locks`), its
+/// printed figures so far not (QEMU's main-loop thread kicks the vCPU
+/// thread at host-timed moments: docs/threads.md, "When a multi-CPU boot
+/// moves").
 pub fn takes_turns(m: &Machine) -> bool {
     matches!(&m.backend, Backend::Qemu(o) if o.threads == qemu::Threads::Single)
         && matches!(m.clock, Clock::Icount | Clock::Model)
