@@ -18,6 +18,7 @@
 //! `check_clock`, `default_clock` and arguments.
 
 pub mod bochs;
+pub mod core;
 pub mod qemu;
 pub mod replay;
 

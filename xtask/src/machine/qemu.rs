@@ -356,6 +356,9 @@ pub fn command(m: &Machine, o: &Options) -> Result<Command> {
 /// A running QEMU.
 pub struct Session {
     child: Child,
+    /// The host core a QEMU whose CPUs take turns runs on, held until it
+    /// ends ([`super::core`]).
+    _core: Option<super::core::Core>,
     lines: mpsc::Receiver<String>,
     reader: JoinHandle<()>,
     err_reader: JoinHandle<String>,
@@ -363,7 +366,19 @@ pub struct Session {
 
 /// Starts QEMU, its stdout (the serial port) read line by line.
 pub fn start(m: &Machine, o: &Options) -> Result<Session> {
-    let mut child = command(m, o)?
+    let mut c = command(m, o)?;
+    // Several CPUs in turns on one vCPU thread: QEMU's threads on one
+    // host core, so that its main loop cannot cut a CPU's turn short at a
+    // host-timed moment (super::core).
+    let core = if super::replay::takes_turns(m) {
+        super::core::choose()
+    } else {
+        None
+    };
+    if let Some(k) = &core {
+        super::core::pin(&mut c, k.cpu);
+    }
+    let mut child = c
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -400,6 +415,7 @@ pub fn start(m: &Machine, o: &Options) -> Result<Session> {
     });
     Ok(Session {
         child,
+        _core: core,
         lines,
         reader,
         err_reader,
