@@ -182,10 +182,11 @@ pub const SEEN_ENV: &str = "TESTBED_BOOTS_SEEN";
 /// always: rarely QEMU's host threads move it by a few instructions (2
 /// boots in about 940 of forktest on 2 CPUs on a loaded host), and the
 /// model plugin's file, which follows QEMU's interleaving of the CPUs,
-/// differs at nearly every boot where they share data (`locks`), its
-/// printed figures so far not (QEMU's main-loop thread kicks the vCPU
-/// thread at host-timed moments: docs/threads.md, "When a multi-CPU boot
-/// moves").
+/// differed at nearly every boot where they share data (`locks`), its
+/// printed figures not (QEMU's main-loop thread kicks the vCPU thread at
+/// host-timed moments). Such a QEMU now runs on one host core
+/// ([`super::core`]), where boots measured agreed: docs/threads.md, "When
+/// a multi-CPU boot moves".
 pub fn takes_turns(m: &Machine) -> bool {
     matches!(&m.backend, Backend::Qemu(o) if o.threads == qemu::Threads::Single)
         && matches!(m.clock, Clock::Icount | Clock::Model)
