@@ -5,7 +5,7 @@
 //! (`main.rs` calls [`main`]).
 //!
 //! The modules stand in layers, each importing only its own and those
-//! below: `report` and `ministat` at the bottom; `results` (a run's
+//! below: `report`, `ministat` and `parallel` at the bottom; `results` (a run's
 //! results as serde types, parsed once, read by every command in process);
 //! `model` (the model plugin's host side) beside `lava`; `compare`;
 //! `export`; the machines (`machine`, `kbuild`, `preflight`, `iso`); the
@@ -27,6 +27,7 @@ mod lava;
 mod machine;
 mod ministat;
 mod model;
+mod parallel;
 mod preflight;
 mod report;
 mod results;

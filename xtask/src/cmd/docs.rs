@@ -587,8 +587,6 @@ fn out_dir(words: &[String]) -> Option<&str> {
 /// several CPUs ([`witnessed`]). The first failure, in the commands' order, is the
 /// error.
 fn run_all(commands: &[(String, String)]) -> Result<std::collections::HashMap<String, Witnessed>> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = cpus.clamp(1, 4).min(commands.len().max(1));
     // The side-by-side commands first, in the order the files show them.
@@ -598,25 +596,18 @@ fn run_all(commands: &[(String, String)]) -> Result<std::collections::HashMap<St
     let alone: Vec<usize> = (0..commands.len())
         .filter(|&k| !runs_beside_others(&commands[k].0, commands))
         .collect();
-    let next = AtomicUsize::new(0);
-    let outputs: Mutex<Vec<Option<Result<Witnessed>>>> =
-        Mutex::new(commands.iter().map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                while let Some(&k) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let (cmd, file) = &commands[k];
-                    let o = witnessed(file, cmd);
-                    outputs.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(o);
-                }
-            });
-        }
+    let ran = crate::parallel::map(&order, workers, |&k| {
+        let (cmd, file) = &commands[k];
+        witnessed(file, cmd)
     });
+    let mut outputs: Vec<Option<Result<Witnessed>>> = commands.iter().map(|_| None).collect();
+    for (&k, o) in order.iter().zip(ran) {
+        outputs[k] = Some(o);
+    }
     for k in alone {
         let (cmd, file) = &commands[k];
-        outputs.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(witnessed(file, cmd));
+        outputs[k] = Some(witnessed(file, cmd));
     }
-    let outputs = outputs.into_inner().unwrap_or_else(|e| e.into_inner());
     let mut cache = std::collections::HashMap::new();
     for ((cmd, _), o) in commands.iter().zip(outputs) {
         let o = o.with_context(|| format!("xtask {cmd} did not run"))??;

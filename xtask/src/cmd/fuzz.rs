@@ -145,26 +145,11 @@ pub fn fuzz(a: FuzzArgs) -> Result<i32> {
     // Each libFuzzer runs on one host thread: as many targets at a time as
     // the host has cores (cargo builds them one after another, under its
     // lock), each reported in the targets' order.
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, targets.len());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: std::sync::Mutex<Vec<Option<Result<Summary>>>> =
-        std::sync::Mutex::new(targets.iter().map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| loop {
-                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(t) = targets.get(k) else { break };
-                let r = run(&root, t, a.time);
-                results.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(r);
-            });
-        }
-    });
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let results = crate::parallel::map(&targets, workers, |t| run(&root, t, a.time));
     let mut failed = 0;
-    let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     for (t, r) in targets.iter().zip(results) {
-        match r.unwrap_or_else(|| Err(anyhow::anyhow!("not run"))) {
+        match r {
             Ok(s) => println!(
                 "fuzz {t}: {} runs in {} s, 0 crashes; coverage {} edges, {} features; corpus {} inputs; peak RSS {} MB",
                 s.runs, a.time, s.cov, s.ft, s.corpus, s.peak_rss_mb

@@ -78,6 +78,7 @@ pub const XTASK_BELOW: &[(&str, &[&str])] = &[
     ("ministat/", &["ministat/"]),
     ("testalloc.rs", &["testalloc.rs"]),
     ("ktap.rs", &["ktap.rs"]),
+    ("parallel.rs", &["parallel.rs"]),
     ("results/", &["results/", "report.rs"]),
     ("lava/", &["lava/", "results/", "report.rs", "testalloc.rs"]),
     ("model.rs", &["model.rs", "results/", "report.rs"]),

@@ -1367,7 +1367,8 @@ fn render_tests(
     list: &[crate::cmd::test::times::Ran],
     book: &crate::cmd::test::times::Book,
 ) -> Result<String> {
-    use crate::cmd::test::times::{date, Outcome};
+    use crate::cmd::test::times::Outcome;
+    use crate::results::utc_date as date;
     let mut sections: Vec<(&str, Vec<&str>)> = Vec::new();
     for t in list {
         match sections.last_mut() {
@@ -1490,7 +1491,8 @@ const WALL_PAIRS: &[(&str, &str, &str)] = &[
 /// [`WALL_PAIRS`] beside its QEMU boot; a pair's names must each start
 /// exactly one test of the list.
 fn wall_times() -> Result<String> {
-    use crate::cmd::test::times::{self, date, Book};
+    use crate::cmd::test::times::{self, Book};
+    use crate::results::utc_date as date;
     let list = crate::cmd::test::list(None)?;
     let book = Book::read(&kbuild::root().join(times::BOOK_FILE))?;
     let find = |start: &str| -> Result<&str> {
@@ -1704,28 +1706,13 @@ fn matrix_row(emulator: &str, model: &str, art: &crate::kbuild::Artifacts) -> Re
 
 /// The CPU matrix: two boots per model, two models at a time.
 fn cpu_matrix() -> Result<String> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
     let art = crate::kbuild::build(true)?;
-    let next = AtomicUsize::new(0);
-    let rows: Mutex<Vec<Option<Result<String>>>> =
-        Mutex::new(MATRIX_MODELS.iter().map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..2 {
-            scope.spawn(|| {
-                while let Some(&(e, m)) = MATRIX_MODELS.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let row = matrix_row(e, m, &art);
-                    let k = MATRIX_MODELS.iter().position(|x| *x == (e, m)).unwrap_or(0);
-                    rows.lock().unwrap_or_else(|p| p.into_inner())[k] = Some(row);
-                }
-            });
-        }
-    });
+    let rows = crate::parallel::map(MATRIX_MODELS, 2, |&(e, m)| matrix_row(e, m, &art));
     let mut out = String::from(
         "| emulator | model | vendor, brand | family/model/stepping | TSC | SEP | SYSCALL | PAE | APIC | perf (version/counters) | mechanisms the kernel used | kernel tests; hostile suite | benchmark (`mode=run`) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
-    for row in rows.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        out.push_str(&row.context("a model was not booted")??);
+    for row in rows {
+        out.push_str(&row?);
         out.push('\n');
     }
     out.push_str(&format!(
