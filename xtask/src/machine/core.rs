@@ -46,11 +46,14 @@ fn allowed() -> Vec<usize> {
         .collect()
 }
 
+/// Where the cores' lock files are.
+fn dir() -> std::path::PathBuf {
+    kbuild::root().join("target/xtask/cores")
+}
+
 /// Tries to hold core `cpu` for this boot: an exclusive, non-blocking
-/// `flock` on its file.
-fn hold(cpu: usize) -> Option<File> {
-    let dir = kbuild::root().join("target/xtask/cores");
-    std::fs::create_dir_all(&dir).ok()?;
+/// `flock` on its file in `dir` (made).
+fn hold(dir: &std::path::Path, cpu: usize) -> Option<File> {
     let f = File::options()
         .create(true)
         .truncate(false)
@@ -72,8 +75,10 @@ pub fn choose() -> Option<Core> {
     if cores.is_empty() {
         return None;
     }
+    let dir = dir();
+    let _ = std::fs::create_dir_all(&dir);
     for &cpu in &cores {
-        if let Some(lock) = hold(cpu) {
+        if let Some(lock) = hold(&dir, cpu) {
             return Some(Core {
                 cpu,
                 _lock: Some(lock),
@@ -122,7 +127,7 @@ mod tests {
         drop(second);
         let cpu = first.cpu;
         drop(first);
-        let again = hold(cpu);
+        let again = hold(&dir(), cpu);
         assert!(again.is_some(), "released with the boot");
     }
 

@@ -481,6 +481,14 @@ fn timestamps() {
     assert_eq!(utc_timestamp(leap), "2000-02-29T00:00:00Z");
 }
 
+/// The date the book shows beside a measured wall time.
+#[test]
+fn dates_are_civil() {
+    assert_eq!(utc_date(0), "1970-01-01");
+    assert_eq!(utc_date(951_782_400), "2000-02-29");
+    assert_eq!(utc_date(1_796_601_600), "2026-12-07");
+}
+
 /// The words a run was asked for against the settings its kernel applied:
 /// a key the record carries and the words name differently is a
 /// contradiction; the last word of a key counts; other keys say nothing.

@@ -180,12 +180,6 @@ pub fn merge_into(path: &Path, run: &Run) -> Result<()> {
     Ok(())
 }
 
-/// A date as the book shows it: `2026-12-07` (UTC), from seconds since the
-/// Unix epoch.
-pub fn date(secs: u64) -> String {
-    crate::results::utc_date(secs)
-}
-
 /// A wall time as the tests table and the run's last lines show it:
 /// `4.2 s`, `3 min 50 s`.
 pub fn wall(secs: f64) -> String {
@@ -271,12 +265,5 @@ mod tests {
             ..Run::default()
         });
         assert!(book.whole_run.is_none() && book.tests.len() == 1);
-    }
-
-    #[test]
-    fn dates_are_civil() {
-        assert_eq!(date(0), "1970-01-01");
-        assert_eq!(date(951_782_400), "2000-02-29");
-        assert_eq!(date(1_796_601_600), "2026-12-07");
     }
 }
